@@ -1,0 +1,413 @@
+"""The broker: namespaces and their entities, and every operation the API exposes.
+
+Pure and synchronous (DESIGN.md §1): it reads time only from the injected clock, writes
+only through partition logs and TOML descriptions, and never touches sockets. The server
+awaits the group commit before acknowledging anything the broker wrote.
+
+Data-dir layout::
+
+    <data>/namespaces/<ns>/namespace.toml
+    <data>/namespaces/<ns>/queues/<entity dir>/queue.toml
+    <data>/namespaces/<ns>/queues/<entity dir>/p00 … p15/   (partition stores)
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from sbctl.codec import Message
+from sbctl.durations import format_instant
+from sbctl.errors import (
+    BadRequest,
+    InvalidOperation,
+    MessagingEntityAlreadyExists,
+    MessagingEntityNotFound,
+    QuotaExceeded,
+)
+from sbctl.names import (
+    entity_dir_name,
+    entity_key,
+    parse_entity_path,
+    validate_entity_name,
+    validate_namespace_name,
+)
+from sbctl.partitioning import STANDARD_PARTITION_COUNT
+from sbctl.protocol import MAX_PEEK, MAX_RECEIVE, Delivered
+from sbctld.clock import Clock
+from sbctld.config import (
+    SKUS,
+    NamespaceConfig,
+    QueueConfig,
+    check_queue,
+    load_toml,
+    merge_options,
+    save_toml,
+)
+from sbctld.queue import DESCRIPTION, Queue
+from sbctld.storage.files import fsync_dir
+from sbctld.storage.log import DEFAULT_SEGMENT_BYTES
+from sbctld.storage.sync import Syncer
+
+DEFAULT_NAMESPACE = "sbemulatorns"  # the name Microsoft's emulator uses
+NAMESPACE_FILE = "namespace.toml"
+MAX_ENTITIES = 10_000  # SPEC §14
+MAX_PARTITIONED = 100  # SPEC §0.1.11
+STANDARD_MESSAGE_BYTES = 256 * 1024  # SPEC §13.1
+PREMIUM_MESSAGE_BYTES = 1024 * 1024
+
+
+class Namespace:
+    def __init__(self, directory: Path, config: NamespaceConfig) -> None:
+        self.directory = directory
+        self.config = config
+        self.queues: dict[str, Queue] = {}
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    @property
+    def premium(self) -> bool:
+        return self.config.sku == "premium"
+
+    @property
+    def max_message_bytes(self) -> int:
+        return PREMIUM_MESSAGE_BYTES if self.premium else STANDARD_MESSAGE_BYTES
+
+    def partition_count(self, cfg: QueueConfig) -> int:
+        """SPEC §0.1.2: 16 on Basic/Standard when asked; Premium partitions everything."""
+        if self.premium:
+            return self.config.premium_messaging_partitions
+        return STANDARD_PARTITION_COUNT if cfg.enable_partitioning else 1
+
+    def describe(self) -> dict[str, Any]:
+        cfg = self.config
+        return {
+            "name": cfg.name,
+            "sku": cfg.sku,
+            "premium_messaging_partitions": cfg.premium_messaging_partitions,
+            "capacity": cfg.capacity if self.premium else None,
+            "created_at_utc": format_instant(cfg.created_at_ms),
+            "queue_count": len(self.queues),
+            "partitioned_entity_count": sum(q.partitioned for q in self.queues.values()),
+            "max_message_size_in_kilobytes": self.max_message_bytes // 1024,
+        }
+
+
+class Broker:
+    def __init__(
+        self,
+        data_dir: Path,
+        clock: Clock,
+        syncer: Syncer,
+        *,
+        report: Callable[[str], None] = lambda _msg: None,
+        segment_bytes: int = DEFAULT_SEGMENT_BYTES,
+    ) -> None:
+        self.data_dir = data_dir
+        self.root = data_dir / "namespaces"
+        self.clock = clock
+        self.syncer = syncer
+        self.report = report
+        self.segment_bytes = segment_bytes
+        self.namespaces: dict[str, Namespace] = {}
+        first_start = not self.root.exists()
+        self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self._load()
+        if first_start:
+            self.namespace_create(DEFAULT_NAMESPACE, "standard")
+
+    # ------------------------------------------------------------ loading
+
+    def _load(self) -> None:
+        for ns_dir in sorted(p for p in self.root.iterdir() if p.is_dir()):
+            desc = ns_dir / NAMESPACE_FILE
+            if not desc.exists():
+                continue
+            ns = Namespace(ns_dir, load_toml(desc, NamespaceConfig))
+            self.namespaces[entity_key(ns.name)] = ns
+            queues = ns_dir / "queues"
+            if not queues.exists():
+                continue
+            for q_dir in sorted(p for p in queues.iterdir() if p.is_dir()):
+                if not (q_dir / DESCRIPTION).exists():
+                    continue  # an interrupted create or delete: nothing was acknowledged
+                cfg = load_toml(q_dir / DESCRIPTION, QueueConfig)
+                notes: list[str] = []
+                queue = Queue.open(
+                    q_dir,
+                    cfg,
+                    ns.partition_count(cfg),
+                    self.syncer,
+                    max_message_bytes=ns.max_message_bytes,
+                    segment_bytes=self.segment_bytes,
+                    notes=notes,
+                )
+                for note in notes:
+                    self.report(f"recovery: {ns.name}/{cfg.name}: {note}")
+                ns.queues[entity_key(cfg.name)] = queue
+
+    # ------------------------------------------------------------ namespaces
+
+    def namespace(self, name: str) -> Namespace:
+        ns = self.namespaces.get(entity_key(name))
+        if ns is None:
+            raise MessagingEntityNotFound(f"namespace {name!r} does not exist")
+        return ns
+
+    def namespace_create(
+        self, name: str, sku: str = "standard", partitions: int = 1, capacity: int = 1
+    ) -> dict[str, Any]:
+        validate_namespace_name(name)
+        sku = sku.lower()
+        if sku not in SKUS:
+            raise BadRequest(f"sku {sku!r} is not one of basic, standard, premium")
+        if partitions not in (1, 2, 4):
+            raise BadRequest("premium_messaging_partitions must be 1, 2 or 4")
+        if sku != "premium" and partitions != 1:
+            # SPEC §0.1.2: namespace partitions are a Premium setting.
+            raise InvalidOperation("premium_messaging_partitions needs the premium sku")
+        if capacity not in (1, 2, 4, 8, 16):
+            raise BadRequest("capacity must be 1, 2, 4, 8 or 16 messaging units")
+        key = entity_key(name)
+        if key in self.namespaces:
+            raise MessagingEntityAlreadyExists(f"namespace {name!r} already exists")
+        cfg = NamespaceConfig(
+            name=name,
+            sku=sku,
+            premium_messaging_partitions=partitions,
+            capacity=capacity,
+            created_at_ms=self.clock.now_ms(),
+        )
+        directory = self.root / key
+        tmp = self.root / f".{key}.{uuid.uuid4().hex}.tmp"
+        tmp.mkdir(mode=0o700)
+        save_toml(tmp / NAMESPACE_FILE, cfg)
+        os.rename(tmp, directory)
+        fsync_dir(self.root)
+        ns = Namespace(directory, cfg)
+        self.namespaces[key] = ns
+        return ns.describe()
+
+    def namespace_get(self, name: str) -> dict[str, Any]:
+        return self.namespace(name).describe()
+
+    def namespace_list(self) -> list[dict[str, Any]]:
+        return [ns.describe() for ns in self.namespaces.values()]
+
+    def namespace_delete(self, name: str) -> dict[str, Any]:
+        ns = self.namespace(name)
+        for queue in ns.queues.values():
+            for p in queue.partitions:
+                p.log.close()
+        self._remove_dir(ns.directory)
+        del self.namespaces[entity_key(name)]
+        return {"deleted": ns.name}
+
+    def _remove_dir(self, directory: Path) -> None:
+        """Rename first (atomic), then delete: a crash never leaves half an entity."""
+        trash = directory.with_name(f".{directory.name}.{uuid.uuid4().hex}.deleted")
+        os.rename(directory, trash)
+        fsync_dir(directory.parent)
+        shutil.rmtree(trash, ignore_errors=True)
+
+    # ------------------------------------------------------------ queues
+
+    def queue(self, namespace: str, name: str) -> Queue:
+        ns = self.namespace(namespace)
+        queue = ns.queues.get(entity_key(name))
+        if queue is None:
+            validate_entity_name(name)
+            raise MessagingEntityNotFound(f"queue {name!r} does not exist in namespace {ns.name!r}")
+        return queue
+
+    def queue_create(self, namespace: str, name: str, options: dict[str, Any]) -> dict[str, Any]:
+        ns = self.namespace(namespace)
+        validate_entity_name(name)
+        key = entity_key(name)
+        if key in ns.queues:
+            raise MessagingEntityAlreadyExists(
+                f"queue {name!r} already exists in namespace {ns.name!r}"
+            )
+        now = self.clock.now_ms()
+        cfg = merge_options(QueueConfig(name=name), options, creating=True)
+        if ns.premium:
+            if cfg.enable_partitioning and ns.config.premium_messaging_partitions == 1:
+                raise InvalidOperation(
+                    "premium namespaces do not partition entities one by one; create the "
+                    "namespace with --premium-messaging-partitions 2 or 4 (SPEC §15.3)"
+                )
+            cfg.enable_partitioning = ns.config.premium_messaging_partitions > 1
+        if ns.config.sku == "basic" and "default_message_time_to_live" not in options:
+            cfg.default_message_time_to_live = 14 * 86_400_000  # SPEC §15.1
+        check_queue(cfg, ns.config.sku, set(options))
+        self._check_forwarding(ns, cfg)
+        if len(ns.queues) >= MAX_ENTITIES:
+            raise QuotaExceeded(
+                f"namespace {ns.name!r} already holds {MAX_ENTITIES} entities (SPEC §14)"
+            )
+        partitions = ns.partition_count(cfg)
+        if partitions > 1 and not ns.premium:
+            used = sum(q.partitioned for q in ns.queues.values())
+            if used >= MAX_PARTITIONED:
+                raise QuotaExceeded(
+                    f"namespace {ns.name!r} already holds {MAX_PARTITIONED} partitioned "
+                    "entities (SPEC §0.1.11)"
+                )
+        cfg.created_at_ms = cfg.updated_at_ms = now
+        parent = ns.directory / "queues"
+        parent.mkdir(mode=0o700, exist_ok=True)
+        directory = parent / entity_dir_name(name)
+        if directory.exists():  # leftovers of a create that never completed
+            shutil.rmtree(directory)
+        tmp = parent / f".{directory.name}.{uuid.uuid4().hex}.tmp"
+        tmp.mkdir(mode=0o700)
+        save_toml(tmp / DESCRIPTION, cfg)
+        os.rename(tmp, directory)
+        fsync_dir(parent)
+        queue = Queue.open(
+            directory,
+            cfg,
+            partitions,
+            self.syncer,
+            max_message_bytes=ns.max_message_bytes,
+            segment_bytes=self.segment_bytes,
+            notes=[],
+        )
+        ns.queues[key] = queue
+        return queue.describe()
+
+    def _check_forwarding(self, ns: Namespace, cfg: QueueConfig) -> None:
+        """SPEC §11.1, §4.7: the destination must exist in the same namespace."""
+        for field in ("forward_to", "forward_dead_lettered_messages_to"):
+            target = getattr(cfg, field)
+            if target is None:
+                continue
+            validate_entity_name(target)
+            if entity_key(target) == entity_key(cfg.name):
+                raise InvalidOperation(f"{field} cannot point a queue at itself")
+            if entity_key(target) not in ns.queues:
+                raise MessagingEntityNotFound(
+                    f"{field} destination {target!r} does not exist in namespace {ns.name!r}"
+                )
+
+    def queue_update(self, namespace: str, name: str, options: dict[str, Any]) -> dict[str, Any]:
+        ns = self.namespace(namespace)
+        queue = self.queue(namespace, name)
+        cfg = merge_options(queue.config, options, creating=False)
+        check_queue(cfg, ns.config.sku, set(options))
+        self._check_forwarding(ns, cfg)
+        cfg.updated_at_ms = self.clock.now_ms()
+        queue.config = cfg
+        queue.save()
+        return queue.describe()
+
+    def queue_get(self, namespace: str, name: str) -> dict[str, Any]:
+        return self.queue(namespace, name).describe()
+
+    def queue_list(self, namespace: str) -> list[dict[str, Any]]:
+        ns = self.namespace(namespace)
+        return [q.describe(partitions=False) for q in ns.queues.values()]
+
+    def queue_delete(self, namespace: str, name: str) -> dict[str, Any]:
+        ns = self.namespace(namespace)
+        queue = self.queue(namespace, name)
+        for p in queue.partitions:
+            p.log.close()
+        self._remove_dir(queue.directory)
+        del ns.queues[entity_key(name)]
+        return {"deleted": queue.name}
+
+    # ------------------------------------------------------------ data plane
+
+    def resolve(self, namespace: str, path: str) -> tuple[Queue, bool]:
+        """An entity path → (queue, is it the DLQ)."""
+        parsed = parse_entity_path(path)
+        if parsed.subscription is not None:
+            raise MessagingEntityNotFound(f"{path!r}: topics and subscriptions are not available")
+        if parsed.subqueue == "transfer-deadletter":
+            raise InvalidOperation(f"{path!r}: the transfer dead-letter queue is not available")
+        return self.queue(namespace, parsed.entity), parsed.subqueue == "deadletter"
+
+    def send(self, namespace: str, path: str, messages: Sequence[Message]) -> list[int]:
+        queue, dlq = self.resolve(namespace, path)
+        if dlq:
+            # SPEC §4.3: only the parent's dead-letter operation fills a DLQ.
+            raise InvalidOperation("messages cannot be sent to a dead-letter queue")
+        return queue.send(messages, self.clock.now_ms())
+
+    def peek(
+        self, namespace: str, path: str, count: int, from_sequence: int | None
+    ) -> list[Delivered]:
+        if not 1 <= count <= MAX_PEEK:
+            raise BadRequest(f"peek count must be between 1 and {MAX_PEEK} (SPEC §13.2)")
+        if from_sequence is not None and from_sequence < 0:
+            raise BadRequest("from_sequence must not be negative")
+        queue, dlq = self.resolve(namespace, path)
+        return queue.peek(count, from_sequence, deadletter=dlq)
+
+    def receive(self, namespace: str, path: str, count: int, mode: str) -> list[Delivered]:
+        if not 1 <= count <= MAX_RECEIVE:
+            raise BadRequest(f"receive count must be between 1 and {MAX_RECEIVE}")
+        if mode not in ("peek-lock", "receive-and-delete"):
+            raise BadRequest(f"receive mode {mode!r} is not peek-lock or receive-and-delete")
+        queue, dlq = self.resolve(namespace, path)
+        now = self.clock.now_ms()
+        queue.expire_locks(now)
+        return queue.receive(count, now, delete=mode == "receive-and-delete", deadletter=dlq)
+
+    def settle(
+        self,
+        namespace: str,
+        path: str,
+        op: str,
+        tokens: Sequence[str],
+        properties: dict[str, Any] | None = None,
+    ) -> list[dict[str, Any]]:
+        queue, _dlq = self.resolve(namespace, path)
+        return queue.settle(op, tokens, self.clock.now_ms(), properties)
+
+    # ------------------------------------------------------------ time
+
+    def tick(self) -> list[tuple[str, str]]:
+        """Run what time makes due; returns (namespace, queue) keys with new messages."""
+        now = self.clock.now_ms()
+        woke = []
+        for ns_key, ns in self.namespaces.items():
+            for q_key, queue in ns.queues.items():
+                if queue.expire_locks(now):
+                    woke.append((ns_key, q_key))
+        return woke
+
+    def checkpoint(self, *, min_changes: int = 1) -> int:
+        """Checkpoint every partition with at least ``min_changes`` changes; returns how many."""
+        done = 0
+        for ns in self.namespaces.values():
+            for queue in ns.queues.values():
+                for p in queue.partitions:
+                    if p.log.changes_since_checkpoint >= min_changes:
+                        p.log.checkpoint()
+                        done += 1
+        return done
+
+    def close(self) -> None:
+        self.checkpoint()
+        for ns in self.namespaces.values():
+            for queue in ns.queues.values():
+                for p in queue.partitions:
+                    p.log.close()
+        self.syncer.sync_now()
+
+    def stats(self) -> dict[str, Any]:
+        queues = [q for ns in self.namespaces.values() for q in ns.queues.values()]
+        return {
+            "namespaces": len(self.namespaces),
+            "entities": len(queues),
+            "partitions": sum(len(q.partitions) for q in queues),
+            "messages": sum(p.log.message_count for q in queues for p in q.partitions),
+        }

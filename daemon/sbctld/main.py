@@ -1,0 +1,178 @@
+"""The daemon process: own the data dir, recover, serve until SIGTERM.
+
+Ownership is an exclusive ``flock`` on ``<data>/sbctld.pid`` held for the daemon's life:
+the kernel drops it when the process dies, even by SIGKILL, so a pidfile whose lock is free
+is stale by definition and is simply taken over.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import errno
+import fcntl
+import logging
+import os
+import resource
+import signal
+import sys
+import time
+from pathlib import Path
+
+from sbctl import paths
+from sbctl.errors import BadRequest, SbctlError
+from sbctld.broker import Broker
+from sbctld.clock import SystemClock
+from sbctld.server import Server
+from sbctld.storage.sync import Syncer
+
+log = logging.getLogger("sbctld")
+
+
+class DataDirBusy(SbctlError):
+    code = "DataDirBusy"
+    exit_code = 1
+
+
+def prepare_data_dir(data_dir: Path) -> None:
+    """Create (0700) or check a data dir this user can own."""
+    try:
+        data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BadRequest(f"cannot create data dir {data_dir}: {exc.strerror}") from None
+    st = data_dir.stat()
+    if not data_dir.is_dir():
+        raise BadRequest(f"data dir {data_dir} is not a directory")
+    if st.st_uid != os.getuid():
+        raise BadRequest(
+            f"data dir {data_dir} belongs to uid {st.st_uid}, not to you (uid {os.getuid()})"
+        )
+    if not os.access(data_dir, os.W_OK | os.X_OK):
+        raise BadRequest(f"data dir {data_dir} is not writable")
+
+
+def lock_pidfile(data_dir: Path) -> tuple[int, str | None]:
+    """Take the data dir; returns (fd, note about a stale pidfile or None)."""
+    path = data_dir / paths.PIDFILE
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    old = os.pread(fd, 64, 0).decode(errors="replace").strip()
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        os.close(fd)
+        if exc.errno in (errno.EAGAIN, errno.EACCES):
+            raise DataDirBusy(
+                f"data dir {data_dir} is in use by another sbctl daemon (pid {old or '?'})"
+            ) from None
+        raise
+    note = None
+    if old:
+        note = f"stale pidfile {path} (pid {old} is not running) taken over; recovering"
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    return fd, note
+
+
+def setup_logging(data_dir: Path, foreground: bool) -> None:
+    handler: logging.Handler = logging.FileHandler(data_dir / paths.LOGFILE)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    root = logging.getLogger("sbctld")
+    root.handlers[:] = [handler]
+    if foreground:
+        root.addHandler(logging.StreamHandler(sys.stderr))
+    root.setLevel(logging.INFO)
+
+
+def raise_fd_limit() -> None:
+    _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    with contextlib.suppress(ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+def run(
+    data_dir: Path,
+    socket_path: Path,
+    durability: str = "fsync",
+    *,
+    ready_fd: int | None = None,
+    foreground: bool = False,
+) -> int:
+    """Run the daemon until stopped. ``ready_fd`` gets ``ok <pid>`` or ``error <message>``."""
+
+    def tell(line: str) -> None:
+        if ready_fd is not None:
+            with contextlib.suppress(OSError):
+                os.write(ready_fd, (line + "\n").encode())
+                os.close(ready_fd)
+
+    t0 = time.perf_counter()
+    try:
+        paths.check_socket_path(socket_path)
+        prepare_data_dir(data_dir)
+        pid_fd, note = lock_pidfile(data_dir)
+    except SbctlError as exc:
+        tell(f"error {exc.message}")
+        return 1
+    setup_logging(data_dir, foreground)
+    if note:
+        log.warning(note)
+    raise_fd_limit()
+    with contextlib.suppress(ImportError):
+        import uvloop
+
+        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+    try:
+        return asyncio.run(_serve(data_dir, socket_path, durability, tell, t0))
+    except Exception as exc:
+        log.exception("daemon failed")
+        tell(f"error {exc}")
+        return 1
+    finally:
+        with contextlib.suppress(OSError):
+            os.ftruncate(pid_fd, 0)
+        os.close(pid_fd)
+
+
+async def _serve(
+    data_dir: Path,
+    socket_path: Path,
+    durability: str,
+    tell: object,
+    t0: float,
+) -> int:
+    syncer = Syncer(durability)
+    broker = Broker(data_dir, SystemClock(), syncer, report=log.warning)
+    server = Server(broker, syncer, socket_path)
+    await server.start()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, server.stopping.set)
+    log.info(
+        "sbctld %s serving %s on %s (durability %s) after %.3f s; %s",
+        os.getpid(),
+        data_dir,
+        socket_path,
+        durability,
+        time.perf_counter() - t0,
+        broker.stats(),
+    )
+    assert callable(tell)
+    tell(f"ok {os.getpid()}")
+    await server.stopping.wait()
+    log.info("stopping")
+    await server.stop()
+    log.info("stopped cleanly")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="sbctld", description="the sbctl daemon")
+    parser.add_argument("--data-dir")
+    parser.add_argument("--socket")
+    parser.add_argument("--durability", choices=("fsync", "os"), default="fsync")
+    parser.add_argument("--ready-fd", type=int)
+    args = parser.parse_args(argv)
+    data_dir = paths.resolve_data_dir(args.data_dir)
+    socket_path = Path(args.socket).absolute() if args.socket else paths.default_socket(data_dir)
+    return run(data_dir, socket_path, args.durability, ready_fd=args.ready_fd, foreground=True)

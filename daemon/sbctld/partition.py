@@ -1,0 +1,175 @@
+"""A partition as the broker sees it: a persistent log plus transient delivery state.
+
+Transient state (lost on restart, as locks are lost when a connection drops, SPEC §3.7):
+- ``locks``: local seq → (nonce, locked_until_ms) for peek-locked messages;
+- per view (the entity itself, its DLQ) a ``cursor`` below which every message was handed
+  out at least once since start, and a heap of messages handed back (abandoned, lock
+  expired) that are served first, "at or near the front" (SPEC §3.4).
+
+A lock token is a GUID carrying the public sequence number and a random nonce, so settling
+needs no token table (:func:`sbctl.messages.lock_token_for`).
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+from collections.abc import Callable
+
+import msgspec
+
+from sbctl.messages import lock_token_for
+from sbctl.protocol import Delivered
+from sbctld.storage.journal import Entry
+from sbctld.storage.log import OP_DELIVERY, OP_STATE, PartitionLog, State
+
+PEEKABLE = frozenset((State.ACTIVE, State.DEFERRED, State.SCHEDULED))
+
+
+class View:
+    """Delivery bookkeeping for one sub-queue of a partition."""
+
+    __slots__ = ("cursor", "returned", "state")
+
+    def __init__(self, state: State, cursor: int) -> None:
+        self.state = state
+        self.cursor = cursor
+        self.returned: list[int] = []
+
+
+class Partition:
+    __slots__ = ("dlq", "id", "lock_heap", "locks", "log", "main", "shift")
+
+    def __init__(self, log: PartitionLog, partition_id: int, partitioned: bool) -> None:
+        self.log = log
+        self.id = partition_id
+        self.shift = partition_id << 48 if partitioned else 0
+        self.locks: dict[int, tuple[int, int]] = {}
+        self.lock_heap: list[tuple[int, int, int]] = []
+        self.main = View(State.ACTIVE, log.head)
+        self.dlq = View(State.DEADLETTERED, log.head)
+
+    def view(self, deadletter: bool) -> View:
+        return self.dlq if deadletter else self.main
+
+    # ------------------------------------------------------------ receiving
+
+    def _next_candidate(self, view: View) -> int | None:
+        log = self.log
+        while view.returned:
+            seq = heapq.heappop(view.returned)
+            if log.state_of(seq) == view.state and seq not in self.locks:
+                return seq
+        base = log.base
+        i = log.state.find(view.state, max(view.cursor, log.head) - base)
+        if i < 0:
+            view.cursor = log.next_seq
+            return None
+        seq = base + i
+        view.cursor = seq + 1
+        return seq
+
+    def take(
+        self,
+        view: View,
+        count: int,
+        now: int,
+        lock_ms: int | None,
+        out: list[Delivered],
+        expire: Callable[[Partition, int], None],
+    ) -> None:
+        """Hand out up to ``count`` messages of ``view``: locked for ``lock_ms``, or
+        deleted when ``lock_ms`` is None (receive-and-delete)."""
+        log = self.log
+        journal: list[Entry] = []
+        while len(out) < count:
+            seq = self._next_candidate(view)
+            if seq is None:
+                break
+            i = seq - log.base
+            if view.state == State.ACTIVE and log.exp[i] <= now:
+                expire(self, seq)  # SPEC §6.2: an expired message can no longer be received
+                continue
+            dc = log.dc[i] + 1
+            if lock_ms is None:
+                journal.append(Entry(OP_STATE, seq, State.GONE, b""))
+                token, until = None, None
+            else:
+                nonce = random.getrandbits(64)
+                until = now + lock_ms
+                self.locks[seq] = (nonce, until)
+                heapq.heappush(self.lock_heap, (until, seq, nonce))
+                token = lock_token_for(self.shift | seq, nonce)
+            journal.append(Entry(OP_DELIVERY, seq, dc, b""))
+            out.append(
+                Delivered(
+                    self.shift | seq,
+                    log.enq[i],
+                    dc,
+                    token,
+                    until,
+                    log.exp[i],
+                    self.id,
+                    log.state[i],
+                    msgspec.Raw(log.read_payload(seq)),
+                    log.props.get(seq),
+                )
+            )
+        log.record(journal)
+
+    def give_back(self, seq: int) -> None:
+        """Make a released message available again, ahead of newer ones."""
+        state = self.log.state_of(seq)
+        if state == State.ACTIVE:
+            heapq.heappush(self.main.returned, seq)
+        elif state == State.DEADLETTERED:
+            heapq.heappush(self.dlq.returned, seq)
+
+    def expired_locks(self, now: int) -> list[int]:
+        """Pop the locks that ran out by ``now``; returns their sequence numbers."""
+        out = []
+        heap = self.lock_heap
+        while heap and heap[0][0] <= now:
+            _until, seq, nonce = heapq.heappop(heap)
+            held = self.locks.get(seq)
+            if held is not None and held[0] == nonce:
+                del self.locks[seq]
+                out.append(seq)
+        return out
+
+    def next_lock_deadline(self) -> int | None:
+        return self.lock_heap[0][0] if self.lock_heap else None
+
+    # ------------------------------------------------------------ peeking
+
+    def peek(self, deadletter: bool, start: int, count: int, out: list[Delivered]) -> None:
+        """Browse from local ``start`` (SPEC §5): no locks, no state change."""
+        log = self.log
+        states = (State.DEADLETTERED,) if deadletter else PEEKABLE
+        seq = max(start, log.head)
+        base, end = log.base, log.next_seq
+        while seq < end and len(out) < count:
+            i = seq - base
+            st = log.state[i]
+            if st in states:
+                out.append(
+                    Delivered(
+                        self.shift | seq,
+                        log.enq[i],
+                        log.dc[i],
+                        None,
+                        None,
+                        log.exp[i],
+                        self.id,
+                        st,
+                        msgspec.Raw(log.read_payload(seq)),
+                        log.props.get(seq),
+                    )
+                )
+            seq += 1
+
+    def has_peekable(self, deadletter: bool) -> bool:
+        log = self.log
+        if deadletter:
+            return log.counts[State.DEADLETTERED] > 0
+        return any(log.counts[s] for s in PEEKABLE)

@@ -1,0 +1,397 @@
+"""A queue: its description, its partitions, and the data-plane rules that apply to it.
+
+Pure and synchronous: every method takes ``now`` from the broker's clock and only writes
+through the partition logs; the server awaits durability before acknowledging.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from sbctl.codec import NOT_SCHEDULED, Message, StagedRecord, encode_message
+from sbctl.durations import format_duration_iso, format_instant
+from sbctl.errors import (
+    BadRequest,
+    InvalidOperation,
+    MessageLockLost,
+    MessageSizeExceeded,
+    MessagingEntityDisabled,
+    QuotaExceeded,
+)
+from sbctl.messages import parse_lock_token
+from sbctl.partitioning import partition_for_key, partition_key_of
+from sbctl.protocol import Delivered
+from sbctld.config import MB, QueueConfig, save_toml
+from sbctld.partition import Partition
+from sbctld.storage.journal import Entry
+from sbctld.storage.log import OP_PROPS, OP_STATE, PartitionLog, State
+from sbctld.storage.sync import Syncer
+
+DESCRIPTION = "queue.toml"
+MAX_ID_LENGTH = 128  # SPEC §1.3
+MAX_HEADER_BYTES = 64 * 1024  # SPEC §1.4
+MAX_PROPERTY_BYTES = 32 * 1024
+SESSION_REQUIRED = (
+    # SPEC §9.3, the service's own text.
+    "The SessionId was not set on a message, and it cannot be sent to the entity. Entities "
+    "that have session support enabled can only receive messages that have the SessionId set "
+    "to a valid value."
+)
+NON_SESSION_RECEIVER = (
+    # SPEC §9.5
+    "It is not possible for an entity that requires sessions to create a non-sessionful "
+    "message receiver."
+)
+LOCK_LOST = (
+    "The lock supplied is invalid. Either the lock expired, or the message has already been "
+    "removed from the queue, or was received by a different receiver instance."
+)
+
+
+class Queue:
+    def __init__(
+        self,
+        directory: Path,
+        config: QueueConfig,
+        partitions: list[Partition],
+        *,
+        max_message_bytes: int,
+    ) -> None:
+        self.directory = directory
+        self.config = config
+        self.partitions = partitions
+        self.max_message_bytes = max_message_bytes
+        self.accessed_at_ms = config.updated_at_ms
+        self._rr_send = 0
+        self._rr_receive = 0
+
+    @classmethod
+    def open(
+        cls,
+        directory: Path,
+        config: QueueConfig,
+        partition_count: int,
+        syncer: Syncer,
+        *,
+        max_message_bytes: int,
+        segment_bytes: int,
+        notes: list[str],
+    ) -> Queue:
+        parts = []
+        for pid in range(partition_count):
+            log = PartitionLog.open(directory / f"p{pid:02d}", syncer, segment_bytes)
+            notes.extend(log.notes)
+            parts.append(Partition(log, pid, partition_count > 1))
+        return cls(directory, config, parts, max_message_bytes=max_message_bytes)
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    @property
+    def partitioned(self) -> bool:
+        return len(self.partitions) > 1
+
+    def save(self) -> None:
+        save_toml(self.directory / DESCRIPTION, self.config)
+
+    def destroy(self) -> None:
+        for p in self.partitions:
+            p.log.close()
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+    # ------------------------------------------------------------ sending
+
+    def send(self, messages: Sequence[Message], now: int) -> list[int]:
+        """Validate the whole batch first; store all of it or none of it."""
+        cfg = self.config
+        if cfg.status in ("Disabled", "SendDisabled"):
+            raise MessagingEntityDisabled(f"queue {cfg.name!r} is {cfg.status}: sends are refused")
+        if not messages:
+            raise BadRequest("a send needs at least one message")
+        limit = self.max_message_bytes
+        count = len(self.partitions)
+        groups: dict[int, list[StagedRecord]] = {}
+        order: list[tuple[int, int]] = []
+        total = 0
+        for m in messages:
+            key = self._check(m)
+            payload = encode_message(m)
+            size = len(payload)
+            if size > limit:
+                raise MessageSizeExceeded(
+                    f"the message of {size} bytes is larger than the {limit // 1024} KB "
+                    "allowed for this tier"
+                )
+            total += size
+            if key is not None:
+                pid = partition_for_key(key, count)  # SPEC §0.1.4
+            else:
+                pid = self._rr_send % count  # keyless: round-robin
+                self._rr_send += 1
+            ttl = cfg.default_message_time_to_live
+            if m.time_to_live_ms is not None:
+                ttl = min(m.time_to_live_ms, ttl)  # SPEC §1.6: capped by the entity default
+            sched = m.scheduled_enqueue_time_ms
+            staged = StagedRecord(payload, ttl, sched if sched and sched > now else NOT_SCHEDULED)
+            group = groups.setdefault(pid, [])
+            order.append((pid, len(group)))
+            group.append(staged)
+        if total > limit and len(messages) > 1:
+            raise MessageSizeExceeded(
+                f"the batch of {total} bytes is larger than the {limit // 1024} KB allowed "
+                "for this tier (SPEC §13.1)"
+            )
+        quota = cfg.max_size_in_megabytes * MB
+        for pid, recs in groups.items():
+            log = self.partitions[pid].log
+            if log.live_bytes + sum(len(r.payload) for r in recs) > quota:
+                # SPEC §0.1.3: each partition holds up to the entity's max size.
+                raise QuotaExceeded(
+                    f"the maximum entity size has been reached or exceeded for queue "
+                    f"{cfg.name!r} ({cfg.max_size_in_megabytes} MB per partition)"
+                )
+        firsts = {pid: self.partitions[pid].log.append(recs, now) for pid, recs in groups.items()}
+        self.accessed_at_ms = now
+        return [self.partitions[pid].shift | (firsts[pid] + k) for pid, k in order]
+
+    def _check(self, m: Message) -> str | None:
+        """Per-message rules (SPEC §1.3, §1.4, §1.6, §1.7, §9.3); returns the partition key."""
+        cfg = self.config
+        if m.message_id is not None and not 1 <= len(m.message_id) <= MAX_ID_LENGTH:
+            raise BadRequest("message_id must be 1-128 characters")
+        for name in ("session_id", "partition_key", "reply_to_session_id"):
+            value = getattr(m, name)
+            if value is not None and len(value) > MAX_ID_LENGTH:
+                raise BadRequest(f"{name} must be at most 128 characters")
+        if m.time_to_live_ms is not None and m.time_to_live_ms <= 0:
+            raise BadRequest("time_to_live must be positive")
+        if cfg.requires_session and not m.session_id:
+            raise InvalidOperation(SESSION_REQUIRED)
+        if m.application_properties:
+            header = len(encode_message(msgspec.structs.replace(m, body=b"")))
+            if header > MAX_HEADER_BYTES:
+                raise MessageSizeExceeded(
+                    f"the message header of {header} bytes exceeds the 64 KB limit (SPEC §1.4)"
+                )
+            for k, v in m.application_properties.items():
+                if isinstance(v, str) and len(v) > MAX_PROPERTY_BYTES:
+                    raise MessageSizeExceeded(
+                        f"application property {k!r} exceeds the 32 KB limit (SPEC §1.4)"
+                    )
+        return partition_key_of(
+            m.session_id, m.partition_key, m.message_id, cfg.requires_duplicate_detection
+        )
+
+    # ------------------------------------------------------------ receiving
+
+    def check_receive(self, deadletter: bool) -> None:
+        cfg = self.config
+        if cfg.status in ("Disabled", "ReceiveDisabled"):
+            raise MessagingEntityDisabled(
+                f"queue {cfg.name!r} is {cfg.status}: receives are refused"
+            )
+        if cfg.requires_session and not deadletter:
+            raise InvalidOperation(NON_SESSION_RECEIVER)
+
+    def receive(self, count: int, now: int, *, delete: bool, deadletter: bool) -> list[Delivered]:
+        """SPEC §0.1.6: ask every partition, starting with a different one each time."""
+        self.check_receive(deadletter)
+        out: list[Delivered] = []
+        lock_ms = None if delete else self.config.lock_duration
+        n = len(self.partitions)
+        start = self._rr_receive
+        self._rr_receive = (start + 1) % n
+        for k in range(n):
+            p = self.partitions[(start + k) % n]
+            p.take(p.view(deadletter), count, now, lock_ms, out, self._expire)
+            if len(out) >= count:
+                break
+        self.accessed_at_ms = now
+        return out
+
+    def _expire(self, p: Partition, seq: int) -> None:
+        """SPEC §6.2-6.3: drop, or dead-letter when the entity says so."""
+        if self.config.dead_lettering_on_message_expiration:
+            p.log.set_state(
+                seq,
+                State.DEADLETTERED,
+                {
+                    "DeadLetterReason": "TTLExpiredException",
+                    "DeadLetterErrorDescription": "The message expired and was dead lettered.",
+                },
+            )
+        else:
+            p.log.set_state(seq, State.GONE)
+
+    def peek(self, count: int, from_sequence: int | None, *, deadletter: bool) -> list[Delivered]:
+        """SPEC §5, §0.1.7: the oldest messages of one partition."""
+        out: list[Delivered] = []
+        n = len(self.partitions)
+        if from_sequence is not None:
+            pid, local = (from_sequence >> 48, from_sequence & (2**48 - 1))
+            if not self.partitioned:
+                pid, local = 0, from_sequence
+            if pid >= n:
+                raise BadRequest(
+                    f"sequence number {from_sequence} names no partition of this queue"
+                )
+            self.partitions[pid].peek(deadletter, local, count, out)
+            return out
+        start = self._rr_receive
+        for k in range(n):
+            p = self.partitions[(start + k) % n]
+            if p.has_peekable(deadletter):
+                p.peek(deadletter, 0, count, out)
+                if out:
+                    break
+        return out
+
+    # ------------------------------------------------------------ settling
+
+    def settle(
+        self,
+        op: str,
+        tokens: Sequence[str],
+        now: int,
+        properties: dict[str, Any] | None = None,
+    ) -> list[dict[str, Any]]:
+        """Complete or abandon by lock token; one result per token (SPEC §3.4, §3.6)."""
+        if op not in ("complete", "abandon"):
+            raise BadRequest(f"unknown settlement {op!r}: use complete or abandon")
+        results: list[dict[str, Any]] = []
+        journals: dict[int, list[Entry]] = {}
+        released: list[tuple[Partition, int]] = []
+        extra = msgspec.msgpack.encode(properties) if properties else b""
+        for token in tokens:
+            try:
+                p, seq = self._locked(token, now)
+            except (MessageLockLost, BadRequest) as exc:
+                results.append({"lock_token": token, "error": exc.to_wire()})
+                continue
+            del p.locks[seq]
+            entries = journals.setdefault(p.id, [])
+            if op == "complete":
+                entries.append(Entry(OP_STATE, seq, State.GONE, b""))
+            else:
+                if extra:
+                    entries.append(Entry(OP_PROPS, seq, 0, extra))
+                released.append((p, seq))
+            results.append({"lock_token": token, "ok": True})
+        for pid, entries in journals.items():
+            self.partitions[pid].log.record(entries)
+        for p, seq in released:
+            self.release(p, seq)
+        return results
+
+    def release(self, p: Partition, seq: int) -> None:
+        """A lock ended without settlement (abandon, expiry): redeliver or dead-letter."""
+        log = p.log
+        if (
+            log.state_of(seq) == State.ACTIVE
+            and log.dc[seq - log.base] >= self.config.max_delivery_count
+        ):
+            # SPEC §3.8
+            log.set_state(
+                seq,
+                State.DEADLETTERED,
+                {
+                    "DeadLetterReason": "MaxDeliveryCountExceeded",
+                    "DeadLetterErrorDescription": "Message could not be consumed after "
+                    f"{self.config.max_delivery_count} delivery attempts.",
+                },
+            )
+        p.give_back(seq)
+
+    def _locked(self, token: str, now: int) -> tuple[Partition, int]:
+        public, nonce = parse_lock_token(token)
+        pid, seq = (public >> 48, public & (2**48 - 1)) if self.partitioned else (0, public)
+        if pid >= len(self.partitions):
+            raise MessageLockLost(LOCK_LOST)
+        p = self.partitions[pid]
+        held = p.locks.get(seq)
+        if held is None or held[0] != nonce or held[1] <= now:
+            raise MessageLockLost(LOCK_LOST)
+        return p, seq
+
+    def expire_locks(self, now: int) -> bool:
+        """Release every lock that ran out; True when something became available."""
+        freed = False
+        for p in self.partitions:
+            for seq in p.expired_locks(now):
+                self.release(p, seq)  # SPEC §3.5: delivery count already counts it
+                freed = True
+        return freed
+
+    # ------------------------------------------------------------ describing
+
+    def counts(self) -> dict[str, int]:
+        c = [0] * len(State)
+        size = 0
+        for p in self.partitions:
+            for st in State:
+                c[st] += p.log.counts[st]
+            size += p.log.live_bytes
+        active = c[State.ACTIVE] + c[State.DEFERRED]  # SPEC §0.4.1
+        return {
+            "active_message_count": active,
+            "deferred_message_count": c[State.DEFERRED],
+            "dead_letter_message_count": c[State.DEADLETTERED],
+            "scheduled_message_count": c[State.SCHEDULED],
+            "transfer_message_count": 0,
+            "transfer_dead_letter_message_count": c[State.TRANSFER_DEADLETTERED],
+            "total_message_count": active
+            + c[State.DEADLETTERED]
+            + c[State.SCHEDULED]
+            + c[State.TRANSFER_DEADLETTERED],
+            "size_in_bytes": size,
+        }
+
+    def describe(self, *, partitions: bool = True) -> dict[str, Any]:
+        cfg = self.config
+        out: dict[str, Any] = {
+            "name": cfg.name,
+            "max_size_in_megabytes": cfg.max_size_in_megabytes,
+            "max_message_size_in_kilobytes": self.max_message_bytes // 1024,
+            "lock_duration": format_duration_iso(cfg.lock_duration),
+            "max_delivery_count": cfg.max_delivery_count,
+            "default_message_time_to_live": format_duration_iso(cfg.default_message_time_to_live),
+            "requires_duplicate_detection": cfg.requires_duplicate_detection,
+            "duplicate_detection_history_time_window": format_duration_iso(
+                cfg.duplicate_detection_history_time_window
+            ),
+            "requires_session": cfg.requires_session,
+            "enable_partitioning": self.partitioned,
+            "forward_to": cfg.forward_to,
+            "forward_dead_lettered_messages_to": cfg.forward_dead_lettered_messages_to,
+            "dead_lettering_on_message_expiration": cfg.dead_lettering_on_message_expiration,
+            "auto_delete_on_idle": format_duration_iso(cfg.auto_delete_on_idle),
+            "enable_batched_operations": cfg.enable_batched_operations,
+            "enable_express": False,
+            "status": cfg.status,
+            "user_metadata": cfg.user_metadata,
+            "created_at_utc": format_instant(cfg.created_at_ms),
+            "updated_at_utc": format_instant(cfg.updated_at_ms),
+            "accessed_at_utc": format_instant(self.accessed_at_ms),
+            **self.counts(),
+            "partition_count": len(self.partitions),
+            "availability_status": "Available",
+        }
+        if partitions:
+            out["partitions"] = [
+                {
+                    "partition_id": p.id,
+                    "active_message_count": p.log.counts[State.ACTIVE]
+                    + p.log.counts[State.DEFERRED],
+                    "dead_letter_message_count": p.log.counts[State.DEADLETTERED],
+                    "size_in_bytes": p.log.live_bytes,
+                    "next_sequence_number": p.shift | p.log.next_seq,
+                }
+                for p in self.partitions
+            ]
+        return out

@@ -1,0 +1,431 @@
+"""The imperative shell: Unix socket, request dispatch, group commit, timers.
+
+One event loop owns all broker state, so nothing here takes a lock. Requests on one
+connection may be pipelined; each is decoded, handed to the broker synchronously, and its
+reply written once what it wrote is durable (:class:`Committer`). A long-poll receive
+parks a :class:`Waiter` that a later send, abandon or lock expiry wakes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import struct
+import time
+import traceback
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from sbctl import __version__
+from sbctl.errors import BadRequest, GeneralError, SbctlError, ServiceTimeout
+from sbctl.names import entity_key, parse_entity_path
+from sbctl.protocol import (
+    LENGTH,
+    MAX_REQUEST_BYTES,
+    Delivered,
+    decode_request,
+    encode_reply,
+)
+from sbctld.broker import Broker
+from sbctld.storage.sync import Syncer, sync_fds
+
+log = logging.getLogger("sbctld")
+TICK_SECONDS = 0.05
+CHECKPOINT_SECONDS = 5.0
+CHECKPOINT_MIN_CHANGES = 50_000
+
+
+class Committer:
+    """Group commit: every round fdatasyncs all files written since the previous round."""
+
+    def __init__(self, syncer: Syncer) -> None:
+        self.syncer = syncer
+        self._waiters: list[asyncio.Future[None]] = []
+        self._running = False
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sbctld-sync")
+        self.rounds = 0
+        self._task: asyncio.Task[None] | None = None
+
+    def durable(self) -> asyncio.Future[None]:
+        """A future that resolves once everything written so far is on disk."""
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[None] = loop.create_future()
+        if not self.syncer.durable and not self.syncer.pending:
+            fut.set_result(None)
+            return fut
+        self._waiters.append(fut)
+        if not self._running:
+            self._running = True
+            self._task = loop.create_task(self._run())
+        return fut
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            while self._waiters:
+                waiters, self._waiters = self._waiters, []
+                dirty, closing = self.syncer.take()
+                error: BaseException | None = None
+                try:
+                    if dirty or closing:
+                        await loop.run_in_executor(
+                            self._pool, sync_fds, dirty, closing, self.syncer.durable
+                        )
+                except OSError as exc:
+                    log.error("fdatasync failed: %s", exc)
+                    error = GeneralError(f"the daemon could not make the write durable: {exc}")
+                self.rounds += 1
+                for fut in waiters:
+                    if fut.done():
+                        continue
+                    if error is None:
+                        fut.set_result(None)
+                    else:
+                        fut.set_exception(error)
+        finally:
+            self._running = False
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+
+
+class Waiter:
+    __slots__ = ("conn", "count", "deadline", "entity", "handle", "mode", "namespace", "req_id")
+
+    def __init__(
+        self, conn: Connection, req_id: int, namespace: str, entity: str, count: int, mode: str
+    ) -> None:
+        self.conn = conn
+        self.req_id = req_id
+        self.namespace = namespace
+        self.entity = entity
+        self.count = count
+        self.mode = mode
+        self.handle: asyncio.TimerHandle | None = None
+
+
+class Connection(asyncio.Protocol):
+    def __init__(self, server: Server) -> None:
+        self.server = server
+        self.transport: asyncio.Transport | None = None
+        self.buf = bytearray()
+        self.closed = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        sock = transport.get_extra_info("socket")
+        if sock is not None and not self.server.peer_allowed(sock):
+            log.warning("refused a connection from another user")
+            transport.close()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self.server.forget(self)
+
+    def data_received(self, data: bytes) -> None:
+        buf = self.buf
+        buf += data
+        pos = 0
+        end = len(buf)
+        while end - pos >= 4:
+            (n,) = LENGTH.unpack_from(buf, pos)
+            if n > MAX_REQUEST_BYTES:
+                # The stream cannot be resynchronised after a bad length: answer, then close.
+                self.reply_error(
+                    0,
+                    BadRequest(
+                        f"request frame of {n} bytes exceeds the {MAX_REQUEST_BYTES} byte limit"
+                    ),
+                )
+                self.buf = bytearray()
+                assert self.transport is not None
+                self.transport.close()
+                return
+            if end - pos - 4 < n:
+                break
+            body = bytes(buf[pos + 4 : pos + 4 + n])
+            pos += 4 + n
+            self.server.dispatch(self, body)
+        if pos:
+            del buf[:pos]
+
+    def send(self, frame: bytes) -> None:
+        if not self.closed and self.transport is not None:
+            self.transport.write(frame)
+
+    def reply_error(self, req_id: int, err: SbctlError) -> None:
+        self.send(encode_reply(req_id, False, err.to_wire()))
+
+
+class Server:
+    def __init__(self, broker: Broker, syncer: Syncer, socket_path: Path) -> None:
+        self.broker = broker
+        self.syncer = syncer
+        self.committer = Committer(syncer)
+        self.socket_path = socket_path
+        self.started = time.time()
+        self.stopping = asyncio.Event()
+        self.waiters: dict[tuple[str, str], list[Waiter]] = {}
+        self._server: asyncio.AbstractServer | None = None
+        self.requests = 0
+        self._tasks: list[asyncio.Task[None]] = []
+        self._handlers: dict[str, Callable[[Connection, int, Any], None]] = {
+            name[3:]: getattr(self, name) for name in dir(self) if name.startswith("op_")
+        }
+
+    # ------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        path = str(self.socket_path)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        old = os.umask(0o177)  # socket file mode 0600 (DESIGN.md §4)
+        try:
+            sock.bind(path)
+        finally:
+            os.umask(old)
+        os.chmod(path, 0o600)
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_unix_server(
+            lambda: Connection(self), sock=sock, backlog=1024
+        )
+        self._tasks = [loop.create_task(self._ticker()), loop.create_task(self._checkpointer())]
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for waiters in self.waiters.values():
+            for w in waiters:
+                if w.handle:
+                    w.handle.cancel()
+        self.waiters.clear()
+        # Let in-flight commits finish before the final checkpoint.
+        await self.committer.durable()
+        self.broker.close()
+        self.committer.close()
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.socket_path)
+
+    def peer_allowed(self, sock: socket.socket) -> bool:
+        try:
+            creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+        except OSError:
+            return True
+        _pid, uid, _gid = struct.unpack("3i", creds)
+        return uid in (os.getuid(), 0)
+
+    async def _ticker(self) -> None:
+        while not self.stopping.is_set():
+            await asyncio.sleep(TICK_SECONDS)
+            try:
+                for key in self.broker.tick():
+                    self.wake(key)
+            except Exception:
+                log.error("tick failed:\n%s", traceback.format_exc())
+
+    async def _checkpointer(self) -> None:
+        while not self.stopping.is_set():
+            await asyncio.sleep(CHECKPOINT_SECONDS)
+            try:
+                self.broker.checkpoint(min_changes=CHECKPOINT_MIN_CHANGES)
+            except Exception:
+                log.error("checkpoint failed:\n%s", traceback.format_exc())
+
+    # ------------------------------------------------------------ dispatch
+
+    def dispatch(self, conn: Connection, body: bytes) -> None:
+        self.requests += 1
+        req_id = 0
+        try:
+            req_id, op, args = decode_request(body)
+            self._handlers[op](conn, req_id, args)
+        except SbctlError as err:
+            conn.reply_error(req_id, err)
+        except Exception as exc:
+            log.error("request %s failed:\n%s", req_id, traceback.format_exc())
+            conn.reply_error(req_id, GeneralError(f"internal error: {exc}"))
+
+    def reply_now(self, conn: Connection, req_id: int, result: Any) -> None:
+        conn.send(encode_reply(req_id, True, result))
+
+    def reply_durable(self, conn: Connection, req_id: int, result: Any) -> None:
+        """Reply once every write made so far is on disk (DESIGN.md §2 "Durability")."""
+        fut = self.committer.durable()
+        if fut.done() and fut.exception() is None:
+            conn.send(encode_reply(req_id, True, result))
+            return
+
+        def done(f: asyncio.Future[None]) -> None:
+            exc = f.exception()
+            if exc is None:
+                conn.send(encode_reply(req_id, True, result))
+            else:
+                err = exc if isinstance(exc, SbctlError) else GeneralError(str(exc))
+                conn.reply_error(req_id, err)
+
+        fut.add_done_callback(done)
+
+    # ------------------------------------------------------------ operations
+
+    def op_ping(self, conn: Connection, req_id: int, args: Any) -> None:
+        self.reply_now(conn, req_id, {"version": __version__, "pid": os.getpid()})
+
+    def op_status(self, conn: Connection, req_id: int, args: Any) -> None:
+        info: dict[str, Any] = {
+            "version": __version__,
+            "pid": os.getpid(),
+            "data_dir": str(self.broker.data_dir),
+            "socket": str(self.socket_path),
+            "durability": "fsync" if self.syncer.durable else "os",
+            "uptime_s": round(time.time() - self.started, 3),
+            "requests": self.requests,
+            "commit_rounds": self.committer.rounds,
+            **self.broker.stats(),
+        }
+        with contextlib.suppress(Exception):
+            import psutil
+
+            proc = psutil.Process()
+            info["rss_bytes"] = proc.memory_info().rss
+            info["cpu_seconds"] = round(sum(proc.cpu_times()[:2]), 3)
+        self.reply_now(conn, req_id, info)
+
+    def op_shutdown(self, conn: Connection, req_id: int, args: Any) -> None:
+        self.reply_now(conn, req_id, {"stopping": True, "pid": os.getpid()})
+        self.stopping.set()
+
+    def op_namespace_create(self, conn: Connection, req_id: int, a: Any) -> None:
+        result = self.broker.namespace_create(
+            a.name, a.sku, a.premium_messaging_partitions, a.capacity
+        )
+        self.reply_durable(conn, req_id, result)
+
+    def op_namespace_get(self, conn: Connection, req_id: int, a: Any) -> None:
+        self.reply_now(conn, req_id, self.broker.namespace_get(a.name))
+
+    def op_namespace_list(self, conn: Connection, req_id: int, a: Any) -> None:
+        self.reply_now(conn, req_id, self.broker.namespace_list())
+
+    def op_namespace_delete(self, conn: Connection, req_id: int, a: Any) -> None:
+        result = self.broker.namespace_delete(a.name)
+        prefix = entity_key(a.name)
+        for key in [k for k in self.waiters if k[0] == prefix]:
+            self._fail_waiters(key, f"namespace {a.name!r} was deleted")
+        self.reply_durable(conn, req_id, result)
+
+    def op_queue_create(self, conn: Connection, req_id: int, a: Any) -> None:
+        self.reply_durable(conn, req_id, self.broker.queue_create(a.namespace, a.name, a.options))
+
+    def op_queue_update(self, conn: Connection, req_id: int, a: Any) -> None:
+        self.reply_durable(conn, req_id, self.broker.queue_update(a.namespace, a.name, a.options))
+
+    def op_queue_get(self, conn: Connection, req_id: int, a: Any) -> None:
+        self.reply_now(conn, req_id, self.broker.queue_get(a.namespace, a.name))
+
+    def op_queue_list(self, conn: Connection, req_id: int, a: Any) -> None:
+        self.reply_now(conn, req_id, self.broker.queue_list(a.namespace))
+
+    def op_queue_delete(self, conn: Connection, req_id: int, a: Any) -> None:
+        result = self.broker.queue_delete(a.namespace, a.name)
+        self._fail_waiters(
+            (entity_key(a.namespace), entity_key(a.name)), f"queue {a.name!r} was deleted"
+        )
+        self.reply_durable(conn, req_id, result)
+
+    def op_send(self, conn: Connection, req_id: int, a: Any) -> None:
+        seqs = self.broker.send(a.namespace, a.entity, a.messages)
+        self.reply_durable(conn, req_id, seqs)
+        self.wake(self._key(a.namespace, a.entity))
+
+    def op_peek(self, conn: Connection, req_id: int, a: Any) -> None:
+        self.reply_now(
+            conn, req_id, self.broker.peek(a.namespace, a.entity, a.count, a.from_sequence)
+        )
+
+    def op_receive(self, conn: Connection, req_id: int, a: Any) -> None:
+        got = self.broker.receive(a.namespace, a.entity, a.count, a.mode)
+        if got or a.max_wait_ms <= 0:
+            self._reply_received(conn, req_id, a.mode, got)
+            return
+        waiter = Waiter(conn, req_id, a.namespace, a.entity, a.count, a.mode)
+        key = self._key(a.namespace, a.entity)
+        self.waiters.setdefault(key, []).append(waiter)
+        loop = asyncio.get_running_loop()
+        waiter.handle = loop.call_later(a.max_wait_ms / 1000, self._timeout, key, waiter)
+
+    def op_settle(self, conn: Connection, req_id: int, a: Any) -> None:
+        result = self.broker.settle(a.namespace, a.entity, a.op, a.lock_tokens, a.properties)
+        self.reply_durable(conn, req_id, result)
+        if a.op == "abandon":
+            self.wake(self._key(a.namespace, a.entity))
+
+    # ------------------------------------------------------------ long polling
+
+    def _key(self, namespace: str, entity: str) -> tuple[str, str]:
+        return entity_key(namespace), entity_key(parse_entity_path(entity).entity)
+
+    def _reply_received(
+        self, conn: Connection, req_id: int, mode: str, got: list[Delivered]
+    ) -> None:
+        if mode == "receive-and-delete":
+            self.reply_durable(conn, req_id, got)
+        else:
+            self.reply_now(conn, req_id, got)
+
+    def wake(self, key: tuple[str, str]) -> None:
+        waiters = self.waiters.get(key)
+        while waiters:
+            w = waiters[0]
+            if w.conn.closed:
+                waiters.pop(0)
+                if w.handle:
+                    w.handle.cancel()
+                continue
+            try:
+                got = self.broker.receive(w.namespace, w.entity, w.count, w.mode)
+            except SbctlError as err:
+                waiters.pop(0)
+                if w.handle:
+                    w.handle.cancel()
+                w.conn.reply_error(w.req_id, err)
+                continue
+            if not got:
+                break
+            waiters.pop(0)
+            if w.handle:
+                w.handle.cancel()
+            self._reply_received(w.conn, w.req_id, w.mode, got)
+        if not waiters:
+            self.waiters.pop(key, None)
+
+    def _timeout(self, key: tuple[str, str], waiter: Waiter) -> None:
+        waiters = self.waiters.get(key, [])
+        if waiter in waiters:
+            waiters.remove(waiter)
+            if not waiters:
+                self.waiters.pop(key, None)
+            self.reply_now(waiter.conn, waiter.req_id, [])
+
+    def _fail_waiters(self, key: tuple[str, str], why: str) -> None:
+        for w in self.waiters.pop(key, []):
+            if w.handle:
+                w.handle.cancel()
+            w.conn.reply_error(w.req_id, ServiceTimeout(why))
+
+    def forget(self, conn: Connection) -> None:
+        """A dropped connection drops its parked receives."""
+        for key in list(self.waiters):
+            kept = [w for w in self.waiters[key] if w.conn is not conn]
+            for w in self.waiters[key]:
+                if w.conn is conn and w.handle:
+                    w.handle.cancel()
+            if kept:
+                self.waiters[key] = kept
+            else:
+                del self.waiters[key]

@@ -1,0 +1,54 @@
+"""Group commit bookkeeping (DESIGN.md §2 "Durability").
+
+Writers append with plain ``os.write`` and :meth:`Syncer.mark` the descriptor dirty. The
+server's commit loop repeatedly takes the dirty set and fdatasyncs it in a worker thread;
+every request whose writes happened before a round started is acknowledged when that round
+ends. Many concurrent requests thus share one fdatasync per file.
+
+Only the event-loop thread calls :meth:`mark`, :meth:`take` and :meth:`close_later`; the
+worker thread only runs :func:`sync_fds` on the list it was handed.
+"""
+
+from __future__ import annotations
+
+import os
+
+
+class Syncer:
+    def __init__(self, durability: str = "fsync") -> None:
+        if durability not in ("fsync", "os"):
+            raise ValueError(f"durability must be fsync or os, not {durability!r}")
+        self.durable = durability == "fsync"
+        self._dirty: set[int] = set()
+        self._closing: list[int] = []
+
+    @property
+    def pending(self) -> bool:
+        return bool(self._dirty or self._closing)
+
+    def mark(self, fd: int) -> None:
+        self._dirty.add(fd)
+
+    def close_later(self, fd: int) -> None:
+        """Close ``fd`` after the next round, which may still be syncing it."""
+        self._closing.append(fd)
+
+    def take(self) -> tuple[list[int], list[int]]:
+        dirty, self._dirty = list(self._dirty), set()
+        closing, self._closing = self._closing, []
+        return dirty, closing
+
+    def sync_now(self) -> None:
+        """Synchronous round (used by tests, shutdown and the storage's own tools)."""
+        dirty, closing = self.take()
+        sync_fds(dirty, closing, self.durable)
+
+
+def sync_fds(dirty: list[int], closing: list[int], durable: bool) -> None:
+    if durable:
+        for fd in dirty:
+            os.fdatasync(fd)
+    for fd in closing:
+        if durable:
+            os.fdatasync(fd)
+        os.close(fd)

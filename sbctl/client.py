@@ -1,0 +1,486 @@
+"""The Python client: :class:`Client` (blocking) and :class:`AsyncClient` (asyncio).
+
+Both build requests with the same I/O-free :class:`_Calls` table and differ only in how
+they move frames; their public method names mirror each other (``close``/``aclose``).
+The CLI uses :class:`Client`; tests and scripts embed either::
+
+    from sbctl import Client
+    with Client() as sb:
+        sb.queue_create("orders", enable_partitioning=True)
+        sb.send("orders", [Message(body=b"hi", partition_key="customer-7")])
+        for msg in sb.receive("orders", count=10):
+            sb.complete("orders", [msg.lock_token])
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import itertools
+import os
+import socket
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import msgspec
+
+from sbctl import paths
+from sbctl.codec import Message
+from sbctl.errors import GeneralError, SbctlError, ServiceCommunicationProblem
+from sbctl.messages import ReceivedMessage
+from sbctl.protocol import (
+    LENGTH,
+    MAX_REPLY_BYTES,
+    Delivered,
+    Empty,
+    EntityCreate,
+    EntityRef,
+    NamespaceCreate,
+    NamespaceRef,
+    NamespaceScope,
+    Peek,
+    Receive,
+    Send,
+    Settle,
+    decode_reply,
+    decode_result,
+    encode_request,
+)
+
+DEFAULT_NAMESPACE = "sbemulatorns"
+
+Call = tuple[str, msgspec.Struct, Callable[[msgspec.Raw], Any]]
+
+
+def _plain(raw: msgspec.Raw) -> Any:
+    return decode_result(raw)
+
+
+def _delivered(raw: msgspec.Raw) -> list[ReceivedMessage]:
+    return [ReceivedMessage.from_wire(d) for d in decode_result(raw, list[Delivered])]
+
+
+def _unreachable(path: str, exc: OSError) -> ServiceCommunicationProblem:
+    if exc.errno in (errno.ENOENT, errno.ECONNREFUSED):
+        why = "it is not running (start it with `sbctl daemon start`)"
+    else:
+        why = exc.strerror or str(exc)
+    return ServiceCommunicationProblem(f"cannot reach the sbctl daemon at {path}: {why}")
+
+
+class _Calls:
+    """Request builders: (op, args, how to read the result). No I/O here."""
+
+    def __init__(self, namespace: str) -> None:
+        self.namespace = namespace
+
+    def ping(self) -> Call:
+        return "ping", Empty(), _plain
+
+    def status(self) -> Call:
+        return "status", Empty(), _plain
+
+    def shutdown(self) -> Call:
+        return "shutdown", Empty(), _plain
+
+    def namespace_create(
+        self,
+        name: str,
+        sku: str = "standard",
+        premium_messaging_partitions: int = 1,
+        capacity: int = 1,
+    ) -> Call:
+        return (
+            "namespace_create",
+            NamespaceCreate(name, sku, premium_messaging_partitions, capacity),
+            _plain,
+        )
+
+    def namespace_get(self, name: str) -> Call:
+        return "namespace_get", NamespaceRef(name), _plain
+
+    def namespace_list(self) -> Call:
+        return "namespace_list", Empty(), _plain
+
+    def namespace_delete(self, name: str) -> Call:
+        return "namespace_delete", NamespaceRef(name), _plain
+
+    def queue_create(self, name: str, options: dict[str, Any]) -> Call:
+        return "queue_create", EntityCreate(self.namespace, name, options), _plain
+
+    def queue_update(self, name: str, options: dict[str, Any]) -> Call:
+        return "queue_update", EntityCreate(self.namespace, name, options), _plain
+
+    def queue_get(self, name: str) -> Call:
+        return "queue_get", EntityRef(self.namespace, name), _plain
+
+    def queue_list(self) -> Call:
+        return "queue_list", NamespaceScope(self.namespace), _plain
+
+    def queue_delete(self, name: str) -> Call:
+        return "queue_delete", EntityRef(self.namespace, name), _plain
+
+    def send(self, entity: str, messages: Sequence[Message]) -> Call:
+        return "send", Send(self.namespace, entity, list(messages)), _plain
+
+    def peek(self, entity: str, count: int, from_sequence: int | None) -> Call:
+        return "peek", Peek(self.namespace, entity, count, from_sequence), _delivered
+
+    def receive(self, entity: str, count: int, max_wait: float, mode: str) -> Call:
+        wait_ms = max(0, int(max_wait * 1000))
+        return "receive", Receive(self.namespace, entity, count, wait_ms, mode), _delivered
+
+    def settle(
+        self,
+        entity: str,
+        op: str,
+        lock_tokens: Sequence[str],
+        properties: dict[str, Any] | None = None,
+        reason: str | None = None,
+        description: str | None = None,
+    ) -> Call:
+        args = Settle(
+            self.namespace, entity, op, list(lock_tokens), properties, reason, description
+        )
+        return "settle", args, _plain
+
+
+def _raise_or_result(reply_ok: bool, raw: msgspec.Raw, read: Callable[[msgspec.Raw], Any]) -> Any:
+    if not reply_ok:
+        err = decode_result(raw)
+        raise SbctlError.from_wire(err if isinstance(err, dict) else {"message": str(err)})
+    return read(raw)
+
+
+class Client:
+    """Blocking client; one request at a time on one Unix-socket connection."""
+
+    def __init__(
+        self,
+        socket_path: str | os.PathLike[str] | None = None,
+        *,
+        namespace: str | None = None,
+        timeout: float | None = 120.0,
+    ) -> None:
+        self.socket_path = str(socket_path or paths.default_socket())
+        self.namespace = namespace or os.environ.get("SBCTL_NAMESPACE") or DEFAULT_NAMESPACE
+        self.timeout = timeout
+        self._calls = _Calls(self.namespace)
+        self._sock: socket.socket | None = None
+        self._ids = itertools.count(1)
+
+    # -- plumbing
+    def _connect(self) -> socket.socket:
+        if self._sock is None:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.settimeout(self.timeout)
+            try:
+                sock.connect(self.socket_path)
+            except OSError as exc:
+                sock.close()
+                raise _unreachable(self.socket_path, exc) from exc
+            self._sock = sock
+        return self._sock
+
+    def _recv_exact(self, sock: socket.socket, n: int) -> bytes:
+        buf = bytearray()
+        while len(buf) < n:
+            chunk = sock.recv(min(n - len(buf), 1 << 20))
+            if not chunk:
+                raise ServiceCommunicationProblem("the sbctl daemon closed the connection")
+            buf += chunk
+        return bytes(buf)
+
+    def _call(self, call: Call, timeout: float | None = None) -> Any:
+        op, args, read = call
+        sock = self._connect()
+        req_id = next(self._ids)
+        try:
+            if timeout is not None:
+                sock.settimeout(None if self.timeout is None else max(self.timeout, timeout))
+            sock.sendall(encode_request(req_id, op, args))
+            (n,) = LENGTH.unpack(self._recv_exact(sock, 4))
+            if n > MAX_REPLY_BYTES:
+                raise GeneralError(f"reply frame of {n} bytes exceeds the client limit")
+            reply = decode_reply(self._recv_exact(sock, n))
+        except OSError as exc:
+            self.close()
+            raise ServiceCommunicationProblem(f"lost the sbctl daemon connection: {exc}") from exc
+        except SbctlError:
+            self.close()
+            raise
+        finally:
+            if timeout is not None and self._sock is not None:
+                self._sock.settimeout(self.timeout)
+        if reply.id != req_id:
+            self.close()
+            raise GeneralError(f"reply id {reply.id} does not match request {req_id}")
+        return _raise_or_result(reply.ok, reply.result, read)
+
+    def close(self) -> None:
+        if self._sock is not None:
+            with contextlib.suppress(OSError):
+                self._sock.close()
+            self._sock = None
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def using(self, namespace: str) -> Client:
+        """The same connection settings, another namespace."""
+        return Client(self.socket_path, namespace=namespace, timeout=self.timeout)
+
+    # -- daemon
+    def ping(self) -> dict[str, Any]:
+        return self._call(self._calls.ping())  # type: ignore[no-any-return]
+
+    def status(self) -> dict[str, Any]:
+        return self._call(self._calls.status())  # type: ignore[no-any-return]
+
+    def shutdown(self) -> dict[str, Any]:
+        return self._call(self._calls.shutdown())  # type: ignore[no-any-return]
+
+    # -- namespaces
+    def namespace_create(
+        self,
+        name: str,
+        sku: str = "standard",
+        premium_messaging_partitions: int = 1,
+        capacity: int = 1,
+    ) -> dict[str, Any]:
+        call = self._calls.namespace_create(name, sku, premium_messaging_partitions, capacity)
+        return self._call(call)  # type: ignore[no-any-return]
+
+    def namespace_get(self, name: str) -> dict[str, Any]:
+        return self._call(self._calls.namespace_get(name))  # type: ignore[no-any-return]
+
+    def namespace_list(self) -> list[dict[str, Any]]:
+        return self._call(self._calls.namespace_list())  # type: ignore[no-any-return]
+
+    def namespace_delete(self, name: str) -> dict[str, Any]:
+        return self._call(self._calls.namespace_delete(name))  # type: ignore[no-any-return]
+
+    # -- queues
+    def queue_create(self, name: str, **options: Any) -> dict[str, Any]:
+        return self._call(self._calls.queue_create(name, options))  # type: ignore[no-any-return]
+
+    def queue_update(self, name: str, **options: Any) -> dict[str, Any]:
+        return self._call(self._calls.queue_update(name, options))  # type: ignore[no-any-return]
+
+    def queue_get(self, name: str) -> dict[str, Any]:
+        return self._call(self._calls.queue_get(name))  # type: ignore[no-any-return]
+
+    def queue_list(self) -> list[dict[str, Any]]:
+        return self._call(self._calls.queue_list())  # type: ignore[no-any-return]
+
+    def queue_delete(self, name: str) -> dict[str, Any]:
+        return self._call(self._calls.queue_delete(name))  # type: ignore[no-any-return]
+
+    # -- data plane
+    def send(self, entity: str, messages: Sequence[Message]) -> list[int]:
+        """Send a batch (atomically stored); returns the sequence numbers assigned."""
+        return self._call(self._calls.send(entity, messages))  # type: ignore[no-any-return]
+
+    def peek(
+        self, entity: str, count: int = 1, from_sequence: int | None = None
+    ) -> list[ReceivedMessage]:
+        return self._call(self._calls.peek(entity, count, from_sequence))  # type: ignore[no-any-return]
+
+    def receive(
+        self, entity: str, count: int = 1, max_wait: float = 0.0, mode: str = "peek-lock"
+    ) -> list[ReceivedMessage]:
+        call = self._calls.receive(entity, count, max_wait, mode)
+        return self._call(call, timeout=max_wait + 30)  # type: ignore[no-any-return]
+
+    def settle(
+        self,
+        entity: str,
+        op: str,
+        lock_tokens: Sequence[str],
+        properties: dict[str, Any] | None = None,
+        reason: str | None = None,
+        description: str | None = None,
+    ) -> list[dict[str, Any]]:
+        """Settle locked messages; returns one result per token (``ok`` or ``error``)."""
+        call = self._calls.settle(entity, op, lock_tokens, properties, reason, description)
+        return self._call(call)  # type: ignore[no-any-return]
+
+    def complete(self, entity: str, lock_tokens: Sequence[str]) -> list[dict[str, Any]]:
+        return self.settle(entity, "complete", lock_tokens)
+
+    def abandon(
+        self,
+        entity: str,
+        lock_tokens: Sequence[str],
+        properties: dict[str, Any] | None = None,
+    ) -> list[dict[str, Any]]:
+        return self.settle(entity, "abandon", lock_tokens, properties)
+
+
+class AsyncClient:
+    """asyncio client; requests are pipelined on one connection."""
+
+    def __init__(
+        self,
+        socket_path: str | os.PathLike[str] | None = None,
+        *,
+        namespace: str | None = None,
+    ) -> None:
+        self.socket_path = str(socket_path or paths.default_socket())
+        self.namespace = namespace or os.environ.get("SBCTL_NAMESPACE") or DEFAULT_NAMESPACE
+        self._calls = _Calls(self.namespace)
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._pending: dict[int, tuple[asyncio.Future[Any], Callable[[msgspec.Raw], Any]]] = {}
+        self._reader_task: asyncio.Task[None] | None = None
+        self._ids = itertools.count(1)
+        self._lock = asyncio.Lock()
+
+    async def _connect(self) -> asyncio.StreamWriter:
+        async with self._lock:
+            if self._writer is None:
+                try:
+                    reader, writer = await asyncio.open_unix_connection(
+                        self.socket_path, limit=MAX_REPLY_BYTES
+                    )
+                except OSError as exc:
+                    raise _unreachable(self.socket_path, exc) from exc
+                self._reader, self._writer = reader, writer
+                self._reader_task = asyncio.get_running_loop().create_task(self._read_loop())
+            return self._writer
+
+    async def _read_loop(self) -> None:
+        assert self._reader is not None
+        reader = self._reader
+        error: SbctlError = ServiceCommunicationProblem("the sbctl daemon closed the connection")
+        try:
+            while True:
+                head = await reader.readexactly(4)
+                (n,) = LENGTH.unpack(head)
+                reply = decode_reply(await reader.readexactly(n))
+                fut, read = self._pending.pop(reply.id, (None, None))
+                if fut is None or read is None or fut.done():
+                    continue
+                try:
+                    fut.set_result(_raise_or_result(reply.ok, reply.result, read))
+                except SbctlError as exc:
+                    fut.set_exception(exc)
+        except (asyncio.IncompleteReadError, OSError) as exc:
+            error = ServiceCommunicationProblem(f"lost the sbctl daemon connection: {exc}")
+        finally:
+            for fut, _ in self._pending.values():
+                if not fut.done():
+                    fut.set_exception(error)
+            self._pending.clear()
+            self._writer = None
+
+    async def _call(self, call: Call) -> Any:
+        op, args, read = call
+        writer = await self._connect()
+        req_id = next(self._ids)
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._pending[req_id] = (fut, read)
+        writer.write(encode_request(req_id, op, args))
+        return await fut
+
+    async def aclose(self) -> None:
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            writer.close()
+            with contextlib.suppress(OSError):
+                await writer.wait_closed()
+        if self._reader_task is not None:
+            self._reader_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reader_task
+            self._reader_task = None
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def ping(self) -> dict[str, Any]:
+        return await self._call(self._calls.ping())  # type: ignore[no-any-return]
+
+    async def status(self) -> dict[str, Any]:
+        return await self._call(self._calls.status())  # type: ignore[no-any-return]
+
+    async def shutdown(self) -> dict[str, Any]:
+        return await self._call(self._calls.shutdown())  # type: ignore[no-any-return]
+
+    async def namespace_create(
+        self,
+        name: str,
+        sku: str = "standard",
+        premium_messaging_partitions: int = 1,
+        capacity: int = 1,
+    ) -> dict[str, Any]:
+        call = self._calls.namespace_create(name, sku, premium_messaging_partitions, capacity)
+        return await self._call(call)  # type: ignore[no-any-return]
+
+    async def namespace_get(self, name: str) -> dict[str, Any]:
+        return await self._call(self._calls.namespace_get(name))  # type: ignore[no-any-return]
+
+    async def namespace_list(self) -> list[dict[str, Any]]:
+        return await self._call(self._calls.namespace_list())  # type: ignore[no-any-return]
+
+    async def namespace_delete(self, name: str) -> dict[str, Any]:
+        return await self._call(self._calls.namespace_delete(name))  # type: ignore[no-any-return]
+
+    async def queue_create(self, name: str, **options: Any) -> dict[str, Any]:
+        return await self._call(self._calls.queue_create(name, options))  # type: ignore[no-any-return]
+
+    async def queue_update(self, name: str, **options: Any) -> dict[str, Any]:
+        return await self._call(self._calls.queue_update(name, options))  # type: ignore[no-any-return]
+
+    async def queue_get(self, name: str) -> dict[str, Any]:
+        return await self._call(self._calls.queue_get(name))  # type: ignore[no-any-return]
+
+    async def queue_list(self) -> list[dict[str, Any]]:
+        return await self._call(self._calls.queue_list())  # type: ignore[no-any-return]
+
+    async def queue_delete(self, name: str) -> dict[str, Any]:
+        return await self._call(self._calls.queue_delete(name))  # type: ignore[no-any-return]
+
+    async def send(self, entity: str, messages: Sequence[Message]) -> list[int]:
+        return await self._call(self._calls.send(entity, messages))  # type: ignore[no-any-return]
+
+    async def peek(
+        self, entity: str, count: int = 1, from_sequence: int | None = None
+    ) -> list[ReceivedMessage]:
+        return await self._call(self._calls.peek(entity, count, from_sequence))  # type: ignore[no-any-return]
+
+    async def receive(
+        self, entity: str, count: int = 1, max_wait: float = 0.0, mode: str = "peek-lock"
+    ) -> list[ReceivedMessage]:
+        call = self._calls.receive(entity, count, max_wait, mode)
+        return await self._call(call)  # type: ignore[no-any-return]
+
+    async def settle(
+        self,
+        entity: str,
+        op: str,
+        lock_tokens: Sequence[str],
+        properties: dict[str, Any] | None = None,
+        reason: str | None = None,
+        description: str | None = None,
+    ) -> list[dict[str, Any]]:
+        call = self._calls.settle(entity, op, lock_tokens, properties, reason, description)
+        return await self._call(call)  # type: ignore[no-any-return]
+
+    async def complete(self, entity: str, lock_tokens: Sequence[str]) -> list[dict[str, Any]]:
+        return await self.settle(entity, "complete", lock_tokens)
+
+    async def abandon(
+        self,
+        entity: str,
+        lock_tokens: Sequence[str],
+        properties: dict[str, Any] | None = None,
+    ) -> list[dict[str, Any]]:
+        return await self.settle(entity, "abandon", lock_tokens, properties)

@@ -1,0 +1,187 @@
+"""The record-batch codec shared by the daemon's partition logs and by spark-load.
+
+A partition log is a sequence of *batches*; every write appends whole batches
+(DESIGN.md §2, after Kafka's log layer). All integers are little-endian.
+
+Batch layout::
+
+    offset size field
+    0      8    base_seq       u64  local sequence number of the first record   } not covered
+    8      8    base_time_ms   i64  enqueue time of every record in the batch     } by the CRC
+    16     4    length         u32  bytes after this field (crc .. end)           }
+    20     4    crc            u32  CRC-32C of bytes [24, end)
+    24     1    magic          u8   = 1
+    25     1    attributes     u8   = 0 (reserved)
+    26     2    reserved       u16  = 0
+    28     4    record_count   u32
+    32     ...  records
+
+Record layout (inside the CRC)::
+
+    0      4    length         u32  bytes after this field
+    4      4    rel_seq        u32  sequence number relative to base_seq
+    8      8    ttl_ms         i64  effective time to live (already capped by the entity)
+    16     8    scheduled_ms   i64  scheduled enqueue time, or -1 when not scheduled
+    24     ...  payload        MessagePack of :class:`Message`
+
+Because ``base_seq`` and ``base_time_ms`` sit before the CRC'd region, a batch staged
+elsewhere (spark-load) is adopted by rewriting those 16 header bytes only; the records, their
+relative sequence numbers and the CRC stay as written.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator, Sequence
+from typing import NamedTuple
+
+import crc32c
+import msgspec
+
+MAGIC = 1
+BATCH_HEADER = struct.Struct("<QqII")  # base_seq, base_time_ms, length, crc
+BATCH_INNER = struct.Struct("<BBHI")  # magic, attributes, reserved, record_count
+RECORD_HEADER = struct.Struct("<IIqq")  # length, rel_seq, ttl_ms, scheduled_ms
+BATCH_OVERHEAD = BATCH_HEADER.size + BATCH_INNER.size  # 32
+RECORD_OVERHEAD = RECORD_HEADER.size  # 24
+CRC_START = 24
+NOT_SCHEDULED = -1
+MAX_BATCH_BYTES = 64 * 1024 * 1024
+
+PropertyValue = str | int | float | bool | None
+
+
+class Message(msgspec.Struct, array_like=True, omit_defaults=True, forbid_unknown_fields=True):
+    """What a sender sets (SPEC §1.2). Also the stored payload of a record.
+
+    Field order is the wire and disk format: append new fields at the end only.
+    """
+
+    body: bytes = b""
+    message_id: str | None = None
+    session_id: str | None = None
+    partition_key: str | None = None
+    correlation_id: str | None = None
+    subject: str | None = None
+    content_type: str | None = None
+    to: str | None = None
+    reply_to: str | None = None
+    reply_to_session_id: str | None = None
+    time_to_live_ms: int | None = None
+    scheduled_enqueue_time_ms: int | None = None
+    application_properties: dict[str, PropertyValue] | None = None
+
+
+_encoder = msgspec.msgpack.Encoder()
+_decoder = msgspec.msgpack.Decoder(Message)
+
+
+def encode_message(message: Message) -> bytes:
+    return _encoder.encode(message)
+
+
+def decode_message(payload: bytes | memoryview) -> Message:
+    return _decoder.decode(payload)
+
+
+class StagedRecord(NamedTuple):
+    payload: bytes
+    ttl_ms: int
+    scheduled_ms: int
+
+
+def encode_batch(
+    base_seq: int, base_time_ms: int, records: Sequence[StagedRecord]
+) -> tuple[bytes, list[int]]:
+    """Encode one batch; returns the bytes and each record's payload offset in them."""
+    pack = RECORD_HEADER.pack
+    parts = [BATCH_INNER.pack(MAGIC, 0, 0, len(records))]
+    offsets = []
+    pos = BATCH_OVERHEAD
+    for rel, (payload, ttl_ms, scheduled_ms) in enumerate(records):
+        parts.append(pack(len(payload) + RECORD_OVERHEAD - 4, rel, ttl_ms, scheduled_ms))
+        parts.append(payload)
+        pos += RECORD_OVERHEAD
+        offsets.append(pos)
+        pos += len(payload)
+    inner = b"".join(parts)
+    header = BATCH_HEADER.pack(base_seq, base_time_ms, len(inner) + 4, crc32c.crc32c(inner))
+    return header + inner, offsets
+
+
+def rewrite_header(batch: bytearray | memoryview, base_seq: int, base_time_ms: int) -> None:
+    """Assign sequence numbers and enqueue time to a staged batch in place."""
+    struct.pack_into("<Qq", batch, 0, base_seq, base_time_ms)
+
+
+class BatchInfo(NamedTuple):
+    offset: int  # file offset of the batch header
+    base_seq: int
+    base_time_ms: int
+    size: int  # whole batch size in bytes
+    record_count: int
+
+
+class RecordInfo(NamedTuple):
+    rel_seq: int
+    payload_offset: int  # absolute offset of the payload in the scanned buffer
+    payload_length: int
+    ttl_ms: int
+    scheduled_ms: int
+
+
+class CorruptBatch(Exception):
+    """A batch that fails its length or CRC check; everything from ``offset`` on is torn."""
+
+    def __init__(self, offset: int, reason: str) -> None:
+        super().__init__(f"corrupt batch at byte {offset}: {reason}")
+        self.offset = offset
+        self.reason = reason
+
+
+def read_batch_header(buf: bytes | memoryview, offset: int, end: int) -> BatchInfo:
+    """Validate the batch at ``offset`` (length, magic, CRC) and describe it."""
+    if end - offset < BATCH_OVERHEAD:
+        raise CorruptBatch(offset, f"truncated header ({end - offset} bytes)")
+    base_seq, base_time, length, crc = BATCH_HEADER.unpack_from(buf, offset)
+    size = 20 + length
+    if length < BATCH_INNER.size + 4 or length > MAX_BATCH_BYTES or offset + size > end:
+        raise CorruptBatch(offset, f"bad length {length}")
+    inner = memoryview(buf)[offset + CRC_START : offset + size]
+    if crc32c.crc32c(inner) != crc:
+        raise CorruptBatch(offset, "CRC mismatch")
+    magic, _attrs, _res, count = BATCH_INNER.unpack_from(buf, offset + CRC_START)
+    if magic != MAGIC:
+        raise CorruptBatch(offset, f"unknown magic {magic}")
+    return BatchInfo(offset, base_seq, base_time, size, count)
+
+
+def iter_records(buf: bytes | memoryview, batch: BatchInfo) -> Iterator[RecordInfo]:
+    """The records of a batch already validated by :func:`read_batch_header`."""
+    pos = batch.offset + BATCH_OVERHEAD
+    end = batch.offset + batch.size
+    unpack = RECORD_HEADER.unpack_from
+    for _ in range(batch.record_count):
+        if pos + RECORD_OVERHEAD > end:
+            raise CorruptBatch(batch.offset, "record overruns its batch")
+        length, rel, ttl_ms, scheduled_ms = unpack(buf, pos)
+        payload_len = length - (RECORD_OVERHEAD - 4)
+        if payload_len < 0 or pos + 4 + length > end:
+            raise CorruptBatch(batch.offset, "record overruns its batch")
+        yield RecordInfo(rel, pos + RECORD_OVERHEAD, payload_len, ttl_ms, scheduled_ms)
+        pos += 4 + length
+
+
+def scan_batches(buf: bytes | memoryview, start: int = 0) -> tuple[list[BatchInfo], int, str]:
+    """Walk valid batches from ``start``; returns (batches, valid_end, problem or '')."""
+    end = len(buf)
+    batches: list[BatchInfo] = []
+    pos = start
+    while pos < end:
+        try:
+            info = read_batch_header(buf, pos, end)
+        except CorruptBatch as exc:
+            return batches, pos, exc.reason
+        batches.append(info)
+        pos += info.size
+    return batches, pos, ""

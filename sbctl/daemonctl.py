@@ -1,0 +1,188 @@
+"""Start, stop and inspect the daemon (``sbctl daemon ...``).
+
+``start`` forks the daemon from the CLI process itself (no second interpreter start-up),
+detaches it (double fork, new session, stdio on /dev/null; it logs to ``<data>/sbctld.log``)
+and returns once the daemon reports through a pipe that its socket accepts requests.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+import select
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from sbctl import paths
+from sbctl.client import Client
+from sbctl.errors import GeneralError, SbctlError, ServiceCommunicationProblem, ServiceTimeout
+
+READY_TIMEOUT = 120.0  # recovery of a large data dir may take a while
+
+
+def _ping(socket_path: Path) -> dict[str, Any] | None:
+    try:
+        with Client(socket_path, timeout=5) as client:
+            return client.ping()
+    except SbctlError:
+        return None
+
+
+def _pidfile_owner(data_dir: Path) -> int | None:
+    """The pid holding the data dir's lock, or None when nobody holds it."""
+    path = data_dir / paths.PIDFILE
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno in (errno.EAGAIN, errno.EACCES):
+                text = os.pread(fd, 64, 0).decode(errors="replace").strip()
+                return int(text) if text.isdigit() else -1
+            raise
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
+
+
+def start(
+    data_dir: Path, socket_path: Path, *, foreground: bool = False, durability: str = "fsync"
+) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    paths.check_socket_path(socket_path)
+    base = {"data_dir": str(data_dir), "socket": str(socket_path)}
+    log_file = str(data_dir / paths.LOGFILE)
+    running = _ping(socket_path)
+    if running is not None:
+        return {**base, "already_running": True, "pid": running.get("pid"), "log_file": log_file}
+    owner = _pidfile_owner(data_dir)
+    if owner is not None:
+        raise GeneralError(
+            f"data dir {data_dir} is held by pid {owner} (see {data_dir / paths.PIDFILE}), "
+            f"which does not answer on {socket_path}; is it using another --socket? "
+            f"stop it with `kill {owner}`"
+        )
+    if foreground:
+        from sbctld.main import run
+
+        code = run(data_dir, socket_path, durability, foreground=True)
+        if code:
+            raise GeneralError(f"the daemon exited with status {code}; see {log_file}")
+        return {**base, "already_running": False, "pid": os.getpid(), "log_file": log_file}
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - runs in the child
+        os.close(read_fd)
+        _daemonize(data_dir, socket_path, durability, write_fd)
+    os.close(write_fd)
+    line = _read_ready(read_fd)
+    os.waitpid(pid, 0)
+    if line.startswith("ok "):
+        return {
+            **base,
+            "already_running": False,
+            "pid": int(line.split()[1]),
+            "seconds": round(time.perf_counter() - t0, 3),
+            "log_file": log_file,
+        }
+    raise GeneralError(line.removeprefix("error ").strip() or f"the daemon failed; see {log_file}")
+
+
+def _daemonize(data_dir: Path, socket_path: Path, durability: str, ready_fd: int) -> None:
+    """Second half of the double fork; never returns."""
+    code = 1
+    try:
+        os.setsid()
+        if os.fork() != 0:
+            os._exit(0)
+        devnull = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(devnull, fd)
+        os.close(devnull)
+        os.chdir("/")
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        from sbctld.main import run
+
+        code = run(data_dir, socket_path, durability, ready_fd=ready_fd)
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            os.write(ready_fd, f"error {exc}\n".encode())
+    finally:
+        sys.stdout.flush()
+        os._exit(code)
+
+
+def _read_ready(fd: int) -> str:
+    deadline = time.monotonic() + READY_TIMEOUT
+    chunks = b""
+    try:
+        while b"\n" not in chunks:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise ServiceTimeout(f"the daemon did not become ready in {READY_TIMEOUT:.0f} s")
+            ready, _, _ = select.select([fd], [], [], left)
+            if not ready:
+                continue
+            data = os.read(fd, 4096)
+            if not data:
+                break
+            chunks += data
+    finally:
+        os.close(fd)
+    return chunks.decode(errors="replace").strip()
+
+
+def stop(data_dir: Path, socket_path: Path, timeout: float = 30.0) -> dict[str, Any]:
+    pid: int | None = None
+    info = _ping(socket_path)
+    if info is not None:
+        pid = int(info["pid"])
+        with contextlib.suppress(SbctlError), Client(socket_path, timeout=5) as client:
+            client.shutdown()
+    else:
+        owner = _pidfile_owner(data_dir)
+        if owner is None or owner <= 0:
+            return {"was_running": False, "pid": None}
+        pid = owner
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while _alive(pid):
+        if time.monotonic() > deadline:
+            raise ServiceTimeout(f"the daemon (pid {pid}) did not stop within {timeout:.0f} s")
+        time.sleep(0.01)
+    return {"was_running": True, "pid": pid}
+
+
+def _alive(pid: int) -> bool:
+    """Is ``pid`` running? A zombie (exited, not yet reaped by init) counts as gone."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            state = fh.read().rsplit(b")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True
+    return state not in (b"Z", b"X")
+
+
+def status(data_dir: Path, socket_path: Path) -> dict[str, Any]:
+    base: dict[str, Any] = {"data_dir": str(data_dir), "socket": str(socket_path)}
+    try:
+        with Client(socket_path, timeout=5) as client:
+            info = client.status()
+    except ServiceCommunicationProblem as exc:
+        return {**base, "running": False, "pid": _pidfile_owner(data_dir), "error": exc.message}
+    return {**base, **info, "running": True}

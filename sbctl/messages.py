@@ -1,0 +1,189 @@
+"""Messages as users see them: building them from JSON, and received messages out.
+
+JSON Lines input (``sbctl send --input``) and JSON output both use the snake_case names of
+the azure-servicebus Python SDK (SPEC §1.2).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+from sbctl.codec import Message, PropertyValue, decode_message
+from sbctl.durations import format_instant, parse_duration_ms, parse_instant_ms
+from sbctl.errors import BadRequest
+from sbctl.protocol import Delivered
+
+STATE_NAMES = {1: "active", 2: "deferred", 3: "scheduled", 4: "deadlettered", 5: "deadlettered"}
+_STRING_FIELDS = (
+    "message_id",
+    "session_id",
+    "partition_key",
+    "correlation_id",
+    "subject",
+    "content_type",
+    "to",
+    "reply_to",
+    "reply_to_session_id",
+)
+INPUT_FIELDS = frozenset(
+    (
+        "body",
+        "body_base64",
+        "time_to_live",
+        "scheduled_enqueue_time_utc",
+        "application_properties",
+        *_STRING_FIELDS,
+    )
+)
+
+
+def message_from_json(obj: Any, now_ms: int) -> Message:
+    """One JSON Lines object → Message. Raises BadRequest naming the offending field."""
+    if not isinstance(obj, dict):
+        raise BadRequest(f"a message must be a JSON object, not {type(obj).__name__}")
+    unknown = sorted(set(obj) - INPUT_FIELDS)
+    if unknown:
+        raise BadRequest(f"unknown message field {unknown[0]!r}")
+    if "body" in obj and "body_base64" in obj:
+        raise BadRequest("give either body or body_base64, not both")
+    body: bytes = b""
+    if "body_base64" in obj:
+        try:
+            body = base64.b64decode(str(obj["body_base64"]), validate=True)
+        except (binascii.Error, ValueError):
+            raise BadRequest("body_base64 is not valid base64") from None
+    elif "body" in obj:
+        raw = obj["body"]
+        body = raw.encode() if isinstance(raw, str) else msgspec.json.encode(raw)
+    fields: dict[str, Any] = {"body": body}
+    for name in _STRING_FIELDS:
+        value = obj.get(name)
+        if value is not None:
+            if not isinstance(value, str):
+                raise BadRequest(f"{name} must be a string")
+            fields[name] = value
+    if obj.get("time_to_live") is not None:
+        ttl = obj["time_to_live"]
+        fields["time_to_live_ms"] = (
+            int(ttl * 1000) if isinstance(ttl, int | float) else parse_duration_ms(str(ttl))
+        )
+    if obj.get("scheduled_enqueue_time_utc") is not None:
+        fields["scheduled_enqueue_time_ms"] = parse_instant_ms(
+            str(obj["scheduled_enqueue_time_utc"]), now_ms
+        )
+    props = obj.get("application_properties")
+    if props is not None:
+        fields["application_properties"] = check_properties(props)
+    return Message(**fields)
+
+
+def check_properties(props: Any) -> dict[str, PropertyValue]:
+    if not isinstance(props, dict):
+        raise BadRequest("application_properties must be a JSON object")
+    for key, value in props.items():
+        if not isinstance(value, str | int | float | bool) and value is not None:
+            raise BadRequest(
+                f"application property {key!r} must be a string, number, boolean or null"
+            )
+    return props
+
+
+def parse_property(text: str) -> tuple[str, PropertyValue]:
+    """``k=v`` from the command line. A JSON scalar (``5``, ``2.5``, ``true``, ``null``,
+    ``"5"``) keeps its type; anything else is a string."""
+    key, sep, raw = text.partition("=")
+    if not sep or not key:
+        raise BadRequest(f"invalid property {text!r}: use key=value")
+    try:
+        value = msgspec.json.decode(raw)
+    except msgspec.DecodeError:
+        return key, raw
+    if isinstance(value, str | int | float | bool) or value is None:
+        return key, value
+    return key, raw
+
+
+@dataclass
+class ReceivedMessage:
+    """A peeked or received message (SPEC §1.8 broker properties included)."""
+
+    sequence_number: int
+    enqueued_time_utc: int
+    delivery_count: int
+    lock_token: str | None
+    locked_until_utc: int | None
+    expires_at_utc: int
+    partition_id: int | None
+    state: str
+    message: Message
+    application_properties: dict[str, PropertyValue] = field(default_factory=dict)
+
+    @property
+    def body(self) -> bytes:
+        return self.message.body
+
+    @classmethod
+    def from_wire(cls, d: Delivered) -> ReceivedMessage:
+        msg = decode_message(d.payload)
+        props = dict(msg.application_properties or {})
+        if d.changes:
+            props.update(d.changes)
+        return cls(
+            d.sequence_number,
+            d.enqueued_time_ms,
+            d.delivery_count,
+            d.lock_token,
+            d.locked_until_ms,
+            d.expires_at_ms,
+            d.partition_id,
+            STATE_NAMES.get(d.state, "active"),
+            msg,
+            props,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        m = self.message
+        out: dict[str, Any] = {}
+        try:
+            out["body"] = m.body.decode()
+        except UnicodeDecodeError:
+            out["body_base64"] = base64.b64encode(m.body).decode()
+        for name in _STRING_FIELDS:
+            out[name] = getattr(m, name)
+        out["time_to_live"] = m.time_to_live_ms / 1000 if m.time_to_live_ms is not None else None
+        out["scheduled_enqueue_time_utc"] = (
+            format_instant(m.scheduled_enqueue_time_ms)
+            if m.scheduled_enqueue_time_ms is not None
+            else None
+        )
+        out["application_properties"] = self.application_properties
+        out["sequence_number"] = self.sequence_number
+        out["enqueued_time_utc"] = format_instant(self.enqueued_time_utc)
+        out["delivery_count"] = self.delivery_count
+        out["lock_token"] = self.lock_token
+        out["locked_until_utc"] = (
+            format_instant(self.locked_until_utc) if self.locked_until_utc is not None else None
+        )
+        out["expires_at_utc"] = format_instant(self.expires_at_utc)
+        out["partition_id"] = self.partition_id
+        out["state"] = self.state
+        return out
+
+
+def lock_token_for(public_seq: int, nonce: int) -> str:
+    """A GUID-shaped lock token that carries the message it locks (see broker locks)."""
+    return str(uuid.UUID(bytes=public_seq.to_bytes(8, "big") + nonce.to_bytes(8, "big")))
+
+
+def parse_lock_token(token: str) -> tuple[int, int]:
+    try:
+        raw = uuid.UUID(token).bytes
+    except (ValueError, AttributeError, TypeError):
+        raise BadRequest(f"invalid lock token {token!r}: expected a GUID") from None
+    return int.from_bytes(raw[:8], "big"), int.from_bytes(raw[8:], "big")

@@ -1,0 +1,62 @@
+"""Where the daemon keeps its data and listens (one rule, used by the CLI and the daemon).
+
+- data dir: ``--data-dir``, else ``$SBCTL_DATA_DIR``, else ``$XDG_DATA_HOME/sbctl``
+  (``~/.local/share/sbctl``);
+- socket: ``--socket``, else ``$SBCTL_SOCKET``, else ``<data dir>/sbctld.sock`` when that
+  path fits a Unix socket address, else ``$XDG_RUNTIME_DIR`` (or the temp dir)
+  ``/sbctl-<uid>-<hash of the data dir>.sock``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from pathlib import Path
+
+from sbctl.errors import BadRequest
+
+MAX_SOCKET_PATH = 107  # sizeof(sockaddr_un.sun_path) - 1 on Linux
+PIDFILE = "sbctld.pid"
+LOGFILE = "sbctld.log"
+SOCKET_NAME = "sbctld.sock"
+
+
+def default_data_dir() -> Path:
+    env = os.environ.get("SBCTL_DATA_DIR")
+    if env:
+        return Path(env).expanduser().absolute()
+    xdg = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(xdg).expanduser().absolute() / "sbctl"
+
+
+def resolve_data_dir(value: str | os.PathLike[str] | None) -> Path:
+    return Path(value).expanduser().absolute() if value else default_data_dir()
+
+
+def default_socket(data_dir: Path | None = None) -> Path:
+    env = os.environ.get("SBCTL_SOCKET")
+    if env:
+        return Path(env).expanduser().absolute()
+    data_dir = data_dir or default_data_dir()
+    candidate = data_dir / SOCKET_NAME
+    if len(os.fsencode(candidate)) <= MAX_SOCKET_PATH:
+        return candidate
+    runtime = os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
+    digest = hashlib.sha256(os.fsencode(data_dir)).hexdigest()[:12]
+    return Path(runtime) / f"sbctl-{os.getuid()}-{digest}.sock"
+
+
+def resolve_socket(value: str | os.PathLike[str] | None, data_dir: Path | None = None) -> Path:
+    path = Path(value).expanduser().absolute() if value else default_socket(data_dir)
+    check_socket_path(path)
+    return path
+
+
+def check_socket_path(path: Path) -> None:
+    size = len(os.fsencode(path))
+    if size > MAX_SOCKET_PATH:
+        raise BadRequest(
+            f"socket path is too long ({size} bytes; Unix sockets allow {MAX_SOCKET_PATH}): "
+            f"{path}; choose a shorter --socket"
+        )

@@ -1,0 +1,188 @@
+"""The wire protocol between the client and the daemon: one module, imported by both.
+
+Framing: each frame is a 4-byte little-endian length followed by that many bytes of
+MessagePack. The receiver checks the length against its limit *before* reading the body.
+
+Request: ``[v, id, op, args]``; reply: ``[id, ok, result]`` where ``result`` is the op's
+result when ``ok`` and ``{"code", "message", "retry_after"?}`` otherwise (sbctl.errors).
+Requests may be pipelined on one connection; replies carry the request id and may come
+back in any order (a long-poll receive answers late).
+
+Every op's arguments are a typed Struct below; decoding is strict, so a malformed request
+becomes a BadRequest naming the field, never a traceback. Bodies travel as raw bytes.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+import msgspec
+
+from sbctl.codec import Message
+from sbctl.errors import BadRequest
+
+PROTOCOL_VERSION = 1
+LENGTH = struct.Struct("<I")
+MAX_REQUEST_BYTES = 16 * 1024 * 1024
+MAX_REPLY_BYTES = 1024 * 1024 * 1024
+MAX_PEEK = 250  # SPEC §13.2
+MAX_RECEIVE = 5000
+
+
+class Request(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
+    v: int
+    id: int
+    op: str
+    args: msgspec.Raw = msgspec.Raw(b"\x80")
+
+
+class Reply(msgspec.Struct, array_like=True):
+    id: int
+    ok: bool
+    result: msgspec.Raw
+
+
+class _Args(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+    pass
+
+
+class Empty(_Args):
+    pass
+
+
+class NamespaceCreate(_Args):
+    name: str
+    sku: str = "standard"
+    premium_messaging_partitions: int = 1
+    capacity: int = 1
+
+
+class NamespaceRef(_Args):
+    name: str
+
+
+class NamespaceScope(_Args):
+    namespace: str
+
+
+class EntityRef(_Args):
+    namespace: str
+    name: str
+
+
+class EntityCreate(_Args):
+    """``options`` use the SDK's QueueProperties names; durations in milliseconds."""
+
+    namespace: str
+    name: str
+    options: dict[str, Any] = {}
+
+
+class Send(_Args):
+    namespace: str
+    entity: str
+    messages: list[Message]
+
+
+class Peek(_Args):
+    namespace: str
+    entity: str
+    count: int = 1
+    from_sequence: int | None = None
+
+
+class Receive(_Args):
+    namespace: str
+    entity: str
+    count: int = 1
+    max_wait_ms: int = 0
+    mode: str = "peek-lock"
+
+
+class Settle(_Args):
+    namespace: str
+    entity: str
+    op: str
+    lock_tokens: list[str]
+    properties: dict[str, Any] | None = None
+    reason: str | None = None
+    description: str | None = None
+
+
+class Delivered(msgspec.Struct, array_like=True):
+    """A peeked or received message as it travels back to the client."""
+
+    sequence_number: int
+    enqueued_time_ms: int
+    delivery_count: int
+    lock_token: str | None
+    locked_until_ms: int | None
+    expires_at_ms: int
+    partition_id: int | None
+    state: int
+    payload: msgspec.Raw
+    changes: dict[str, Any] | None = None
+
+
+OPS: dict[str, type[_Args]] = {
+    "ping": Empty,
+    "status": Empty,
+    "shutdown": Empty,
+    "namespace_create": NamespaceCreate,
+    "namespace_get": NamespaceRef,
+    "namespace_list": Empty,
+    "namespace_delete": NamespaceRef,
+    "queue_create": EntityCreate,
+    "queue_update": EntityCreate,
+    "queue_get": EntityRef,
+    "queue_list": NamespaceScope,
+    "queue_delete": EntityRef,
+    "send": Send,
+    "peek": Peek,
+    "receive": Receive,
+    "settle": Settle,
+}
+
+_encoder = msgspec.msgpack.Encoder()
+_request_decoder = msgspec.msgpack.Decoder(Request)
+_arg_decoders = {op: msgspec.msgpack.Decoder(t) for op, t in OPS.items()}
+_reply_decoder = msgspec.msgpack.Decoder(Reply)
+
+
+def encode_frame(obj: Any) -> bytes:
+    body = _encoder.encode(obj)
+    return LENGTH.pack(len(body)) + body
+
+
+def encode_request(req_id: int, op: str, args: msgspec.Struct) -> bytes:
+    return encode_frame((PROTOCOL_VERSION, req_id, op, args))
+
+
+def decode_request(body: bytes | memoryview) -> tuple[int, str, Any]:
+    """Decode and validate a request frame body; raises BadRequest (with the id if known)."""
+    try:
+        req = _request_decoder.decode(body)
+    except msgspec.DecodeError as exc:
+        raise BadRequest(f"malformed request frame: {exc}") from None
+    if req.v != PROTOCOL_VERSION:
+        raise BadRequest(f"protocol version {req.v} is not supported (daemon speaks 1)")
+    decoder = _arg_decoders.get(req.op)
+    if decoder is None:
+        raise BadRequest(f"unknown operation {req.op!r}")
+    try:
+        return req.id, req.op, decoder.decode(req.args)
+    except msgspec.DecodeError as exc:
+        raise BadRequest(f"bad arguments for {req.op}: {exc}") from None
+
+
+def encode_reply(req_id: int, ok: bool, result: Any) -> bytes:
+    return encode_frame((req_id, ok, result))
+
+
+def decode_reply(body: bytes | memoryview) -> Reply:
+    return _reply_decoder.decode(body)
+
+
+def decode_result(raw: msgspec.Raw, type_: Any = Any) -> Any:
+    return msgspec.msgpack.decode(raw, type=type_)
