@@ -85,6 +85,15 @@ class Send(_Args):
     messages: list[Message]
 
 
+class SendEncoded(_Args):
+    """How the daemon reads a :class:`Send`: each message stays its encoded bytes, which
+    are validated once and then stored as they are (no re-encoding on the hot path)."""
+
+    namespace: str
+    entity: str
+    messages: list[msgspec.Raw]
+
+
 class Peek(_Args):
     namespace: str
     entity: str
@@ -138,7 +147,7 @@ OPS: dict[str, type[_Args]] = {
     "queue_get": EntityRef,
     "queue_list": NamespaceScope,
     "queue_delete": EntityRef,
-    "send": Send,
+    "send": SendEncoded,
     "peek": Peek,
     "receive": Receive,
     "settle": Settle,

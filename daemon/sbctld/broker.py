@@ -20,6 +20,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from sbctl.codec import Message
 from sbctl.durations import format_instant
 from sbctl.errors import (
@@ -334,7 +336,9 @@ class Broker:
             raise InvalidOperation(f"{path!r}: the transfer dead-letter queue is not available")
         return self.queue(namespace, parsed.entity), parsed.subqueue == "deadletter"
 
-    def send(self, namespace: str, path: str, messages: Sequence[Message]) -> list[int]:
+    def send(
+        self, namespace: str, path: str, messages: Sequence[Message | bytes | msgspec.Raw]
+    ) -> list[int]:
         queue, dlq = self.resolve(namespace, path)
         if dlq:
             # SPEC §4.3: only the parent's dead-letter operation fills a DLQ.

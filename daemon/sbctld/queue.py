@@ -13,7 +13,7 @@ from typing import Any
 
 import msgspec
 
-from sbctl.codec import NOT_SCHEDULED, Message, StagedRecord, encode_message
+from sbctl.codec import NOT_SCHEDULED, Message, StagedRecord, decode_message, encode_message
 from sbctl.durations import format_duration_iso, format_instant
 from sbctl.errors import (
     BadRequest,
@@ -51,6 +51,26 @@ LOCK_LOST = (
     "The lock supplied is invalid. Either the lock expired, or the message has already been "
     "removed from the queue, or was received by a different receiver instance."
 )
+
+
+def decode_batch(
+    batch: Sequence[Message | bytes | msgspec.Raw],
+) -> tuple[list[Message], list[bytes]]:
+    """Messages and their encoded payloads; a payload that does not decode is a BadRequest."""
+    messages: list[Message] = []
+    payloads: list[bytes] = []
+    for i, item in enumerate(batch, 1):
+        if isinstance(item, Message):
+            messages.append(item)
+            payloads.append(encode_message(item))
+            continue
+        data = bytes(item)
+        try:
+            messages.append(decode_message(data))
+        except msgspec.DecodeError as exc:
+            raise BadRequest(f"message {i} of the batch is malformed: {exc}") from None
+        payloads.append(data)
+    return messages, payloads
 
 
 class Queue:
@@ -107,8 +127,12 @@ class Queue:
 
     # ------------------------------------------------------------ sending
 
-    def send(self, messages: Sequence[Message], now: int) -> list[int]:
-        """Validate the whole batch first; store all of it or none of it."""
+    def send(self, batch: Sequence[Message | bytes | msgspec.Raw], now: int) -> list[int]:
+        """Validate the whole batch first; store all of it or none of it.
+
+        ``batch`` holds Messages or their encoded bytes (as they arrive on the wire).
+        """
+        messages, payloads = decode_batch(batch)
         cfg = self.config
         if cfg.status in ("Disabled", "SendDisabled"):
             raise MessagingEntityDisabled(f"queue {cfg.name!r} is {cfg.status}: sends are refused")
@@ -119,10 +143,9 @@ class Queue:
         groups: dict[int, list[StagedRecord]] = {}
         order: list[tuple[int, int]] = []
         total = 0
-        for m in messages:
-            key = self._check(m)
-            payload = encode_message(m)
+        for m, payload in zip(messages, payloads, strict=True):
             size = len(payload)
+            key = self._check(m, size)
             if size > limit:
                 raise MessageSizeExceeded(
                     f"the message of {size} bytes is larger than the {limit // 1024} KB "
@@ -160,7 +183,7 @@ class Queue:
         self.accessed_at_ms = now
         return [self.partitions[pid].shift | (firsts[pid] + k) for pid, k in order]
 
-    def _check(self, m: Message) -> str | None:
+    def _check(self, m: Message, size: int) -> str | None:
         """Per-message rules (SPEC §1.3, §1.4, §1.6, §1.7, §9.3); returns the partition key."""
         cfg = self.config
         if m.message_id is not None and not 1 <= len(m.message_id) <= MAX_ID_LENGTH:
@@ -174,7 +197,7 @@ class Queue:
         if cfg.requires_session and not m.session_id:
             raise InvalidOperation(SESSION_REQUIRED)
         if m.application_properties:
-            header = len(encode_message(msgspec.structs.replace(m, body=b"")))
+            header = size - len(m.body)
             if header > MAX_HEADER_BYTES:
                 raise MessageSizeExceeded(
                     f"the message header of {header} bytes exceeds the 64 KB limit (SPEC §1.4)"
