@@ -213,7 +213,9 @@ class Client:
         finally:
             if timeout is not None and self._sock is not None:
                 self._sock.settimeout(self.timeout)
-        if reply.id != req_id:
+        if reply.id == 0 and not reply.ok:
+            pass  # the daemon could not read the request's id: the error is still ours
+        elif reply.id != req_id:
             self.close()
             raise GeneralError(f"reply id {reply.id} does not match request {req_id}")
         return _raise_or_result(reply.ok, reply.result, read)
@@ -236,13 +238,13 @@ class Client:
 
     # -- daemon
     def ping(self) -> dict[str, Any]:
-        return self._call(self._calls.ping())  # type: ignore[no-any-return]
+        return self._call(self._calls.ping())
 
     def status(self) -> dict[str, Any]:
-        return self._call(self._calls.status())  # type: ignore[no-any-return]
+        return self._call(self._calls.status())
 
     def shutdown(self) -> dict[str, Any]:
-        return self._call(self._calls.shutdown())  # type: ignore[no-any-return]
+        return self._call(self._calls.shutdown())
 
     # -- namespaces
     def namespace_create(
@@ -253,48 +255,48 @@ class Client:
         capacity: int = 1,
     ) -> dict[str, Any]:
         call = self._calls.namespace_create(name, sku, premium_messaging_partitions, capacity)
-        return self._call(call)  # type: ignore[no-any-return]
+        return self._call(call)
 
     def namespace_get(self, name: str) -> dict[str, Any]:
-        return self._call(self._calls.namespace_get(name))  # type: ignore[no-any-return]
+        return self._call(self._calls.namespace_get(name))
 
     def namespace_list(self) -> list[dict[str, Any]]:
-        return self._call(self._calls.namespace_list())  # type: ignore[no-any-return]
+        return self._call(self._calls.namespace_list())
 
     def namespace_delete(self, name: str) -> dict[str, Any]:
-        return self._call(self._calls.namespace_delete(name))  # type: ignore[no-any-return]
+        return self._call(self._calls.namespace_delete(name))
 
     # -- queues
     def queue_create(self, name: str, **options: Any) -> dict[str, Any]:
-        return self._call(self._calls.queue_create(name, options))  # type: ignore[no-any-return]
+        return self._call(self._calls.queue_create(name, options))
 
     def queue_update(self, name: str, **options: Any) -> dict[str, Any]:
-        return self._call(self._calls.queue_update(name, options))  # type: ignore[no-any-return]
+        return self._call(self._calls.queue_update(name, options))
 
     def queue_get(self, name: str) -> dict[str, Any]:
-        return self._call(self._calls.queue_get(name))  # type: ignore[no-any-return]
+        return self._call(self._calls.queue_get(name))
 
     def queue_list(self) -> list[dict[str, Any]]:
-        return self._call(self._calls.queue_list())  # type: ignore[no-any-return]
+        return self._call(self._calls.queue_list())
 
     def queue_delete(self, name: str) -> dict[str, Any]:
-        return self._call(self._calls.queue_delete(name))  # type: ignore[no-any-return]
+        return self._call(self._calls.queue_delete(name))
 
     # -- data plane
     def send(self, entity: str, messages: Sequence[Message]) -> list[int]:
         """Send a batch (atomically stored); returns the sequence numbers assigned."""
-        return self._call(self._calls.send(entity, messages))  # type: ignore[no-any-return]
+        return self._call(self._calls.send(entity, messages))
 
     def peek(
         self, entity: str, count: int = 1, from_sequence: int | None = None
     ) -> list[ReceivedMessage]:
-        return self._call(self._calls.peek(entity, count, from_sequence))  # type: ignore[no-any-return]
+        return self._call(self._calls.peek(entity, count, from_sequence))
 
     def receive(
         self, entity: str, count: int = 1, max_wait: float = 0.0, mode: str = "peek-lock"
     ) -> list[ReceivedMessage]:
         call = self._calls.receive(entity, count, max_wait, mode)
-        return self._call(call, timeout=max_wait + 30)  # type: ignore[no-any-return]
+        return self._call(call, timeout=max_wait + 30)
 
     def settle(
         self,
@@ -307,7 +309,7 @@ class Client:
     ) -> list[dict[str, Any]]:
         """Settle locked messages; returns one result per token (``ok`` or ``error``)."""
         call = self._calls.settle(entity, op, lock_tokens, properties, reason, description)
-        return self._call(call)  # type: ignore[no-any-return]
+        return self._call(call)
 
     def complete(self, entity: str, lock_tokens: Sequence[str]) -> list[dict[str, Any]]:
         return self.settle(entity, "complete", lock_tokens)
@@ -362,6 +364,8 @@ class AsyncClient:
                 head = await reader.readexactly(4)
                 (n,) = LENGTH.unpack(head)
                 reply = decode_reply(await reader.readexactly(n))
+                if reply.id == 0 and not reply.ok and len(self._pending) == 1:
+                    reply.id = next(iter(self._pending))  # an unreadable request's error
                 fut, read = self._pending.pop(reply.id, (None, None))
                 if fut is None or read is None or fut.done():
                     continue
@@ -399,6 +403,10 @@ class AsyncClient:
                 await self._reader_task
             self._reader_task = None
 
+    def using(self, namespace: str) -> AsyncClient:
+        """The same connection settings, another namespace."""
+        return AsyncClient(self.socket_path, namespace=namespace)
+
     async def __aenter__(self) -> AsyncClient:
         return self
 
@@ -406,13 +414,13 @@ class AsyncClient:
         await self.aclose()
 
     async def ping(self) -> dict[str, Any]:
-        return await self._call(self._calls.ping())  # type: ignore[no-any-return]
+        return await self._call(self._calls.ping())
 
     async def status(self) -> dict[str, Any]:
-        return await self._call(self._calls.status())  # type: ignore[no-any-return]
+        return await self._call(self._calls.status())
 
     async def shutdown(self) -> dict[str, Any]:
-        return await self._call(self._calls.shutdown())  # type: ignore[no-any-return]
+        return await self._call(self._calls.shutdown())
 
     async def namespace_create(
         self,
@@ -422,45 +430,45 @@ class AsyncClient:
         capacity: int = 1,
     ) -> dict[str, Any]:
         call = self._calls.namespace_create(name, sku, premium_messaging_partitions, capacity)
-        return await self._call(call)  # type: ignore[no-any-return]
+        return await self._call(call)
 
     async def namespace_get(self, name: str) -> dict[str, Any]:
-        return await self._call(self._calls.namespace_get(name))  # type: ignore[no-any-return]
+        return await self._call(self._calls.namespace_get(name))
 
     async def namespace_list(self) -> list[dict[str, Any]]:
-        return await self._call(self._calls.namespace_list())  # type: ignore[no-any-return]
+        return await self._call(self._calls.namespace_list())
 
     async def namespace_delete(self, name: str) -> dict[str, Any]:
-        return await self._call(self._calls.namespace_delete(name))  # type: ignore[no-any-return]
+        return await self._call(self._calls.namespace_delete(name))
 
     async def queue_create(self, name: str, **options: Any) -> dict[str, Any]:
-        return await self._call(self._calls.queue_create(name, options))  # type: ignore[no-any-return]
+        return await self._call(self._calls.queue_create(name, options))
 
     async def queue_update(self, name: str, **options: Any) -> dict[str, Any]:
-        return await self._call(self._calls.queue_update(name, options))  # type: ignore[no-any-return]
+        return await self._call(self._calls.queue_update(name, options))
 
     async def queue_get(self, name: str) -> dict[str, Any]:
-        return await self._call(self._calls.queue_get(name))  # type: ignore[no-any-return]
+        return await self._call(self._calls.queue_get(name))
 
     async def queue_list(self) -> list[dict[str, Any]]:
-        return await self._call(self._calls.queue_list())  # type: ignore[no-any-return]
+        return await self._call(self._calls.queue_list())
 
     async def queue_delete(self, name: str) -> dict[str, Any]:
-        return await self._call(self._calls.queue_delete(name))  # type: ignore[no-any-return]
+        return await self._call(self._calls.queue_delete(name))
 
     async def send(self, entity: str, messages: Sequence[Message]) -> list[int]:
-        return await self._call(self._calls.send(entity, messages))  # type: ignore[no-any-return]
+        return await self._call(self._calls.send(entity, messages))
 
     async def peek(
         self, entity: str, count: int = 1, from_sequence: int | None = None
     ) -> list[ReceivedMessage]:
-        return await self._call(self._calls.peek(entity, count, from_sequence))  # type: ignore[no-any-return]
+        return await self._call(self._calls.peek(entity, count, from_sequence))
 
     async def receive(
         self, entity: str, count: int = 1, max_wait: float = 0.0, mode: str = "peek-lock"
     ) -> list[ReceivedMessage]:
         call = self._calls.receive(entity, count, max_wait, mode)
-        return await self._call(call)  # type: ignore[no-any-return]
+        return await self._call(call)
 
     async def settle(
         self,
@@ -472,7 +480,7 @@ class AsyncClient:
         description: str | None = None,
     ) -> list[dict[str, Any]]:
         call = self._calls.settle(entity, op, lock_tokens, properties, reason, description)
-        return await self._call(call)  # type: ignore[no-any-return]
+        return await self._call(call)
 
     async def complete(self, entity: str, lock_tokens: Sequence[str]) -> list[dict[str, Any]]:
         return await self.settle(entity, "complete", lock_tokens)

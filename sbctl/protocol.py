@@ -168,21 +168,36 @@ def encode_request(req_id: int, op: str, args: msgspec.Struct) -> bytes:
     return encode_frame((PROTOCOL_VERSION, req_id, op, args))
 
 
-def decode_request(body: bytes | memoryview) -> tuple[int, str, Any]:
-    """Decode and validate a request frame body; raises BadRequest (with the id if known)."""
+def decode_envelope(body: bytes | memoryview) -> Request:
+    """The ``[v, id, op, args]`` envelope; raises BadRequest (the id is then unknown: 0)."""
     try:
         req = _request_decoder.decode(body)
     except msgspec.DecodeError as exc:
         raise BadRequest(f"malformed request frame: {exc}") from None
+    except RecursionError:
+        raise BadRequest("malformed request frame: nested too deeply") from None
+    return req
+
+
+def decode_args(req: Request) -> Any:
+    """The op's typed arguments; raises BadRequest naming the op and the field."""
     if req.v != PROTOCOL_VERSION:
         raise BadRequest(f"protocol version {req.v} is not supported (daemon speaks 1)")
     decoder = _arg_decoders.get(req.op)
     if decoder is None:
         raise BadRequest(f"unknown operation {req.op!r}")
     try:
-        return req.id, req.op, decoder.decode(req.args)
+        return decoder.decode(req.args)
     except msgspec.DecodeError as exc:
         raise BadRequest(f"bad arguments for {req.op}: {exc}") from None
+    except RecursionError:
+        raise BadRequest(f"bad arguments for {req.op}: nested too deeply") from None
+
+
+def decode_request(body: bytes | memoryview) -> tuple[int, str, Any]:
+    """Envelope and arguments at once (for tools and tests)."""
+    req = decode_envelope(body)
+    return req.id, req.op, decode_args(req)
 
 
 def encode_reply(req_id: int, ok: bool, result: Any) -> bytes:

@@ -13,6 +13,7 @@ Data-dir layout::
 
 from __future__ import annotations
 
+import heapq
 import os
 import shutil
 import uuid
@@ -57,6 +58,9 @@ from sbctld.storage.sync import Syncer
 
 DEFAULT_NAMESPACE = "sbemulatorns"  # the name Microsoft's emulator uses
 NAMESPACE_FILE = "namespace.toml"
+# Folders being created or deleted. '@' is in no namespace or entity name (SPEC §14.8-9),
+# so such a folder is never mistaken for an entity; start-up removes any left behind.
+WORK_PREFIX = "@"
 MAX_ENTITIES = 10_000  # SPEC §14
 MAX_PARTITIONED = 100  # SPEC §0.1.11
 STANDARD_MESSAGE_BYTES = 256 * 1024  # SPEC §13.1
@@ -118,6 +122,9 @@ class Broker:
         self.report = report
         self.segment_bytes = segment_bytes
         self.namespaces: dict[str, Namespace] = {}
+        # (deadline, namespace key, queue key): when some lock of that queue may run out,
+        # so that tick() visits only queues with something due, not every partition.
+        self._due: list[tuple[int, str, str]] = []
         first_start = not self.root.exists()
         self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
         self._load()
@@ -126,8 +133,18 @@ class Broker:
 
     # ------------------------------------------------------------ loading
 
+    def _folders(self, parent: Path) -> list[Path]:
+        """Entity folders of ``parent``; leftovers of interrupted creates/deletes removed."""
+        out = []
+        for p in sorted(parent.iterdir()):
+            if p.name.startswith(WORK_PREFIX):
+                shutil.rmtree(p, ignore_errors=True)
+            elif p.is_dir():
+                out.append(p)
+        return out
+
     def _load(self) -> None:
-        for ns_dir in sorted(p for p in self.root.iterdir() if p.is_dir()):
+        for ns_dir in self._folders(self.root):
             desc = ns_dir / NAMESPACE_FILE
             if not desc.exists():
                 continue
@@ -136,7 +153,7 @@ class Broker:
             queues = ns_dir / "queues"
             if not queues.exists():
                 continue
-            for q_dir in sorted(p for p in queues.iterdir() if p.is_dir()):
+            for q_dir in self._folders(queues):
                 if not (q_dir / DESCRIPTION).exists():
                     continue  # an interrupted create or delete: nothing was acknowledged
                 cfg = load_toml(q_dir / DESCRIPTION, QueueConfig)
@@ -153,6 +170,7 @@ class Broker:
                 for note in notes:
                     self.report(f"recovery: {ns.name}/{cfg.name}: {note}")
                 ns.queues[entity_key(cfg.name)] = queue
+                self._note_scheduled(entity_key(ns.name), entity_key(cfg.name), queue)
 
     # ------------------------------------------------------------ namespaces
 
@@ -187,7 +205,7 @@ class Broker:
             created_at_ms=self.clock.now_ms(),
         )
         directory = self.root / key
-        tmp = self.root / f".{key}.{uuid.uuid4().hex}.tmp"
+        tmp = self.root / f"{WORK_PREFIX}tmp-{uuid.uuid4().hex}"
         tmp.mkdir(mode=0o700)
         save_toml(tmp / NAMESPACE_FILE, cfg)
         os.rename(tmp, directory)
@@ -213,7 +231,7 @@ class Broker:
 
     def _remove_dir(self, directory: Path) -> None:
         """Rename first (atomic), then delete: a crash never leaves half an entity."""
-        trash = directory.with_name(f".{directory.name}.{uuid.uuid4().hex}.deleted")
+        trash = directory.with_name(f"{WORK_PREFIX}deleted-{uuid.uuid4().hex}")
         os.rename(directory, trash)
         fsync_dir(directory.parent)
         shutil.rmtree(trash, ignore_errors=True)
@@ -267,7 +285,7 @@ class Broker:
         directory = parent / entity_dir_name(name)
         if directory.exists():  # leftovers of a create that never completed
             shutil.rmtree(directory)
-        tmp = parent / f".{directory.name}.{uuid.uuid4().hex}.tmp"
+        tmp = parent / f"{WORK_PREFIX}tmp-{uuid.uuid4().hex}"
         tmp.mkdir(mode=0o700)
         save_toml(tmp / DESCRIPTION, cfg)
         os.rename(tmp, directory)
@@ -343,7 +361,9 @@ class Broker:
         if dlq:
             # SPEC §4.3: only the parent's dead-letter operation fills a DLQ.
             raise InvalidOperation("messages cannot be sent to a dead-letter queue")
-        return queue.send(messages, self.clock.now_ms())
+        seqs = queue.send(messages, self.clock.now_ms())
+        self._note_scheduled(entity_key(namespace), entity_key(queue.name), queue)
+        return seqs
 
     def peek(
         self, namespace: str, path: str, count: int, from_sequence: int | None
@@ -363,7 +383,11 @@ class Broker:
         queue, dlq = self.resolve(namespace, path)
         now = self.clock.now_ms()
         queue.expire_locks(now)
-        return queue.receive(count, now, delete=mode == "receive-and-delete", deadletter=dlq)
+        got = queue.receive(count, now, delete=mode == "receive-and-delete", deadletter=dlq)
+        if got and mode == "peek-lock":
+            key = (entity_key(namespace), entity_key(queue.name))
+            heapq.heappush(self._due, (now + queue.config.lock_duration, *key))
+        return got
 
     def settle(
         self,
@@ -381,12 +405,28 @@ class Broker:
     def tick(self) -> list[tuple[str, str]]:
         """Run what time makes due; returns (namespace, queue) keys with new messages."""
         now = self.clock.now_ms()
+        due: set[tuple[str, str]] = set()
+        while self._due and self._due[0][0] <= now:
+            _deadline, ns_key, q_key = heapq.heappop(self._due)
+            due.add((ns_key, q_key))
         woke = []
-        for ns_key, ns in self.namespaces.items():
-            for q_key, queue in ns.queues.items():
-                if queue.expire_locks(now):
-                    woke.append((ns_key, q_key))
+        for ns_key, q_key in due:
+            ns = self.namespaces.get(ns_key)
+            queue = ns.queues.get(q_key) if ns else None
+            if queue is None:
+                continue
+            freed = queue.expire_locks(now)
+            if queue.activate_scheduled(now):
+                freed = True
+            self._note_scheduled(ns_key, q_key, queue)
+            if freed:
+                woke.append((ns_key, q_key))
         return woke
+
+    def _note_scheduled(self, ns_key: str, q_key: str, queue: Queue) -> None:
+        when = queue.next_scheduled()
+        if when is not None:
+            heapq.heappush(self._due, (when, ns_key, q_key))
 
     def checkpoint(self, *, min_changes: int = 1) -> int:
         """Checkpoint every partition with at least ``min_changes`` changes; returns how many."""

@@ -38,7 +38,7 @@ class View:
 
 
 class Partition:
-    __slots__ = ("dlq", "id", "lock_heap", "locks", "log", "main", "shift")
+    __slots__ = ("dlq", "id", "lock_heap", "locks", "log", "main", "scheduled", "shift")
 
     def __init__(self, log: PartitionLog, partition_id: int, partitioned: bool) -> None:
         self.log = log
@@ -48,6 +48,8 @@ class Partition:
         self.lock_heap: list[tuple[int, int, int]] = []
         self.main = View(State.ACTIVE, log.head)
         self.dlq = View(State.DEADLETTERED, log.head)
+        self.scheduled = [(log.record_header(s)[1], s) for s in log.seqs_in(State.SCHEDULED)]
+        heapq.heapify(self.scheduled)
 
     def view(self, deadletter: bool) -> View:
         return self.dlq if deadletter else self.main
@@ -61,13 +63,17 @@ class Partition:
             if log.state_of(seq) == view.state and seq not in self.locks:
                 return seq
         base = log.base
-        i = log.state.find(view.state, max(view.cursor, log.head) - base)
-        if i < 0:
-            view.cursor = log.next_seq
-            return None
-        seq = base + i
-        view.cursor = seq + 1
-        return seq
+        start = max(view.cursor, log.head) - base
+        while True:
+            i = log.state.find(view.state, start)
+            if i < 0:
+                view.cursor = log.next_seq
+                return None
+            seq = base + i
+            view.cursor = seq + 1
+            if seq not in self.locks:
+                return seq
+            start = i + 1
 
     def take(
         self,
@@ -118,12 +124,26 @@ class Partition:
         log.record(journal)
 
     def give_back(self, seq: int) -> None:
-        """Make a released message available again, ahead of newer ones."""
+        """Make a message that (re)entered a view available, ahead of newer ones.
+
+        Only messages behind the view's cursor need the heap: the cursor finds the others.
+        """
         state = self.log.state_of(seq)
-        if state == State.ACTIVE:
-            heapq.heappush(self.main.returned, seq)
-        elif state == State.DEADLETTERED:
-            heapq.heappush(self.dlq.returned, seq)
+        view = self.main if state == State.ACTIVE else self.dlq
+        if view.state == state and seq < view.cursor:
+            heapq.heappush(view.returned, seq)
+
+    def schedule(self, when_ms: int, seq: int) -> None:
+        heapq.heappush(self.scheduled, (when_ms, seq))
+
+    def due_scheduled(self, now: int) -> list[int]:
+        """Scheduled messages whose time has come (SPEC §7.2), oldest first."""
+        out = []
+        while self.scheduled and self.scheduled[0][0] <= now:
+            _when, seq = heapq.heappop(self.scheduled)
+            if self.log.state_of(seq) == State.SCHEDULED:
+                out.append(seq)
+        return out
 
     def expired_locks(self, now: int) -> list[int]:
         """Pop the locks that ran out by ``now``; returns their sequence numbers."""

@@ -14,7 +14,7 @@ from typing import Any
 import msgspec
 
 from sbctl.codec import NOT_SCHEDULED, Message, StagedRecord, decode_message, encode_message
-from sbctl.durations import format_duration_iso, format_instant
+from sbctl.durations import MAX_TIMESPAN_MS, format_duration_iso, format_instant
 from sbctl.errors import (
     BadRequest,
     InvalidOperation,
@@ -29,13 +29,24 @@ from sbctl.protocol import Delivered
 from sbctld.config import MB, QueueConfig, save_toml
 from sbctld.partition import Partition
 from sbctld.storage.journal import Entry
-from sbctld.storage.log import OP_PROPS, OP_STATE, PartitionLog, State
+from sbctld.storage.log import MAX_TIME_MS, OP_PROPS, OP_STATE, PartitionLog, State
 from sbctld.storage.sync import Syncer
 
 DESCRIPTION = "queue.toml"
 MAX_ID_LENGTH = 128  # SPEC §1.3
 MAX_HEADER_BYTES = 64 * 1024  # SPEC §1.4
 MAX_PROPERTY_BYTES = 32 * 1024
+SYSTEM_STRINGS = (
+    "message_id",
+    "session_id",
+    "partition_key",
+    "correlation_id",
+    "subject",
+    "content_type",
+    "to",
+    "reply_to",
+    "reply_to_session_id",
+)
 SESSION_REQUIRED = (
     # SPEC §9.3, the service's own text.
     "The SessionId was not set on a message, and it cannot be sent to the entity. Entities "
@@ -143,6 +154,7 @@ class Queue:
         groups: dict[int, list[StagedRecord]] = {}
         order: list[tuple[int, int]] = []
         total = 0
+        rr = self._rr_send
         for m, payload in zip(messages, payloads, strict=True):
             size = len(payload)
             key = self._check(m, size)
@@ -155,8 +167,8 @@ class Queue:
             if key is not None:
                 pid = partition_for_key(key, count)  # SPEC §0.1.4
             else:
-                pid = self._rr_send % count  # keyless: round-robin
-                self._rr_send += 1
+                pid = rr % count  # keyless: round-robin
+                rr += 1
             ttl = cfg.default_message_time_to_live
             if m.time_to_live_ms is not None:
                 ttl = min(m.time_to_live_ms, ttl)  # SPEC §1.6: capped by the entity default
@@ -180,6 +192,11 @@ class Queue:
                     f"{cfg.name!r} ({cfg.max_size_in_megabytes} MB per partition)"
                 )
         firsts = {pid: self.partitions[pid].log.append(recs, now) for pid, recs in groups.items()}
+        for pid, recs in groups.items():
+            for k, rec in enumerate(recs):
+                if rec.scheduled_ms != NOT_SCHEDULED:
+                    self.partitions[pid].schedule(rec.scheduled_ms, firsts[pid] + k)
+        self._rr_send = rr
         self.accessed_at_ms = now
         return [self.partitions[pid].shift | (firsts[pid] + k) for pid, k in order]
 
@@ -192,21 +209,24 @@ class Queue:
             value = getattr(m, name)
             if value is not None and len(value) > MAX_ID_LENGTH:
                 raise BadRequest(f"{name} must be at most 128 characters")
-        if m.time_to_live_ms is not None and m.time_to_live_ms <= 0:
-            raise BadRequest("time_to_live must be positive")
+        if m.time_to_live_ms is not None and not 0 < m.time_to_live_ms <= MAX_TIMESPAN_MS:
+            raise BadRequest("time_to_live must be positive and at most TimeSpan.MaxValue")
+        sched = m.scheduled_enqueue_time_ms
+        if sched is not None and not 0 <= sched <= MAX_TIME_MS:
+            raise BadRequest("scheduled_enqueue_time must be between 1970 and 9999")
         if cfg.requires_session and not m.session_id:
             raise InvalidOperation(SESSION_REQUIRED)
-        if m.application_properties:
-            header = size - len(m.body)
-            if header > MAX_HEADER_BYTES:
-                raise MessageSizeExceeded(
-                    f"the message header of {header} bytes exceeds the 64 KB limit (SPEC §1.4)"
-                )
-            for k, v in m.application_properties.items():
-                if isinstance(v, str) and len(v) > MAX_PROPERTY_BYTES:
-                    raise MessageSizeExceeded(
-                        f"application property {k!r} exceeds the 32 KB limit (SPEC §1.4)"
-                    )
+        header = size - len(m.body)
+        if header > MAX_HEADER_BYTES:
+            raise MessageSizeExceeded(
+                f"the message header of {header} bytes exceeds the 64 KB limit (SPEC §1.4)"
+            )
+        if header > MAX_PROPERTY_BYTES:  # only then can one property be over 32 KB
+            values = list((m.application_properties or {}).items())
+            values += [(f, getattr(m, f)) for f in SYSTEM_STRINGS]
+            for k, v in values:
+                if isinstance(v, str) and len(v.encode()) > MAX_PROPERTY_BYTES:
+                    raise MessageSizeExceeded(f"property {k!r} exceeds the 32 KB limit (SPEC §1.4)")
         return partition_key_of(
             m.session_id, m.partition_key, m.message_id, cfg.requires_duplicate_detection
         )
@@ -251,9 +271,31 @@ class Queue:
             )
         else:
             p.log.set_state(seq, State.GONE)
+        p.give_back(seq)
+
+    def activate_scheduled(self, now: int) -> bool:
+        """Enqueue scheduled messages whose time came, with new sequence numbers (SPEC §7,
+        §2.4). The copy is appended before the original is retired: a crash in between can
+        duplicate a scheduled message, never lose it."""
+        woke = False
+        for p in self.partitions:
+            for seq in p.due_scheduled(now):
+                ttl, _when = p.log.record_header(seq)
+                p.log.append([StagedRecord(p.log.read_payload(seq), ttl, NOT_SCHEDULED)], now)
+                p.log.set_state(seq, State.GONE)
+                woke = True
+        return woke
+
+    def next_scheduled(self) -> int | None:
+        times = [p.scheduled[0][0] for p in self.partitions if p.scheduled]
+        return min(times) if times else None
 
     def peek(self, count: int, from_sequence: int | None, *, deadletter: bool) -> list[Delivered]:
         """SPEC §5, §0.1.7: the oldest messages of one partition."""
+        if self.config.status in ("Disabled", "ReceiveDisabled"):
+            raise MessagingEntityDisabled(
+                f"queue {self.config.name!r} is {self.config.status}: peeks are refused"
+            )
         out: list[Delivered] = []
         n = len(self.partitions)
         if from_sequence is not None:

@@ -28,7 +28,8 @@ from sbctl.protocol import (
     LENGTH,
     MAX_REQUEST_BYTES,
     Delivered,
-    decode_request,
+    decode_args,
+    decode_envelope,
     encode_reply,
 )
 from sbctld.broker import Broker
@@ -243,8 +244,10 @@ class Server:
         self.requests += 1
         req_id = 0
         try:
-            req_id, op, args = decode_request(body)
-            self._handlers[op](conn, req_id, args)
+            req = decode_envelope(body)
+            req_id = req.id
+            args = decode_args(req)
+            self._handlers[req.op](conn, req_id, args)
         except SbctlError as err:
             conn.reply_error(req_id, err)
         except Exception as exc:

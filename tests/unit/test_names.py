@@ -7,6 +7,7 @@ from itertools import cycle
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
 from sbctl.errors import BadRequest
 from sbctl.names import (
     EntityPath,

@@ -29,7 +29,7 @@ from typing import Any
 import crc32c
 import msgspec
 
-from sbctl.codec import StagedRecord, encode_batch, iter_records, scan_batches
+from sbctl.codec import RECORD_HEADER, StagedRecord, encode_batch, iter_records, scan_batches
 from sbctld.storage import journal as jnl
 from sbctld.storage.files import (
     CHECKPOINT,
@@ -96,6 +96,8 @@ class PartitionLog:
         self.seg_live: dict[int, int] = {}
         self.journal = jnl.Journal(directory, 0, None, 0)
         self.changes_since_checkpoint = 0
+        self._roll = False  # next append starts a new segment (after recovery cut one)
+        self.synced_base = 0  # segments from this base on may hold unsynced appends
         self.notes: list[str] = []  # what recovery found, for the daemon log
 
     # ---------------------------------------------------------------- opening
@@ -118,7 +120,7 @@ class PartitionLog:
 
     def _recover(self) -> None:
         ckpt = self._load_checkpoint()
-        scan_from = (0, 0)
+        scan_from: tuple[int, ...] = (0, 0)
         jpos = (0, 0)
         if ckpt is not None:
             self.base = self.head = ckpt["base"]
@@ -131,6 +133,7 @@ class PartitionLog:
             self.dc.frombytes(ckpt["dc"])
             self.props = {int(k): v for k, v in ckpt["props"].items()}
             scan_from = tuple(ckpt["log"])
+            self.synced_base = scan_from[0]
             jpos = tuple(ckpt["journal"])
         for base, path in numbered(self.directory, SEGMENT_SUFFIX):
             fd = os.open(path, os.O_RDWR | os.O_APPEND)
@@ -138,9 +141,19 @@ class PartitionLog:
             self._bases.append(base)
         if ckpt is None and self.segments:
             self.base = self.head = self.next_seq = self.segments[0].base
+        if ckpt is not None:
+            scan_from = self._check_checkpointed(scan_from)
         self._scan_segments(scan_from)
-        self._replay_journal(jpos)
+        stale = self._replay_journal(jpos)
         self._rebuild_derived()
+        if stale:
+            # The journal names messages the log lost (a torn tail). Their sequence numbers
+            # will be reused: a checkpoint retires those entries before that can happen.
+            self.notes.append(
+                f"{self.directory}: {stale} journal entries name messages lost from the "
+                "log; checkpointed so they never apply to new messages"
+            )
+            self.checkpoint()
 
     def _load_checkpoint(self) -> dict[str, Any] | None:
         path = self.directory / CHECKPOINT
@@ -157,12 +170,75 @@ class PartitionLog:
         self.notes.append(f"{path}: unreadable checkpoint ignored; rebuilding from the logs")
         return None
 
+    def _check_checkpointed(self, scan_from: tuple[int, ...]) -> tuple[int, ...]:
+        """Find segments cut below what the checkpoint indexed (outside damage).
+
+        The damaged segment is cut back to its valid batches; live messages whose bytes
+        are gone are marked GONE and reported; later segments are kept. Appends then go
+        to a fresh segment, so the gap lies on a segment boundary.
+        """
+        for k, seg in enumerate(self.segments):
+            hi = self._bases[k + 1] if k + 1 < len(self.segments) else self.next_seq
+            lo_i = max(seg.base, self.base) - self.base
+            hi_i = min(hi, self.next_seq) - self.base
+            live = bytes(self.state[lo_i:hi_i]).rstrip(b"\x00")
+            if not live:
+                continue
+            i = lo_i + len(live) - 1
+            if self.offset[i] + self.length[i] <= seg.size:
+                continue
+            buf = os.pread(seg.fd, seg.size, 0)
+            batches, valid_end, problem = scan_batches(buf)
+            good = seg.base
+            for info in batches:
+                if info.base_seq != good:
+                    valid_end = info.offset
+                    break
+                good += info.record_count
+            lost = 0
+            for j in range(max(good - self.base, lo_i), hi_i):
+                if self.state[j] != State.GONE:
+                    self.state[j] = State.GONE
+                    self.props.pop(self.base + j, None)
+                    lost += 1
+            self._truncate_segment(
+                k, valid_end, problem or "segment shorter than indexed", set_aside=False
+            )
+            self.notes.append(f"{seg.path}: {lost} indexed messages were missing and are lost")
+            self._roll = True
+            if seg.base == scan_from[0]:
+                scan_from = (seg.base, seg.size)
+        return scan_from
+
+    def _truncate_segment(
+        self, k: int, valid_end: int, problem: str, *, set_aside: bool = True
+    ) -> None:
+        """Cut segment ``k`` at ``valid_end`` and (by default) set later segments aside."""
+        seg = self.segments[k]
+        dropped = seg.size - valid_end
+        os.ftruncate(seg.fd, valid_end)
+        seg.size = valid_end
+        self.notes.append(
+            f"{seg.path}: {problem} at byte {valid_end}; truncated {dropped} torn bytes"
+        )
+        os.fsync(seg.fd)
+        if not set_aside:
+            return
+        for later in self.segments[k + 1 :]:
+            os.close(later.fd)
+            later.path.rename(later.path.with_suffix(".corrupt"))
+            self.notes.append(f"{later.path}: follows a torn batch; set aside as .corrupt")
+        del self.segments[k + 1 :]
+        del self._bases[k + 1 :]
+
     def _scan_segments(self, scan_from: tuple[int, ...]) -> None:
         start_base, start_pos = scan_from
         for k, seg in enumerate(self.segments):
             if seg.base < start_base:
                 continue
             pos = start_pos if seg.base == start_base else 0
+            if pos == 0 and seg.base > self.next_seq:
+                self._fill_gone(seg.base)  # a settled segment was deleted before it
             buf = os.pread(seg.fd, seg.size - pos, pos) if seg.size > pos else b""
             batches, valid_end, problem = scan_batches(buf)
             for info in batches:
@@ -178,32 +254,22 @@ class PartitionLog:
                     ],
                 )
             if problem:
-                dropped = seg.size - (pos + valid_end)
-                os.ftruncate(seg.fd, pos + valid_end)
-                seg.size = pos + valid_end
-                self.notes.append(
-                    f"{seg.path}: {problem} at byte {pos + valid_end}; "
-                    f"truncated {dropped} torn bytes"
-                )
-                for later in self.segments[k + 1 :]:
-                    os.close(later.fd)
-                    later.path.rename(later.path.with_suffix(".corrupt"))
-                    self.notes.append(f"{later.path}: follows a torn batch; set aside as .corrupt")
-                del self.segments[k + 1 :]
-                del self._bases[k + 1 :]
-                os.fsync(seg.fd)
+                self._truncate_segment(k, pos + valid_end, problem)
                 break
 
-    def _replay_journal(self, jpos: tuple[int, ...]) -> None:
+    def _replay_journal(self, jpos: tuple[int, ...]) -> int:
+        """Apply the journal after ``jpos``; returns how many entries were beyond the log."""
         start_gen, start_off = jpos
         files = [(g, p) for g, p in self.journal.files() if g >= start_gen]
         generation, size = start_gen, 0
+        stale = 0
         for g, path in files:
             data = path.read_bytes()
             off = start_off if g == start_gen else 0
             spans, valid_end, problem = jnl.scan(data[off:])
             for a, b in spans:
                 for entry in jnl.decode_entries(data, off + a, off + b):
+                    stale += entry.seq >= self.next_seq
                     self._apply(entry)
             generation, size = g, off + valid_end
             if problem:
@@ -218,6 +284,7 @@ class PartitionLog:
             path = self.directory / jnl.journal_name(generation)
             fd = os.open(path, os.O_WRONLY | os.O_APPEND)
         self.journal = jnl.Journal(self.directory, generation, fd, size)
+        return stale
 
     def _rebuild_derived(self) -> None:
         for st in State:
@@ -254,6 +321,17 @@ class PartitionLog:
         self.changes_since_checkpoint += n
         return first
 
+    def _fill_gone(self, upto: int) -> None:
+        """Index ``[next_seq, upto)`` as GONE: sequence numbers whose segment is gone."""
+        n = upto - self.next_seq
+        self.offset.extend([0] * n)
+        self.length.extend([0] * n)
+        self.enq.extend([0] * n)
+        self.exp.extend([0] * n)
+        self.dc.extend([0] * n)
+        self.state.extend(bytes(n))
+        self.next_seq = upto
+
     def _index_batch(self, now_ms: int, recs: list[tuple[int, int, int, int]]) -> None:
         n = len(recs)
         counts = self.counts
@@ -270,10 +348,11 @@ class PartitionLog:
         self.next_seq += n
 
     def _writable_segment(self, need: int) -> Segment:
-        if self.segments:
+        if self.segments and not self._roll:
             seg = self.segments[-1]
             if seg.size == 0 or seg.size + need <= self.segment_bytes:
                 return seg
+        self._roll = False
         path = self.directory / segment_name(self.next_seq)
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
         fsync_dir(self.directory)
@@ -318,7 +397,8 @@ class PartitionLog:
                 self.live_bytes -= self.length[i]
                 self.props.pop(seq, None)
                 k = bisect_right(self._bases, seq) - 1
-                if k >= 0:
+                # seg_live is empty while recovery replays the journal; rebuilt after.
+                if k >= 0 and self._bases[k] in self.seg_live:
                     self.seg_live[self._bases[k]] -= 1
                 if seq == self.head:
                     self._advance_head()
@@ -345,6 +425,14 @@ class PartitionLog:
         i = seq - self.base
         seg = self.segments[bisect_right(self._bases, seq) - 1]
         return os.pread(seg.fd, self.length[i], self.offset[i])
+
+    def record_header(self, seq: int) -> tuple[int, int]:
+        """(ttl_ms, scheduled_ms) of a stored record, read from its segment."""
+        i = seq - self.base
+        seg = self.segments[bisect_right(self._bases, seq) - 1]
+        raw = os.pread(seg.fd, RECORD_HEADER.size, self.offset[i] - RECORD_HEADER.size)
+        _length, _rel, ttl_ms, scheduled_ms = RECORD_HEADER.unpack(raw)
+        return ttl_ms, scheduled_ms
 
     def state_of(self, seq: int) -> State:
         i = seq - self.base
@@ -374,8 +462,13 @@ class PartitionLog:
         describes bytes a crash could still lose.
         """
         self._trim()
+        # Every segment written since the last checkpoint, not only the last: a segment
+        # rolled between two commit rounds may still hold unsynced appends.
+        for seg in self.segments:
+            if seg.base >= self.synced_base:
+                os.fdatasync(seg.fd)
         if self.segments:
-            os.fdatasync(self.segments[-1].fd)
+            self.synced_base = self.segments[-1].base
         if self.journal.fd is not None:
             os.fdatasync(self.journal.fd)
         old_journal_fd = self.journal.rotate()

@@ -1,0 +1,129 @@
+"""The ``sbctl`` command tree and its one error boundary (console script ``sbctl``).
+
+Every failure ends the same way: one line on stderr (``error: ...``, or a JSON object with
+``-o json``) and an exit status. :class:`~sbctl.errors.SbctlError` exits with its
+``exit_code`` (the table in :mod:`sbctl.errors`); a bad command line exits 2, as click does;
+Ctrl-C exits 130. Tracebacks are shown only with ``SBCTL_DEBUG=1``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from collections.abc import Sequence
+from typing import Annotated, Any
+
+import typer
+import typer.main
+from typer.core import TyperGroup
+
+from sbctl.cli import options
+from sbctl.cli.options import DataDirOption, Globals, Output, SocketOption
+from sbctl.errors import EXIT_USAGE, SbctlError
+
+# The command modules, in help order; each has ``register(app)``.
+COMMAND_MODULES = ("daemon", "namespace", "queue", "messages")
+
+EXIT_INTERRUPTED = 130
+
+
+class SbctlGroup(TyperGroup):
+    """The root group: errors raised below it are reported here, where ``-o`` is known."""
+
+    def invoke(self, ctx: Any) -> Any:  # a click Context (typer vendors click)
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            raise  # `sbctl ... | head`: typer exits quietly
+        except (SbctlError, typer.TyperException, OSError, ValueError) as exc:
+            raise typer.Exit(report(exc, options.state(ctx).output)) from None
+
+
+def report(exc: Exception, output: Output = "table") -> int:
+    """Print ``exc`` as one line on stderr and return the exit status it maps to."""
+    if isinstance(exc, SbctlError):
+        code, message, status = exc.code, exc.message, exc.exit_code
+    elif isinstance(exc, typer.TyperException):  # click's usage errors
+        # typer validates values with pydantic, whose messages start "Value error, ".
+        message = exc.format_message().replace("Value error, ", "")
+        code, status = "UsageError", exc.exit_code
+        ctx = getattr(exc, "ctx", None)
+        if status == EXIT_USAGE and ctx is not None:
+            message = f"{message} (see '{ctx.command_path} --help')"
+    else:
+        code, message, status = "GeneralError", str(exc), 1
+    from sbctl.cli import render
+
+    render.error(code, " ".join(message.split()), output)
+    return status
+
+
+app = options.new_app(cls=SbctlGroup)
+
+
+@app.callback()
+def root(
+    ctx: typer.Context,
+    namespace: Annotated[
+        str,
+        typer.Option(
+            "-n",
+            "--namespace",
+            envvar="SBCTL_NAMESPACE",
+            metavar="NAME",
+            help="Namespace for queue and message commands.",
+        ),
+    ] = options.DEFAULT_NAMESPACE,
+    output: Annotated[
+        Output,
+        typer.Option("-o", "--output", help="Output: tables for people, JSON (Lines) for scripts."),
+    ] = "table",
+    socket: SocketOption = None,
+    data_dir: DataDirOption = None,
+    version: Annotated[
+        bool, typer.Option("--version", is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    """sbctl: a local, durable emulator of Azure Service Bus.
+
+    Start the daemon with `sbctl daemon start`, then create queues and send and receive
+    messages. Global options go before the command: `sbctl -o json -n NS queue list`.
+    """
+    if version:
+        from sbctl import __version__
+
+        typer.echo(f"sbctl {__version__}")
+        raise typer.Exit(0)
+    ctx.obj = Globals(namespace, output, socket, data_dir)
+    options.show_help_without_command(ctx)
+
+
+for _name in COMMAND_MODULES:
+    importlib.import_module(f"sbctl.cli.cmd_{_name}").register(app)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """The console script: run the command line ``argv`` and exit with its status."""
+    command = typer.main.get_command(app)
+    try:
+        status = command.main(
+            args=list(sys.argv[1:] if argv is None else argv),
+            prog_name="sbctl",
+            standalone_mode=False,
+        )
+    except (KeyboardInterrupt, typer.Abort):
+        status = EXIT_INTERRUPTED
+    except (SbctlError, typer.TyperException, OSError, ValueError) as exc:
+        status = report(exc)  # before the root callback ran: `-o` is not known yet
+    except Exception as exc:
+        if os.environ.get("SBCTL_DEBUG"):
+            raise
+        status = report(
+            Exception(f"internal error: {type(exc).__name__}: {exc} (SBCTL_DEBUG=1 shows more)")
+        )
+    sys.exit(status if isinstance(status, int) else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,93 @@
+"""``sbctl daemon start|stop|status``: the daemon's life cycle (:mod:`sbctl.daemonctl`).
+
+Each command takes its own ``--data-dir`` and ``--socket``, which win over the global ones,
+so that ``sbctl daemon start --data-dir X`` and ``sbctl daemon stop --data-dir X`` pair up.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+import typer
+
+from sbctl.cli import options, render
+from sbctl.cli.options import DataDirOption, SocketOption
+
+group = options.new_app("Start, stop and inspect the sbctl daemon.")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(group, name="daemon")
+
+
+@group.command()
+def start(
+    ctx: typer.Context,
+    data_dir: DataDirOption = None,
+    socket: SocketOption = None,
+    foreground: Annotated[
+        bool,
+        typer.Option("--foreground", help="Run in this process, logging to stderr, until stopped."),
+    ] = False,
+    durability: Annotated[
+        Literal["fsync", "os"],
+        typer.Option(
+            "--durability",
+            help="fsync: acknowledge a send once it is on disk; os: once the OS has it "
+            "(faster, for throwaway CI data).",
+        ),
+    ] = "fsync",
+) -> None:
+    """Start the daemon (in the background unless --foreground); a no-op if it runs."""
+    from sbctl import daemonctl
+
+    g = options.state(ctx)
+    where, socket_path = options.daemon_paths(g, data_dir, socket)
+    result = daemonctl.start(where, socket_path, foreground=foreground, durability=durability)
+    render.emit(g.output, result, lambda r: _started(r, foreground))
+
+
+def _started(result: dict[str, Any], foreground: bool) -> str:
+    pid = result.get("pid")
+    if result.get("already_running"):
+        return f"sbctl daemon already running (pid {pid})"
+    if foreground:
+        return f"sbctl daemon (pid {pid}) stopped"
+    return (
+        f"sbctl daemon started (pid {pid}) in {result.get('seconds', 0):.2f} s; "
+        f"data in {result['data_dir']}; socket {result['socket']}"
+    )
+
+
+@group.command()
+def stop(ctx: typer.Context, data_dir: DataDirOption = None, socket: SocketOption = None) -> None:
+    """Stop the daemon and wait until it has exited; a no-op if it is not running."""
+    from sbctl import daemonctl
+
+    g = options.state(ctx)
+    result = daemonctl.stop(*options.daemon_paths(g, data_dir, socket))
+    render.emit(g.output, result, _stopped)
+
+
+def _stopped(result: dict[str, Any]) -> str:
+    if result.get("was_running"):
+        return f"sbctl daemon stopped (pid {result.get('pid')})"
+    return "sbctl daemon was not running"
+
+
+@group.command()
+def status(ctx: typer.Context, data_dir: DataDirOption = None, socket: SocketOption = None) -> None:
+    """Show the daemon's status; exits 9 when it is not running."""
+    from sbctl import daemonctl
+    from sbctl.errors import ServiceCommunicationProblem
+
+    g = options.state(ctx)
+    where, socket_path = options.daemon_paths(g, data_dir, socket)
+    info = daemonctl.status(where, socket_path)
+    running = bool(info.get("running"))
+    # -o json prints the status either way, so that scripts read {"running": false}.
+    render.emit(g.output, info, render.record if running else None)
+    if not running:
+        raise ServiceCommunicationProblem(
+            str(info.get("error") or f"the sbctl daemon is not running (socket {socket_path})")
+        )

@@ -1,0 +1,357 @@
+"""``sbctl send|peek|receive`` and ``sbctl message complete|abandon``.
+
+``send --input`` reads JSON Lines (one message object per line, the SDK's snake_case field
+names: :func:`sbctl.messages.message_from_json`). Every line is parsed and checked before
+anything is sent, so a bad line N fails the command as ``line N: ...`` with nothing sent.
+Messages go out in requests of at most ``--batch-size`` messages and
+:data:`MAX_REQUEST_BODY_BYTES` of bodies; each request is stored atomically.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+import typer
+
+from sbctl.cli import options, render
+from sbctl.cli.options import EntityArgument, PropertyOption
+from sbctl.errors import BadRequest, SbctlError
+
+if TYPE_CHECKING:
+    from sbctl.codec import Message
+
+# Below the 256 KB Standard message-size limit (SPEC §13.1), leaving room for properties.
+MAX_REQUEST_BODY_BYTES = 200 * 1024
+MAX_PEEK = 250  # SPEC §13.2; sbctl.protocol.MAX_PEEK, pinned by a test
+SUMMARY_OVER = 20  # more sequence numbers than this print as one summary line
+
+# Message fields that a flag of the same name sets (`--message-id` → message_id).
+STRING_FIELDS = (
+    "message_id",
+    "session_id",
+    "partition_key",
+    "correlation_id",
+    "subject",
+    "content_type",
+    "to",
+    "reply_to",
+    "reply_to_session_id",
+)
+
+message_group = options.new_app("Settle messages received with --settle none.")
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(send)
+    app.command()(peek)
+    app.command()(receive)
+    app.add_typer(message_group, name="message")
+
+
+def _text(decl: str, help: str, metavar: str = "TEXT") -> Any:
+    return typer.Option(decl, metavar=metavar, show_default=False, help=help)
+
+
+def send(
+    ctx: typer.Context,
+    entity: EntityArgument,
+    body: Annotated[str | None, _text("--body", "Message body (UTF-8 text).")] = None,
+    body_file: Annotated[
+        str | None, _text("--body-file", "Read the body from FILE ('-': stdin).", "FILE")
+    ] = None,
+    input_file: Annotated[
+        str | None,
+        _text("--input", "Send the JSON Lines messages of FILE ('-': stdin).", "FILE"),
+    ] = None,
+    message_id: Annotated[str | None, _text("--message-id", "MessageId.")] = None,
+    session_id: Annotated[str | None, _text("--session-id", "SessionId.")] = None,
+    partition_key: Annotated[str | None, _text("--partition-key", "PartitionKey.")] = None,
+    correlation_id: Annotated[str | None, _text("--correlation-id", "CorrelationId.")] = None,
+    subject: Annotated[str | None, _text("--subject", "Subject (label).")] = None,
+    content_type: Annotated[str | None, _text("--content-type", "ContentType.")] = None,
+    to: Annotated[str | None, _text("--to", "To.")] = None,
+    reply_to: Annotated[str | None, _text("--reply-to", "ReplyTo.")] = None,
+    reply_to_session_id: Annotated[
+        str | None, _text("--reply-to-session-id", "ReplyToSessionId.")
+    ] = None,
+    time_to_live: Annotated[
+        str | None, _text("--time-to-live", "TimeToLive (PT1H, 30s).", "DUR")
+    ] = None,
+    scheduled_enqueue_time: Annotated[
+        str | None,
+        _text(
+            "--scheduled-enqueue-time",
+            "Enqueue at this UTC time (2026-11-21T10:00:00Z, +5m).",
+            "TIME",
+        ),
+    ] = None,
+    props: PropertyOption = None,
+    repeat: Annotated[
+        int,
+        typer.Option(
+            "--repeat", metavar="N", min=1, help="Send N copies of the --body/--body-file message."
+        ),
+    ] = 1,
+    batch_size: Annotated[
+        int, typer.Option("--batch-size", metavar="N", min=1, help="Messages per request.")
+    ] = 100,
+) -> None:
+    """Send messages: one from --body or --body-file, or JSON Lines from --input.
+
+    The message flags set every message's fields; with --input they fill in the fields a
+    line does not set. Prints the sequence numbers assigned.
+    """
+    g = options.state(ctx)
+    if sum(value is not None for value in (body, body_file, input_file)) != 1:
+        ctx.fail("give exactly one of --body, --body-file or --input")
+    if input_file is not None and repeat != 1:
+        ctx.fail("--repeat copies a --body or --body-file message, not --input")
+    now_ms = time.time_ns() // 1_000_000
+    defaults = message_defaults(ctx.params, now_ms)
+    if input_file is not None:
+        messages = messages_from_lines(_read(input_file).split(b"\n"), defaults, now_ms)
+    else:
+        from sbctl.codec import Message
+
+        data = body.encode() if body is not None else _read(str(body_file))
+        messages = [Message(body=data, **defaults)] * repeat
+    numbers = _send_all(ctx, entity, messages, batch_size)
+    render.emit(g.output, {"sent": len(numbers), "sequence_numbers": numbers}, _sent)
+
+
+def _read(path: str) -> bytes:
+    if path == "-":
+        return sys.stdin.buffer.read()
+    try:
+        with open(path, "rb") as fh:
+            return fh.read()
+    except OSError as exc:
+        raise BadRequest(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
+def message_defaults(params: dict[str, Any], now_ms: int) -> dict[str, Any]:
+    """Message fields set by flags, validated once."""
+    out = {name: params[name] for name in STRING_FIELDS if params.get(name) is not None}
+    ttl = options.duration_ms(params.get("time_to_live"), "--time-to-live")
+    if ttl is not None:
+        out["time_to_live_ms"] = ttl
+    at = options.instant_ms(
+        params.get("scheduled_enqueue_time"), "--scheduled-enqueue-time", now_ms
+    )
+    if at is not None:
+        out["scheduled_enqueue_time_ms"] = at
+    props = options.properties(params.get("props"))
+    if props:
+        out["application_properties"] = props
+    return out
+
+
+def messages_from_lines(
+    lines: Iterable[bytes], defaults: dict[str, Any], now_ms: int
+) -> list[Message]:
+    """Parse JSON Lines (blank lines skipped); the first bad line fails as ``line N: ...``."""
+    from sbctl.messages import message_from_json
+
+    out = []
+    for number, raw in enumerate(lines, 1):
+        try:
+            text = raw.decode("utf-8")
+            if not text.strip():
+                continue
+            message = message_from_json(json.loads(text), now_ms)
+        except UnicodeDecodeError:
+            raise BadRequest(f"line {number}: not valid UTF-8") from None
+        except json.JSONDecodeError as exc:
+            raise BadRequest(
+                f"line {number}: invalid JSON: {exc.msg} (column {exc.colno})"
+            ) from None
+        except SbctlError as exc:
+            raise BadRequest(f"line {number}: {exc.message}") from None
+        except (ValueError, TypeError, OverflowError) as exc:
+            raise BadRequest(f"line {number}: {exc}") from None
+        out.append(with_defaults(message, defaults))
+    return out
+
+
+def with_defaults(message: Message, defaults: dict[str, Any]) -> Message:
+    """``message`` with the flag ``defaults`` for the fields it does not set; its own
+    application properties win over ``-p`` ones of the same key."""
+    import msgspec
+
+    changes = {
+        k: v
+        for k, v in defaults.items()
+        if k != "application_properties" and getattr(message, k) is None
+    }
+    props = defaults.get("application_properties")
+    if props:
+        changes["application_properties"] = {**props, **(message.application_properties or {})}
+    return msgspec.structs.replace(message, **changes) if changes else message
+
+
+def batches(
+    messages: Sequence[Message], size: int, max_bytes: int = MAX_REQUEST_BODY_BYTES
+) -> Iterator[list[Message]]:
+    """Consecutive requests of at most ``size`` messages and ``max_bytes`` of bodies (a
+    larger single message goes alone, for the daemon to accept or refuse)."""
+    batch: list[Message] = []
+    total = 0
+    for message in messages:
+        n = len(message.body)
+        if batch and (len(batch) >= size or total + n > max_bytes):
+            yield batch
+            batch, total = [], 0
+        batch.append(message)
+        total += n
+    if batch:
+        yield batch
+
+
+def _send_all(
+    ctx: typer.Context, entity: str, messages: list[Message], batch_size: int
+) -> list[int]:
+    numbers: list[int] = []
+    if not messages:
+        return numbers
+    with options.connect(ctx) as sb:
+        for batch in batches(messages, batch_size):
+            try:
+                numbers += sb.send(entity, batch)
+            except SbctlError as err:
+                if not numbers:
+                    raise
+                sent = f"{len(numbers)} of {len(messages)} messages were sent before this"
+                raise type(err)(f"{err.message} ({sent})", retry_after=err.retry_after) from None
+    return numbers
+
+
+def _sent(result: dict[str, Any]) -> str:
+    numbers: list[int] = result["sequence_numbers"]
+    if not numbers:
+        return "sent 0 messages"
+    if len(numbers) > SUMMARY_OVER:
+        return f"sent {len(numbers)} messages (seq {min(numbers)}..{max(numbers)})"
+    return "\n".join(str(n) for n in numbers)
+
+
+def peek(
+    ctx: typer.Context,
+    entity: EntityArgument,
+    count: Annotated[
+        int, typer.Option("--count", metavar="N", min=1, max=MAX_PEEK, help="Messages to peek.")
+    ] = 1,
+    from_sequence: Annotated[
+        int | None,
+        typer.Option(
+            "--from-sequence",
+            metavar="N",
+            min=0,
+            show_default=False,
+            help="Start at this sequence number (default: after the last peeked).",
+        ),
+    ] = None,
+) -> None:
+    """Show messages without locking or removing them."""
+    g = options.state(ctx)
+    with options.connect(ctx) as sb:
+        received = sb.peek(entity, count, from_sequence)
+    render.emit(g.output, [m.to_dict() for m in received], render.messages, lines=True)
+
+
+def receive(
+    ctx: typer.Context,
+    entity: EntityArgument,
+    count: Annotated[
+        int, typer.Option("--count", metavar="N", min=1, help="Most messages to receive.")
+    ] = 1,
+    max_wait: Annotated[
+        str,
+        typer.Option(
+            "--max-wait", metavar="DUR", help="How long to wait for the first message (5s, PT1M)."
+        ),
+    ] = "0s",
+    mode: Annotated[
+        Literal["peek-lock", "receive-and-delete"], typer.Option("--mode", help="Receive mode.")
+    ] = "peek-lock",
+    settle: Annotated[
+        Literal["complete", "abandon", "none"] | None,
+        typer.Option(
+            "--settle",
+            show_default=False,
+            help="What to do with peek-locked messages once printed (default: complete); "
+            "none prints lock tokens for `sbctl message complete|abandon`.",
+        ),
+    ] = None,
+) -> None:
+    """Receive messages, print them and settle them."""
+    g = options.state(ctx)
+    if mode == "receive-and-delete" and settle not in (None, "none"):
+        ctx.fail(f"--settle {settle} needs --mode peek-lock: receive-and-delete settles at once")
+    op = settle or ("complete" if mode == "peek-lock" else "none")
+    wait_ms = options.duration_ms(max_wait, "--max-wait") or 0
+    with options.connect(ctx) as sb:
+        received = sb.receive(entity, count, wait_ms / 1000, mode)
+        # Printed before settling: a crash in between redelivers rather than loses.
+        render.emit(g.output, [m.to_dict() for m in received], render.messages, lines=True)
+        tokens = [m.lock_token for m in received if m.lock_token]
+        if op != "none" and tokens:
+            check_settled(op, sb.settle(entity, op, tokens))
+
+
+def check_settled(op: str, results: list[dict[str, Any]]) -> None:
+    """Raise the first failed token's error, counting the failures."""
+    failed = [r["error"] for r in results if "error" in r]
+    if failed:
+        first = SbctlError.from_wire(failed[0])
+        raise type(first)(
+            f"could not {op} {len(failed)} of {len(results)} messages: {first.message}"
+        )
+
+
+def _settled(verb: str) -> render.Renderer:
+    def lines(results: list[dict[str, Any]]) -> str:
+        return "\n".join(
+            f"{verb} {render.escape(str(r.get('lock_token')))}"
+            if "error" not in r
+            else f"failed {render.escape(str(r.get('lock_token')))}: "
+            f"{render.escape(str(r['error'].get('message')))}"
+            for r in results
+        )
+
+    return lines
+
+
+TokensArgument = Annotated[
+    list[str],
+    typer.Argument(metavar="TOKEN", show_default=False, help="Lock tokens printed by receive."),
+]
+
+
+@message_group.command()
+def complete(ctx: typer.Context, entity: EntityArgument, tokens: TokensArgument) -> None:
+    """Complete locked messages: remove them from the entity."""
+    g = options.state(ctx)
+    with options.connect(ctx) as sb:
+        results = sb.complete(entity, tokens)
+    render.emit(g.output, results, _settled("completed"), lines=True)
+    check_settled("complete", results)
+
+
+@message_group.command()
+def abandon(
+    ctx: typer.Context,
+    entity: EntityArgument,
+    tokens: TokensArgument,
+    props: PropertyOption = None,
+) -> None:
+    """Abandon locked messages: release them for redelivery, optionally changing properties."""
+    g = options.state(ctx)
+    changes = options.properties(props) or None
+    with options.connect(ctx) as sb:
+        results = sb.abandon(entity, tokens, changes)
+    render.emit(g.output, results, _settled("abandoned"), lines=True)
+    check_settled("abandon", results)

@@ -1,0 +1,245 @@
+"""``sbctl queue create|update|list|show|delete``.
+
+Flag names follow ``az servicebus queue`` (DESIGN §6); each maps to the option key of the
+azure-servicebus SDK's QueueProperties (:data:`FLAG_KEYS`). Only the flags given are sent,
+so ``create`` leaves the rest to the daemon's defaults and ``update`` changes only those.
+Durations are sent in milliseconds.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+import typer
+
+from sbctl.cli import options, render
+
+group = options.new_app("Create, update, list, show and delete queues.")
+
+# CLI parameter → queue option key. Durations are listed in DURATION_FLAGS too.
+FLAG_KEYS = {
+    "enable_partitioning": "enable_partitioning",
+    "max_size": "max_size_in_megabytes",
+    "lock_duration": "lock_duration",
+    "max_delivery_count": "max_delivery_count",
+    "default_message_time_to_live": "default_message_time_to_live",
+    "enable_duplicate_detection": "requires_duplicate_detection",
+    "duplicate_detection_history_time_window": "duplicate_detection_history_time_window",
+    "enable_session": "requires_session",
+    "forward_to": "forward_to",
+    "forward_dead_lettered_messages_to": "forward_dead_lettered_messages_to",
+    "enable_dead_lettering_on_message_expiration": "dead_lettering_on_message_expiration",
+    "auto_delete_on_idle": "auto_delete_on_idle",
+    "status": "status",
+}
+DURATION_FLAGS = (
+    "lock_duration",
+    "default_message_time_to_live",
+    "duplicate_detection_history_time_window",
+    "auto_delete_on_idle",
+)
+LIST_COLUMNS = (
+    "name",
+    "status",
+    "active_message_count",
+    "dead_letter_message_count",
+    "scheduled_message_count",
+    "transfer_message_count",
+    "transfer_dead_letter_message_count",
+    "size_in_bytes",
+)
+
+QueueName = Annotated[
+    str, typer.Argument(metavar="NAME", show_default=False, help="Queue name, e.g. orders.")
+]
+
+
+def _flag(decls: str, help: str) -> Any:
+    return typer.Option(decls, show_default=False, help=help)
+
+
+def _value(decl: str, metavar: str, help: str) -> Any:
+    return typer.Option(decl, metavar=metavar, show_default=False, help=help)
+
+
+EnablePartitioning = Annotated[
+    bool | None,
+    _flag(
+        "--enable-partitioning/--no-enable-partitioning",
+        "Spread the queue over 16 partitions (fixed at creation).",
+    ),
+]
+MaxSize = Annotated[
+    int | None, _value("--max-size", "MB", "Maximum size in megabytes (1024-5120 on Standard).")
+]
+LockDuration = Annotated[
+    str | None, _value("--lock-duration", "DUR", "Peek-lock duration, 5s-5m (PT1M, 30s).")
+]
+MaxDeliveryCount = Annotated[
+    int | None,
+    typer.Option(
+        "--max-delivery-count",
+        metavar="N",
+        min=1,
+        show_default=False,
+        help="Deliveries before a message is dead-lettered.",
+    ),
+]
+DefaultTtl = Annotated[
+    str | None,
+    _value("--default-message-time-to-live", "DUR", "Time to live of messages that set none."),
+]
+EnableDuplicateDetection = Annotated[
+    bool | None,
+    _flag(
+        "--enable-duplicate-detection/--no-enable-duplicate-detection",
+        "Drop messages whose MessageId was seen within the window (fixed at creation).",
+    ),
+]
+DuplicateWindow = Annotated[
+    str | None,
+    _value("--duplicate-detection-history-time-window", "DUR", "Duplicate detection window."),
+]
+EnableSession = Annotated[
+    bool | None,
+    _flag("--enable-session/--no-enable-session", "Require sessions (fixed at creation)."),
+]
+ForwardTo = Annotated[
+    str | None, _value("--forward-to", "QUEUE", "Forward every message to this entity.")
+]
+ForwardDeadLetteredTo = Annotated[
+    str | None,
+    _value(
+        "--forward-dead-lettered-messages-to",
+        "QUEUE",
+        "Forward dead-lettered messages to this entity.",
+    ),
+]
+DeadLetterOnExpiration = Annotated[
+    bool | None,
+    _flag(
+        "--enable-dead-lettering-on-message-expiration/"
+        "--no-enable-dead-lettering-on-message-expiration",
+        "Dead-letter expired messages instead of dropping them.",
+    ),
+]
+AutoDeleteOnIdle = Annotated[
+    str | None, _value("--auto-delete-on-idle", "DUR", "Delete the queue after this idle time.")
+]
+Status = Annotated[
+    Literal["Active", "Disabled", "SendDisabled", "ReceiveDisabled"] | None,
+    typer.Option("--status", show_default=False, help="Entity status (SPEC §17)."),
+]
+
+
+def queue_options(params: dict[str, Any]) -> dict[str, Any]:
+    """The queue flags the user gave, as option keys; durations in milliseconds."""
+    out: dict[str, Any] = {}
+    for param, key in FLAG_KEYS.items():
+        value = params.get(param)
+        if value is None:
+            continue
+        if param in DURATION_FLAGS:
+            value = options.duration_ms(value, "--" + param.replace("_", "-"))
+        out[key] = value
+    return out
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(group, name="queue")
+
+
+@group.command()
+def create(
+    ctx: typer.Context,
+    name: QueueName,
+    enable_partitioning: EnablePartitioning = None,
+    max_size: MaxSize = None,
+    lock_duration: LockDuration = None,
+    max_delivery_count: MaxDeliveryCount = None,
+    default_message_time_to_live: DefaultTtl = None,
+    enable_duplicate_detection: EnableDuplicateDetection = None,
+    duplicate_detection_history_time_window: DuplicateWindow = None,
+    enable_session: EnableSession = None,
+    forward_to: ForwardTo = None,
+    forward_dead_lettered_messages_to: ForwardDeadLetteredTo = None,
+    enable_dead_lettering_on_message_expiration: DeadLetterOnExpiration = None,
+    auto_delete_on_idle: AutoDeleteOnIdle = None,
+    status: Status = None,
+    if_not_exists: Annotated[
+        bool,
+        typer.Option(
+            "--if-not-exists",
+            help="Succeed and show the existing queue when it already exists (its settings "
+            "are left as they are).",
+        ),
+    ] = False,
+) -> None:
+    """Create a queue; options not given take the daemon's defaults."""
+    from sbctl.errors import MessagingEntityAlreadyExists
+
+    g = options.state(ctx)
+    settings = queue_options(ctx.params)
+    with options.connect(ctx) as sb:
+        try:
+            result = sb.queue_create(name, **settings)
+        except MessagingEntityAlreadyExists:
+            if not if_not_exists:
+                raise
+            result = sb.queue_get(name)
+    render.emit(g.output, result, render.record)
+
+
+@group.command()
+def update(
+    ctx: typer.Context,
+    name: QueueName,
+    enable_partitioning: EnablePartitioning = None,
+    max_size: MaxSize = None,
+    lock_duration: LockDuration = None,
+    max_delivery_count: MaxDeliveryCount = None,
+    default_message_time_to_live: DefaultTtl = None,
+    enable_duplicate_detection: EnableDuplicateDetection = None,
+    duplicate_detection_history_time_window: DuplicateWindow = None,
+    enable_session: EnableSession = None,
+    forward_to: ForwardTo = None,
+    forward_dead_lettered_messages_to: ForwardDeadLetteredTo = None,
+    enable_dead_lettering_on_message_expiration: DeadLetterOnExpiration = None,
+    auto_delete_on_idle: AutoDeleteOnIdle = None,
+    status: Status = None,
+) -> None:
+    """Change a queue's settings; only the options given are changed."""
+    g = options.state(ctx)
+    settings = queue_options(ctx.params)
+    if not settings:
+        ctx.fail("nothing to update: give at least one option")
+    with options.connect(ctx) as sb:
+        result = sb.queue_update(name, **settings)
+    render.emit(g.output, result, render.record)
+
+
+@group.command("list")
+def list_(ctx: typer.Context) -> None:
+    """List the namespace's queues with their message counts."""
+    g = options.state(ctx)
+    with options.connect(ctx) as sb:
+        result = sb.queue_list()
+    render.emit(g.output, result, render.rows(LIST_COLUMNS))
+
+
+@group.command()
+def show(ctx: typer.Context, name: QueueName) -> None:
+    """Show a queue's settings and message counts."""
+    g = options.state(ctx)
+    with options.connect(ctx) as sb:
+        result = sb.queue_get(name)
+    render.emit(g.output, result, render.record)
+
+
+@group.command()
+def delete(ctx: typer.Context, name: QueueName) -> None:
+    """Delete a queue and its messages."""
+    g = options.state(ctx)
+    with options.connect(ctx) as sb:
+        result = sb.queue_delete(name)
+    render.emit(g.output, result, lambda _: f"deleted queue {render.escape(name)}")

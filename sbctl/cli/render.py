@@ -1,0 +1,183 @@
+"""Everything the CLI prints: JSON for scripts, rich tables and plain lines for people.
+
+:func:`emit` is the one place that chooses between the two, so commands never branch on
+``-o``. This is the only module that uses rich, and it imports rich inside the functions
+that build tables: plain lines, JSON and errors are written without it.
+
+Values from the daemon are untrusted text: control characters, C1 codes and bidi overrides
+are escaped before they reach a terminal, in tables and in JSON alike.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import sys
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from sbctl.cli.options import Output
+
+if TYPE_CHECKING:
+    from rich.console import Console, RenderableType
+    from rich.table import Table
+
+Renderer = Callable[[Any], Any]
+
+BODY_PREVIEW = 60
+NESTED_LIMIT = 120  # longer nested values (per-partition details) are left to -o json
+
+# C0/C1 controls, DEL, line separators and bidi controls: a terminal may act on them.
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+# JSON already escapes C0; the rest is valid raw JSON but still unsafe on a terminal.
+_UNSAFE_JSON = re.compile("[\x7f-\x9f\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def escape(text: str) -> str:
+    """``text`` with unsafe characters as Python escapes (``\\n``, ``\\x1b``, ``\\u202e``)."""
+    return _UNSAFE.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+
+
+def to_json(data: Any) -> str:
+    text = json.dumps(data, ensure_ascii=False, default=str)
+    return _UNSAFE_JSON.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def emit(output: Output, data: Any, table: Renderer | None, *, lines: bool = False) -> None:
+    """Print ``data``: as JSON (one JSON Lines record per item when ``lines``) with
+    ``-o json``, else as ``table(data)`` (a rich renderable, a string, or None for nothing).
+    """
+    if output == "json":
+        items = data if lines else [data]
+        sys.stdout.write("".join(to_json(item) + "\n" for item in items))
+        return
+    shown = table(data) if table is not None else None
+    if isinstance(shown, str):
+        sys.stdout.write(shown + "\n")
+    elif shown is not None:
+        _console().print(shown)
+
+
+def error(code: str, message: str, output: Output) -> None:
+    """One line on stderr: ``error: <message>`` (red on a terminal) or a JSON object."""
+    if output == "json":
+        line = to_json({"error": {"code": code, "message": message}})
+    else:
+        line = f"error: {escape(message)}"
+        if sys.stderr.isatty() and not os.environ.get("NO_COLOR"):
+            line = f"\x1b[31m{line}\x1b[0m"
+    sys.stderr.write(line + "\n")
+
+
+# -- table builders (rich)
+
+
+def _console() -> Console:
+    from rich.console import Console
+
+    # Piped tables are read with less or grep: do not squeeze them into 80 columns.
+    wide = not sys.stdout.isatty() and not os.environ.get("COLUMNS")
+    return Console(highlight=False, markup=False, emoji=False, width=200 if wide else None)
+
+
+def _table(*headers: str, tight: tuple[str, ...] = ()) -> Table:
+    """A plain table; ``tight`` columns (short numbers) never wrap, the others fold."""
+    from rich import box
+    from rich.table import Table
+
+    table = Table(box=box.SIMPLE_HEAD, header_style="bold", show_edge=False, pad_edge=False)
+    for header in headers:
+        if header in tight:
+            table.add_column(header, no_wrap=True)
+        else:
+            table.add_column(header, overflow="fold", min_width=min(len(header), 10))
+    return table
+
+
+def _label(key: str) -> str:
+    return key.removesuffix("_message_count").replace("_", " ")
+
+
+def cell(key: str, value: Any) -> str:
+    """One value as table text: sizes humanised, missing as ``-``, text escaped."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int) and key.endswith("_bytes"):
+        return human_bytes(value)
+    if isinstance(value, dict | list):
+        text = to_json(value)
+        if len(text) > NESTED_LIMIT:
+            return f"({len(value)} entries; -o json shows them)"
+        return escape(text)
+    return escape(str(value))
+
+
+def human_bytes(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(size) < 1024 or unit == "GiB":
+            return f"{n} B" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    raise AssertionError("unreachable")
+
+
+def record(data: dict[str, Any]) -> RenderableType:
+    """One entity as a two-column property/value table."""
+    table = _table("property", "value")
+    for key, value in data.items():
+        table.add_row(escape(key), cell(key, value))
+    return table
+
+
+def rows(columns: Sequence[str]) -> Renderer:
+    """A builder for one row per dict, with the ``columns`` the rows have, in that order
+    (every scalar key of the first row when they have none of them)."""
+
+    def build(items: list[dict[str, Any]]) -> RenderableType | str:
+        if not items:
+            return "(none)"
+        keys = [c for c in columns if any(c in item for item in items)]
+        if not keys:
+            keys = [k for k, v in items[0].items() if not isinstance(v, dict | list)]
+        table = _table(*(_label(k) for k in keys))
+        for item in items:
+            table.add_row(*(cell(k, item.get(k)) for k in keys))
+        return table
+
+    return build
+
+
+def body_preview(message: dict[str, Any]) -> str:
+    """At most :data:`BODY_PREVIEW` characters of a message body, escaped."""
+    if "body_base64" in message:
+        size = len(base64.b64decode(message["body_base64"]))
+        return f"<{size} bytes, binary>"
+    text = escape(str(message.get("body", "")))
+    return text if len(text) <= BODY_PREVIEW else text[: BODY_PREVIEW - 1] + "…"
+
+
+def messages(items: list[dict[str, Any]]) -> RenderableType | str:
+    """Received or peeked messages (``ReceivedMessage.to_dict()`` shapes) as a table."""
+    if not items:
+        return "no messages"
+    locked = any(m.get("lock_token") for m in items)
+    headers = ["seq", "part", "enqueued", "dlv", "message id", "key"]
+    headers += ["lock token"] if locked else []
+    table = _table(*headers, "body", tight=("seq", "part", "dlv"))
+    for m in items:
+        row = [
+            cell("sequence_number", m.get("sequence_number")),
+            cell("partition_id", m.get("partition_id")),
+            cell("enqueued_time_utc", m.get("enqueued_time_utc")),
+            cell("delivery_count", m.get("delivery_count")),
+            cell("message_id", m.get("message_id")),
+            cell("key", m.get("session_id") or m.get("partition_key")),
+        ]
+        if locked:
+            row.append(cell("lock_token", m.get("lock_token")))
+        table.add_row(*row, body_preview(m))
+    return table

@@ -1,0 +1,340 @@
+"""The wire protocol: strict request decoding and frame round trips (DESIGN.md §4)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sbctl.codec import Message, decode_message
+from sbctl.errors import BadRequest
+from sbctl.protocol import (
+    LENGTH,
+    OPS,
+    PROTOCOL_VERSION,
+    Delivered,
+    EntityCreate,
+    EntityRef,
+    NamespaceCreate,
+    NamespaceRef,
+    NamespaceScope,
+    Peek,
+    Receive,
+    Send,
+    Settle,
+    decode_args,
+    decode_envelope,
+    decode_reply,
+    decode_request,
+    decode_result,
+    encode_frame,
+    encode_reply,
+    encode_request,
+)
+from sbctl.protocol import Empty as EmptyArgs
+
+
+def body(obj: Any) -> bytes:
+    return msgspec.msgpack.encode(obj)
+
+
+def frame_body(req_id: int, op: str, args: msgspec.Struct) -> bytes:
+    frame = encode_request(req_id, op, args)
+    (length,) = LENGTH.unpack_from(frame)
+    assert length == len(frame) - LENGTH.size
+    return frame[LENGTH.size :]
+
+
+def same_args(op: str, decoded: Any, sent: msgspec.Struct) -> bool:
+    """Equal field by field; a send's messages may stay encoded on the daemon side."""
+    if op != "send":
+        return bool(decoded == sent)
+    got = [m if isinstance(m, Message) else decode_message(m) for m in decoded.messages]
+    return (decoded.namespace, decoded.entity, got) == (
+        sent.namespace,  # type: ignore[attr-defined]
+        sent.entity,  # type: ignore[attr-defined]
+        sent.messages,  # type: ignore[attr-defined]
+    )
+
+
+SAMPLES: dict[str, list[msgspec.Struct]] = {
+    "ping": [EmptyArgs()],
+    "status": [EmptyArgs()],
+    "shutdown": [EmptyArgs()],
+    "namespace_create": [
+        NamespaceCreate("ns-one"),
+        NamespaceCreate("premiumns", "premium", 4, 8),
+    ],
+    "namespace_get": [NamespaceRef("ns-one")],
+    "namespace_list": [EmptyArgs()],
+    "namespace_delete": [NamespaceRef("ns-one")],
+    "queue_create": [
+        EntityCreate("ns", "q"),
+        EntityCreate("ns", "a/b", {"lock_duration": 5000, "requires_session": True}),
+    ],
+    "queue_update": [EntityCreate("ns", "q", {"status": "Disabled", "user_metadata": None})],
+    "queue_get": [EntityRef("ns", "q")],
+    "queue_list": [NamespaceScope("ns")],
+    "queue_delete": [EntityRef("ns", "q")],
+    "send": [
+        Send("ns", "q", [Message()]),
+        Send(
+            "ns",
+            "q",
+            [
+                Message(b"\x00\xff", "id", "s", "s", application_properties={"k": 1.5}),
+                Message(b"two", time_to_live_ms=1000, scheduled_enqueue_time_ms=5),
+            ],
+        ),
+    ],
+    "peek": [Peek("ns", "q"), Peek("ns", "q/$deadletterqueue", 250, (3 << 48) | 7)],
+    "receive": [Receive("ns", "q"), Receive("ns", "q", 10, 5000, "receive-and-delete")],
+    "settle": [
+        Settle("ns", "q", "complete", ["00000000-0000-0001-0000-000000000002"]),
+        Settle("ns", "q", "abandon", [], {"k": "v"}, "reason", "description"),
+    ],
+}
+
+
+def test_every_op_has_samples() -> None:
+    assert set(SAMPLES) == set(OPS)
+
+
+@pytest.mark.parametrize(
+    ("op", "args"), [(op, a) for op, samples in SAMPLES.items() for a in samples]
+)
+def test_valid_requests_round_trip(op: str, args: msgspec.Struct) -> None:
+    req_id, got_op, decoded = decode_request(frame_body(12345, op, args))
+    assert (req_id, got_op) == (12345, op)
+    assert isinstance(decoded, OPS[op])
+    assert same_args(op, decoded, args)
+
+
+def test_defaults_fill_missing_optional_fields() -> None:
+    _, _, args = decode_request(body([1, 7, "receive", {"namespace": "n", "entity": "q"}]))
+    assert args == Receive("n", "q", 1, 0, "peek-lock")
+    _, _, args = decode_request(body([1, 8, "ping"]))  # args omitted altogether
+    assert args == EmptyArgs()
+
+
+@given(
+    req_id=st.integers(min_value=-(2**63), max_value=2**64 - 1),
+    count=st.integers(min_value=-(2**63), max_value=2**63 - 1),
+    start=st.one_of(st.none(), st.integers(min_value=0, max_value=2**64 - 1)),
+    name=st.text(max_size=30),
+)
+def test_peek_round_trip(req_id: int, count: int, start: int | None, name: str) -> None:
+    args = Peek(name, name + "/x", count, start)
+    assert decode_request(frame_body(req_id, "peek", args)) == (req_id, "peek", args)
+
+
+@given(
+    tokens=st.lists(st.text(max_size=40), max_size=5),
+    props=st.one_of(
+        st.none(),
+        st.dictionaries(
+            st.text(max_size=10),
+            st.one_of(st.none(), st.booleans(), st.integers(-(2**63), 2**63 - 1), st.text()),
+        ),
+    ),
+)
+def test_settle_round_trip(tokens: list[str], props: dict[str, Any] | None) -> None:
+    args = Settle("ns", "q", "abandon", tokens, props)
+    assert decode_request(frame_body(1, "settle", args)) == (1, "settle", args)
+
+
+# --------------------------------------------------------------------- hostile input
+
+
+def decodes_or_refuses(data: bytes) -> None:
+    try:
+        req_id, op, args = decode_request(data)
+    except BadRequest as exc:
+        assert str(exc)
+        return
+    assert isinstance(req_id, int)
+    assert isinstance(args, OPS[op])
+
+
+@settings(max_examples=500)
+@given(data=st.binary(max_size=200))
+def test_random_bytes_never_escape_as_other_exceptions(data: bytes) -> None:
+    decodes_or_refuses(data)
+
+
+@given(data=st.binary(max_size=100))
+def test_random_bytes_are_refused(data: bytes) -> None:
+    # A random byte string is not a request: at best it is valid MessagePack of another shape.
+    if data[:1] in (b"\x93", b"\x94"):
+        return  # could start a real 3- or 4-element request; covered above
+    with pytest.raises(BadRequest):
+        decode_request(data)
+
+
+msgpack_values = st.recursive(
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(min_value=-(2**63), max_value=2**64 - 1),
+        st.floats(),
+        st.text(max_size=10),
+        st.binary(max_size=10),
+    ),
+    lambda children: st.one_of(
+        st.lists(children, max_size=4),
+        st.dictionaries(st.text(max_size=12), children, max_size=4),
+    ),
+    max_leaves=12,
+)
+field_names = st.sampled_from(
+    [
+        "namespace",
+        "name",
+        "entity",
+        "options",
+        "count",
+        "from_sequence",
+        "max_wait_ms",
+        "mode",
+        "op",
+        "lock_tokens",
+        "properties",
+        "messages",
+        "sku",
+        "bogus",
+    ]
+)
+
+
+@settings(max_examples=250)
+@given(
+    v=st.one_of(st.just(PROTOCOL_VERSION), msgpack_values),
+    req_id=st.one_of(st.integers(min_value=0, max_value=2**64 - 1), msgpack_values),
+    op=st.one_of(st.sampled_from(sorted(OPS)), msgpack_values),
+    args=st.one_of(st.dictionaries(field_names, msgpack_values, max_size=6), msgpack_values),
+    extra=st.lists(msgpack_values, max_size=2),
+)
+def test_structured_garbage_is_refused_cleanly(
+    v: Any, req_id: Any, op: Any, args: Any, extra: list[Any]
+) -> None:
+    decodes_or_refuses(body([v, req_id, op, args, *extra]))
+
+
+def test_unknown_op() -> None:
+    with pytest.raises(BadRequest, match="unknown operation 'drop_everything'"):
+        decode_request(body([1, 1, "drop_everything", {}]))
+
+
+@pytest.mark.parametrize("version", [0, 2, 255])
+def test_wrong_version(version: int) -> None:
+    with pytest.raises(BadRequest, match=f"protocol version {version} is not supported"):
+        decode_request(body([version, 1, "ping", {}]))
+
+
+@pytest.mark.parametrize(
+    ("frame", "fragments"),
+    [
+        ([1, 1, "queue_get", {"namespace": "n", "name": 5}], ["queue_get", "`str`", "$.name"]),
+        ([1, 1, "peek", {"namespace": "n", "entity": "q", "count": "3"}], ["`int`", "$.count"]),
+        (
+            [1, 1, "settle", {"namespace": "n", "entity": "q", "op": "complete", "lock_tokens": 5}],
+            ["settle", "`array`", "$.lock_tokens"],
+        ),
+        ([1, 1, "queue_create", {"namespace": "n", "name": "q", "options": [1]}], ["$.options"]),
+        ([1, 1, "queue_get", {"namespace": "n"}], ["missing required field `name`"]),
+        ([1, 1, "queue_get", {"namespace": "n", "name": "q", "bogus": 1}], ["unknown field"]),
+        ([1, 1, "ping", {"extra": True}], ["ping", "unknown field `extra`"]),
+        ([1, 1, "queue_get", ["n", "q"]], ["queue_get", "`object`"]),
+        ([1, 1, "send", {"namespace": "n", "entity": "q", "messages": 1}], ["$.messages"]),
+    ],
+)
+def test_bad_arguments_name_the_op_and_field(frame: list[Any], fragments: list[str]) -> None:
+    with pytest.raises(BadRequest) as info:
+        decode_request(body(frame))
+    message = str(info.value)
+    assert message.startswith(f"bad arguments for {frame[2]}: "), message
+    for fragment in fragments:
+        assert fragment in message, (fragment, message)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"",
+        b"\xc1",
+        body({"v": 1, "id": 1, "op": "ping"}),
+        body([1, 1]),
+        body([1, 1, "ping", {}, "extra"]),
+        body(["1", 1, "ping", {}]),
+        body([1, "one", "ping", {}]),
+        body([1, 1, 7, {}]),
+        body([1, 1, None, {}]),
+        body([1, 1, "ping", {}]) + b"\x00",
+        body([1.0, 1, "ping", {}]),
+    ],
+)
+def test_malformed_frames(data: bytes) -> None:
+    with pytest.raises(BadRequest, match="malformed request frame"):
+        decode_request(data)
+
+
+@pytest.mark.parametrize("where", ["args", "options"])
+def test_deeply_nested_input_is_a_bad_request(where: str) -> None:
+    nested = b"\x91" * 5000 + b"\x01"  # [[[[...1...]]]], 5000 deep, 5 KB
+    if where == "args":
+        data = b"\x94\x01\x01\xa4ping" + nested
+    else:
+        data = (
+            b"\x94\x01\x01\xacqueue_create\x83\xa9namespace\xa1n\xa4name\xa1q\xa7options\x81\xa1x"
+            + nested
+        )
+    with pytest.raises(BadRequest):
+        decode_request(data)
+
+
+def test_bad_arguments_keep_the_request_id() -> None:
+    """The envelope is read first, so the server can answer a bad request by its id."""
+    req = decode_envelope(body([1, 42, "queue_get", {"namespace": "n"}]))
+    assert req.id == 42
+    with pytest.raises(BadRequest, match="queue_get"):
+        decode_args(req)
+
+
+# --------------------------------------------------------------------- replies
+
+
+@pytest.mark.parametrize(
+    "result",
+    [None, {"deleted": "q"}, [1, 2, 3], {"code": "BadRequest", "message": "no"}],
+)
+def test_replies_round_trip(result: Any) -> None:
+    frame = encode_reply(99, result is not None, result)
+    (length,) = LENGTH.unpack_from(frame)
+    reply = decode_reply(frame[LENGTH.size : LENGTH.size + length])
+    assert (reply.id, reply.ok) == (99, result is not None)
+    assert decode_result(reply.result) == result
+
+
+def test_delivered_round_trips_with_its_raw_payload() -> None:
+    from sbctl.codec import encode_message
+
+    payload = encode_message(Message(b"body", "mid"))
+    d = Delivered(
+        (2 << 48) | 5, 1, 1, "tok", 10, 20, 2, 1, msgspec.Raw(payload), {"DeadLetterReason": "r"}
+    )
+    frame = encode_reply(1, True, [d])
+    reply = decode_reply(frame[LENGTH.size :])
+    (back,) = decode_result(reply.result, list[Delivered])
+    assert back.sequence_number == (2 << 48) | 5
+    assert decode_message(back.payload) == Message(b"body", "mid")
+    assert back.changes == {"DeadLetterReason": "r"}
+
+
+def test_frame_length_prefix() -> None:
+    frame = encode_frame({"a": b"x" * 300})
+    (length,) = LENGTH.unpack_from(frame)
+    assert length == len(frame) - 4
+    assert msgspec.msgpack.decode(frame[4:]) == {"a": b"x" * 300}
