@@ -3,7 +3,7 @@
 
 _sbctl_children() {
     case "$1" in
-        "") echo "send peek receive daemon namespace queue message" ;;
+        "") echo "send peek receive bench daemon namespace queue message" ;;
         "daemon") echo "start stop status" ;;
         "namespace") echo "create list show delete" ;;
         "queue") echo "create update list show delete" ;;
@@ -17,6 +17,7 @@ _sbctl_options() {
         "send") echo "--body --body-file --input --message-id --session-id --partition-key --correlation-id --subject --content-type --to --reply-to --reply-to-session-id --time-to-live --scheduled-enqueue-time -p --property --repeat --batch-size -h --help" ;;
         "peek") echo "--count --from-sequence -h --help" ;;
         "receive") echo "--count --max-wait --mode --settle -h --help" ;;
+        "bench") echo "--messages --size --batch --clients --entity --partitioned --workers --skip-raw --skip-start -h --help" ;;
         "daemon") echo "-h --help" ;;
         "daemon start") echo "--data-dir --socket --foreground --durability -h --help" ;;
         "daemon stop") echo "--data-dir --socket -h --help" ;;
@@ -44,6 +45,7 @@ _sbctl_value_options() {
         "send") echo "--body --body-file --input --message-id --session-id --partition-key --correlation-id --subject --content-type --to --reply-to --reply-to-session-id --time-to-live --scheduled-enqueue-time -p --property --repeat --batch-size" ;;
         "peek") echo "--count --from-sequence" ;;
         "receive") echo "--count --max-wait --mode --settle" ;;
+        "bench") echo "--messages --size --batch --clients --entity --workers" ;;
         "daemon start") echo "--data-dir --socket --durability" ;;
         "daemon stop") echo "--data-dir --socket" ;;
         "daemon status") echo "--data-dir --socket" ;;
@@ -83,6 +85,12 @@ _sbctl_option_values() {
         "receive --max-wait") COMPREPLY=() ;;
         "receive --mode") COMPREPLY=($(compgen -W "peek-lock receive-and-delete" -- "$cur")) ;;
         "receive --settle") COMPREPLY=($(compgen -W "complete abandon none" -- "$cur")) ;;
+        "bench --messages") COMPREPLY=() ;;
+        "bench --size") COMPREPLY=() ;;
+        "bench --batch") COMPREPLY=() ;;
+        "bench --clients") COMPREPLY=() ;;
+        "bench --entity") COMPREPLY=() ;;
+        "bench --workers") COMPREPLY=() ;;
         "daemon start --data-dir") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -d -- "$cur")) ;;
         "daemon start --socket") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")) ;;
         "daemon start --durability") COMPREPLY=($(compgen -W "fsync os" -- "$cur")) ;;

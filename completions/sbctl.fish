@@ -3,10 +3,11 @@
 function __sbctl_children
     switch $argv[1]
         case ''
-            printf '%s\n' send peek receive daemon namespace queue message
+            printf '%s\n' send peek receive bench daemon namespace queue message
         case 'send'
         case 'peek'
         case 'receive'
+        case 'bench'
         case 'daemon'
             printf '%s\n' start stop status
         case 'daemon start'
@@ -42,6 +43,8 @@ function __sbctl_value_options
             printf '%s\n' --count --from-sequence
         case 'receive'
             printf '%s\n' --count --max-wait --mode --settle
+        case 'bench'
+            printf '%s\n' --messages --size --batch --clients --entity --workers
         case 'daemon'
         case 'daemon start'
             printf '%s\n' --data-dir --socket --durability
@@ -96,6 +99,7 @@ complete -c sbctl -f
 complete -c sbctl -n '__sbctl_using \'\'' -a send -d 'Send messages: one from --body or --body-file, or JSON Lines from --input'
 complete -c sbctl -n '__sbctl_using \'\'' -a peek -d 'Show messages without locking or removing them'
 complete -c sbctl -n '__sbctl_using \'\'' -a receive -d 'Receive messages, print them and settle them'
+complete -c sbctl -n '__sbctl_using \'\'' -a bench -d 'Benchmark the running daemon: durable send and receive-and-complete throughput and latency in a throwaway namespace (deleted afterwards), beside this machine\'s raw append+fdatasync and Unix-socket'
 complete -c sbctl -n '__sbctl_using \'\'' -a daemon -d 'Start, stop and inspect the sbctl daemon'
 complete -c sbctl -n '__sbctl_using \'\'' -a namespace -d 'Create, list, show and delete namespaces'
 complete -c sbctl -n '__sbctl_using \'\'' -a queue -d 'Create, update, list, show and delete queues'
@@ -132,6 +136,16 @@ complete -c sbctl -n '__sbctl_using \'receive\'' -l max-wait -x -d 'How long to 
 complete -c sbctl -n '__sbctl_using \'receive\'' -l mode -x -a 'peek-lock receive-and-delete' -d 'Receive mode'
 complete -c sbctl -n '__sbctl_using \'receive\'' -l settle -x -a 'complete abandon none' -d 'What to do with peek-locked messages once printed (default: complete); none prints lock tokens for `sbctl message complete|abandon`'
 complete -c sbctl -n '__sbctl_using \'receive\'' -s h -l help -d 'Show this message and exit'
+complete -c sbctl -n '__sbctl_using \'bench\'' -l messages -x -d 'Messages to send, then receive'
+complete -c sbctl -n '__sbctl_using \'bench\'' -l size -x -d 'Body size in bytes'
+complete -c sbctl -n '__sbctl_using \'bench\'' -l batch -x -d 'Messages per send and per receive request'
+complete -c sbctl -n '__sbctl_using \'bench\'' -l clients -x -d 'Concurrent connections, each with one request in flight'
+complete -c sbctl -n '__sbctl_using \'bench\'' -l entity -x -d 'Queue name in the throwaway namespace'
+complete -c sbctl -n '__sbctl_using \'bench\'' -l partitioned -d 'Partition the queue (16 partitions)'
+complete -c sbctl -n '__sbctl_using \'bench\'' -l workers -x -d 'Client processes the connections are spread over (default: 2 when there are several clients and CPUs, else 1)'
+complete -c sbctl -n '__sbctl_using \'bench\'' -l skip-raw -d 'Skip the raw fdatasync and socket ceilings'
+complete -c sbctl -n '__sbctl_using \'bench\'' -l skip-start -d 'Skip timing a daemon start'
+complete -c sbctl -n '__sbctl_using \'bench\'' -s h -l help -d 'Show this message and exit'
 complete -c sbctl -n '__sbctl_using \'daemon\'' -a start -d 'Start the daemon (in the background unless --foreground); a no-op if it runs'
 complete -c sbctl -n '__sbctl_using \'daemon\'' -a stop -d 'Stop the daemon and wait until it has exited; a no-op if it is not running'
 complete -c sbctl -n '__sbctl_using \'daemon\'' -a status -d 'Show the daemon\'s status; exits 9 when it is not running'

@@ -1,0 +1,530 @@
+"""``sbctl bench``: durable throughput and latency of the running daemon, next to this
+machine's raw ceilings measured in the same run.
+
+- :func:`run_bench` creates a throwaway namespace (``bench-<hex>``) and queue on the running
+  daemon, sends ``messages`` messages from ``clients`` concurrent connections (one request of
+  ``batch`` messages in flight per connection), then receives and completes them all in
+  peek-lock mode with as many connections, and deletes the namespace again, also when it
+  fails or is interrupted.
+- :func:`raw_fsync_rate` is the disk's ceiling: append 1 KiB records with ``os.write`` and
+  ``os.fdatasync`` every ``records_per_sync`` records, in the daemon's file system.
+- :func:`raw_socket_rtt_rate` is the IPC ceiling: length-prefixed small frames echoed over a
+  Unix socket pair by a second process, one in flight.
+- :func:`daemon_start_ms` times ``daemonctl.start`` on a fresh, empty data dir.
+
+With more than one client, the clients run in up to :data:`MAX_WORKERS` forked worker
+processes, so that one client interpreter is not the bottleneck. Each worker connects and
+builds its messages first; the clock starts when every worker is ready.
+
+This module is a library (no typer, no rich); :mod:`sbctl.cli.cmd_bench` prints its result.
+Every phase is bounded by ``timeout`` seconds.
+"""
+
+from __future__ import annotations
+
+import array
+import asyncio
+import contextlib
+import math
+import multiprocessing
+import os
+import secrets
+import shutil
+import socket
+import struct
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+from sbctl.client import AsyncClient, Client
+from sbctl.codec import Message
+from sbctl.errors import BadRequest, GeneralError, SbctlError, ServiceTimeout
+
+RAW_RECORD_BYTES = 1024
+RAW_SECONDS = 1.0
+RAW_BATCH = 100
+SOCKET_FRAME_BYTES = 64
+START_RUNS = 3
+MAX_WORKERS = 2
+PHASE_TIMEOUT = 600.0
+QUEUE_MAX_SIZE_MB = 5120  # the largest Standard size, so big runs do not hit the quota
+LOCK_DURATION_MS = 300_000  # the longest allowed: a slow machine must not lose locks
+
+_LEN = struct.Struct("<I")
+
+
+# ---------------------------------------------------------------- the raw ceilings
+
+
+def _scratch_dir(data_dir: Path) -> Path:
+    """A writable directory on the same file system as ``data_dir``, outside it when
+    possible (only the daemon writes the data dir, DESIGN §1)."""
+    probe = data_dir if data_dir.exists() else data_dir.parent
+    while not probe.exists():
+        probe = probe.parent
+    dev = probe.stat().st_dev
+    for candidate in (data_dir.parent, Path(tempfile.gettempdir()), data_dir):
+        with contextlib.suppress(OSError):
+            if candidate.stat().st_dev == dev and os.access(candidate, os.W_OK | os.X_OK):
+                return candidate
+    return probe
+
+
+def raw_fsync_rate(
+    directory: Path,
+    records_per_sync: int = 1,
+    seconds: float = RAW_SECONDS,
+    record_bytes: int = RAW_RECORD_BYTES,
+) -> float:
+    """Records per second appended with ``os.write`` + ``os.fdatasync`` every
+    ``records_per_sync`` records, to a temporary file in ``directory``'s file system."""
+    if records_per_sync < 1:
+        raise BadRequest("records_per_sync must be at least 1")
+    record = os.urandom(record_bytes)
+    chunk = record * records_per_sync
+    fd, name = tempfile.mkstemp(prefix=".sbctl-bench-", suffix=".tmp", dir=_scratch_dir(directory))
+    try:
+        os.write(fd, chunk)  # warm up: create the first block and the inode's extent
+        os.fdatasync(fd)
+        syncs = 0
+        t0 = time.perf_counter()
+        deadline = t0 + seconds
+        while True:
+            os.write(fd, chunk)
+            os.fdatasync(fd)
+            syncs += 1
+            now = time.perf_counter()
+            if now >= deadline:
+                break
+        return syncs * records_per_sync / (now - t0)
+    finally:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(name)
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise EOFError
+        buf += chunk
+    return bytes(buf)
+
+
+def _echo(sock: socket.socket) -> None:
+    with contextlib.suppress(EOFError, OSError):
+        while True:
+            head = _recv_exact(sock, 4)
+            (n,) = _LEN.unpack(head)
+            sock.sendall(head + _recv_exact(sock, n))
+
+
+def raw_socket_rtt_rate(
+    seconds: float = RAW_SECONDS, frame_bytes: int = SOCKET_FRAME_BYTES
+) -> float:
+    """Round trips per second of ``frame_bytes`` length-prefixed frames echoed by another
+    process over a Unix stream socket pair, one frame in flight."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - runs in the child
+        code = 0
+        try:
+            ours.close()
+            _echo(theirs)
+        except BaseException:
+            code = 1
+        finally:
+            os._exit(code)
+    theirs.close()
+    try:
+        ours.settimeout(max(10.0, seconds * 10))
+        frame = _LEN.pack(frame_bytes) + os.urandom(frame_bytes)
+        want = len(frame)
+        for _ in range(100):  # warm up
+            ours.sendall(frame)
+            _recv_exact(ours, want)
+        trips = 0
+        t0 = time.perf_counter()
+        deadline = t0 + seconds
+        while True:
+            ours.sendall(frame)
+            _recv_exact(ours, want)
+            trips += 1
+            now = time.perf_counter()
+            if now >= deadline:
+                break
+        return trips / (now - t0)
+    except (OSError, EOFError) as exc:
+        raise GeneralError(f"raw socket measurement failed: {exc}") from None
+    finally:
+        ours.close()
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
+
+
+def daemon_start_ms(tmpdir: Path | None = None, runs: int = START_RUNS) -> float:
+    """Milliseconds from ``daemonctl.start`` to a ready daemon on a fresh, empty data dir
+    (the median of ``runs``); each daemon is stopped again."""
+    from sbctl import daemonctl
+
+    times: list[float] = []
+    for _ in range(max(1, runs)):
+        root = Path(tempfile.mkdtemp(prefix="sbb-", dir=tmpdir))
+        data_dir, sock = root / "data", root / "s.sock"
+        try:
+            t0 = time.perf_counter()
+            daemonctl.start(data_dir, sock)
+            times.append((time.perf_counter() - t0) * 1000)
+        finally:
+            with contextlib.suppress(SbctlError, OSError):
+                daemonctl.stop(data_dir, sock)
+            shutil.rmtree(root, ignore_errors=True)
+    times.sort()
+    return times[len(times) // 2]
+
+
+# ---------------------------------------------------------------- the workload
+
+
+def percentile(sorted_values: Sequence[float], p: float) -> float:
+    """Nearest-rank percentile (``p`` in 0..100) of already sorted values; 0 when empty."""
+    if not sorted_values:
+        return 0.0
+    rank = max(1, math.ceil(p / 100 * len(sorted_values)))
+    return float(sorted_values[min(rank, len(sorted_values)) - 1])
+
+
+def split(total: int, parts: int) -> list[int]:
+    """``total`` spread over ``parts`` as evenly as possible (the first get one more)."""
+    q, r = divmod(total, parts)
+    return [q + (1 if i < r else 0) for i in range(parts)]
+
+
+def _bodies(count: int, size: int) -> list[Message]:
+    """``count`` messages with ``size`` random-ish bytes each (windows of one random block)."""
+    block = os.urandom(size + 4093)
+    return [Message(body=block[(i * 131) % 4093 :][:size]) for i in range(count)]
+
+
+async def _send_loop(
+    client: AsyncClient,
+    entity: str,
+    batches: list[list[Message]],
+    lat: array.array,
+    deadline: float,
+) -> int:
+    sent = 0
+    clock = time.perf_counter
+    for msgs in batches:
+        t = clock()
+        await client.send(entity, msgs)
+        now = clock()
+        lat.append(now - t)
+        sent += len(msgs)
+        if now > deadline:
+            raise ServiceTimeout("the bench send phase ran out of time")
+    return sent
+
+
+async def _receive_loop(
+    client: AsyncClient, entity: str, batch: int, lat: array.array, deadline: float
+) -> int:
+    done = 0
+    clock = time.perf_counter
+    while True:
+        t = clock()
+        got = await client.receive(entity, count=batch, mode="peek-lock")
+        if not got:
+            return done
+        results = await client.complete(entity, [m.lock_token for m in got if m.lock_token])
+        now = clock()
+        lat.append(now - t)
+        failed = [r for r in results if not (isinstance(r, dict) and r.get("ok") is True)]
+        if failed:
+            raise GeneralError(f"the bench could not complete {len(failed)} messages: {failed[0]}")
+        done += len(got)
+        if now > deadline:
+            raise ServiceTimeout("the bench receive phase ran out of time")
+
+
+async def _phase(
+    ready: Callable[[], None],
+    socket_path: str,
+    namespace: str,
+    entity: str,
+    phase: str,
+    shares: list[int],
+    size: int,
+    batch: int,
+    timeout: float,
+) -> tuple[int, float, float, array.array]:
+    """Run one phase with ``len(shares)`` clients; returns (count, start, end, latencies).
+
+    ``ready`` is called once every client is connected and its messages are built; it may
+    block until the caller says go (the other workers are ready too).
+    """
+    clients = [AsyncClient(socket_path, namespace=namespace) for _ in shares]
+    try:
+        await asyncio.gather(*(c.ping() for c in clients))
+        work: list[list[list[Message]]] = []
+        if phase == "send":
+            for share in shares:
+                msgs = _bodies(share, size)
+                work.append([msgs[i : i + batch] for i in range(0, share, batch)])
+        ready()
+        lat: array.array = array.array("d")
+        t0 = time.perf_counter()
+        deadline = t0 + timeout
+        if phase == "send":
+            jobs = [
+                _send_loop(c, entity, w, lat, deadline) for c, w in zip(clients, work, strict=True)
+            ]
+        else:
+            jobs = [_receive_loop(c, entity, batch, lat, deadline) for c in clients]
+        try:
+            counts = await asyncio.wait_for(asyncio.gather(*jobs), timeout)
+        except TimeoutError:
+            raise ServiceTimeout(
+                f"the bench {phase} phase took more than {timeout:.0f} s"
+            ) from None
+        return sum(counts), t0, time.perf_counter(), lat
+    finally:
+        for c in clients:
+            with contextlib.suppress(Exception):
+                await c.aclose()
+
+
+def _run(coro: Any, loop: str) -> Any:
+    """Run ``coro`` on uvloop when ``loop`` is ``auto`` and uvloop is installed, else on
+    asyncio's own loop. uvloop keeps the client from dominating what is measured: on a
+    2-core VM an AsyncClient ping loop ran 27-37k round trips/s on it, 14-21k without."""
+    factory = None
+    if loop == "auto":
+        with contextlib.suppress(ImportError):
+            import uvloop
+
+            factory = uvloop.new_event_loop
+    with asyncio.Runner(loop_factory=factory) as runner:
+        return runner.run(coro)
+
+
+def _worker(conn: Connection, args: tuple[Any, ...], loop: str) -> None:  # pragma: no cover - child
+    """A forked client process: connect, report ready, wait for go, run, report."""
+    try:
+
+        def ready() -> None:
+            conn.send(("ready",))
+            if conn.recv() != "go":
+                raise GeneralError("the bench was cancelled")
+
+        count, _t0, t1, lat = _run(_phase(ready, *args), loop)
+        conn.send(("done", count, t1, lat.tobytes()))
+    except SbctlError as exc:
+        conn.send(("error", exc.to_wire()))
+    except BaseException as exc:
+        conn.send(("error", {"code": "GeneralError", "message": f"bench worker: {exc!r}"}))
+    finally:
+        conn.close()
+
+
+def _run_in_workers(
+    workers: int, args: tuple[Any, ...], timeout: float, loop: str
+) -> tuple[int, float, array.array]:
+    """The phase spread over ``workers`` forked processes; returns (count, seconds, lat)."""
+    socket_path, namespace, entity, phase, shares, size, batch, _timeout = args
+    ctx = multiprocessing.get_context("fork")
+    procs: list[tuple[Any, Connection]] = []
+    try:
+        for part in range(workers):
+            mine = shares[part::workers]
+            parent, child = ctx.Pipe()
+            wargs = (socket_path, namespace, entity, phase, mine, size, batch, timeout)
+            proc = ctx.Process(target=_worker, args=(child, wargs, loop), daemon=True)
+            proc.start()
+            child.close()
+            procs.append((proc, parent))
+        limit = time.monotonic() + timeout
+        for _proc, conn in procs:
+            msg = _from_worker(conn, limit)
+            if msg[0] != "ready":
+                raise SbctlError.from_wire(msg[1])
+        t0 = time.perf_counter()
+        for _proc, conn in procs:
+            conn.send("go")
+        count, end = 0, t0
+        lat: array.array = array.array("d")
+        for _proc, conn in procs:
+            msg = _from_worker(conn, limit + timeout)
+            if msg[0] != "done":
+                raise SbctlError.from_wire(msg[1])
+            count += msg[1]
+            end = max(end, msg[2])
+            lat.frombytes(msg[3])
+        return count, end - t0, lat
+    finally:
+        for proc, conn in procs:
+            with contextlib.suppress(OSError):
+                conn.close()
+            proc.join(timeout=5)
+            if proc.is_alive():
+                proc.kill()
+                proc.join(timeout=5)
+
+
+def _from_worker(conn: Connection, limit: float) -> Any:
+    left = limit - time.monotonic()
+    if left <= 0 or not conn.poll(left):
+        raise ServiceTimeout("a bench worker did not answer in time")
+    try:
+        return conn.recv()
+    except EOFError:
+        raise GeneralError("a bench worker exited unexpectedly") from None
+
+
+def run_phase(
+    socket_path: str,
+    namespace: str,
+    entity: str,
+    phase: str,
+    *,
+    messages: int,
+    size: int,
+    batch: int,
+    clients: int,
+    workers: int,
+    timeout: float = PHASE_TIMEOUT,
+    loop: str = "auto",
+) -> tuple[int, float, list[float]]:
+    """One phase (``send`` or ``receive``); returns (messages, seconds, sorted latencies ms)."""
+    shares = split(messages, clients)
+    args = (socket_path, namespace, entity, phase, shares, size, batch, timeout)
+    if workers <= 1:
+        count, t0, t1, lat = _run(_phase(lambda: None, *args), loop)
+        seconds = t1 - t0
+    else:
+        count, seconds, lat = _run_in_workers(workers, args, timeout, loop)
+    return count, seconds, sorted(x * 1000 for x in lat)
+
+
+def _daemon_counters(sock: str) -> dict[str, Any]:
+    with Client(sock, timeout=30) as c:
+        info = c.status()
+    return {
+        k: info[k] for k in ("cpu_seconds", "commit_rounds") if isinstance(info.get(k), int | float)
+    }
+
+
+def default_workers(clients: int) -> int:
+    """Client processes for ``clients`` connections: one, or two when there are several
+    clients and at least two CPUs."""
+    return max(1, min(MAX_WORKERS, clients, os.cpu_count() or 1))
+
+
+def namespace_name() -> str:
+    """A throwaway namespace name: ``bench-`` and 12 hex digits (valid per SPEC §14.8)."""
+    return f"bench-{secrets.token_hex(6)}"
+
+
+def run_bench(
+    socket_path: Path | None,
+    *,
+    messages: int = 20_000,
+    size: int = 1024,
+    batch: int = 1,
+    clients: int = 1,
+    entity: str = "bench",
+    partitioned: bool = False,
+    data_dir_for_raw: Path | None = None,
+    skip_raw: bool = False,
+    skip_start: bool = False,
+    workers: int | None = None,
+    timeout: float = PHASE_TIMEOUT,
+    loop: str = "auto",
+) -> dict[str, Any]:
+    """Benchmark the running daemon at ``socket_path``; see the module docstring."""
+    if messages < 1:
+        raise BadRequest("--messages must be at least 1")
+    if size < 0:
+        raise BadRequest("--size must not be negative")
+    if batch < 1:
+        raise BadRequest("--batch must be at least 1")
+    if clients < 1:
+        raise BadRequest("--clients must be at least 1")
+    workers = default_workers(clients) if workers is None else max(1, min(workers, clients))
+    sock = str(socket_path) if socket_path is not None else None
+    with Client(sock, timeout=30) as admin:
+        info = admin.status()  # ServiceCommunicationProblem when the daemon is not running
+        sock = admin.socket_path
+    out: dict[str, Any] = {
+        "messages": messages,
+        "size": size,
+        "batch": batch,
+        "clients": clients,
+        "partitioned": partitioned,
+        "workers": workers,
+    }
+    # The ceilings first, with the daemon idle and no connection open (the measurements
+    # fork, and a child must not hold a copy of a daemon connection).
+    raw_dir = Path(info.get("data_dir") or data_dir_for_raw or tempfile.gettempdir())
+    if not skip_raw:
+        out["raw_fsync_per_s"] = raw_fsync_rate(raw_dir, 1)
+        out["raw_fsync_batch100_records_per_s"] = raw_fsync_rate(raw_dir, RAW_BATCH)
+        out["raw_socket_rtt_per_s"] = raw_socket_rtt_rate()
+    if not skip_start:
+        out["daemon_start_ms"] = daemon_start_ms()
+    ns = namespace_name()
+    with Client(sock, timeout=60) as admin:
+        admin.namespace_create(ns)
+    out["namespace"] = ns
+    try:
+        with Client(sock, namespace=ns, timeout=60) as admin:
+            admin.queue_create(
+                entity,
+                enable_partitioning=partitioned,
+                max_size_in_megabytes=QUEUE_MAX_SIZE_MB,
+                lock_duration=LOCK_DURATION_MS,
+            )
+        for phase in ("send", "receive"):
+            before = _daemon_counters(sock)
+            count, secs, lat = run_phase(
+                sock,
+                ns,
+                entity,
+                phase,
+                messages=messages,
+                size=size,
+                batch=batch,
+                clients=clients,
+                workers=workers,
+                timeout=timeout,
+                loop=loop,
+            )
+            after = _daemon_counters(sock)
+            if count != messages:
+                raise GeneralError(f"the bench {phase} phase moved {count} of {messages} messages")
+            out[f"{phase}_msgs_per_s"] = count / secs
+            out[f"{phase}_seconds"] = secs
+            out[f"{phase}_p50_ms"] = percentile(lat, 50)
+            out[f"{phase}_p99_ms"] = percentile(lat, 99)
+            # Where the daemon's time goes: its CPU per message and how many requests
+            # shared one group-commit fdatasync round.
+            if "cpu_seconds" in before and "cpu_seconds" in after:
+                cpu = after["cpu_seconds"] - before["cpu_seconds"]
+                out[f"{phase}_daemon_cpu_us_per_msg"] = cpu / count * 1e6
+            rounds = after.get("commit_rounds", 0) - before.get("commit_rounds", 0)
+            if rounds > 0:
+                out[f"{phase}_msgs_per_commit"] = count / rounds
+    finally:
+        with contextlib.suppress(SbctlError), Client(sock, timeout=60) as cleanup:
+            cleanup.namespace_delete(ns)
+    if "raw_fsync_per_s" in out:
+        out["send_vs_raw_fsync"] = out["send_msgs_per_s"] / out["raw_fsync_per_s"]
+        out["send_vs_raw_batch100"] = (
+            out["send_msgs_per_s"] / out["raw_fsync_batch100_records_per_s"]
+        )
+    return {k: round(v, 3) if isinstance(v, float) else v for k, v in out.items()}

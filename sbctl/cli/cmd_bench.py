@@ -1,0 +1,116 @@
+"""``sbctl bench``: durable throughput and latency of the running daemon (:mod:`sbctl.bench`),
+beside this machine's raw fdatasync and Unix-socket rates measured in the same run."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from sbctl.cli import options, render
+
+# Table rows, in order: (key, label, unit). -o json prints every key as is.
+ROWS = (
+    ("send_msgs_per_s", "send", "msgs/s"),
+    ("send_p50_ms", "send p50", "ms"),
+    ("send_p99_ms", "send p99", "ms"),
+    ("receive_msgs_per_s", "receive + complete", "msgs/s"),
+    ("receive_p50_ms", "receive + complete p50", "ms"),
+    ("receive_p99_ms", "receive + complete p99", "ms"),
+    ("send_daemon_cpu_us_per_msg", "daemon CPU per sent message", "us"),
+    ("send_msgs_per_commit", "sent messages per group commit", "n"),
+    ("receive_daemon_cpu_us_per_msg", "daemon CPU per received message", "us"),
+    ("receive_msgs_per_commit", "completed messages per group commit", "n"),
+    ("raw_fsync_per_s", "raw append + fdatasync, 1 record/sync", "syncs/s"),
+    ("raw_fsync_batch100_records_per_s", "raw append + fdatasync, 100 records/sync", "records/s"),
+    ("raw_socket_rtt_per_s", "raw Unix socket round trips", "/s"),
+    ("send_vs_raw_fsync", "send / raw fsync", "x"),
+    ("send_vs_raw_batch100", "send / raw 100-per-sync", "x"),
+    ("daemon_start_ms", "daemon start on an empty data dir", "ms"),
+)
+PARAMS = ("messages", "size", "batch", "clients", "partitioned", "workers", "namespace")
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(bench)
+
+
+def bench(
+    ctx: typer.Context,
+    messages: Annotated[
+        int, typer.Option("--messages", min=1, help="Messages to send, then receive.")
+    ] = 20_000,
+    size: Annotated[int, typer.Option("--size", min=0, help="Body size in bytes.")] = 1024,
+    batch: Annotated[
+        int, typer.Option("--batch", min=1, help="Messages per send and per receive request.")
+    ] = 1,
+    clients: Annotated[
+        int,
+        typer.Option(
+            "--clients", min=1, help="Concurrent connections, each with one request in flight."
+        ),
+    ] = 1,
+    entity: Annotated[
+        str, typer.Option("--entity", help="Queue name in the throwaway namespace.")
+    ] = "bench",
+    partitioned: Annotated[
+        bool, typer.Option("--partitioned", help="Partition the queue (16 partitions).")
+    ] = False,
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            "--workers",
+            min=1,
+            show_default=False,
+            help="Client processes the connections are spread over (default: 2 when there "
+            "are several clients and CPUs, else 1).",
+        ),
+    ] = None,
+    skip_raw: Annotated[
+        bool, typer.Option("--skip-raw", help="Skip the raw fdatasync and socket ceilings.")
+    ] = False,
+    skip_start: Annotated[
+        bool, typer.Option("--skip-start", help="Skip timing a daemon start.")
+    ] = False,
+) -> None:
+    """Benchmark the running daemon: durable send and receive-and-complete throughput and
+    latency in a throwaway namespace (deleted afterwards), beside this machine's raw
+    append+fdatasync and Unix-socket round-trip rates."""
+    from sbctl.bench import run_bench
+
+    g = options.state(ctx)
+    data_dir, socket_path = options.daemon_paths(g)
+    result = run_bench(
+        socket_path,
+        messages=messages,
+        size=size,
+        batch=batch,
+        clients=clients,
+        entity=entity,
+        partitioned=partitioned,
+        data_dir_for_raw=data_dir,
+        skip_raw=skip_raw,
+        skip_start=skip_start,
+        workers=workers,
+    )
+    render.emit(g.output, result, _table)
+
+
+def _number(value: Any, unit: str) -> str:
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return str(value)
+    if unit == "x":
+        return f"{value:.2f} x"
+    if unit == "ms":
+        return f"{value:.3f} ms"
+    if unit in ("us", "n"):
+        return f"{value:.1f}" + (" µs" if unit == "us" else "")
+    return f"{value:,.0f} {unit}"
+
+
+def _table(result: dict[str, Any]) -> Any:
+    shown: dict[str, Any] = {key: result[key] for key in PARAMS if key in result}
+    for key, label, unit in ROWS:
+        if key in result:
+            shown[label] = _number(result[key], unit)
+    return render.record(shown)

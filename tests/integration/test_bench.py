@@ -1,0 +1,96 @@
+"""``sbctl bench`` through the real CLI against a real daemon.
+
+Small runs only, and no timing assertions (DESIGN §7: performance is printed, not asserted):
+the figures exist and are positive, and the throwaway namespace is gone afterwards.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from sbctl.bench import namespace_name, percentile, split
+from sbctl.names import validate_namespace_name
+
+RATES = ("send_msgs_per_s", "receive_msgs_per_s")
+LATENCIES = ("send_p50_ms", "send_p99_ms", "receive_p50_ms", "receive_p99_ms")
+RAW = ("raw_fsync_per_s", "raw_fsync_batch100_records_per_s", "raw_socket_rtt_per_s")
+RATIOS = ("send_vs_raw_fsync", "send_vs_raw_batch100")
+
+
+def _positive(data: dict[str, Any], keys: tuple[str, ...]) -> None:
+    for key in keys:
+        value = data.get(key)
+        assert isinstance(value, int | float) and not isinstance(value, bool), (key, value)
+        assert math.isfinite(value) and value > 0, (key, value)
+
+
+def _namespaces(daemon: Any) -> list[str]:
+    return [ns["name"] for ns in daemon.cli("-o", "json", "namespace", "list", check=True).json()]
+
+
+def test_bench_reports_figures_and_cleans_up(daemon: Any) -> None:
+    before = _namespaces(daemon)
+    result = daemon.cli(
+        "-o", "json", "bench",
+        "--messages", "500", "--batch", "10", "--clients", "2", "--skip-start",
+    )  # fmt: skip
+    assert result.code == 0, result.stderr
+    data = result.json()
+    _positive(data, RATES + LATENCIES + RAW + RATIOS)
+    assert "daemon_start_ms" not in data
+    assert data["messages"] == 500
+    assert data["size"] == 1024
+    assert data["batch"] == 10
+    assert data["clients"] == 2
+    assert data["partitioned"] is False
+    assert data["send_p50_ms"] <= data["send_p99_ms"]
+    assert data["namespace"].startswith("bench-")
+    assert _namespaces(daemon) == before
+
+
+def test_bench_partitioned_without_ceilings(daemon: Any) -> None:
+    result = daemon.cli(
+        "-o", "json", "bench",
+        "--messages", "203", "--batch", "7", "--clients", "3", "--size", "100",
+        "--partitioned", "--skip-raw", "--skip-start",
+    )  # fmt: skip
+    assert result.code == 0, result.stderr
+    data = result.json()
+    _positive(data, RATES + LATENCIES)
+    assert data["partitioned"] is True
+    for key in RAW + RATIOS + ("daemon_start_ms",):
+        assert key not in data
+    assert data["namespace"] not in _namespaces(daemon)
+
+
+def test_bench_table_output(daemon: Any) -> None:
+    result = daemon.cli("bench", "--messages", "50", "--batch", "5", "--skip-raw", "--skip-start")
+    assert result.code == 0, result.stderr
+    assert "msgs/s" in result.stdout
+
+
+def test_bench_measures_daemon_start(daemon: Any) -> None:
+    result = daemon.cli("-o", "json", "bench", "--messages", "20", "--skip-raw")
+    assert result.code == 0, result.stderr
+    _positive(result.json(), ("daemon_start_ms",))
+
+
+def test_bench_without_daemon_is_one_clear_error(daemon_factory: Any) -> None:
+    idle = daemon_factory(start=False)
+    result = idle.cli("bench", "--messages", "10", "--skip-raw", "--skip-start")
+    assert result.code == 9  # ServiceCommunicationProblem
+    assert result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "not running" in lines[0], result.stderr
+
+
+def test_helpers() -> None:
+    for _ in range(20):
+        assert validate_namespace_name(namespace_name())
+    assert split(10, 3) == [4, 3, 3]
+    assert split(2, 4) == [1, 1, 0, 0]
+    values = [float(v) for v in range(1, 101)]
+    assert percentile(values, 50) == 50.0
+    assert percentile(values, 99) == 99.0
+    assert percentile([], 50) == 0.0
