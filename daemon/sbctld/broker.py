@@ -62,6 +62,7 @@ NAMESPACE_FILE = "namespace.toml"
 # so such a folder is never mistaken for an entity; start-up removes any left behind.
 WORK_PREFIX = "@"
 MAX_ENTITIES = 10_000  # SPEC §14
+RESOLVE_CACHE = 4096
 MAX_PARTITIONED = 100  # SPEC §0.1.11
 STANDARD_MESSAGE_BYTES = 256 * 1024  # SPEC §13.1
 PREMIUM_MESSAGE_BYTES = 1024 * 1024
@@ -125,6 +126,7 @@ class Broker:
         # (deadline, namespace key, queue key): when some lock of that queue may run out,
         # so that tick() visits only queues with something due, not every partition.
         self._due: list[tuple[int, str, str]] = []
+        self._resolved: dict[tuple[str, str], tuple[Queue, bool]] = {}  # cleared on deletes
         first_start = not self.root.exists()
         self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
         self._load()
@@ -169,6 +171,7 @@ class Broker:
                 )
                 for note in notes:
                     self.report(f"recovery: {ns.name}/{cfg.name}: {note}")
+                queue.key = (entity_key(ns.name), entity_key(cfg.name))
                 ns.queues[entity_key(cfg.name)] = queue
                 self._note_scheduled(entity_key(ns.name), entity_key(cfg.name), queue)
 
@@ -227,6 +230,7 @@ class Broker:
                 p.log.close()
         self._remove_dir(ns.directory)
         del self.namespaces[entity_key(name)]
+        self._resolved.clear()
         return {"deleted": ns.name}
 
     def _remove_dir(self, directory: Path) -> None:
@@ -299,6 +303,7 @@ class Broker:
             segment_bytes=self.segment_bytes,
             notes=[],
         )
+        queue.key = (entity_key(ns.name), key)
         ns.queues[key] = queue
         return queue.describe()
 
@@ -341,12 +346,23 @@ class Broker:
             p.log.close()
         self._remove_dir(queue.directory)
         del ns.queues[entity_key(name)]
+        self._resolved.clear()
         return {"deleted": queue.name}
 
     # ------------------------------------------------------------ data plane
 
     def resolve(self, namespace: str, path: str) -> tuple[Queue, bool]:
-        """An entity path → (queue, is it the DLQ)."""
+        """An entity path → (queue, is it the DLQ). Cached: every data-plane request asks."""
+        hit = self._resolved.get((namespace, path))
+        if hit is not None:
+            return hit
+        found = self._resolve(namespace, path)
+        if len(self._resolved) >= RESOLVE_CACHE:
+            self._resolved.clear()
+        self._resolved[(namespace, path)] = found
+        return found
+
+    def _resolve(self, namespace: str, path: str) -> tuple[Queue, bool]:
         parsed = parse_entity_path(path)
         if parsed.subscription is not None:
             raise MessagingEntityNotFound(f"{path!r}: topics and subscriptions are not available")
@@ -362,7 +378,8 @@ class Broker:
             # SPEC §4.3: only the parent's dead-letter operation fills a DLQ.
             raise InvalidOperation("messages cannot be sent to a dead-letter queue")
         seqs = queue.send(messages, self.clock.now_ms())
-        self._note_scheduled(entity_key(namespace), entity_key(queue.name), queue)
+        if queue.scheduled_pending:
+            self._note_scheduled(*queue.key, queue)
         return seqs
 
     def peek(
@@ -385,8 +402,7 @@ class Broker:
         queue.expire_locks(now)
         got = queue.receive(count, now, delete=mode == "receive-and-delete", deadletter=dlq)
         if got and mode == "peek-lock":
-            key = (entity_key(namespace), entity_key(queue.name))
-            heapq.heappush(self._due, (now + queue.config.lock_duration, *key))
+            heapq.heappush(self._due, (now + queue.config.lock_duration, *queue.key))
         return got
 
     def settle(

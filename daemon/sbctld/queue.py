@@ -98,6 +98,7 @@ class Queue:
         self.partitions = partitions
         self.max_message_bytes = max_message_bytes
         self.accessed_at_ms = config.updated_at_ms
+        self.key = ("", "")  # (namespace key, queue key), set by the broker
         self._rr_send = 0
         self._rr_receive = 0
 
@@ -285,6 +286,10 @@ class Queue:
                 p.log.set_state(seq, State.GONE)
                 woke = True
         return woke
+
+    @property
+    def scheduled_pending(self) -> bool:
+        return any(p.scheduled for p in self.partitions)
 
     def next_scheduled(self) -> int | None:
         times = [p.scheduled[0][0] for p in self.partitions if p.scheduled]

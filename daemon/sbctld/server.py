@@ -23,7 +23,7 @@ from typing import Any
 
 from sbctl import __version__
 from sbctl.errors import BadRequest, GeneralError, SbctlError, ServiceTimeout
-from sbctl.names import entity_key, parse_entity_path
+from sbctl.names import entity_key
 from sbctl.protocol import (
     LENGTH,
     MAX_REQUEST_BYTES,
@@ -42,54 +42,60 @@ CHECKPOINT_MIN_CHANGES = 50_000
 
 
 class Committer:
-    """Group commit: every round fdatasyncs all files written since the previous round."""
+    """Group commit: one fdatasync per dirty file covers every write made before it.
+
+    A reply that needs durability registers a callback. The first one schedules a round
+    with ``call_soon``, which runs after the loop has handled every request already
+    readable; the round fdatasyncs what they wrote (inline for one file, in parallel
+    threads for several) and then runs the callbacks. Requests that arrive during a round
+    are read by the next loop iteration and share the next round.
+    """
 
     def __init__(self, syncer: Syncer) -> None:
         self.syncer = syncer
-        self._waiters: list[asyncio.Future[None]] = []
-        self._running = False
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sbctld-sync")
+        self._callbacks: list[Callable[[SbctlError | None], None]] = []
+        self._scheduled = False
+        self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="sbctld-sync")
         self.rounds = 0
-        self._task: asyncio.Task[None] | None = None
+        self.synced_files = 0
 
-    def durable(self) -> asyncio.Future[None]:
-        """A future that resolves once everything written so far is on disk."""
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[None] = loop.create_future()
+    def after_durable(self, callback: Callable[[SbctlError | None], None]) -> None:
         if not self.syncer.durable and not self.syncer.pending:
-            fut.set_result(None)
-            return fut
-        self._waiters.append(fut)
-        if not self._running:
-            self._running = True
-            self._task = loop.create_task(self._run())
-        return fut
+            callback(None)
+            return
+        self._callbacks.append(callback)
+        if not self._scheduled:
+            self._scheduled = True
+            asyncio.get_running_loop().call_soon(self._round)
 
-    async def _run(self) -> None:
-        loop = asyncio.get_running_loop()
+    async def drain(self) -> None:
+        """Wait until everything written so far is durable."""
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        def done(_error: SbctlError | None) -> None:
+            if not fut.done():
+                fut.set_result(None)
+
+        self.after_durable(done)
+        await fut
+
+    def _round(self) -> None:
+        self._scheduled = False
+        callbacks, self._callbacks = self._callbacks, []
+        dirty, closing = self.syncer.take()
+        self.synced_files += len(dirty)
+        error: SbctlError | None = None
         try:
-            while self._waiters:
-                waiters, self._waiters = self._waiters, []
-                dirty, closing = self.syncer.take()
-                error: BaseException | None = None
-                try:
-                    if dirty or closing:
-                        await loop.run_in_executor(
-                            self._pool, sync_fds, dirty, closing, self.syncer.durable
-                        )
-                except OSError as exc:
-                    log.error("fdatasync failed: %s", exc)
-                    error = GeneralError(f"the daemon could not make the write durable: {exc}")
-                self.rounds += 1
-                for fut in waiters:
-                    if fut.done():
-                        continue
-                    if error is None:
-                        fut.set_result(None)
-                    else:
-                        fut.set_exception(error)
-        finally:
-            self._running = False
+            if len(dirty) > 1 and self.syncer.durable:
+                list(self._pool.map(os.fdatasync, dirty))
+                dirty = []
+            sync_fds(dirty, closing, self.syncer.durable)
+        except OSError as exc:
+            log.error("fdatasync failed: %s", exc)
+            error = GeneralError(f"the daemon could not make the write durable: {exc}")
+        self.rounds += 1
+        for callback in callbacks:
+            callback(error)
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
@@ -207,7 +213,7 @@ class Server:
                     w.handle.cancel()
         self.waiters.clear()
         # Let in-flight commits finish before the final checkpoint.
-        await self.committer.durable()
+        await self.committer.drain()
         self.broker.close()
         self.committer.close()
         with contextlib.suppress(FileNotFoundError):
@@ -259,20 +265,14 @@ class Server:
 
     def reply_durable(self, conn: Connection, req_id: int, result: Any) -> None:
         """Reply once every write made so far is on disk (DESIGN.md §2 "Durability")."""
-        fut = self.committer.durable()
-        if fut.done() and fut.exception() is None:
-            conn.send(encode_reply(req_id, True, result))
-            return
 
-        def done(f: asyncio.Future[None]) -> None:
-            exc = f.exception()
-            if exc is None:
+        def done(error: SbctlError | None) -> None:
+            if error is None:
                 conn.send(encode_reply(req_id, True, result))
             else:
-                err = exc if isinstance(exc, SbctlError) else GeneralError(str(exc))
-                conn.reply_error(req_id, err)
+                conn.reply_error(req_id, error)
 
-        fut.add_done_callback(done)
+        self.committer.after_durable(done)
 
     # ------------------------------------------------------------ operations
 
@@ -371,7 +371,7 @@ class Server:
     # ------------------------------------------------------------ long polling
 
     def _key(self, namespace: str, entity: str) -> tuple[str, str]:
-        return entity_key(namespace), entity_key(parse_entity_path(entity).entity)
+        return self.broker.resolve(namespace, entity)[0].key
 
     def _reply_received(
         self, conn: Connection, req_id: int, mode: str, got: list[Delivered]
