@@ -152,8 +152,11 @@ class Queue:
             raise BadRequest("a send needs at least one message")
         limit = self.max_message_bytes
         count = len(self.partitions)
+        default_ttl = cfg.default_message_time_to_live
         groups: dict[int, list[StagedRecord]] = {}
+        sizes: dict[int, int] = {}
         order: list[tuple[int, int]] = []
+        scheduled: list[tuple[int, int, int]] = []  # (partition, index in group, when)
         total = 0
         rr = self._rr_send
         for m, payload in zip(messages, payloads, strict=True):
@@ -165,40 +168,48 @@ class Queue:
                     "allowed for this tier"
                 )
             total += size
-            if key is not None:
+            if count == 1:
+                pid = 0
+            elif key is not None:
                 pid = partition_for_key(key, count)  # SPEC §0.1.4
             else:
                 pid = rr % count  # keyless: round-robin
                 rr += 1
-            ttl = cfg.default_message_time_to_live
-            if m.time_to_live_ms is not None:
-                ttl = min(m.time_to_live_ms, ttl)  # SPEC §1.6: capped by the entity default
+            ttl = m.time_to_live_ms
+            # SPEC §1.6: a message's TTL is capped by the entity default.
+            ttl = default_ttl if ttl is None or ttl > default_ttl else ttl
+            group = groups.get(pid)
+            if group is None:
+                group = groups[pid] = []
+                sizes[pid] = 0
             sched = m.scheduled_enqueue_time_ms
-            staged = StagedRecord(payload, ttl, sched if sched and sched > now else NOT_SCHEDULED)
-            group = groups.setdefault(pid, [])
+            if sched is not None and sched > now:
+                scheduled.append((pid, len(group), sched))
+            else:
+                sched = NOT_SCHEDULED
             order.append((pid, len(group)))
-            group.append(staged)
+            group.append(StagedRecord(payload, ttl, sched))
+            sizes[pid] += size
         if total > limit and len(messages) > 1:
             raise MessageSizeExceeded(
                 f"the batch of {total} bytes is larger than the {limit // 1024} KB allowed "
                 "for this tier (SPEC §13.1)"
             )
         quota = cfg.max_size_in_megabytes * MB
-        for pid, recs in groups.items():
-            log = self.partitions[pid].log
-            if log.live_bytes + sum(len(r.payload) for r in recs) > quota:
+        for pid, size in sizes.items():
+            if self.partitions[pid].log.live_bytes + size > quota:
                 # SPEC §0.1.3: each partition holds up to the entity's max size.
                 raise QuotaExceeded(
                     f"the maximum entity size has been reached or exceeded for queue "
                     f"{cfg.name!r} ({cfg.max_size_in_megabytes} MB per partition)"
                 )
         firsts = {pid: self.partitions[pid].log.append(recs, now) for pid, recs in groups.items()}
-        for pid, recs in groups.items():
-            for k, rec in enumerate(recs):
-                if rec.scheduled_ms != NOT_SCHEDULED:
-                    self.partitions[pid].schedule(rec.scheduled_ms, firsts[pid] + k)
+        for pid, k, when in scheduled:
+            self.partitions[pid].schedule(when, firsts[pid] + k)
         self._rr_send = rr
         self.accessed_at_ms = now
+        if count == 1:
+            return list(range(firsts[0], firsts[0] + len(messages)))
         return [self.partitions[pid].shift | (firsts[pid] + k) for pid, k in order]
 
     def _check(self, m: Message, size: int) -> str | None:

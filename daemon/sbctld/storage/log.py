@@ -62,6 +62,7 @@ class State(IntEnum):
 
 
 STATE_COUNT = len(State)
+ACTIVE_BYTE = bytes([State.ACTIVE])
 
 
 class Segment:
@@ -333,16 +334,22 @@ class PartitionLog:
         self.next_seq = upto
 
     def _index_batch(self, now_ms: int, recs: list[tuple[int, int, int, int]]) -> None:
+        """Index records given as (payload offset, payload length, ttl, scheduled)."""
         n = len(recs)
-        counts = self.counts
-        for off, length, ttl, sched in recs:
-            self.offset.append(off)
-            self.length.append(length)
-            self.exp.append(min(now_ms + ttl, MAX_TIME_MS) if ttl >= 0 else MAX_TIME_MS)
-            st = State.SCHEDULED if sched >= 0 else State.ACTIVE
-            self.state.append(st)
-            counts[st] += 1
-            self.live_bytes += length
+        offs, lens, ttls, scheds = zip(*recs, strict=True) if recs else ((), (), (), ())
+        self.offset.extend(offs)
+        self.length.extend(lens)
+        self.live_bytes += sum(lens)
+        self.exp.extend(
+            [min(now_ms + ttl, MAX_TIME_MS) if ttl >= 0 else MAX_TIME_MS for ttl in ttls]
+        )
+        scheduled = sum(1 for sched in scheds if sched >= 0)
+        if scheduled:
+            self.state.extend([State.SCHEDULED if sched >= 0 else State.ACTIVE for sched in scheds])
+        else:
+            self.state.extend(ACTIVE_BYTE * n)
+        self.counts[State.SCHEDULED] += scheduled
+        self.counts[State.ACTIVE] += n - scheduled
         self.enq.extend([now_ms] * n)
         self.dc.extend([0] * n)
         self.next_seq += n
