@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+
 from sbctl.partitioning import STANDARD_PARTITION_COUNT, key_hash, partition_for_key
 
 pytest.importorskip("pyspark")
