@@ -17,7 +17,7 @@ _sbctl_options() {
         "send") echo "--body --body-file --input --message-id --session-id --partition-key --correlation-id --subject --content-type --to --reply-to --reply-to-session-id --time-to-live --scheduled-enqueue-time -p --property --repeat --batch-size -h --help" ;;
         "peek") echo "--count --from-sequence -h --help" ;;
         "receive") echo "--count --max-wait --mode --settle -h --help" ;;
-        "bench") echo "--messages --size --batch --clients --entity --partitioned --workers --skip-raw --skip-start -h --help" ;;
+        "bench") echo "--messages --size --batch --clients --entity --partitioned --workers --skip-raw --skip-start --stored -h --help" ;;
         "daemon") echo "-h --help" ;;
         "daemon start") echo "--data-dir --socket --foreground --durability -h --help" ;;
         "daemon stop") echo "--data-dir --socket -h --help" ;;
@@ -45,7 +45,7 @@ _sbctl_value_options() {
         "send") echo "--body --body-file --input --message-id --session-id --partition-key --correlation-id --subject --content-type --to --reply-to --reply-to-session-id --time-to-live --scheduled-enqueue-time -p --property --repeat --batch-size" ;;
         "peek") echo "--count --from-sequence" ;;
         "receive") echo "--count --max-wait --mode --settle" ;;
-        "bench") echo "--messages --size --batch --clients --entity --workers" ;;
+        "bench") echo "--messages --size --batch --clients --entity --workers --stored" ;;
         "daemon start") echo "--data-dir --socket --durability" ;;
         "daemon stop") echo "--data-dir --socket" ;;
         "daemon status") echo "--data-dir --socket" ;;
@@ -91,6 +91,7 @@ _sbctl_option_values() {
         "bench --clients") COMPREPLY=() ;;
         "bench --entity") COMPREPLY=() ;;
         "bench --workers") COMPREPLY=() ;;
+        "bench --stored") COMPREPLY=() ;;
         "daemon start --data-dir") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -d -- "$cur")) ;;
         "daemon start --socket") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")) ;;
         "daemon start --durability") COMPREPLY=($(compgen -W "fsync os" -- "$cur")) ;;

@@ -44,7 +44,7 @@ function __sbctl_value_options
         case 'receive'
             printf '%s\n' --count --max-wait --mode --settle
         case 'bench'
-            printf '%s\n' --messages --size --batch --clients --entity --workers
+            printf '%s\n' --messages --size --batch --clients --entity --workers --stored
         case 'daemon'
         case 'daemon start'
             printf '%s\n' --data-dir --socket --durability
@@ -145,6 +145,7 @@ complete -c sbctl -n '__sbctl_using \'bench\'' -l partitioned -d 'Partition the 
 complete -c sbctl -n '__sbctl_using \'bench\'' -l workers -x -d 'Client processes the connections are spread over (default: 2 when there are several clients and CPUs, else 1)'
 complete -c sbctl -n '__sbctl_using \'bench\'' -l skip-raw -d 'Skip the raw fdatasync and socket ceilings'
 complete -c sbctl -n '__sbctl_using \'bench\'' -l skip-start -d 'Skip timing a daemon start'
+complete -c sbctl -n '__sbctl_using \'bench\'' -l stored -x -d 'Instead: fill a private daemon with this many messages of --size bytes and report its memory above idle and its restart times (clean, and after SIGKILL with no checkpoint)'
 complete -c sbctl -n '__sbctl_using \'bench\'' -s h -l help -d 'Show this message and exit'
 complete -c sbctl -n '__sbctl_using \'daemon\'' -a start -d 'Start the daemon (in the background unless --foreground); a no-op if it runs'
 complete -c sbctl -n '__sbctl_using \'daemon\'' -a stop -d 'Stop the daemon and wait until it has exited; a no-op if it is not running'

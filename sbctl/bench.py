@@ -30,8 +30,11 @@ import multiprocessing
 import os
 import secrets
 import shutil
+import signal
 import socket
 import struct
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -186,6 +189,76 @@ def daemon_start_ms(tmpdir: Path | None = None, runs: int = START_RUNS) -> float
             shutil.rmtree(root, ignore_errors=True)
     times.sort()
     return times[len(times) // 2]
+
+
+def cli_start_ms(tmpdir: Path | None = None, runs: int = START_RUNS) -> float:
+    """Like :func:`daemon_start_ms`, for the whole ``sbctl daemon start`` command (a new
+    process: interpreter and CLI start-up included)."""
+    from sbctl import daemonctl
+
+    times: list[float] = []
+    for _ in range(max(1, runs)):
+        root = Path(tempfile.mkdtemp(prefix="sbb-", dir=tmpdir))
+        data_dir, sock = root / "data", root / "s.sock"
+        cmd = [sys.executable, "-m", "sbctl.cli.app", "--data-dir", str(data_dir)]
+        cmd += ["--socket", str(sock), "daemon", "start"]
+        try:
+            t0 = time.perf_counter()
+            subprocess.run(cmd, check=True, capture_output=True, timeout=60)
+            times.append((time.perf_counter() - t0) * 1000)
+        finally:
+            with contextlib.suppress(SbctlError, OSError):
+                daemonctl.stop(data_dir, sock)
+            shutil.rmtree(root, ignore_errors=True)
+    times.sort()
+    return times[len(times) // 2]
+
+
+def stored_bench(messages: int, size: int, tmpdir: Path | None = None) -> dict[str, Any]:
+    """Memory and restart time of a private daemon holding ``messages`` stored messages:
+    RSS above idle, restart after a clean stop (from the checkpoint), and restart after
+    SIGKILL with no checkpoint at all (every segment scanned and CRC-checked)."""
+    import psutil
+
+    from sbctl import daemonctl
+
+    root = Path(tempfile.mkdtemp(prefix="sbs-", dir=tmpdir))
+    data_dir, sock = root / "data", root / "s.sock"
+    out: dict[str, Any] = {"stored_messages": messages, "size": size}
+    try:
+        daemonctl.start(data_dir, sock)
+        with Client(sock) as client:
+            proc = psutil.Process(int(client.ping()["pid"]))
+            idle = proc.memory_info().rss
+            client.queue_create("stored", max_size_in_megabytes=QUEUE_MAX_SIZE_MB)
+            batch = [Message(body=os.urandom(size))] * max(1, min(200, 200_000 // max(size, 1)))
+            t0 = time.perf_counter()
+            left = messages
+            while left > 0:
+                client.send("stored", batch[: min(left, len(batch))])
+                left -= min(left, len(batch))
+            out["fill_msgs_per_s"] = round(messages / (time.perf_counter() - t0))
+            out["idle_rss_mb"] = round(idle / 2**20, 1)
+            out["stored_rss_above_idle_mb"] = round((proc.memory_info().rss - idle) / 2**20, 1)
+        daemonctl.stop(data_dir, sock)
+        t0 = time.perf_counter()
+        pid = int(daemonctl.start(data_dir, sock)["pid"])
+        out["restart_s"] = round(time.perf_counter() - t0, 3)
+        os.kill(pid, signal.SIGKILL)
+        while daemonctl.status(data_dir, sock)["running"]:
+            time.sleep(0.01)
+        for ckpt in data_dir.glob("namespaces/*/queues/*/p*/checkpoint.bin"):
+            ckpt.unlink()
+        t0 = time.perf_counter()
+        daemonctl.start(data_dir, sock)
+        out["restart_full_scan_s"] = round(time.perf_counter() - t0, 3)
+        with Client(sock) as client:
+            out["recovered_messages"] = client.queue_get("stored")["active_message_count"]
+    finally:
+        with contextlib.suppress(SbctlError, OSError):
+            daemonctl.stop(data_dir, sock)
+        shutil.rmtree(root, ignore_errors=True)
+    return out
 
 
 # ---------------------------------------------------------------- the workload
@@ -477,6 +550,7 @@ def run_bench(
         out["raw_socket_rtt_per_s"] = raw_socket_rtt_rate()
     if not skip_start:
         out["daemon_start_ms"] = daemon_start_ms()
+        out["cli_daemon_start_ms"] = cli_start_ms()
     ns = namespace_name()
     with Client(sock, timeout=60) as admin:
         admin.namespace_create(ns)

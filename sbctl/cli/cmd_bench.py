@@ -27,6 +27,13 @@ ROWS = (
     ("send_vs_raw_fsync", "send / raw fsync", "x"),
     ("send_vs_raw_batch100", "send / raw 100-per-sync", "x"),
     ("daemon_start_ms", "daemon start on an empty data dir", "ms"),
+    ("cli_daemon_start_ms", "`sbctl daemon start` command, end to end", "ms"),
+    ("fill_msgs_per_s", "fill rate (batches of 200)", "msgs/s"),
+    ("idle_rss_mb", "daemon RSS when idle", "MB"),
+    ("stored_rss_above_idle_mb", "daemon RSS above idle with the messages stored", "MB"),
+    ("restart_s", "restart after a clean stop", "s"),
+    ("restart_full_scan_s", "restart after SIGKILL, no checkpoint", "s"),
+    ("recovered_messages", "messages after that restart", "n"),
 )
 PARAMS = ("messages", "size", "batch", "clients", "partitioned", "workers", "namespace")
 
@@ -72,13 +79,27 @@ def bench(
     skip_start: Annotated[
         bool, typer.Option("--skip-start", help="Skip timing a daemon start.")
     ] = False,
+    stored: Annotated[
+        int | None,
+        typer.Option(
+            "--stored",
+            min=1,
+            show_default=False,
+            help="Instead: fill a private daemon with this many messages of --size bytes and "
+            "report its memory above idle and its restart times (clean, and after SIGKILL "
+            "with no checkpoint).",
+        ),
+    ] = None,
 ) -> None:
     """Benchmark the running daemon: durable send and receive-and-complete throughput and
     latency in a throwaway namespace (deleted afterwards), beside this machine's raw
     append+fdatasync and Unix-socket round-trip rates."""
-    from sbctl.bench import run_bench
+    from sbctl.bench import run_bench, stored_bench
 
     g = options.state(ctx)
+    if stored is not None:
+        render.emit(g.output, stored_bench(stored, size), _table)
+        return
     data_dir, socket_path = options.daemon_paths(g)
     result = run_bench(
         socket_path,
@@ -103,6 +124,10 @@ def _number(value: Any, unit: str) -> str:
         return f"{value:.2f} x"
     if unit == "ms":
         return f"{value:.3f} ms"
+    if unit in ("s", "MB"):
+        return f"{value:,.3f} {unit}" if unit == "s" else f"{value:,.1f} {unit}"
+    if unit == "n" and isinstance(value, int):
+        return f"{value:,}"
     if unit in ("us", "n"):
         return f"{value:.1f}" + (" µs" if unit == "us" else "")
     return f"{value:,.0f} {unit}"

@@ -94,3 +94,16 @@ def test_helpers() -> None:
     assert percentile(values, 50) == 50.0
     assert percentile(values, 99) == 99.0
     assert percentile([], 50) == 0.0
+
+
+def test_bench_stored_mode_reports_memory_and_restarts(daemon: Any) -> None:
+    """``--stored`` fills a private daemon (not the running one) and restarts it twice."""
+    res = daemon.cli("-o", "json", "bench", "--stored", "3000", "--size", "100")
+    assert res.code == 0, res.stderr
+    out = res.json()
+    assert out["recovered_messages"] == 3000  # nothing lost through SIGKILL + full scan
+    for key in ("fill_msgs_per_s", "restart_s", "restart_full_scan_s", "idle_rss_mb"):
+        assert out[key] > 0, key
+    assert "stored_rss_above_idle_mb" in out
+    listed = daemon.cli("-o", "json", "namespace", "list").json()
+    assert [n["name"] for n in listed] == ["sbemulatorns"]  # the running daemon was untouched
