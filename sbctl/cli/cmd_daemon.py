@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 import typer
 
 from sbctl.cli import options, render
-from sbctl.cli.options import DataDirOption, SocketOption
+from sbctl.cli.options import CommandDataDirOption, CommandSocketOption
 
 group = options.new_app("Start, stop and inspect the sbctl daemon.")
 
@@ -23,8 +23,8 @@ def register(app: typer.Typer) -> None:
 @group.command()
 def start(
     ctx: typer.Context,
-    data_dir: DataDirOption = None,
-    socket: SocketOption = None,
+    data_dir: CommandDataDirOption = None,
+    socket: CommandSocketOption = None,
     foreground: Annotated[
         bool,
         typer.Option("--foreground", help="Run in this process, logging to stderr, until stopped."),
@@ -60,7 +60,9 @@ def _started(result: dict[str, Any], foreground: bool) -> str:
 
 
 @group.command()
-def stop(ctx: typer.Context, data_dir: DataDirOption = None, socket: SocketOption = None) -> None:
+def stop(
+    ctx: typer.Context, data_dir: CommandDataDirOption = None, socket: CommandSocketOption = None
+) -> None:
     """Stop the daemon and wait until it has exited; a no-op if it is not running."""
     from sbctl import daemonctl
 
@@ -76,7 +78,9 @@ def _stopped(result: dict[str, Any]) -> str:
 
 
 @group.command()
-def status(ctx: typer.Context, data_dir: DataDirOption = None, socket: SocketOption = None) -> None:
+def status(
+    ctx: typer.Context, data_dir: CommandDataDirOption = None, socket: CommandSocketOption = None
+) -> None:
     """Show the daemon's status; exits 9 when it is not running."""
     from sbctl import daemonctl
     from sbctl.errors import ServiceCommunicationProblem

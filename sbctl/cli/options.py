@@ -47,6 +47,26 @@ SocketOption = Annotated[
         help="Daemon Unix socket (default: sbctld.sock in the data directory).",
     ),
 ]
+# A command's own --data-dir/--socket (daemon start|stop|status): no environment variables
+# here, so that an explicit global option is never overridden by the environment.
+CommandDataDirOption = Annotated[
+    str | None,
+    typer.Option(
+        "--data-dir",
+        metavar="DIR",
+        show_default=False,
+        help="Daemon data directory (overrides the global --data-dir and SBCTL_DATA_DIR).",
+    ),
+]
+CommandSocketOption = Annotated[
+    str | None,
+    typer.Option(
+        "--socket",
+        metavar="PATH",
+        show_default=False,
+        help="Daemon Unix socket (overrides the global --socket and SBCTL_SOCKET).",
+    ),
+]
 EntityArgument = Annotated[
     str,
     typer.Argument(

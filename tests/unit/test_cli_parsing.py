@@ -551,3 +551,26 @@ def test_error_messages_escape_control_characters(sbctl: Any, fake: FakeClient) 
     result = sbctl("queue", "list")
     assert result.code == 3
     assert "\x1b" not in result.err and "\\x1b" in one_error_line(result)
+
+
+def test_global_data_dir_beats_the_environment_for_daemon_commands(tmp_path: Path) -> None:
+    """Regression: `daemon start|stop|status` own --data-dir read SBCTL_DATA_DIR and so
+    silently overrode an explicit global --data-dir."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "SBCTL_DATA_DIR": str(tmp_path / "from-env")}
+    env.pop("SBCTL_SOCKET", None)
+    explicit = tmp_path / "explicit"
+    cmd = [sys.executable, "-m", "sbctl.cli.app", "-o", "json", "--data-dir", str(explicit)]
+    proc = subprocess.run(
+        [*cmd, "daemon", "status"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert proc.returncode == 9
+    assert json.loads(proc.stdout)["data_dir"] == str(explicit)
