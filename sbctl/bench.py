@@ -170,9 +170,11 @@ def raw_socket_rtt_rate(
             os.waitpid(pid, 0)
 
 
-def daemon_start_ms(tmpdir: Path | None = None, runs: int = START_RUNS) -> float:
-    """Milliseconds from ``daemonctl.start`` to a ready daemon on a fresh, empty data dir
-    (the median of ``runs``); each daemon is stopped again."""
+def _median_start_ms(
+    start: Callable[[Path, Path], object], tmpdir: Path | None, runs: int
+) -> float:
+    """Median milliseconds of ``start(data_dir, socket)`` on fresh, empty data dirs; each
+    daemon is stopped again."""
     from sbctl import daemonctl
 
     times: list[float] = []
@@ -181,7 +183,7 @@ def daemon_start_ms(tmpdir: Path | None = None, runs: int = START_RUNS) -> float
         data_dir, sock = root / "data", root / "s.sock"
         try:
             t0 = time.perf_counter()
-            daemonctl.start(data_dir, sock)
+            start(data_dir, sock)
             times.append((time.perf_counter() - t0) * 1000)
         finally:
             with contextlib.suppress(SbctlError, OSError):
@@ -189,29 +191,29 @@ def daemon_start_ms(tmpdir: Path | None = None, runs: int = START_RUNS) -> float
             shutil.rmtree(root, ignore_errors=True)
     times.sort()
     return times[len(times) // 2]
+
+
+def daemon_start_ms(tmpdir: Path | None = None, runs: int = START_RUNS) -> float:
+    """``daemonctl.start`` to a ready daemon: fork, recovery, socket accepting."""
+    from sbctl import daemonctl
+
+    return _median_start_ms(daemonctl.start, tmpdir, runs)
 
 
 def cli_start_ms(tmpdir: Path | None = None, runs: int = START_RUNS) -> float:
-    """Like :func:`daemon_start_ms`, for the whole ``sbctl daemon start`` command (a new
-    process: interpreter and CLI start-up included)."""
-    from sbctl import daemonctl
+    """The whole ``sbctl daemon start`` command in a new process (interpreter and CLI
+    start-up included)."""
 
-    times: list[float] = []
-    for _ in range(max(1, runs)):
-        root = Path(tempfile.mkdtemp(prefix="sbb-", dir=tmpdir))
-        data_dir, sock = root / "data", root / "s.sock"
+    def start(data_dir: Path, sock: Path) -> None:
         cmd = [sys.executable, "-m", "sbctl.cli.app", "--data-dir", str(data_dir)]
-        cmd += ["--socket", str(sock), "daemon", "start"]
-        try:
-            t0 = time.perf_counter()
-            subprocess.run(cmd, check=True, capture_output=True, timeout=60)
-            times.append((time.perf_counter() - t0) * 1000)
-        finally:
-            with contextlib.suppress(SbctlError, OSError):
-                daemonctl.stop(data_dir, sock)
-            shutil.rmtree(root, ignore_errors=True)
-    times.sort()
-    return times[len(times) // 2]
+        subprocess.run(
+            [*cmd, "--socket", str(sock), "daemon", "start"],
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
+
+    return _median_start_ms(start, tmpdir, runs)
 
 
 def stored_bench(messages: int, size: int, tmpdir: Path | None = None) -> dict[str, Any]:

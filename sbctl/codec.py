@@ -50,6 +50,19 @@ MAX_BATCH_BYTES = 64 * 1024 * 1024
 
 PropertyValue = str | int | float | bool | None
 
+# The string properties a sender sets (SPEC §1.2); flags and JSON fields use these names.
+STRING_FIELDS = (
+    "message_id",
+    "session_id",
+    "partition_key",
+    "correlation_id",
+    "subject",
+    "content_type",
+    "to",
+    "reply_to",
+    "reply_to_session_id",
+)
+
 
 class Message(msgspec.Struct, array_like=True, omit_defaults=True, forbid_unknown_fields=True):
     """What a sender sets (SPEC §1.2). Also the stored payload of a record.

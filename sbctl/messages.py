@@ -14,23 +14,12 @@ from typing import Any
 
 import msgspec
 
-from sbctl.codec import Message, PropertyValue, decode_message
+from sbctl.codec import STRING_FIELDS, Message, PropertyValue, decode_message
 from sbctl.durations import format_instant, parse_duration_ms, parse_instant_ms
 from sbctl.errors import BadRequest
 from sbctl.protocol import Delivered
 
 STATE_NAMES = {1: "active", 2: "deferred", 3: "scheduled", 4: "deadlettered", 5: "deadlettered"}
-_STRING_FIELDS = (
-    "message_id",
-    "session_id",
-    "partition_key",
-    "correlation_id",
-    "subject",
-    "content_type",
-    "to",
-    "reply_to",
-    "reply_to_session_id",
-)
 INPUT_FIELDS = frozenset(
     (
         "body",
@@ -38,7 +27,7 @@ INPUT_FIELDS = frozenset(
         "time_to_live",
         "scheduled_enqueue_time_utc",
         "application_properties",
-        *_STRING_FIELDS,
+        *STRING_FIELDS,
     )
 )
 
@@ -62,7 +51,7 @@ def message_from_json(obj: Any, now_ms: int) -> Message:
         raw = obj["body"]
         body = raw.encode() if isinstance(raw, str) else msgspec.json.encode(raw)
     fields: dict[str, Any] = {"body": body}
-    for name in _STRING_FIELDS:
+    for name in STRING_FIELDS:
         value = obj.get(name)
         if value is not None:
             if not isinstance(value, str):
@@ -154,7 +143,7 @@ class ReceivedMessage:
             out["body"] = m.body.decode()
         except UnicodeDecodeError:
             out["body_base64"] = base64.b64encode(m.body).decode()
-        for name in _STRING_FIELDS:
+        for name in STRING_FIELDS:
             out[name] = getattr(m, name)
         out["time_to_live"] = m.time_to_live_ms / 1000 if m.time_to_live_ms is not None else None
         out["scheduled_enqueue_time_utc"] = (

@@ -172,7 +172,7 @@ def decode_envelope(body: bytes | memoryview) -> Request:
     """The ``[v, id, op, args]`` envelope; raises BadRequest (the id is then unknown: 0)."""
     try:
         req = _request_decoder.decode(body)
-    except msgspec.DecodeError as exc:
+    except (msgspec.DecodeError, ValueError) as exc:  # ValueError: invalid UTF-8 in a str
         raise BadRequest(f"malformed request frame: {exc}") from None
     except RecursionError:
         raise BadRequest("malformed request frame: nested too deeply") from None
@@ -188,7 +188,7 @@ def decode_args(req: Request) -> Any:
         raise BadRequest(f"unknown operation {req.op!r}")
     try:
         return decoder.decode(req.args)
-    except msgspec.DecodeError as exc:
+    except (msgspec.DecodeError, ValueError) as exc:
         raise BadRequest(f"bad arguments for {req.op}: {exc}") from None
     except RecursionError:
         raise BadRequest(f"bad arguments for {req.op}: nested too deeply") from None

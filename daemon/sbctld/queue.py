@@ -13,7 +13,14 @@ from typing import Any
 
 import msgspec
 
-from sbctl.codec import NOT_SCHEDULED, Message, StagedRecord, decode_message, encode_message
+from sbctl.codec import (
+    NOT_SCHEDULED,
+    STRING_FIELDS,
+    Message,
+    StagedRecord,
+    decode_message,
+    encode_message,
+)
 from sbctl.durations import MAX_TIMESPAN_MS, format_duration_iso, format_instant
 from sbctl.errors import (
     BadRequest,
@@ -36,17 +43,6 @@ DESCRIPTION = "queue.toml"
 MAX_ID_LENGTH = 128  # SPEC §1.3
 MAX_HEADER_BYTES = 64 * 1024  # SPEC §1.4
 MAX_PROPERTY_BYTES = 32 * 1024
-SYSTEM_STRINGS = (
-    "message_id",
-    "session_id",
-    "partition_key",
-    "correlation_id",
-    "subject",
-    "content_type",
-    "to",
-    "reply_to",
-    "reply_to_session_id",
-)
 SESSION_REQUIRED = (
     # SPEC §9.3, the service's own text.
     "The SessionId was not set on a message, and it cannot be sent to the entity. Entities "
@@ -78,7 +74,7 @@ def decode_batch(
         data = bytes(item)
         try:
             messages.append(decode_message(data))
-        except msgspec.DecodeError as exc:
+        except (msgspec.DecodeError, ValueError) as exc:  # ValueError: invalid UTF-8
             raise BadRequest(f"message {i} of the batch is malformed: {exc}") from None
         payloads.append(data)
     return messages, payloads
@@ -235,7 +231,7 @@ class Queue:
             )
         if header > MAX_PROPERTY_BYTES:  # only then can one property be over 32 KB
             values = list((m.application_properties or {}).items())
-            values += [(f, getattr(m, f)) for f in SYSTEM_STRINGS]
+            values += [(f, getattr(m, f)) for f in STRING_FIELDS]
             for k, v in values:
                 if isinstance(v, str) and len(v.encode()) > MAX_PROPERTY_BYTES:
                     raise MessageSizeExceeded(f"property {k!r} exceeds the 32 KB limit (SPEC §1.4)")

@@ -29,18 +29,6 @@ MAX_REQUEST_BODY_BYTES = 200 * 1024
 MAX_PEEK = 250  # SPEC §13.2; sbctl.protocol.MAX_PEEK, pinned by a test
 SUMMARY_OVER = 20  # more sequence numbers than this print as one summary line
 
-# Message fields that a flag of the same name sets (`--message-id` → message_id).
-STRING_FIELDS = (
-    "message_id",
-    "session_id",
-    "partition_key",
-    "correlation_id",
-    "subject",
-    "content_type",
-    "to",
-    "reply_to",
-    "reply_to_session_id",
-)
 
 message_group = options.new_app("Settle messages received with --settle none.")
 
@@ -135,6 +123,8 @@ def _read(path: str) -> bytes:
 
 def message_defaults(params: dict[str, Any], now_ms: int) -> dict[str, Any]:
     """Message fields set by flags, validated once."""
+    from sbctl.codec import STRING_FIELDS
+
     out = {name: params[name] for name in STRING_FIELDS if params.get(name) is not None}
     ttl = options.duration_ms(params.get("time_to_live"), "--time-to-live")
     if ttl is not None:
