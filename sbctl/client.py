@@ -35,13 +35,17 @@ from sbctl.protocol import (
     Delivered,
     Empty,
     EntityCreate,
+    EntityPath,
     EntityRef,
     NamespaceCreate,
     NamespaceRef,
     NamespaceScope,
     Peek,
     Receive,
+    ReceiveDeferred,
+    Resubmit,
     Send,
+    SequenceNumbers,
     Settle,
     decode_reply,
     decode_result,
@@ -144,6 +148,24 @@ class _Calls:
             self.namespace, entity, op, list(lock_tokens), properties, reason, description
         )
         return "settle", args, _plain
+
+    def receive_deferred(self, entity: str, sequence_numbers: Sequence[int], mode: str) -> Call:
+        args = ReceiveDeferred(self.namespace, entity, list(sequence_numbers), mode)
+        return "receive_deferred", args, _delivered
+
+    def cancel_scheduled(self, entity: str, sequence_numbers: Sequence[int]) -> Call:
+        args = SequenceNumbers(self.namespace, entity, list(sequence_numbers))
+        return "cancel_scheduled", args, _plain
+
+    def purge(self, entity: str) -> Call:
+        return "purge", EntityPath(self.namespace, entity), _plain
+
+    def dlq_resubmit(self, entity: str, count: int | None, to: str | None) -> Call:
+        return "dlq_resubmit", Resubmit(self.namespace, entity, count, to), _plain
+
+
+def _scheduled(messages: Sequence[Message], at_ms: int) -> list[Message]:
+    return [msgspec.structs.replace(m, scheduled_enqueue_time_ms=at_ms) for m in messages]
 
 
 def _raise_or_result(reply_ok: bool, raw: msgspec.Raw, read: Callable[[msgspec.Raw], Any]) -> Any:
@@ -322,6 +344,46 @@ class Client:
     ) -> list[dict[str, Any]]:
         return self.settle(entity, "abandon", lock_tokens, properties)
 
+    def defer(
+        self, entity: str, lock_tokens: Sequence[str], properties: dict[str, Any] | None = None
+    ) -> list[dict[str, Any]]:
+        return self.settle(entity, "defer", lock_tokens, properties)
+
+    def dead_letter(
+        self,
+        entity: str,
+        lock_tokens: Sequence[str],
+        reason: str | None = None,
+        description: str | None = None,
+        properties: dict[str, Any] | None = None,
+    ) -> list[dict[str, Any]]:
+        return self.settle(entity, "dead-letter", lock_tokens, properties, reason, description)
+
+    def renew_lock(self, entity: str, lock_tokens: Sequence[str]) -> list[dict[str, Any]]:
+        return self.settle(entity, "renew-lock", lock_tokens)
+
+    def receive_deferred(
+        self, entity: str, sequence_numbers: Sequence[int], mode: str = "peek-lock"
+    ) -> list[ReceivedMessage]:
+        return self._call(self._calls.receive_deferred(entity, sequence_numbers, mode))
+
+    def schedule(self, entity: str, messages: Sequence[Message], at_ms: int) -> list[int]:
+        """Send messages to appear at ``at_ms`` (SPEC §7.1); returns their numbers."""
+        return self.send(entity, _scheduled(messages, at_ms))
+
+    def cancel_scheduled(self, entity: str, sequence_numbers: Sequence[int]) -> dict[str, Any]:
+        return self._call(self._calls.cancel_scheduled(entity, sequence_numbers))
+
+    def purge(self, entity: str) -> dict[str, Any]:
+        """Delete every message of a queue, or of ``queue/$deadletterqueue``."""
+        return self._call(self._calls.purge(entity))
+
+    def dlq_resubmit(
+        self, entity: str, count: int | None = None, to: str | None = None
+    ) -> dict[str, Any]:
+        """Move dead-lettered messages back to the queue (or to ``to``)."""
+        return self._call(self._calls.dlq_resubmit(entity, count, to))
+
 
 class AsyncClient:
     """asyncio client; requests are pipelined on one connection."""
@@ -492,3 +554,47 @@ class AsyncClient:
         properties: dict[str, Any] | None = None,
     ) -> list[dict[str, Any]]:
         return await self.settle(entity, "abandon", lock_tokens, properties)
+
+    async def defer(
+        self, entity: str, lock_tokens: Sequence[str], properties: dict[str, Any] | None = None
+    ) -> list[dict[str, Any]]:
+        return await self.settle(entity, "defer", lock_tokens, properties)
+
+    async def dead_letter(
+        self,
+        entity: str,
+        lock_tokens: Sequence[str],
+        reason: str | None = None,
+        description: str | None = None,
+        properties: dict[str, Any] | None = None,
+    ) -> list[dict[str, Any]]:
+        return await self.settle(
+            entity, "dead-letter", lock_tokens, properties, reason, description
+        )
+
+    async def renew_lock(self, entity: str, lock_tokens: Sequence[str]) -> list[dict[str, Any]]:
+        return await self.settle(entity, "renew-lock", lock_tokens)
+
+    async def receive_deferred(
+        self, entity: str, sequence_numbers: Sequence[int], mode: str = "peek-lock"
+    ) -> list[ReceivedMessage]:
+        return await self._call(self._calls.receive_deferred(entity, sequence_numbers, mode))
+
+    async def schedule(self, entity: str, messages: Sequence[Message], at_ms: int) -> list[int]:
+        """Send messages to appear at ``at_ms`` (SPEC §7.1); returns their numbers."""
+        return await self.send(entity, _scheduled(messages, at_ms))
+
+    async def cancel_scheduled(
+        self, entity: str, sequence_numbers: Sequence[int]
+    ) -> dict[str, Any]:
+        return await self._call(self._calls.cancel_scheduled(entity, sequence_numbers))
+
+    async def purge(self, entity: str) -> dict[str, Any]:
+        """Delete every message of a queue, or of ``queue/$deadletterqueue``."""
+        return await self._call(self._calls.purge(entity))
+
+    async def dlq_resubmit(
+        self, entity: str, count: int | None = None, to: str | None = None
+    ) -> dict[str, Any]:
+        """Move dead-lettered messages back to the queue (or to ``to``)."""
+        return await self._call(self._calls.dlq_resubmit(entity, count, to))

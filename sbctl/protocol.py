@@ -119,6 +119,31 @@ class Settle(_Args):
     description: str | None = None
 
 
+class ReceiveDeferred(_Args):
+    namespace: str
+    entity: str
+    sequence_numbers: list[int]
+    mode: str = "peek-lock"
+
+
+class SequenceNumbers(_Args):
+    namespace: str
+    entity: str
+    sequence_numbers: list[int]
+
+
+class EntityPath(_Args):
+    namespace: str
+    entity: str
+
+
+class Resubmit(_Args):
+    namespace: str
+    entity: str
+    count: int | None = None
+    to: str | None = None
+
+
 class Delivered(msgspec.Struct, array_like=True):
     """A peeked or received message as it travels back to the client."""
 
@@ -151,6 +176,10 @@ OPS: dict[str, type[_Args]] = {
     "peek": Peek,
     "receive": Receive,
     "settle": Settle,
+    "receive_deferred": ReceiveDeferred,
+    "cancel_scheduled": SequenceNumbers,
+    "purge": EntityPath,
+    "dlq_resubmit": Resubmit,
 }
 
 _encoder = msgspec.msgpack.Encoder()

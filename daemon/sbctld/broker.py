@@ -53,7 +53,7 @@ from sbctld.config import (
 )
 from sbctld.queue import DESCRIPTION, Queue
 from sbctld.storage.files import fsync_dir
-from sbctld.storage.log import DEFAULT_SEGMENT_BYTES
+from sbctld.storage.log import DEFAULT_SEGMENT_BYTES, State
 from sbctld.storage.sync import Syncer
 
 DEFAULT_NAMESPACE = "sbemulatorns"  # the name Microsoft's emulator uses
@@ -66,6 +66,11 @@ RESOLVE_CACHE = 4096
 MAX_PARTITIONED = 100  # SPEC §0.1.11
 STANDARD_MESSAGE_BYTES = 256 * 1024  # SPEC §13.1
 PREMIUM_MESSAGE_BYTES = 1024 * 1024
+
+
+def _check_mode(mode: str) -> None:
+    if mode not in ("peek-lock", "receive-and-delete"):
+        raise BadRequest(f"receive mode {mode!r} is not peek-lock or receive-and-delete")
 
 
 class Namespace:
@@ -168,6 +173,7 @@ class Broker:
                     max_message_bytes=ns.max_message_bytes,
                     segment_bytes=self.segment_bytes,
                     notes=notes,
+                    now=self.clock.now_ms(),
                 )
                 for note in notes:
                     self.report(f"recovery: {ns.name}/{cfg.name}: {note}")
@@ -226,8 +232,7 @@ class Broker:
     def namespace_delete(self, name: str) -> dict[str, Any]:
         ns = self.namespace(name)
         for queue in ns.queues.values():
-            for p in queue.partitions:
-                p.log.close()
+            queue.close()
         self._remove_dir(ns.directory)
         del self.namespaces[entity_key(name)]
         self._resolved.clear()
@@ -302,6 +307,7 @@ class Broker:
             max_message_bytes=ns.max_message_bytes,
             segment_bytes=self.segment_bytes,
             notes=[],
+            now=now,
         )
         queue.key = (entity_key(ns.name), key)
         ns.queues[key] = queue
@@ -342,8 +348,7 @@ class Broker:
     def queue_delete(self, namespace: str, name: str) -> dict[str, Any]:
         ns = self.namespace(namespace)
         queue = self.queue(namespace, name)
-        for p in queue.partitions:
-            p.log.close()
+        queue.close()
         self._remove_dir(queue.directory)
         del ns.queues[entity_key(name)]
         self._resolved.clear()
@@ -395,8 +400,7 @@ class Broker:
     def receive(self, namespace: str, path: str, count: int, mode: str) -> list[Delivered]:
         if not 1 <= count <= MAX_RECEIVE:
             raise BadRequest(f"receive count must be between 1 and {MAX_RECEIVE}")
-        if mode not in ("peek-lock", "receive-and-delete"):
-            raise BadRequest(f"receive mode {mode!r} is not peek-lock or receive-and-delete")
+        _check_mode(mode)
         queue, dlq = self.resolve(namespace, path)
         now = self.clock.now_ms()
         queue.expire_locks(now)
@@ -412,9 +416,59 @@ class Broker:
         op: str,
         tokens: Sequence[str],
         properties: dict[str, Any] | None = None,
+        reason: str | None = None,
+        description: str | None = None,
     ) -> list[dict[str, Any]]:
         queue, _dlq = self.resolve(namespace, path)
-        return queue.settle(op, tokens, self.clock.now_ms(), properties)
+        now = self.clock.now_ms()
+        results = queue.settle(op, tokens, now, properties, reason, description)
+        if op == "renew-lock":
+            heapq.heappush(self._due, (now + queue.config.lock_duration, *queue.key))
+        return results
+
+    def receive_deferred(
+        self, namespace: str, path: str, sequence_numbers: Sequence[int], mode: str
+    ) -> list[Delivered]:
+        _check_mode(mode)
+        queue, dlq = self.resolve(namespace, path)
+        if dlq:
+            raise InvalidOperation("deferred messages live in the queue, not in its DLQ")
+        now = self.clock.now_ms()
+        got = queue.receive_deferred(sequence_numbers, now, delete=mode == "receive-and-delete")
+        if got and mode == "peek-lock":
+            heapq.heappush(self._due, (now + queue.config.lock_duration, *queue.key))
+        return got
+
+    def cancel_scheduled(self, namespace: str, path: str, sequence_numbers: Sequence[int]) -> int:
+        queue, dlq = self.resolve(namespace, path)
+        if dlq:
+            raise InvalidOperation("a dead-letter queue holds no scheduled messages")
+        return queue.cancel_scheduled(sequence_numbers)
+
+    def purge(self, namespace: str, path: str) -> int:
+        """Delete every message of a queue or of its DLQ (beyond Azure: a chore)."""
+        queue, dlq = self.resolve(namespace, path)
+        return queue.purge(deadletter=dlq)
+
+    def dlq_resubmit(
+        self, namespace: str, path: str, count: int | None, to: str | None
+    ) -> dict[str, Any]:
+        """Move dead-lettered messages back (to the queue itself or to ``to``), without
+        their dead-letter properties; each gets a new sequence number there."""
+        queue, _dlq = self.resolve(namespace, path)
+        target, into_dlq = (queue, False) if to is None else self.resolve(namespace, to)
+        if into_dlq:
+            raise InvalidOperation("messages cannot be resubmitted into a dead-letter queue")
+        if count is not None and count < 1:
+            raise BadRequest("count must be at least 1")
+        now = self.clock.now_ms()
+        moved: list[int] = []
+        for p, seq in queue.dead_lettered(count):
+            message = queue.resubmittable(p, seq)
+            # The copy is stored before the DLQ entry is retired: never lost, at worst twice.
+            moved += target.send([message], now, detect_duplicates=False)
+            p.log.set_state(seq, State.GONE)
+        return {"resubmitted": len(moved), "to": target.name, "sequence_numbers": moved}
 
     # ------------------------------------------------------------ time
 
@@ -459,8 +513,7 @@ class Broker:
         self.checkpoint()
         for ns in self.namespaces.values():
             for queue in ns.queues.values():
-                for p in queue.partitions:
-                    p.log.close()
+                queue.close()
         self.syncer.sync_now()
 
     def stats(self) -> dict[str, Any]:

@@ -96,32 +96,41 @@ class Partition:
             if view.state == State.ACTIVE and log.exp[i] <= now:
                 expire(self, seq)  # SPEC §6.2: an expired message can no longer be received
                 continue
-            dc = log.dc[i] + 1
-            if lock_ms is None:
-                journal.append(Entry(OP_STATE, seq, State.GONE, b""))
-                token, until = None, None
-            else:
-                nonce = random.getrandbits(64)
-                until = now + lock_ms
-                self.locks[seq] = (nonce, until)
-                heapq.heappush(self.lock_heap, (until, seq, nonce))
-                token = lock_token_for(self.shift | seq, nonce)
-            journal.append(Entry(OP_DELIVERY, seq, dc, b""))
-            out.append(
-                Delivered(
-                    self.shift | seq,
-                    log.enq[i],
-                    dc,
-                    token,
-                    until,
-                    log.exp[i],
-                    self.id,
-                    log.state[i],
-                    msgspec.Raw(log.read_payload(seq)),
-                    log.props.get(seq),
-                )
-            )
+            out.append(self.deliver(seq, now, lock_ms, journal))
         log.record(journal)
+
+    def deliver(self, seq: int, now: int, lock_ms: int | None, journal: list[Entry]) -> Delivered:
+        """Lock ``seq`` for ``lock_ms`` (or delete it when None); the caller records
+        ``journal``."""
+        log = self.log
+        i = seq - log.base
+        dc = log.dc[i] + 1
+        if lock_ms is None:
+            journal.append(Entry(OP_STATE, seq, State.GONE, b""))
+            token, until = None, None
+        else:
+            until = self.lock(seq, now + lock_ms)
+            token = lock_token_for(self.shift | seq, self.locks[seq][0])
+        journal.append(Entry(OP_DELIVERY, seq, dc, b""))
+        return Delivered(
+            self.shift | seq,
+            log.enq[i],
+            dc,
+            token,
+            until,
+            log.exp[i],
+            self.id,
+            log.state[i],
+            msgspec.Raw(log.read_payload(seq)),
+            log.props.get(seq),
+        )
+
+    def lock(self, seq: int, until: int, nonce: int | None = None) -> int:
+        """Take (or, with the holder's ``nonce``, renew) the lock on ``seq``."""
+        nonce = random.getrandbits(64) if nonce is None else nonce
+        self.locks[seq] = (nonce, until)
+        heapq.heappush(self.lock_heap, (until, seq, nonce))
+        return until
 
     def give_back(self, seq: int) -> None:
         """Make a message that (re)entered a view available, ahead of newer ones.

@@ -26,6 +26,7 @@ from sbctl.errors import (
     BadRequest,
     InvalidOperation,
     MessageLockLost,
+    MessageNotFound,
     MessageSizeExceeded,
     MessagingEntityDisabled,
     QuotaExceeded,
@@ -34,6 +35,7 @@ from sbctl.messages import parse_lock_token
 from sbctl.partitioning import partition_for_key, partition_key_of
 from sbctl.protocol import Delivered
 from sbctld.config import MB, QueueConfig, save_toml
+from sbctld.dedup import DuplicateHistory
 from sbctld.partition import Partition
 from sbctld.storage.journal import Entry
 from sbctld.storage.log import MAX_TIME_MS, OP_PROPS, OP_STATE, PartitionLog, State
@@ -54,6 +56,15 @@ NON_SESSION_RECEIVER = (
     "It is not possible for an entity that requires sessions to create a non-sessionful "
     "message receiver."
 )
+SETTLEMENTS = ("complete", "abandon", "defer", "dead-letter", "renew-lock")
+DEAD_LETTER_REASON = "DeadLetterReason"  # application properties (SPEC §1.9)
+DEAD_LETTER_DESCRIPTION = "DeadLetterErrorDescription"
+DEAD_LETTER_SOURCE = "DeadLetterSource"
+LOCAL_MASK = (1 << 48) - 1
+PURGEABLE = (State.ACTIVE, State.DEFERRED, State.SCHEDULED)
+PURGE_CHUNK = 100_000
+DUPLICATE_OF_SEQ = -1  # in Queue.send's ``order``: (marker, the earlier sequence number)
+DUPLICATE_IN_BATCH = -2  # (marker, index of the first copy in ``order``)
 LOCK_LOST = (
     "The lock supplied is invalid. Either the lock expired, or the message has already been "
     "removed from the queue, or was received by a different receiver instance."
@@ -95,6 +106,7 @@ class Queue:
         self.max_message_bytes = max_message_bytes
         self.accessed_at_ms = config.updated_at_ms
         self.key = ("", "")  # (namespace key, queue key), set by the broker
+        self.dedup: DuplicateHistory | None = None
         self._rr_send = 0
         self._rr_receive = 0
 
@@ -109,13 +121,18 @@ class Queue:
         max_message_bytes: int,
         segment_bytes: int,
         notes: list[str],
+        now: int,
     ) -> Queue:
         parts = []
         for pid in range(partition_count):
             log = PartitionLog.open(directory / f"p{pid:02d}", syncer, segment_bytes)
             notes.extend(log.notes)
             parts.append(Partition(log, pid, partition_count > 1))
-        return cls(directory, config, parts, max_message_bytes=max_message_bytes)
+        queue = cls(directory, config, parts, max_message_bytes=max_message_bytes)
+        if config.requires_duplicate_detection:
+            window = config.duplicate_detection_history_time_window
+            queue.dedup = DuplicateHistory.open(directory / "dedup", syncer, window, now)
+        return queue
 
     @property
     def name(self) -> str:
@@ -128,17 +145,30 @@ class Queue:
     def save(self) -> None:
         save_toml(self.directory / DESCRIPTION, self.config)
 
-    def destroy(self) -> None:
+    def close(self) -> None:
         for p in self.partitions:
             p.log.close()
+        if self.dedup is not None:
+            self.dedup.close()
+
+    def destroy(self) -> None:
+        self.close()
         shutil.rmtree(self.directory, ignore_errors=True)
 
     # ------------------------------------------------------------ sending
 
-    def send(self, batch: Sequence[Message | bytes | msgspec.Raw], now: int) -> list[int]:
+    def send(
+        self,
+        batch: Sequence[Message | bytes | msgspec.Raw],
+        now: int,
+        *,
+        detect_duplicates: bool = True,
+    ) -> list[int]:
         """Validate the whole batch first; store all of it or none of it.
 
         ``batch`` holds Messages or their encoded bytes (as they arrive on the wire).
+        Returns one sequence number per message; a duplicate (SPEC §8.3: accepted, then
+        dropped) gets the number of the message it duplicates.
         """
         messages, payloads = decode_batch(batch)
         cfg = self.config
@@ -155,9 +185,25 @@ class Queue:
         scheduled: list[tuple[int, int, int]] = []  # (partition, index in group, when)
         total = 0
         rr = self._rr_send
+        dedup = self.dedup if detect_duplicates else None
+        window = cfg.duplicate_detection_history_time_window
+        if dedup is not None:
+            dedup.prune(now, window)
+        fresh: dict[str, int] = {}  # duplicate-detection key -> index in ``order``
         for m, payload in zip(messages, payloads, strict=True):
             size = len(payload)
             key = self._check(m, size)
+            if dedup is not None and m.message_id is not None:
+                # SPEC §8.3: MessageId, plus the partition key on partitioned entities.
+                dkey = m.message_id if count == 1 else f"{m.message_id}\x00{key}"
+                prior = dedup.get(dkey, now, window)
+                if prior is not None:
+                    order.append((DUPLICATE_OF_SEQ, prior))
+                    continue
+                if dkey in fresh:
+                    order.append((DUPLICATE_IN_BATCH, fresh[dkey]))
+                    continue
+                fresh[dkey] = len(order)
             if size > limit:
                 raise MessageSizeExceeded(
                     f"the message of {size} bytes is larger than the {limit // 1024} KB "
@@ -204,9 +250,19 @@ class Queue:
             self.partitions[pid].schedule(when, firsts[pid] + k)
         self._rr_send = rr
         self.accessed_at_ms = now
-        if count == 1:
+        if count == 1 and not fresh and len(order) == len(messages) and groups:
             return list(range(firsts[0], firsts[0] + len(messages)))
-        return [self.partitions[pid].shift | (firsts[pid] + k) for pid, k in order]
+        seqs: list[int] = []
+        for pid, k in order:
+            if pid == DUPLICATE_OF_SEQ:
+                seqs.append(k)
+            elif pid == DUPLICATE_IN_BATCH:
+                seqs.append(seqs[k])
+            else:
+                seqs.append(self.partitions[pid].shift | (firsts[pid] + k))
+        if dedup is not None and fresh:
+            dedup.add(((dkey, seqs[i]) for dkey, i in fresh.items()), now)
+        return seqs
 
     def _check(self, m: Message, size: int) -> str | None:
         """Per-message rules (SPEC §1.3, §1.4, §1.6, §1.7, §9.3); returns the partition key."""
@@ -273,8 +329,8 @@ class Queue:
                 seq,
                 State.DEADLETTERED,
                 {
-                    "DeadLetterReason": "TTLExpiredException",
-                    "DeadLetterErrorDescription": "The message expired and was dead lettered.",
+                    DEAD_LETTER_REASON: "TTLExpiredException",
+                    DEAD_LETTER_DESCRIPTION: "The message expired and was dead lettered.",
                 },
             )
         else:
@@ -337,27 +393,57 @@ class Queue:
         tokens: Sequence[str],
         now: int,
         properties: dict[str, Any] | None = None,
+        reason: str | None = None,
+        description: str | None = None,
     ) -> list[dict[str, Any]]:
-        """Complete or abandon by lock token; one result per token (SPEC §3.4, §3.6)."""
-        if op not in ("complete", "abandon"):
-            raise BadRequest(f"unknown settlement {op!r}: use complete or abandon")
+        """Settle by lock token (SPEC §3.4, §3.6, §4); one result per token."""
+        if op not in SETTLEMENTS:
+            raise BadRequest(f"unknown settlement {op!r}: use {', '.join(SETTLEMENTS)}")
+        changes = dict(properties or {})
+        if changes and op not in ("abandon", "defer", "dead-letter"):
+            raise BadRequest(f"{op} takes no property changes")
+        if op == "dead-letter":
+            if reason is not None:
+                changes[DEAD_LETTER_REASON] = reason
+            if description is not None:
+                changes[DEAD_LETTER_DESCRIPTION] = description
+        elif reason is not None or description is not None:
+            raise BadRequest("only dead-letter takes a reason and a description")
+        extra = msgspec.msgpack.encode(changes) if changes else b""
         results: list[dict[str, Any]] = []
         journals: dict[int, list[Entry]] = {}
         released: list[tuple[Partition, int]] = []
-        extra = msgspec.msgpack.encode(properties) if properties else b""
         for token in tokens:
             try:
                 p, seq = self._locked(token, now)
-            except (MessageLockLost, BadRequest) as exc:
+                state = p.log.state_of(seq)
+                if op == "dead-letter" and state == State.DEADLETTERED:
+                    # SPEC §4.3
+                    raise InvalidOperation("a dead-lettered message cannot be dead-lettered again")
+                if op == "defer" and state == State.DEADLETTERED:
+                    raise InvalidOperation("a dead-lettered message cannot be deferred")
+            except (MessageLockLost, BadRequest, InvalidOperation) as exc:
                 results.append({"lock_token": token, "error": exc.to_wire()})
+                continue
+            if op == "renew-lock":
+                # SPEC §3.6: LockDuration more, counted from now.
+                until = p.lock(seq, now + self.config.lock_duration, p.locks[seq][0])
+                results.append(
+                    {"lock_token": token, "ok": True, "locked_until_utc": format_instant(until)}
+                )
                 continue
             del p.locks[seq]
             entries = journals.setdefault(p.id, [])
             if op == "complete":
                 entries.append(Entry(OP_STATE, seq, State.GONE, b""))
-            else:
+            elif op == "abandon":
                 if extra:
                     entries.append(Entry(OP_PROPS, seq, 0, extra))
+                released.append((p, seq))
+            elif op == "defer":
+                entries.append(Entry(OP_STATE, seq, State.DEFERRED, extra))
+            else:
+                entries.append(Entry(OP_STATE, seq, State.DEADLETTERED, extra))
                 released.append((p, seq))
             results.append({"lock_token": token, "ok": True})
         for pid, entries in journals.items():
@@ -365,6 +451,88 @@ class Queue:
         for p, seq in released:
             self.release(p, seq)
         return results
+
+    def _split(self, public: int) -> tuple[Partition, int]:
+        pid, seq = (public >> 48, public & LOCAL_MASK) if self.partitioned else (0, public)
+        if pid >= len(self.partitions) or seq <= 0:
+            raise MessageNotFound(f"no message with sequence number {public} in {self.name!r}")
+        return self.partitions[pid], seq
+
+    def receive_deferred(
+        self, sequence_numbers: Sequence[int], now: int, *, delete: bool
+    ) -> list[Delivered]:
+        """Fetch deferred messages by sequence number (SPEC §3.4, §3.9). Every number must
+        name a deferred, unlocked message (else MessageNotFound and nothing is taken); one
+        that expired meanwhile is expired now and left out."""
+        self.check_receive(False)
+        found = []
+        for public in sequence_numbers:
+            p, seq = self._split(public)
+            if p.log.state_of(seq) != State.DEFERRED or seq in p.locks:
+                raise MessageNotFound(
+                    f"no deferred message with sequence number {public} in {self.name!r}"
+                )
+            found.append((p, seq))
+        out: list[Delivered] = []
+        lock_ms = None if delete else self.config.lock_duration
+        journals: dict[int, list[Entry]] = {}
+        for p, seq in found:
+            if p.log.exp[seq - p.log.base] <= now:
+                self._expire(p, seq)
+                continue
+            out.append(p.deliver(seq, now, lock_ms, journals.setdefault(p.id, [])))
+        for pid, entries in journals.items():
+            self.partitions[pid].log.record(entries)
+        self.accessed_at_ms = now
+        return out
+
+    def cancel_scheduled(self, sequence_numbers: Sequence[int]) -> int:
+        """SPEC §7.2: cancelling deletes a scheduled message. All or nothing."""
+        found = []
+        for public in sequence_numbers:
+            p, seq = self._split(public)
+            if p.log.state_of(seq) != State.SCHEDULED:
+                raise MessageNotFound(
+                    f"no scheduled message with sequence number {public} in {self.name!r}"
+                )
+            found.append((p, seq))
+        for p, seq in found:
+            p.log.set_state(seq, State.GONE)
+        return len(found)
+
+    def dead_lettered(self, count: int | None) -> list[tuple[Partition, int]]:
+        """Unlocked dead-lettered messages, partition by partition, oldest first."""
+        out: list[tuple[Partition, int]] = []
+        for p in self.partitions:
+            for seq in p.log.seqs_in(State.DEADLETTERED):
+                if count is not None and len(out) >= count:
+                    return out
+                if seq not in p.locks:
+                    out.append((p, seq))
+        return out
+
+    def resubmittable(self, p: Partition, seq: int) -> Message:
+        """A dead-lettered message as it was sent, with later property changes kept and
+        the dead-letter properties stripped."""
+        message = decode_message(p.log.read_payload(seq))
+        props = {**(message.application_properties or {}), **p.log.props.get(seq, {})}
+        for name in (DEAD_LETTER_REASON, DEAD_LETTER_DESCRIPTION, DEAD_LETTER_SOURCE):
+            props.pop(name, None)
+        return msgspec.structs.replace(message, application_properties=props or None)
+
+    def purge(self, *, deadletter: bool) -> int:
+        """Delete every message of the queue (or of its DLQ), locked ones included."""
+        states = (State.DEADLETTERED,) if deadletter else PURGEABLE
+        total = 0
+        for p in self.partitions:
+            seqs = sorted(seq for st in states for seq in p.log.seqs_in(st))
+            for k in range(0, len(seqs), PURGE_CHUNK):
+                chunk = seqs[k : k + PURGE_CHUNK]
+                for seq in chunk:
+                    p.locks.pop(seq, None)
+                p.log.record(Entry(OP_STATE, seq, State.GONE, b"") for seq in chunk)
+            total += len(seqs)
+        return total
 
     def release(self, p: Partition, seq: int) -> None:
         """A lock ended without settlement (abandon, expiry): redeliver or dead-letter."""
@@ -378,8 +546,8 @@ class Queue:
                 seq,
                 State.DEADLETTERED,
                 {
-                    "DeadLetterReason": "MaxDeliveryCountExceeded",
-                    "DeadLetterErrorDescription": "Message could not be consumed after "
+                    DEAD_LETTER_REASON: "MaxDeliveryCountExceeded",
+                    DEAD_LETTER_DESCRIPTION: "Message could not be consumed after "
                     f"{self.config.max_delivery_count} delivery attempts.",
                 },
             )

@@ -363,10 +363,29 @@ class Server:
         waiter.handle = loop.call_later(a.max_wait_ms / 1000, self._timeout, key, waiter)
 
     def op_settle(self, conn: Connection, req_id: int, a: Any) -> None:
-        result = self.broker.settle(a.namespace, a.entity, a.op, a.lock_tokens, a.properties)
+        result = self.broker.settle(
+            a.namespace, a.entity, a.op, a.lock_tokens, a.properties, a.reason, a.description
+        )
         self.reply_durable(conn, req_id, result)
-        if a.op == "abandon":
+        if a.op in ("abandon", "dead-letter"):
             self.wake(self._key(a.namespace, a.entity))
+
+    def op_receive_deferred(self, conn: Connection, req_id: int, a: Any) -> None:
+        got = self.broker.receive_deferred(a.namespace, a.entity, a.sequence_numbers, a.mode)
+        self._reply_received(conn, req_id, a.mode, got)
+
+    def op_cancel_scheduled(self, conn: Connection, req_id: int, a: Any) -> None:
+        cancelled = self.broker.cancel_scheduled(a.namespace, a.entity, a.sequence_numbers)
+        self.reply_durable(conn, req_id, {"cancelled": cancelled})
+
+    def op_purge(self, conn: Connection, req_id: int, a: Any) -> None:
+        self.reply_durable(conn, req_id, {"purged": self.broker.purge(a.namespace, a.entity)})
+
+    def op_dlq_resubmit(self, conn: Connection, req_id: int, a: Any) -> None:
+        result = self.broker.dlq_resubmit(a.namespace, a.entity, a.count, a.to)
+        self.reply_durable(conn, req_id, result)
+        if result["resubmitted"]:
+            self.wake(self._key(a.namespace, a.to or a.entity))
 
     # ------------------------------------------------------------ long polling
 
