@@ -17,13 +17,17 @@ from sbctl.protocol import (
     PROTOCOL_VERSION,
     Delivered,
     EntityCreate,
+    EntityPath,
     EntityRef,
     NamespaceCreate,
     NamespaceRef,
     NamespaceScope,
     Peek,
     Receive,
+    ReceiveDeferred,
+    Resubmit,
     Send,
+    SequenceNumbers,
     Settle,
     decode_args,
     decode_envelope,
@@ -96,6 +100,13 @@ SAMPLES: dict[str, list[msgspec.Struct]] = {
         Settle("ns", "q", "complete", ["00000000-0000-0001-0000-000000000002"]),
         Settle("ns", "q", "abandon", [], {"k": "v"}, "reason", "description"),
     ],
+    "receive_deferred": [
+        ReceiveDeferred("ns", "q", [1, (3 << 48) | 7]),
+        ReceiveDeferred("ns", "q", [], "receive-and-delete"),
+    ],
+    "cancel_scheduled": [SequenceNumbers("ns", "q", [5, 6])],
+    "purge": [EntityPath("ns", "q"), EntityPath("ns", "q/$deadletterqueue")],
+    "dlq_resubmit": [Resubmit("ns", "q"), Resubmit("ns", "q", 10, "other")],
 }
 
 
