@@ -3,11 +3,12 @@
 
 _sbctl_children() {
     case "$1" in
-        "") echo "send peek receive bench daemon namespace queue message" ;;
+        "") echo "send peek receive receive-deferred schedule cancel-scheduled purge bench daemon namespace queue message dlq" ;;
         "daemon") echo "start stop status" ;;
         "namespace") echo "create list show delete" ;;
         "queue") echo "create update list show delete" ;;
-        "message") echo "complete abandon" ;;
+        "message") echo "complete abandon defer dead-letter renew-lock" ;;
+        "dlq") echo "resubmit" ;;
     esac
 }
 
@@ -17,6 +18,10 @@ _sbctl_options() {
         "send") echo "--body --body-file --input --message-id --session-id --partition-key --correlation-id --subject --content-type --to --reply-to --reply-to-session-id --time-to-live --scheduled-enqueue-time -p --property --repeat --batch-size -h --help" ;;
         "peek") echo "--count --from-sequence -h --help" ;;
         "receive") echo "--count --max-wait --mode --settle -h --help" ;;
+        "receive-deferred") echo "--mode --settle -h --help" ;;
+        "schedule") echo "--at --body --body-file --input --message-id --session-id --partition-key --correlation-id --subject --content-type --to --reply-to --reply-to-session-id --time-to-live -p --property --repeat --batch-size -h --help" ;;
+        "cancel-scheduled") echo "-h --help" ;;
+        "purge") echo "--dlq -h --help" ;;
         "bench") echo "--messages --size --batch --clients --entity --partitioned --workers --skip-raw --skip-start --stored -h --help" ;;
         "daemon") echo "-h --help" ;;
         "daemon start") echo "--data-dir --socket --foreground --durability -h --help" ;;
@@ -36,6 +41,11 @@ _sbctl_options() {
         "message") echo "-h --help" ;;
         "message complete") echo "-h --help" ;;
         "message abandon") echo "-p --property -h --help" ;;
+        "message defer") echo "-p --property -h --help" ;;
+        "message dead-letter") echo "--reason --description -p --property -h --help" ;;
+        "message renew-lock") echo "-h --help" ;;
+        "dlq") echo "-h --help" ;;
+        "dlq resubmit") echo "--count --to -h --help" ;;
     esac
 }
 
@@ -45,6 +55,8 @@ _sbctl_value_options() {
         "send") echo "--body --body-file --input --message-id --session-id --partition-key --correlation-id --subject --content-type --to --reply-to --reply-to-session-id --time-to-live --scheduled-enqueue-time -p --property --repeat --batch-size" ;;
         "peek") echo "--count --from-sequence" ;;
         "receive") echo "--count --max-wait --mode --settle" ;;
+        "receive-deferred") echo "--mode --settle" ;;
+        "schedule") echo "--at --body --body-file --input --message-id --session-id --partition-key --correlation-id --subject --content-type --to --reply-to --reply-to-session-id --time-to-live -p --property --repeat --batch-size" ;;
         "bench") echo "--messages --size --batch --clients --entity --workers --stored" ;;
         "daemon start") echo "--data-dir --socket --durability" ;;
         "daemon stop") echo "--data-dir --socket" ;;
@@ -53,6 +65,9 @@ _sbctl_value_options() {
         "queue create") echo "--max-size --lock-duration --max-delivery-count --default-message-time-to-live --duplicate-detection-history-time-window --forward-to --forward-dead-lettered-messages-to --auto-delete-on-idle --status" ;;
         "queue update") echo "--max-size --lock-duration --max-delivery-count --default-message-time-to-live --duplicate-detection-history-time-window --forward-to --forward-dead-lettered-messages-to --auto-delete-on-idle --status" ;;
         "message abandon") echo "-p --property" ;;
+        "message defer") echo "-p --property" ;;
+        "message dead-letter") echo "--reason --description -p --property" ;;
+        "dlq resubmit") echo "--count --to" ;;
     esac
 }
 
@@ -84,7 +99,26 @@ _sbctl_option_values() {
         "receive --count") COMPREPLY=() ;;
         "receive --max-wait") COMPREPLY=() ;;
         "receive --mode") COMPREPLY=($(compgen -W "peek-lock receive-and-delete" -- "$cur")) ;;
-        "receive --settle") COMPREPLY=($(compgen -W "complete abandon none" -- "$cur")) ;;
+        "receive --settle") COMPREPLY=($(compgen -W "complete abandon defer dead-letter none" -- "$cur")) ;;
+        "receive-deferred --mode") COMPREPLY=($(compgen -W "peek-lock receive-and-delete" -- "$cur")) ;;
+        "receive-deferred --settle") COMPREPLY=($(compgen -W "complete abandon defer dead-letter none" -- "$cur")) ;;
+        "schedule --at") COMPREPLY=() ;;
+        "schedule --body") COMPREPLY=() ;;
+        "schedule --body-file") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")) ;;
+        "schedule --input") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")) ;;
+        "schedule --message-id") COMPREPLY=() ;;
+        "schedule --session-id") COMPREPLY=() ;;
+        "schedule --partition-key") COMPREPLY=() ;;
+        "schedule --correlation-id") COMPREPLY=() ;;
+        "schedule --subject") COMPREPLY=() ;;
+        "schedule --content-type") COMPREPLY=() ;;
+        "schedule --to") COMPREPLY=() ;;
+        "schedule --reply-to") COMPREPLY=() ;;
+        "schedule --reply-to-session-id") COMPREPLY=() ;;
+        "schedule --time-to-live") COMPREPLY=() ;;
+        "schedule -p"|"schedule --property") COMPREPLY=() ;;
+        "schedule --repeat") COMPREPLY=() ;;
+        "schedule --batch-size") COMPREPLY=() ;;
         "bench --messages") COMPREPLY=() ;;
         "bench --size") COMPREPLY=() ;;
         "bench --batch") COMPREPLY=() ;;
@@ -121,6 +155,12 @@ _sbctl_option_values() {
         "queue update --auto-delete-on-idle") COMPREPLY=() ;;
         "queue update --status") COMPREPLY=($(compgen -W "Active Disabled SendDisabled ReceiveDisabled" -- "$cur")) ;;
         "message abandon -p"|"message abandon --property") COMPREPLY=() ;;
+        "message defer -p"|"message defer --property") COMPREPLY=() ;;
+        "message dead-letter --reason") COMPREPLY=() ;;
+        "message dead-letter --description") COMPREPLY=() ;;
+        "message dead-letter -p"|"message dead-letter --property") COMPREPLY=() ;;
+        "dlq resubmit --count") COMPREPLY=() ;;
+        "dlq resubmit --to") COMPREPLY=() ;;
         *) COMPREPLY=() ;;
     esac
 }

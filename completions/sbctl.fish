@@ -3,10 +3,14 @@
 function __sbctl_children
     switch $argv[1]
         case ''
-            printf '%s\n' send peek receive bench daemon namespace queue message
+            printf '%s\n' send peek receive receive-deferred schedule cancel-scheduled purge bench daemon namespace queue message dlq
         case 'send'
         case 'peek'
         case 'receive'
+        case 'receive-deferred'
+        case 'schedule'
+        case 'cancel-scheduled'
+        case 'purge'
         case 'bench'
         case 'daemon'
             printf '%s\n' start stop status
@@ -27,9 +31,15 @@ function __sbctl_children
         case 'queue show'
         case 'queue delete'
         case 'message'
-            printf '%s\n' complete abandon
+            printf '%s\n' complete abandon defer dead-letter renew-lock
         case 'message complete'
         case 'message abandon'
+        case 'message defer'
+        case 'message dead-letter'
+        case 'message renew-lock'
+        case 'dlq'
+            printf '%s\n' resubmit
+        case 'dlq resubmit'
     end
 end
 
@@ -43,6 +53,12 @@ function __sbctl_value_options
             printf '%s\n' --count --from-sequence
         case 'receive'
             printf '%s\n' --count --max-wait --mode --settle
+        case 'receive-deferred'
+            printf '%s\n' --mode --settle
+        case 'schedule'
+            printf '%s\n' --at --body --body-file --input --message-id --session-id --partition-key --correlation-id --subject --content-type --to --reply-to --reply-to-session-id --time-to-live -p --property --repeat --batch-size
+        case 'cancel-scheduled'
+        case 'purge'
         case 'bench'
             printf '%s\n' --messages --size --batch --clients --entity --workers --stored
         case 'daemon'
@@ -70,6 +86,14 @@ function __sbctl_value_options
         case 'message complete'
         case 'message abandon'
             printf '%s\n' -p --property
+        case 'message defer'
+            printf '%s\n' -p --property
+        case 'message dead-letter'
+            printf '%s\n' --reason --description -p --property
+        case 'message renew-lock'
+        case 'dlq'
+        case 'dlq resubmit'
+            printf '%s\n' --count --to
     end
 end
 
@@ -99,11 +123,16 @@ complete -c sbctl -f
 complete -c sbctl -n '__sbctl_using \'\'' -a send -d 'Send messages: one from --body or --body-file, or JSON Lines from --input'
 complete -c sbctl -n '__sbctl_using \'\'' -a peek -d 'Show messages without locking or removing them'
 complete -c sbctl -n '__sbctl_using \'\'' -a receive -d 'Receive messages, print them and settle them'
+complete -c sbctl -n '__sbctl_using \'\'' -a receive-deferred -d 'Receive deferred messages by sequence number (SPEC §3.4), print and settle them'
+complete -c sbctl -n '__sbctl_using \'\'' -a schedule -d 'Schedule messages to be enqueued at --at (SPEC §7); takes every flag of send and prints the sequence numbers, which cancel-scheduled accepts'
+complete -c sbctl -n '__sbctl_using \'\'' -a cancel-scheduled -d 'Cancel scheduled messages by sequence number (SPEC §7.2); all or nothing'
+complete -c sbctl -n '__sbctl_using \'\'' -a purge -d 'Delete every message of ENTITY (or of its dead-letter queue), locked ones included'
 complete -c sbctl -n '__sbctl_using \'\'' -a bench -d 'Benchmark the running daemon: durable send and receive-and-complete throughput and latency in a throwaway namespace (deleted afterwards), beside this machine\'s raw append+fdatasync and Unix-socket'
 complete -c sbctl -n '__sbctl_using \'\'' -a daemon -d 'Start, stop and inspect the sbctl daemon'
 complete -c sbctl -n '__sbctl_using \'\'' -a namespace -d 'Create, list, show and delete namespaces'
 complete -c sbctl -n '__sbctl_using \'\'' -a queue -d 'Create, update, list, show and delete queues'
 complete -c sbctl -n '__sbctl_using \'\'' -a message -d 'Settle messages received with --settle none'
+complete -c sbctl -n '__sbctl_using \'\'' -a dlq -d 'Chores on dead-letter queues (beyond Azure)'
 complete -c sbctl -n '__sbctl_using \'\'' -s n -l namespace -x -d 'Namespace for queue and message commands'
 complete -c sbctl -n '__sbctl_using \'\'' -s o -l output -x -a 'table json' -d 'Output: tables for people, JSON (Lines) for scripts'
 complete -c sbctl -n '__sbctl_using \'\'' -l socket -r -F -d 'Daemon Unix socket (default: sbctld.sock in the data directory)'
@@ -134,8 +163,32 @@ complete -c sbctl -n '__sbctl_using \'peek\'' -s h -l help -d 'Show this message
 complete -c sbctl -n '__sbctl_using \'receive\'' -l count -x -d 'Most messages to receive'
 complete -c sbctl -n '__sbctl_using \'receive\'' -l max-wait -x -d 'How long to wait for the first message (5s, PT1M)'
 complete -c sbctl -n '__sbctl_using \'receive\'' -l mode -x -a 'peek-lock receive-and-delete' -d 'Receive mode'
-complete -c sbctl -n '__sbctl_using \'receive\'' -l settle -x -a 'complete abandon none' -d 'What to do with peek-locked messages once printed (default: complete); none prints lock tokens for `sbctl message complete|abandon`'
+complete -c sbctl -n '__sbctl_using \'receive\'' -l settle -x -a 'complete abandon defer dead-letter none' -d 'What to do with peek-locked messages once printed (default: complete); none prints lock tokens for `sbctl message ...`'
 complete -c sbctl -n '__sbctl_using \'receive\'' -s h -l help -d 'Show this message and exit'
+complete -c sbctl -n '__sbctl_using \'receive-deferred\'' -l mode -x -a 'peek-lock receive-and-delete' -d 'Receive mode'
+complete -c sbctl -n '__sbctl_using \'receive-deferred\'' -l settle -x -a 'complete abandon defer dead-letter none' -d 'What to do with peek-locked messages once printed (default: complete); none prints lock tokens for `sbctl message ...`'
+complete -c sbctl -n '__sbctl_using \'receive-deferred\'' -s h -l help -d 'Show this message and exit'
+complete -c sbctl -n '__sbctl_using \'schedule\'' -l at -x -d 'When to enqueue (2026-11-21T10:00:00Z, +5m, +PT1H)'
+complete -c sbctl -n '__sbctl_using \'schedule\'' -l body -x -d 'Message body (UTF-8 text)'
+complete -c sbctl -n '__sbctl_using \'schedule\'' -l body-file -r -F -d 'Read the body from FILE (\'-\': stdin)'
+complete -c sbctl -n '__sbctl_using \'schedule\'' -l input -r -F -d 'Send the JSON Lines messages of FILE (\'-\': stdin)'
+complete -c sbctl -n '__sbctl_using \'schedule\'' -l message-id -x -d 'MessageId'
+complete -c sbctl -n '__sbctl_using \'schedule\'' -l session-id -x -d 'SessionId'
+complete -c sbctl -n '__sbctl_using \'schedule\'' -l partition-key -x -d 'PartitionKey'
+complete -c sbctl -n '__sbctl_using \'schedule\'' -l correlation-id -x -d 'CorrelationId'
+complete -c sbctl -n '__sbctl_using \'schedule\'' -l subject -x -d 'Subject (label)'
+complete -c sbctl -n '__sbctl_using \'schedule\'' -l content-type -x -d 'ContentType'
+complete -c sbctl -n '__sbctl_using \'schedule\'' -l to -x -d 'To'
+complete -c sbctl -n '__sbctl_using \'schedule\'' -l reply-to -x -d 'ReplyTo'
+complete -c sbctl -n '__sbctl_using \'schedule\'' -l reply-to-session-id -x -d 'ReplyToSessionId'
+complete -c sbctl -n '__sbctl_using \'schedule\'' -l time-to-live -x -d 'TimeToLive (PT1H, 30s)'
+complete -c sbctl -n '__sbctl_using \'schedule\'' -s p -l property -x -d 'Application property (repeatable); JSON scalars keep their type (n=5, ok=true, s="5"), anything else is a string'
+complete -c sbctl -n '__sbctl_using \'schedule\'' -l repeat -x -d 'Send N copies of the --body/--body-file message'
+complete -c sbctl -n '__sbctl_using \'schedule\'' -l batch-size -x -d 'Messages per request'
+complete -c sbctl -n '__sbctl_using \'schedule\'' -s h -l help -d 'Show this message and exit'
+complete -c sbctl -n '__sbctl_using \'cancel-scheduled\'' -s h -l help -d 'Show this message and exit'
+complete -c sbctl -n '__sbctl_using \'purge\'' -l dlq -d 'Purge ENTITY\'s dead-letter queue instead'
+complete -c sbctl -n '__sbctl_using \'purge\'' -s h -l help -d 'Show this message and exit'
 complete -c sbctl -n '__sbctl_using \'bench\'' -l messages -x -d 'Messages to send, then receive'
 complete -c sbctl -n '__sbctl_using \'bench\'' -l size -x -d 'Body size in bytes'
 complete -c sbctl -n '__sbctl_using \'bench\'' -l batch -x -d 'Messages per send and per receive request'
@@ -222,7 +275,22 @@ complete -c sbctl -n '__sbctl_using \'queue show\'' -s h -l help -d 'Show this m
 complete -c sbctl -n '__sbctl_using \'queue delete\'' -s h -l help -d 'Show this message and exit'
 complete -c sbctl -n '__sbctl_using \'message\'' -a complete -d 'Complete locked messages: remove them from the entity'
 complete -c sbctl -n '__sbctl_using \'message\'' -a abandon -d 'Abandon locked messages: release them for redelivery, optionally changing properties'
+complete -c sbctl -n '__sbctl_using \'message\'' -a defer -d 'Defer locked messages: keep them, receivable only by sequence number'
+complete -c sbctl -n '__sbctl_using \'message\'' -a dead-letter -d 'Move locked messages to the dead-letter queue (ENTITY/$deadletterqueue)'
+complete -c sbctl -n '__sbctl_using \'message\'' -a renew-lock -d 'Extend locks by the entity\'s lock duration, counted from now'
 complete -c sbctl -n '__sbctl_using \'message\'' -s h -l help -d 'Show this message and exit'
 complete -c sbctl -n '__sbctl_using \'message complete\'' -s h -l help -d 'Show this message and exit'
 complete -c sbctl -n '__sbctl_using \'message abandon\'' -s p -l property -x -d 'Application property (repeatable); JSON scalars keep their type (n=5, ok=true, s="5"), anything else is a string'
 complete -c sbctl -n '__sbctl_using \'message abandon\'' -s h -l help -d 'Show this message and exit'
+complete -c sbctl -n '__sbctl_using \'message defer\'' -s p -l property -x -d 'Application property (repeatable); JSON scalars keep their type (n=5, ok=true, s="5"), anything else is a string'
+complete -c sbctl -n '__sbctl_using \'message defer\'' -s h -l help -d 'Show this message and exit'
+complete -c sbctl -n '__sbctl_using \'message dead-letter\'' -l reason -x -d 'DeadLetterReason'
+complete -c sbctl -n '__sbctl_using \'message dead-letter\'' -l description -x -d 'DeadLetterErrorDescription'
+complete -c sbctl -n '__sbctl_using \'message dead-letter\'' -s p -l property -x -d 'Application property (repeatable); JSON scalars keep their type (n=5, ok=true, s="5"), anything else is a string'
+complete -c sbctl -n '__sbctl_using \'message dead-letter\'' -s h -l help -d 'Show this message and exit'
+complete -c sbctl -n '__sbctl_using \'message renew-lock\'' -s h -l help -d 'Show this message and exit'
+complete -c sbctl -n '__sbctl_using \'dlq\'' -a resubmit -d 'Move dead-lettered messages back to ENTITY (or --to), without their dead-letter properties; each gets a new sequence number'
+complete -c sbctl -n '__sbctl_using \'dlq\'' -s h -l help -d 'Show this message and exit'
+complete -c sbctl -n '__sbctl_using \'dlq resubmit\'' -l count -x -d 'At most N'
+complete -c sbctl -n '__sbctl_using \'dlq resubmit\'' -l to -x -d 'Send them here instead of ENTITY'
+complete -c sbctl -n '__sbctl_using \'dlq resubmit\'' -s h -l help -d 'Show this message and exit'

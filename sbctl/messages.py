@@ -152,6 +152,11 @@ class ReceivedMessage:
             else None
         )
         out["application_properties"] = self.application_properties
+        # The SDK surfaces these application properties on their own (SPEC §1.9).
+        out["dead_letter_reason"] = self.application_properties.get("DeadLetterReason")
+        out["dead_letter_error_description"] = self.application_properties.get(
+            "DeadLetterErrorDescription"
+        )
         out["sequence_number"] = self.sequence_number
         out["enqueued_time_utc"] = format_instant(self.enqueued_time_utc)
         out["delivery_count"] = self.delivery_count

@@ -23,7 +23,7 @@ from sbctl.cli.options import DataDirOption, Globals, Output, SocketOption
 from sbctl.errors import EXIT_USAGE, SbctlError
 
 # The command modules, in help order; each has ``register(app)``.
-COMMAND_MODULES = ("daemon", "namespace", "queue", "messages", "bench")
+COMMAND_MODULES = ("daemon", "namespace", "queue", "messages", "lifecycle", "bench")
 
 EXIT_INTERRUPTED = 130
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
@@ -22,7 +22,9 @@ from sbctl.cli.options import EntityArgument, PropertyOption
 from sbctl.errors import BadRequest, SbctlError
 
 if TYPE_CHECKING:
+    from sbctl.client import Client
     from sbctl.codec import Message
+    from sbctl.messages import ReceivedMessage
 
 # Below the 256 KB Standard message-size limit (SPEC §13.1), leaving room for properties.
 MAX_REQUEST_BODY_BYTES = 200 * 1024
@@ -37,11 +39,27 @@ def register(app: typer.Typer) -> None:
     app.command()(send)
     app.command()(peek)
     app.command()(receive)
+    app.command("receive-deferred")(receive_deferred)
     app.add_typer(message_group, name="message")
 
 
 def _text(decl: str, help: str, metavar: str = "TEXT") -> Any:
     return typer.Option(decl, metavar=metavar, show_default=False, help=help)
+
+
+SettleOption = Annotated[
+    Literal["complete", "abandon", "defer", "dead-letter", "none"] | None,
+    typer.Option(
+        "--settle",
+        show_default=False,
+        help="What to do with peek-locked messages once printed (default: complete); "
+        "none prints lock tokens for `sbctl message ...`.",
+    ),
+]
+SequenceNumbersArgument = Annotated[
+    list[int],
+    typer.Argument(metavar="SEQ", show_default=False, help="Sequence numbers."),
+]
 
 
 def send(
@@ -267,29 +285,48 @@ def receive(
     mode: Annotated[
         Literal["peek-lock", "receive-and-delete"], typer.Option("--mode", help="Receive mode.")
     ] = "peek-lock",
-    settle: Annotated[
-        Literal["complete", "abandon", "none"] | None,
-        typer.Option(
-            "--settle",
-            show_default=False,
-            help="What to do with peek-locked messages once printed (default: complete); "
-            "none prints lock tokens for `sbctl message complete|abandon`.",
-        ),
-    ] = None,
+    settle: SettleOption = None,
 ) -> None:
     """Receive messages, print them and settle them."""
+    wait_ms = options.duration_ms(max_wait, "--max-wait") or 0
+    _receive_and_settle(
+        ctx, entity, mode, settle, lambda sb: sb.receive(entity, count, wait_ms / 1000, mode)
+    )
+
+
+def _receive_and_settle(
+    ctx: typer.Context,
+    entity: str,
+    mode: str,
+    settle: str | None,
+    fetch: Callable[[Client], list[ReceivedMessage]],
+) -> None:
     g = options.state(ctx)
     if mode == "receive-and-delete" and settle not in (None, "none"):
         ctx.fail(f"--settle {settle} needs --mode peek-lock: receive-and-delete settles at once")
     op = settle or ("complete" if mode == "peek-lock" else "none")
-    wait_ms = options.duration_ms(max_wait, "--max-wait") or 0
     with options.connect(ctx) as sb:
-        received = sb.receive(entity, count, wait_ms / 1000, mode)
+        received = fetch(sb)
         # Printed before settling: a crash in between redelivers rather than loses.
         render.emit(g.output, [m.to_dict() for m in received], render.messages, lines=True)
         tokens = [m.lock_token for m in received if m.lock_token]
         if op != "none" and tokens:
             check_settled(op, sb.settle(entity, op, tokens))
+
+
+def receive_deferred(
+    ctx: typer.Context,
+    entity: EntityArgument,
+    sequence_numbers: SequenceNumbersArgument,
+    mode: Annotated[
+        Literal["peek-lock", "receive-and-delete"], typer.Option("--mode", help="Receive mode.")
+    ] = "peek-lock",
+    settle: SettleOption = None,
+) -> None:
+    """Receive deferred messages by sequence number (SPEC §3.4), print and settle them."""
+    _receive_and_settle(
+        ctx, entity, mode, settle, lambda sb: sb.receive_deferred(entity, sequence_numbers, mode)
+    )
 
 
 def check_settled(op: str, results: list[dict[str, Any]]) -> None:
@@ -324,11 +361,7 @@ TokensArgument = Annotated[
 @message_group.command()
 def complete(ctx: typer.Context, entity: EntityArgument, tokens: TokensArgument) -> None:
     """Complete locked messages: remove them from the entity."""
-    g = options.state(ctx)
-    with options.connect(ctx) as sb:
-        results = sb.complete(entity, tokens)
-    render.emit(g.output, results, _settled("completed"), lines=True)
-    check_settled("complete", results)
+    _settle_command(ctx, entity, tokens, "complete", "completed")
 
 
 @message_group.command()
@@ -339,9 +372,59 @@ def abandon(
     props: PropertyOption = None,
 ) -> None:
     """Abandon locked messages: release them for redelivery, optionally changing properties."""
-    g = options.state(ctx)
+    _settle_command(ctx, entity, tokens, "abandon", "abandoned", options.properties(props) or None)
+
+
+@message_group.command()
+def defer(
+    ctx: typer.Context,
+    entity: EntityArgument,
+    tokens: TokensArgument,
+    props: PropertyOption = None,
+) -> None:
+    """Defer locked messages: keep them, receivable only by sequence number."""
+    _settle_command(ctx, entity, tokens, "defer", "deferred", options.properties(props) or None)
+
+
+@message_group.command("dead-letter")
+def dead_letter(
+    ctx: typer.Context,
+    entity: EntityArgument,
+    tokens: TokensArgument,
+    reason: Annotated[
+        str | None, typer.Option("--reason", show_default=False, help="DeadLetterReason.")
+    ] = None,
+    description: Annotated[
+        str | None,
+        typer.Option("--description", show_default=False, help="DeadLetterErrorDescription."),
+    ] = None,
+    props: PropertyOption = None,
+) -> None:
+    """Move locked messages to the dead-letter queue (ENTITY/$deadletterqueue)."""
     changes = options.properties(props) or None
+    _settle_command(
+        ctx, entity, tokens, "dead-letter", "dead-lettered", changes, reason, description
+    )
+
+
+@message_group.command("renew-lock")
+def renew_lock(ctx: typer.Context, entity: EntityArgument, tokens: TokensArgument) -> None:
+    """Extend locks by the entity's lock duration, counted from now."""
+    _settle_command(ctx, entity, tokens, "renew-lock", "renewed")
+
+
+def _settle_command(
+    ctx: typer.Context,
+    entity: str,
+    tokens: list[str],
+    op: str,
+    verb: str,
+    changes: dict[str, Any] | None = None,
+    reason: str | None = None,
+    description: str | None = None,
+) -> None:
+    g = options.state(ctx)
     with options.connect(ctx) as sb:
-        results = sb.abandon(entity, tokens, changes)
-    render.emit(g.output, results, _settled("abandoned"), lines=True)
-    check_settled("abandon", results)
+        results = sb.settle(entity, op, tokens, changes, reason, description)
+    render.emit(g.output, results, _settled(verb), lines=True)
+    check_settled(op, results)

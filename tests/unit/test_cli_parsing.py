@@ -120,7 +120,13 @@ class FakeClient:
         return self.to_receive
 
     def settle(
-        self, entity: str, op: str, tokens: list[str], properties: Any = None
+        self,
+        entity: str,
+        op: str,
+        tokens: list[str],
+        properties: Any = None,
+        reason: str | None = None,
+        description: str | None = None,
     ) -> list[dict[str, Any]]:
         self._record("settle", entity, op, list(tokens), properties)
         return [

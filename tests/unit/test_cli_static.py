@@ -155,9 +155,9 @@ def _bash_complete(line: str, cwd: Path) -> list[str]:
             ["Active", "Disabled", "ReceiveDisabled", "SendDisabled"],
         ),
         ("sbctl queue update q --no-enable-s", ["--no-enable-session"]),
-        ("sbctl receive q --settle ", ["abandon", "complete", "none"]),
+        ("sbctl receive q --settle ", ["abandon", "complete", "dead-letter", "defer", "none"]),
         ("sbctl send q --input ", ["in.jsonl"]),
-        ("sbctl message ", ["abandon", "complete"]),
+        ("sbctl message ", ["abandon", "complete", "dead-letter", "defer", "renew-lock"]),
     ],
 )
 def test_bash_completion(line: str, expected: list[str], tmp_path: Path) -> None:
