@@ -103,12 +103,50 @@ for _name in COMMAND_MODULES:
     importlib.import_module(f"sbctl.cli.cmd_{_name}").register(app)
 
 
+# Global options that may also follow the command (`sbctl queue show q -o json`); no
+# command has an option of the same name, so they are moved in front of it.
+MOVABLE = {
+    "-o": "--output",
+    "--output": "--output",
+    "-n": "--namespace",
+    "--namespace": "--namespace",
+}
+
+
+def hoist_globals(args: list[str]) -> list[str]:
+    """Move ``-o/--output`` and ``-n/--namespace`` given after the command to the front."""
+    front: list[str] = []
+    rest: list[str] = []
+    i = 0
+    seen_command = False
+    while i < len(args):
+        arg = args[i]
+        if arg == "--":
+            rest += args[i:]
+            break
+        name, eq, value = arg.partition("=")
+        if seen_command and name in MOVABLE:
+            if eq:
+                front += [MOVABLE[name], value]
+                i += 1
+                continue
+            if i + 1 < len(args):
+                front += [MOVABLE[name], args[i + 1]]
+                i += 2
+                continue
+        if not arg.startswith("-"):
+            seen_command = True
+        rest.append(arg)
+        i += 1
+    return front + rest
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """The console script: run the command line ``argv`` and exit with its status."""
     command = typer.main.get_command(app)
     try:
         status = command.main(
-            args=list(sys.argv[1:] if argv is None else argv),
+            args=hoist_globals(list(sys.argv[1:] if argv is None else argv)),
             prog_name="sbctl",
             standalone_mode=False,
         )

@@ -202,7 +202,6 @@ def test_version(sbctl: Any) -> None:
         ["queue", "create", "q", "--status", "Paused"],
         ["queue", "create", "q", "--max-delivery-count", "0"],
         ["queu", "list"],
-        ["queue", "list", "-o", "json"],
         ["send", "q"],
         ["send", "q", "--body", "a", "--input", "-"],
         ["send", "q", "--input", "-", "--repeat", "2"],
@@ -580,3 +579,22 @@ def test_global_data_dir_beats_the_environment_for_daemon_commands(tmp_path: Pat
     )
     assert proc.returncode == 9
     assert json.loads(proc.stdout)["data_dir"] == str(explicit)
+
+
+@pytest.mark.parametrize(
+    ("argv", "hoisted"),
+    [
+        (["queue", "show", "q", "-o", "json"], ["--output", "json", "queue", "show", "q"]),
+        (
+            ["queue", "list", "-n", "ns-one", "--output=json"],
+            ["--namespace", "ns-one", "--output", "json", "queue", "list"],
+        ),
+        (["-o", "json", "queue", "list"], ["-o", "json", "queue", "list"]),
+        (["send", "q", "--", "-o", "json"], ["send", "q", "--", "-o", "json"]),
+    ],
+)
+def test_global_options_may_follow_the_command(argv: list[str], hoisted: list[str]) -> None:
+    """README and the issue write `sbctl queue show orders -o json`."""
+    from sbctl.cli.app import hoist_globals
+
+    assert hoist_globals(argv) == hoisted
