@@ -3,25 +3,28 @@
 
 _sbctl_children() {
     case "$1" in
-        "") echo "send peek receive receive-deferred schedule cancel-scheduled purge bench daemon namespace queue message dlq" ;;
+        "") echo "send peek receive receive-deferred schedule cancel-scheduled purge spark-load spark-export bench daemon namespace queue message dlq session" ;;
         "daemon") echo "start stop status" ;;
         "namespace") echo "create list show delete" ;;
         "queue") echo "create update list show delete" ;;
         "message") echo "complete abandon defer dead-letter renew-lock" ;;
         "dlq") echo "resubmit" ;;
+        "session") echo "list get-state set-state renew-lock" ;;
     esac
 }
 
 _sbctl_options() {
     case "$1" in
         "") echo "-n --namespace -o --output --socket --data-dir --version -h --help" ;;
-        "send") echo "--body --body-file --input --message-id --session-id --partition-key --correlation-id --subject --content-type --to --reply-to --reply-to-session-id --time-to-live --scheduled-enqueue-time -p --property --repeat --batch-size -h --help" ;;
+        "send") echo "--body --body-file --input --message-id --session-id --partition-key --correlation-id --subject --content-type --to --reply-to --reply-to-session-id --time-to-live --scheduled-enqueue-time -p --property --repeat --batch-size --transaction -h --help" ;;
         "peek") echo "--count --from-sequence -h --help" ;;
-        "receive") echo "--count --max-wait --mode --settle -h --help" ;;
+        "receive") echo "--count --max-wait --mode --settle --session-id --next-session -h --help" ;;
         "receive-deferred") echo "--mode --settle -h --help" ;;
-        "schedule") echo "--at --body --body-file --input --message-id --session-id --partition-key --correlation-id --subject --content-type --to --reply-to --reply-to-session-id --time-to-live -p --property --repeat --batch-size -h --help" ;;
+        "schedule") echo "--at --body --body-file --input --message-id --session-id --partition-key --correlation-id --subject --content-type --to --reply-to --reply-to-session-id --time-to-live -p --property --repeat --batch-size --transaction -h --help" ;;
         "cancel-scheduled") echo "-h --help" ;;
         "purge") echo "--dlq -h --help" ;;
+        "spark-load") echo "--entity --format --option --body-column --message-id-column --session-id-column --partition-key-column --correlation-id-column --subject-column --content-type-column --ttl-column --scheduled-enqueue-time-column --property-columns --all-other-columns-as-properties --body-format --master --spark-conf --staging-dir --load-id --max-rejects --rejects-file -h --help" ;;
+        "spark-export") echo "--to --format --master --spark-conf -h --help" ;;
         "bench") echo "--messages --size --batch --clients --entity --partitioned --workers --skip-raw --skip-start --stored -h --help" ;;
         "daemon") echo "-h --help" ;;
         "daemon start") echo "--data-dir --socket --foreground --durability -h --help" ;;
@@ -46,6 +49,11 @@ _sbctl_options() {
         "message renew-lock") echo "-h --help" ;;
         "dlq") echo "-h --help" ;;
         "dlq resubmit") echo "--count --to -h --help" ;;
+        "session") echo "-h --help" ;;
+        "session list") echo "-h --help" ;;
+        "session get-state") echo "-h --help" ;;
+        "session set-state") echo "--state --file --clear -h --help" ;;
+        "session renew-lock") echo "-h --help" ;;
     esac
 }
 
@@ -54,9 +62,11 @@ _sbctl_value_options() {
         "") echo "-n --namespace -o --output --socket --data-dir" ;;
         "send") echo "--body --body-file --input --message-id --session-id --partition-key --correlation-id --subject --content-type --to --reply-to --reply-to-session-id --time-to-live --scheduled-enqueue-time -p --property --repeat --batch-size" ;;
         "peek") echo "--count --from-sequence" ;;
-        "receive") echo "--count --max-wait --mode --settle" ;;
+        "receive") echo "--count --max-wait --mode --settle --session-id" ;;
         "receive-deferred") echo "--mode --settle" ;;
         "schedule") echo "--at --body --body-file --input --message-id --session-id --partition-key --correlation-id --subject --content-type --to --reply-to --reply-to-session-id --time-to-live -p --property --repeat --batch-size" ;;
+        "spark-load") echo "--entity --format --option --body-column --message-id-column --session-id-column --partition-key-column --correlation-id-column --subject-column --content-type-column --ttl-column --scheduled-enqueue-time-column --property-columns --body-format --master --spark-conf --staging-dir --load-id --max-rejects --rejects-file" ;;
+        "spark-export") echo "--to --format --master --spark-conf" ;;
         "bench") echo "--messages --size --batch --clients --entity --workers --stored" ;;
         "daemon start") echo "--data-dir --socket --durability" ;;
         "daemon stop") echo "--data-dir --socket" ;;
@@ -68,6 +78,7 @@ _sbctl_value_options() {
         "message defer") echo "-p --property" ;;
         "message dead-letter") echo "--reason --description -p --property" ;;
         "dlq resubmit") echo "--count --to" ;;
+        "session set-state") echo "--state --file" ;;
     esac
 }
 
@@ -100,6 +111,7 @@ _sbctl_option_values() {
         "receive --max-wait") COMPREPLY=() ;;
         "receive --mode") COMPREPLY=($(compgen -W "peek-lock receive-and-delete" -- "$cur")) ;;
         "receive --settle") COMPREPLY=($(compgen -W "complete abandon defer dead-letter none" -- "$cur")) ;;
+        "receive --session-id") COMPREPLY=() ;;
         "receive-deferred --mode") COMPREPLY=($(compgen -W "peek-lock receive-and-delete" -- "$cur")) ;;
         "receive-deferred --settle") COMPREPLY=($(compgen -W "complete abandon defer dead-letter none" -- "$cur")) ;;
         "schedule --at") COMPREPLY=() ;;
@@ -119,6 +131,30 @@ _sbctl_option_values() {
         "schedule -p"|"schedule --property") COMPREPLY=() ;;
         "schedule --repeat") COMPREPLY=() ;;
         "schedule --batch-size") COMPREPLY=() ;;
+        "spark-load --entity") COMPREPLY=() ;;
+        "spark-load --format") COMPREPLY=() ;;
+        "spark-load --option") COMPREPLY=() ;;
+        "spark-load --body-column") COMPREPLY=() ;;
+        "spark-load --message-id-column") COMPREPLY=() ;;
+        "spark-load --session-id-column") COMPREPLY=() ;;
+        "spark-load --partition-key-column") COMPREPLY=() ;;
+        "spark-load --correlation-id-column") COMPREPLY=() ;;
+        "spark-load --subject-column") COMPREPLY=() ;;
+        "spark-load --content-type-column") COMPREPLY=() ;;
+        "spark-load --ttl-column") COMPREPLY=() ;;
+        "spark-load --scheduled-enqueue-time-column") COMPREPLY=() ;;
+        "spark-load --property-columns") COMPREPLY=() ;;
+        "spark-load --body-format") COMPREPLY=() ;;
+        "spark-load --master") COMPREPLY=() ;;
+        "spark-load --spark-conf") COMPREPLY=() ;;
+        "spark-load --staging-dir") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -d -- "$cur")) ;;
+        "spark-load --load-id") COMPREPLY=() ;;
+        "spark-load --max-rejects") COMPREPLY=() ;;
+        "spark-load --rejects-file") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")) ;;
+        "spark-export --to") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")) ;;
+        "spark-export --format") COMPREPLY=() ;;
+        "spark-export --master") COMPREPLY=() ;;
+        "spark-export --spark-conf") COMPREPLY=() ;;
         "bench --messages") COMPREPLY=() ;;
         "bench --size") COMPREPLY=() ;;
         "bench --batch") COMPREPLY=() ;;
@@ -161,6 +197,8 @@ _sbctl_option_values() {
         "message dead-letter -p"|"message dead-letter --property") COMPREPLY=() ;;
         "dlq resubmit --count") COMPREPLY=() ;;
         "dlq resubmit --to") COMPREPLY=() ;;
+        "session set-state --state") COMPREPLY=() ;;
+        "session set-state --file") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")) ;;
         *) COMPREPLY=() ;;
     esac
 }

@@ -3,7 +3,7 @@
 function __sbctl_children
     switch $argv[1]
         case ''
-            printf '%s\n' send peek receive receive-deferred schedule cancel-scheduled purge bench daemon namespace queue message dlq
+            printf '%s\n' send peek receive receive-deferred schedule cancel-scheduled purge spark-load spark-export bench daemon namespace queue message dlq session
         case 'send'
         case 'peek'
         case 'receive'
@@ -11,6 +11,8 @@ function __sbctl_children
         case 'schedule'
         case 'cancel-scheduled'
         case 'purge'
+        case 'spark-load'
+        case 'spark-export'
         case 'bench'
         case 'daemon'
             printf '%s\n' start stop status
@@ -40,6 +42,12 @@ function __sbctl_children
         case 'dlq'
             printf '%s\n' resubmit
         case 'dlq resubmit'
+        case 'session'
+            printf '%s\n' list get-state set-state renew-lock
+        case 'session list'
+        case 'session get-state'
+        case 'session set-state'
+        case 'session renew-lock'
     end
 end
 
@@ -52,13 +60,17 @@ function __sbctl_value_options
         case 'peek'
             printf '%s\n' --count --from-sequence
         case 'receive'
-            printf '%s\n' --count --max-wait --mode --settle
+            printf '%s\n' --count --max-wait --mode --settle --session-id
         case 'receive-deferred'
             printf '%s\n' --mode --settle
         case 'schedule'
             printf '%s\n' --at --body --body-file --input --message-id --session-id --partition-key --correlation-id --subject --content-type --to --reply-to --reply-to-session-id --time-to-live -p --property --repeat --batch-size
         case 'cancel-scheduled'
         case 'purge'
+        case 'spark-load'
+            printf '%s\n' --entity --format --option --body-column --message-id-column --session-id-column --partition-key-column --correlation-id-column --subject-column --content-type-column --ttl-column --scheduled-enqueue-time-column --property-columns --body-format --master --spark-conf --staging-dir --load-id --max-rejects --rejects-file
+        case 'spark-export'
+            printf '%s\n' --to --format --master --spark-conf
         case 'bench'
             printf '%s\n' --messages --size --batch --clients --entity --workers --stored
         case 'daemon'
@@ -94,6 +106,12 @@ function __sbctl_value_options
         case 'dlq'
         case 'dlq resubmit'
             printf '%s\n' --count --to
+        case 'session'
+        case 'session list'
+        case 'session get-state'
+        case 'session set-state'
+            printf '%s\n' --state --file
+        case 'session renew-lock'
     end
 end
 
@@ -127,12 +145,15 @@ complete -c sbctl -n '__sbctl_using \'\'' -a receive-deferred -d 'Receive deferr
 complete -c sbctl -n '__sbctl_using \'\'' -a schedule -d 'Schedule messages to be enqueued at --at (SPEC §7); takes every flag of send and prints the sequence numbers, which cancel-scheduled accepts'
 complete -c sbctl -n '__sbctl_using \'\'' -a cancel-scheduled -d 'Cancel scheduled messages by sequence number (SPEC §7.2); all or nothing'
 complete -c sbctl -n '__sbctl_using \'\'' -a purge -d 'Delete every message of ENTITY (or of its dead-letter queue), locked ones included'
+complete -c sbctl -n '__sbctl_using \'\'' -a spark-load -d 'Bulk-load messages with Spark: partition-aligned, all or nothing, exactly once'
+complete -c sbctl -n '__sbctl_using \'\'' -a spark-export -d 'Write an entity\'s messages (with system properties) as a Spark dataset'
 complete -c sbctl -n '__sbctl_using \'\'' -a bench -d 'Benchmark the running daemon: durable send and receive-and-complete throughput and latency in a throwaway namespace (deleted afterwards), beside this machine\'s raw append+fdatasync and Unix-socket'
 complete -c sbctl -n '__sbctl_using \'\'' -a daemon -d 'Start, stop and inspect the sbctl daemon'
 complete -c sbctl -n '__sbctl_using \'\'' -a namespace -d 'Create, list, show and delete namespaces'
 complete -c sbctl -n '__sbctl_using \'\'' -a queue -d 'Create, update, list, show and delete queues'
 complete -c sbctl -n '__sbctl_using \'\'' -a message -d 'Settle messages received with --settle none'
 complete -c sbctl -n '__sbctl_using \'\'' -a dlq -d 'Chores on dead-letter queues (beyond Azure)'
+complete -c sbctl -n '__sbctl_using \'\'' -a session -d 'Sessions of a session-enabled queue (SPEC §9)'
 complete -c sbctl -n '__sbctl_using \'\'' -s n -l namespace -x -d 'Namespace for queue and message commands'
 complete -c sbctl -n '__sbctl_using \'\'' -s o -l output -x -a 'table json' -d 'Output: tables for people, JSON (Lines) for scripts'
 complete -c sbctl -n '__sbctl_using \'\'' -l socket -r -F -d 'Daemon Unix socket (default: sbctld.sock in the data directory)'
@@ -156,6 +177,7 @@ complete -c sbctl -n '__sbctl_using \'send\'' -l scheduled-enqueue-time -x -d 'E
 complete -c sbctl -n '__sbctl_using \'send\'' -s p -l property -x -d 'Application property (repeatable); JSON scalars keep their type (n=5, ok=true, s="5"), anything else is a string'
 complete -c sbctl -n '__sbctl_using \'send\'' -l repeat -x -d 'Send N copies of the --body/--body-file message'
 complete -c sbctl -n '__sbctl_using \'send\'' -l batch-size -x -d 'Messages per request'
+complete -c sbctl -n '__sbctl_using \'send\'' -l transaction -d 'Send every message in one transaction: all or nothing, at most 100 (SPEC §12); on a partitioned queue all need one partition key'
 complete -c sbctl -n '__sbctl_using \'send\'' -s h -l help -d 'Show this message and exit'
 complete -c sbctl -n '__sbctl_using \'peek\'' -l count -x -d 'Messages to peek'
 complete -c sbctl -n '__sbctl_using \'peek\'' -l from-sequence -x -d 'Start at this sequence number (default: after the last peeked)'
@@ -164,6 +186,8 @@ complete -c sbctl -n '__sbctl_using \'receive\'' -l count -x -d 'Most messages t
 complete -c sbctl -n '__sbctl_using \'receive\'' -l max-wait -x -d 'How long to wait for the first message (5s, PT1M)'
 complete -c sbctl -n '__sbctl_using \'receive\'' -l mode -x -a 'peek-lock receive-and-delete' -d 'Receive mode'
 complete -c sbctl -n '__sbctl_using \'receive\'' -l settle -x -a 'complete abandon defer dead-letter none' -d 'What to do with peek-locked messages once printed (default: complete); none prints lock tokens for `sbctl message ...`'
+complete -c sbctl -n '__sbctl_using \'receive\'' -l session-id -x -d 'Receive from this session of a session-enabled queue (SPEC §9)'
+complete -c sbctl -n '__sbctl_using \'receive\'' -l next-session -d 'Receive from the next unlocked session'
 complete -c sbctl -n '__sbctl_using \'receive\'' -s h -l help -d 'Show this message and exit'
 complete -c sbctl -n '__sbctl_using \'receive-deferred\'' -l mode -x -a 'peek-lock receive-and-delete' -d 'Receive mode'
 complete -c sbctl -n '__sbctl_using \'receive-deferred\'' -l settle -x -a 'complete abandon defer dead-letter none' -d 'What to do with peek-locked messages once printed (default: complete); none prints lock tokens for `sbctl message ...`'
@@ -185,10 +209,38 @@ complete -c sbctl -n '__sbctl_using \'schedule\'' -l time-to-live -x -d 'TimeToL
 complete -c sbctl -n '__sbctl_using \'schedule\'' -s p -l property -x -d 'Application property (repeatable); JSON scalars keep their type (n=5, ok=true, s="5"), anything else is a string'
 complete -c sbctl -n '__sbctl_using \'schedule\'' -l repeat -x -d 'Send N copies of the --body/--body-file message'
 complete -c sbctl -n '__sbctl_using \'schedule\'' -l batch-size -x -d 'Messages per request'
+complete -c sbctl -n '__sbctl_using \'schedule\'' -l transaction -d 'Send every message in one transaction: all or nothing, at most 100 (SPEC §12); on a partitioned queue all need one partition key'
 complete -c sbctl -n '__sbctl_using \'schedule\'' -s h -l help -d 'Show this message and exit'
 complete -c sbctl -n '__sbctl_using \'cancel-scheduled\'' -s h -l help -d 'Show this message and exit'
 complete -c sbctl -n '__sbctl_using \'purge\'' -l dlq -d 'Purge ENTITY\'s dead-letter queue instead'
 complete -c sbctl -n '__sbctl_using \'purge\'' -s h -l help -d 'Show this message and exit'
+complete -c sbctl -n '__sbctl_using \'spark-load\'' -l entity -x -d 'Target queue'
+complete -c sbctl -n '__sbctl_using \'spark-load\'' -l format -x -d 'Any format Spark reads: json, csv, parquet, orc, text, '
+complete -c sbctl -n '__sbctl_using \'spark-load\'' -l option -x -d 'Reader option (repeatable), e.g'
+complete -c sbctl -n '__sbctl_using \'spark-load\'' -l body-column -x -d 'Column holding the body'
+complete -c sbctl -n '__sbctl_using \'spark-load\'' -l message-id-column -x -d 'Column holding MessageId'
+complete -c sbctl -n '__sbctl_using \'spark-load\'' -l session-id-column -x -d 'Column holding SessionId'
+complete -c sbctl -n '__sbctl_using \'spark-load\'' -l partition-key-column -x -d 'Column holding PartitionKey'
+complete -c sbctl -n '__sbctl_using \'spark-load\'' -l correlation-id-column -x -d 'Column holding CorrelationId'
+complete -c sbctl -n '__sbctl_using \'spark-load\'' -l subject-column -x -d 'Column holding Subject'
+complete -c sbctl -n '__sbctl_using \'spark-load\'' -l content-type-column -x -d 'Column holding ContentType'
+complete -c sbctl -n '__sbctl_using \'spark-load\'' -l ttl-column -x -d 'Column holding TimeToLive (seconds, or text like PT1M)'
+complete -c sbctl -n '__sbctl_using \'spark-load\'' -l scheduled-enqueue-time-column -x -d 'Column holding ScheduledEnqueueTimeUtc'
+complete -c sbctl -n '__sbctl_using \'spark-load\'' -l property-columns -x -d 'Columns that become application properties'
+complete -c sbctl -n '__sbctl_using \'spark-load\'' -l all-other-columns-as-properties -d 'Every column not mapped to a message field becomes a property'
+complete -c sbctl -n '__sbctl_using \'spark-load\'' -l body-format -x -d 'How to read the body: json (a struct serialised as JSON), text (UTF-8) or binary (bytes, or base64 text); default: from the column type'
+complete -c sbctl -n '__sbctl_using \'spark-load\'' -l master -x -d 'Spark master URL (local[*]: every core of this machine)'
+complete -c sbctl -n '__sbctl_using \'spark-load\'' -l spark-conf -x -d 'Spark setting (repeatable)'
+complete -c sbctl -n '__sbctl_using \'spark-load\'' -l staging-dir -r -F -d 'Where Spark writes staged batches for the daemon to adopt; the daemon must be able to read it (default: staging/ in the data directory)'
+complete -c sbctl -n '__sbctl_using \'spark-load\'' -l load-id -x -d 'Name the load: a load id already adopted loads nothing (exactly once)'
+complete -c sbctl -n '__sbctl_using \'spark-load\'' -l max-rejects -x -d 'Load nothing when more than N rows are rejected'
+complete -c sbctl -n '__sbctl_using \'spark-load\'' -l rejects-file -r -F -d 'Where rejected rows and reasons go (default: rejects-<load id>.jsonl in the staging dir)'
+complete -c sbctl -n '__sbctl_using \'spark-load\'' -s h -l help -d 'Show this message and exit'
+complete -c sbctl -n '__sbctl_using \'spark-export\'' -l to -r -F -d 'Output path'
+complete -c sbctl -n '__sbctl_using \'spark-export\'' -l format -x -d 'Any format Spark writes'
+complete -c sbctl -n '__sbctl_using \'spark-export\'' -l master -x -d 'Spark master URL (local[*]: every core of this machine)'
+complete -c sbctl -n '__sbctl_using \'spark-export\'' -l spark-conf -x -d 'Spark setting (repeatable)'
+complete -c sbctl -n '__sbctl_using \'spark-export\'' -s h -l help -d 'Show this message and exit'
 complete -c sbctl -n '__sbctl_using \'bench\'' -l messages -x -d 'Messages to send, then receive'
 complete -c sbctl -n '__sbctl_using \'bench\'' -l size -x -d 'Body size in bytes'
 complete -c sbctl -n '__sbctl_using \'bench\'' -l batch -x -d 'Messages per send and per receive request'
@@ -294,3 +346,15 @@ complete -c sbctl -n '__sbctl_using \'dlq\'' -s h -l help -d 'Show this message 
 complete -c sbctl -n '__sbctl_using \'dlq resubmit\'' -l count -x -d 'At most N'
 complete -c sbctl -n '__sbctl_using \'dlq resubmit\'' -l to -x -d 'Send them here instead of ENTITY'
 complete -c sbctl -n '__sbctl_using \'dlq resubmit\'' -s h -l help -d 'Show this message and exit'
+complete -c sbctl -n '__sbctl_using \'session\'' -a list -d 'Sessions with messages or state, with their counts and locks'
+complete -c sbctl -n '__sbctl_using \'session\'' -a get-state -d 'Print a session\'s state (nothing, and `"state": null` in JSON, when unset)'
+complete -c sbctl -n '__sbctl_using \'session\'' -a set-state -d 'Set a session\'s state (an opaque blob that survives restarts) or clear it'
+complete -c sbctl -n '__sbctl_using \'session\'' -a renew-lock -d 'Extend a session lock by the queue\'s lock duration, counted from now'
+complete -c sbctl -n '__sbctl_using \'session\'' -s h -l help -d 'Show this message and exit'
+complete -c sbctl -n '__sbctl_using \'session list\'' -s h -l help -d 'Show this message and exit'
+complete -c sbctl -n '__sbctl_using \'session get-state\'' -s h -l help -d 'Show this message and exit'
+complete -c sbctl -n '__sbctl_using \'session set-state\'' -l state -x -d 'The state, as text'
+complete -c sbctl -n '__sbctl_using \'session set-state\'' -l file -r -F -d 'Read the state here'
+complete -c sbctl -n '__sbctl_using \'session set-state\'' -l clear -d 'Clear the state (set it to null)'
+complete -c sbctl -n '__sbctl_using \'session set-state\'' -s h -l help -d 'Show this message and exit'
+complete -c sbctl -n '__sbctl_using \'session renew-lock\'' -s h -l help -d 'Show this message and exit'

@@ -20,14 +20,15 @@ import errno
 import itertools
 import os
 import socket
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Any
 
 import msgspec
 
 from sbctl import paths
 from sbctl.codec import Message
-from sbctl.errors import GeneralError, SbctlError, ServiceCommunicationProblem
+from sbctl.errors import GeneralError, InvalidOperation, SbctlError, ServiceCommunicationProblem
 from sbctl.messages import ReceivedMessage
 from sbctl.protocol import (
     LENGTH,
@@ -37,6 +38,8 @@ from sbctl.protocol import (
     EntityCreate,
     EntityPath,
     EntityRef,
+    LoadAdopt,
+    LoadRef,
     NamespaceCreate,
     NamespaceRef,
     NamespaceScope,
@@ -46,7 +49,14 @@ from sbctl.protocol import (
     Resubmit,
     Send,
     SequenceNumbers,
+    SessionAccept,
+    SessionRef,
+    SessionState,
+    SessionToken,
     Settle,
+    StagedFile,
+    Transact,
+    TxSettle,
     decode_reply,
     decode_result,
     encode_request,
@@ -61,6 +71,11 @@ def _plain(raw: msgspec.Raw) -> Any:
     return decode_result(raw)
 
 
+def _state(raw: msgspec.Raw) -> bytes | None:
+    state = decode_result(raw)["state"]
+    return bytes(state) if state is not None else None
+
+
 def _delivered(raw: msgspec.Raw) -> list[ReceivedMessage]:
     return [ReceivedMessage.from_wire(d) for d in decode_result(raw, list[Delivered])]
 
@@ -71,6 +86,67 @@ def _unreachable(path: str, exc: OSError) -> ServiceCommunicationProblem:
     else:
         why = exc.strerror or str(exc)
     return ServiceCommunicationProblem(f"cannot reach the sbctl daemon at {path}: {why}")
+
+
+class Transaction:
+    """Sends and settlements buffered by ``with client.transaction():`` and committed as one
+    request when the block ends without an exception (SPEC §12): on one entity, at most
+    100 operations, within 2 minutes of the first. ``result`` holds the sequence numbers
+    and settlement results after the commit."""
+
+    TIMEOUT_S = 120.0
+
+    def __init__(self) -> None:
+        self.entity: str | None = None
+        self.messages: list[Message] = []
+        self.settlements: list[TxSettle] = []
+        self.started = 0.0
+        self.result: dict[str, Any] | None = None
+
+    def add(
+        self,
+        entity: str,
+        messages: Sequence[Message] = (),
+        settlements: Sequence[TxSettle] = (),
+    ) -> None:
+        if self.entity is None:
+            self.entity = entity
+            self.started = time.monotonic()
+        elif entity != self.entity:
+            raise InvalidOperation(
+                f"a transaction works on one entity: it began on {self.entity!r}, not {entity!r}"
+            )
+        self.messages += messages
+        self.settlements += settlements
+
+    def commit_call(self, namespace: str) -> Call:
+        assert self.entity is not None
+        if time.monotonic() - self.started > self.TIMEOUT_S:
+            raise InvalidOperation(
+                "the transaction timed out: more than 2 minutes since its first operation"
+            )
+        args = Transact(namespace, self.entity, self.messages, self.settlements)
+        return "transact", args, _plain
+
+
+def _refuse_in_transaction(tx: Transaction | None, what: str) -> None:
+    if tx is not None:
+        # SPEC §12.1
+        raise InvalidOperation(
+            f"{what} cannot be part of a transaction: receive in peek-lock first, then settle "
+            "inside the transaction"
+        )
+
+
+def _tx_settlements(
+    op: str,
+    tokens: Sequence[str],
+    properties: dict[str, Any] | None,
+    reason: str | None,
+    description: str | None,
+) -> tuple[list[TxSettle], list[dict[str, Any]]]:
+    settles = [TxSettle(op, t, properties, reason, description) for t in tokens]
+    return settles, [{"lock_token": t, "pending": True} for t in tokens]
 
 
 class _Calls:
@@ -131,9 +207,28 @@ class _Calls:
     def peek(self, entity: str, count: int, from_sequence: int | None) -> Call:
         return "peek", Peek(self.namespace, entity, count, from_sequence), _delivered
 
-    def receive(self, entity: str, count: int, max_wait: float, mode: str) -> Call:
+    def receive(
+        self, entity: str, count: int, max_wait: float, mode: str, session: str | None = None
+    ) -> Call:
         wait_ms = max(0, int(max_wait * 1000))
-        return "receive", Receive(self.namespace, entity, count, wait_ms, mode), _delivered
+        args = Receive(self.namespace, entity, count, wait_ms, mode, session)
+        return "receive", args, _delivered
+
+    def session_accept(self, entity: str, session_id: str | None) -> Call:
+        return "session_accept", SessionAccept(self.namespace, entity, session_id), _plain
+
+    def session_token(self, op: str, entity: str, token: str) -> Call:
+        return op, SessionToken(self.namespace, entity, token), _plain
+
+    def session_list(self, entity: str) -> Call:
+        return "session_list", EntityPath(self.namespace, entity), _plain
+
+    def session_get_state(self, entity: str, session_id: str) -> Call:
+        return "session_get_state", SessionRef(self.namespace, entity, session_id), _state
+
+    def session_set_state(self, entity: str, session_id: str, state: bytes | None) -> Call:
+        args = SessionState(self.namespace, entity, session_id, state)
+        return "session_set_state", args, _plain
 
     def settle(
         self,
@@ -163,6 +258,17 @@ class _Calls:
     def dlq_resubmit(self, entity: str, count: int | None, to: str | None) -> Call:
         return "dlq_resubmit", Resubmit(self.namespace, entity, count, to), _plain
 
+    def load_adopt(self, entity: str, load_id: str, files: Sequence[tuple[int, str]]) -> Call:
+        staged = [StagedFile(pid, path) for pid, path in files]
+        return "load_adopt", LoadAdopt(self.namespace, entity, load_id, staged), _plain
+
+    def load_status(self, entity: str, load_id: str) -> Call:
+        return "load_status", LoadRef(self.namespace, entity, load_id), _plain
+
+
+# Adoption checks and fdatasyncs every staged byte: allow it time on large loads.
+ADOPT_TIMEOUT = 1800.0
+
 
 def _scheduled(messages: Sequence[Message], at_ms: int) -> list[Message]:
     return [msgspec.structs.replace(m, scheduled_enqueue_time_ms=at_ms) for m in messages]
@@ -191,6 +297,7 @@ class Client:
         self._calls = _Calls(self.namespace)
         self._sock: socket.socket | None = None
         self._ids = itertools.count(1)
+        self._tx: Transaction | None = None
 
     # -- plumbing
     def _connect(self) -> socket.socket:
@@ -258,6 +365,20 @@ class Client:
         """The same connection settings, another namespace."""
         return Client(self.socket_path, namespace=namespace, timeout=self.timeout)
 
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[Transaction]:
+        """Buffer this client's sends and settlements and commit them at once, all or
+        nothing (SPEC §12); an exception in the block discards them."""
+        if self._tx is not None:
+            raise InvalidOperation("a transaction is already open on this client")
+        tx = self._tx = Transaction()
+        try:
+            yield tx
+        finally:
+            self._tx = None
+        if tx.entity is not None:
+            tx.result = self._call(tx.commit_call(self.namespace))
+
     # -- daemon
     def ping(self) -> dict[str, Any]:
         return self._call(self._calls.ping())
@@ -307,6 +428,9 @@ class Client:
     # -- data plane
     def send(self, entity: str, messages: Sequence[Message]) -> list[int]:
         """Send a batch (atomically stored); returns the sequence numbers assigned."""
+        if self._tx is not None:
+            self._tx.add(entity, messages=messages)
+            return []
         return self._call(self._calls.send(entity, messages))
 
     def peek(
@@ -315,9 +439,17 @@ class Client:
         return self._call(self._calls.peek(entity, count, from_sequence))
 
     def receive(
-        self, entity: str, count: int = 1, max_wait: float = 0.0, mode: str = "peek-lock"
+        self,
+        entity: str,
+        count: int = 1,
+        max_wait: float = 0.0,
+        mode: str = "peek-lock",
+        session_lock_token: str | None = None,
     ) -> list[ReceivedMessage]:
-        call = self._calls.receive(entity, count, max_wait, mode)
+        """Receive; with ``session_lock_token`` (from :meth:`accept_session`), that
+        session's messages in order."""
+        _refuse_in_transaction(self._tx, "receive")
+        call = self._calls.receive(entity, count, max_wait, mode, session_lock_token)
         return self._call(call, timeout=max_wait + 30)
 
     def settle(
@@ -330,6 +462,10 @@ class Client:
         description: str | None = None,
     ) -> list[dict[str, Any]]:
         """Settle locked messages; returns one result per token (``ok`` or ``error``)."""
+        if self._tx is not None:
+            settles, pending = _tx_settlements(op, lock_tokens, properties, reason, description)
+            self._tx.add(entity, settlements=settles)
+            return pending
         call = self._calls.settle(entity, op, lock_tokens, properties, reason, description)
         return self._call(call)
 
@@ -365,6 +501,7 @@ class Client:
     def receive_deferred(
         self, entity: str, sequence_numbers: Sequence[int], mode: str = "peek-lock"
     ) -> list[ReceivedMessage]:
+        _refuse_in_transaction(self._tx, "receive_deferred")
         return self._call(self._calls.receive_deferred(entity, sequence_numbers, mode))
 
     def schedule(self, entity: str, messages: Sequence[Message], at_ms: int) -> list[int]:
@@ -384,6 +521,43 @@ class Client:
         """Move dead-lettered messages back to the queue (or to ``to``)."""
         return self._call(self._calls.dlq_resubmit(entity, count, to))
 
+    def accept_session(self, entity: str, session_id: str | None = None) -> dict[str, Any]:
+        """Lock ``session_id`` (or the next session with messages) for this caller: returns
+        ``session_id``, ``session_lock_token`` and ``locked_until_utc`` (SPEC §9.6)."""
+        return self._call(self._calls.session_accept(entity, session_id))
+
+    def renew_session_lock(self, entity: str, session_lock_token: str) -> dict[str, Any]:
+        call = self._calls.session_token("session_renew", entity, session_lock_token)
+        return self._call(call)
+
+    def close_session(self, entity: str, session_lock_token: str) -> dict[str, Any]:
+        call = self._calls.session_token("session_close", entity, session_lock_token)
+        return self._call(call)
+
+    def list_sessions(self, entity: str) -> list[dict[str, Any]]:
+        return self._call(self._calls.session_list(entity))
+
+    def get_session_state(self, entity: str, session_id: str) -> bytes | None:
+        return self._call(self._calls.session_get_state(entity, session_id))
+
+    def set_session_state(
+        self, entity: str, session_id: str, state: bytes | None
+    ) -> dict[str, Any]:
+        """Set (or, with None, clear) a session's state (SPEC §9.8)."""
+        return self._call(self._calls.session_set_state(entity, session_id, state))
+
+    # -- bulk load (spark-load; SPEC §0.4.6: charged no credits)
+    def load_adopt(
+        self, entity: str, load_id: str, files: Sequence[tuple[int, str]]
+    ) -> dict[str, Any]:
+        """Make staged batch files ``(partition, path)`` the entity's messages, atomically;
+        a load id already adopted is a no-op (``adopted`` is then false)."""
+        return self._call(self._calls.load_adopt(entity, load_id, files), timeout=ADOPT_TIMEOUT)
+
+    def load_status(self, entity: str, load_id: str) -> dict[str, Any]:
+        """``state`` is ``committed`` (with the load's result) or ``unknown``."""
+        return self._call(self._calls.load_status(entity, load_id))
+
 
 class AsyncClient:
     """asyncio client; requests are pipelined on one connection."""
@@ -402,6 +576,7 @@ class AsyncClient:
         self._pending: dict[int, tuple[asyncio.Future[Any], Callable[[msgspec.Raw], Any]]] = {}
         self._reader_task: asyncio.Task[None] | None = None
         self._ids = itertools.count(1)
+        self._tx: Transaction | None = None
         self._lock = asyncio.Lock()
 
     async def _connect(self) -> asyncio.StreamWriter:
@@ -475,6 +650,20 @@ class AsyncClient:
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
+    @contextlib.asynccontextmanager
+    async def transaction(self) -> AsyncIterator[Transaction]:
+        """Buffer this client's sends and settlements and commit them at once, all or
+        nothing (SPEC §12); an exception in the block discards them."""
+        if self._tx is not None:
+            raise InvalidOperation("a transaction is already open on this client")
+        tx = self._tx = Transaction()
+        try:
+            yield tx
+        finally:
+            self._tx = None
+        if tx.entity is not None:
+            tx.result = await self._call(tx.commit_call(self.namespace))
+
     async def ping(self) -> dict[str, Any]:
         return await self._call(self._calls.ping())
 
@@ -519,6 +708,9 @@ class AsyncClient:
         return await self._call(self._calls.queue_delete(name))
 
     async def send(self, entity: str, messages: Sequence[Message]) -> list[int]:
+        if self._tx is not None:
+            self._tx.add(entity, messages=messages)
+            return []
         return await self._call(self._calls.send(entity, messages))
 
     async def peek(
@@ -527,9 +719,17 @@ class AsyncClient:
         return await self._call(self._calls.peek(entity, count, from_sequence))
 
     async def receive(
-        self, entity: str, count: int = 1, max_wait: float = 0.0, mode: str = "peek-lock"
+        self,
+        entity: str,
+        count: int = 1,
+        max_wait: float = 0.0,
+        mode: str = "peek-lock",
+        session_lock_token: str | None = None,
     ) -> list[ReceivedMessage]:
-        call = self._calls.receive(entity, count, max_wait, mode)
+        """Receive; with ``session_lock_token`` (from :meth:`accept_session`), that
+        session's messages in order."""
+        _refuse_in_transaction(self._tx, "receive")
+        call = self._calls.receive(entity, count, max_wait, mode, session_lock_token)
         return await self._call(call)
 
     async def settle(
@@ -541,6 +741,10 @@ class AsyncClient:
         reason: str | None = None,
         description: str | None = None,
     ) -> list[dict[str, Any]]:
+        if self._tx is not None:
+            settles, pending = _tx_settlements(op, lock_tokens, properties, reason, description)
+            self._tx.add(entity, settlements=settles)
+            return pending
         call = self._calls.settle(entity, op, lock_tokens, properties, reason, description)
         return await self._call(call)
 
@@ -578,6 +782,7 @@ class AsyncClient:
     async def receive_deferred(
         self, entity: str, sequence_numbers: Sequence[int], mode: str = "peek-lock"
     ) -> list[ReceivedMessage]:
+        _refuse_in_transaction(self._tx, "receive_deferred")
         return await self._call(self._calls.receive_deferred(entity, sequence_numbers, mode))
 
     async def schedule(self, entity: str, messages: Sequence[Message], at_ms: int) -> list[int]:
@@ -598,3 +803,36 @@ class AsyncClient:
     ) -> dict[str, Any]:
         """Move dead-lettered messages back to the queue (or to ``to``)."""
         return await self._call(self._calls.dlq_resubmit(entity, count, to))
+
+    async def accept_session(self, entity: str, session_id: str | None = None) -> dict[str, Any]:
+        """Lock ``session_id`` (or the next session with messages) for this caller: returns
+        ``session_id``, ``session_lock_token`` and ``locked_until_utc`` (SPEC §9.6)."""
+        return await self._call(self._calls.session_accept(entity, session_id))
+
+    async def renew_session_lock(self, entity: str, session_lock_token: str) -> dict[str, Any]:
+        call = self._calls.session_token("session_renew", entity, session_lock_token)
+        return await self._call(call)
+
+    async def close_session(self, entity: str, session_lock_token: str) -> dict[str, Any]:
+        call = self._calls.session_token("session_close", entity, session_lock_token)
+        return await self._call(call)
+
+    async def list_sessions(self, entity: str) -> list[dict[str, Any]]:
+        return await self._call(self._calls.session_list(entity))
+
+    async def get_session_state(self, entity: str, session_id: str) -> bytes | None:
+        return await self._call(self._calls.session_get_state(entity, session_id))
+
+    async def set_session_state(
+        self, entity: str, session_id: str, state: bytes | None
+    ) -> dict[str, Any]:
+        """Set (or, with None, clear) a session's state (SPEC §9.8)."""
+        return await self._call(self._calls.session_set_state(entity, session_id, state))
+
+    async def load_adopt(
+        self, entity: str, load_id: str, files: Sequence[tuple[int, str]]
+    ) -> dict[str, Any]:
+        return await self._call(self._calls.load_adopt(entity, load_id, files))
+
+    async def load_status(self, entity: str, load_id: str) -> dict[str, Any]:
+        return await self._call(self._calls.load_status(entity, load_id))

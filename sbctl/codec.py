@@ -83,6 +83,12 @@ class Message(msgspec.Struct, array_like=True, omit_defaults=True, forbid_unknow
     time_to_live_ms: int | None = None
     scheduled_enqueue_time_ms: int | None = None
     application_properties: dict[str, PropertyValue] | None = None
+    # Set by the broker, never by a sender (SPEC §1.8, §11): the sequence number a
+    # forwarded message had where it was first enqueued, how many forwarding hops it made,
+    # and the entity whose DLQ forwarded it.
+    enqueued_sequence_number: int | None = None
+    transfer_hops: int | None = None
+    dead_letter_source: str | None = None
 
 
 _encoder = msgspec.msgpack.Encoder()

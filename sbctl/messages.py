@@ -166,6 +166,8 @@ class ReceivedMessage:
         )
         out["expires_at_utc"] = format_instant(self.expires_at_utc)
         out["partition_id"] = self.partition_id
+        out["enqueued_sequence_number"] = m.enqueued_sequence_number
+        out["dead_letter_source"] = m.dead_letter_source
         out["state"] = self.state
         return out
 

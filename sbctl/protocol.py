@@ -107,6 +107,7 @@ class Receive(_Args):
     count: int = 1
     max_wait_ms: int = 0
     mode: str = "peek-lock"
+    session_lock_token: str | None = None
 
 
 class Settle(_Args):
@@ -117,6 +118,55 @@ class Settle(_Args):
     properties: dict[str, Any] | None = None
     reason: str | None = None
     description: str | None = None
+
+
+class SessionAccept(_Args):
+    namespace: str
+    entity: str
+    session_id: str | None = None
+
+
+class SessionToken(_Args):
+    namespace: str
+    entity: str
+    session_lock_token: str
+
+
+class SessionRef(_Args):
+    namespace: str
+    entity: str
+    session_id: str
+
+
+class SessionState(_Args):
+    namespace: str
+    entity: str
+    session_id: str
+    state: bytes | None = None
+
+
+class TxSettle(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
+    op: str
+    lock_token: str
+    properties: dict[str, Any] | None = None
+    reason: str | None = None
+    description: str | None = None
+
+
+class Transact(_Args):
+    namespace: str
+    entity: str
+    messages: list[Message] = []
+    settlements: list[TxSettle] = []
+
+
+class TransactEncoded(_Args):
+    """How the daemon reads a :class:`Transact` (messages stay encoded, as in a send)."""
+
+    namespace: str
+    entity: str
+    messages: list[msgspec.Raw] = []
+    settlements: list[TxSettle] = []
 
 
 class ReceiveDeferred(_Args):
@@ -142,6 +192,28 @@ class Resubmit(_Args):
     entity: str
     count: int | None = None
     to: str | None = None
+
+
+class StagedFile(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
+    """A file of record batches staged by spark-load for one partition."""
+
+    partition: int
+    path: str
+
+
+class LoadAdopt(_Args):
+    """Adopt staged files (in order per partition) as one atomic load (sbctld.loads)."""
+
+    namespace: str
+    entity: str
+    load_id: str
+    files: list[StagedFile]
+
+
+class LoadRef(_Args):
+    namespace: str
+    entity: str
+    load_id: str
 
 
 class Delivered(msgspec.Struct, array_like=True):
@@ -176,7 +248,16 @@ OPS: dict[str, type[_Args]] = {
     "peek": Peek,
     "receive": Receive,
     "settle": Settle,
+    "load_adopt": LoadAdopt,
+    "load_status": LoadRef,
     "receive_deferred": ReceiveDeferred,
+    "transact": TransactEncoded,
+    "session_accept": SessionAccept,
+    "session_renew": SessionToken,
+    "session_close": SessionToken,
+    "session_list": EntityPath,
+    "session_get_state": SessionRef,
+    "session_set_state": SessionState,
     "cancel_scheduled": SequenceNumbers,
     "purge": EntityPath,
     "dlq_resubmit": Resubmit,

@@ -23,7 +23,7 @@ from typing import Any
 
 import msgspec
 
-from sbctl.codec import Message
+from sbctl.codec import Message, decode_message
 from sbctl.durations import format_instant
 from sbctl.errors import (
     BadRequest,
@@ -31,6 +31,7 @@ from sbctl.errors import (
     MessagingEntityAlreadyExists,
     MessagingEntityNotFound,
     QuotaExceeded,
+    SbctlError,
 )
 from sbctl.names import (
     entity_dir_name,
@@ -41,6 +42,7 @@ from sbctl.names import (
 )
 from sbctl.partitioning import STANDARD_PARTITION_COUNT
 from sbctl.protocol import MAX_PEEK, MAX_RECEIVE, Delivered
+from sbctld import loads
 from sbctld.clock import Clock
 from sbctld.config import (
     SKUS,
@@ -51,6 +53,7 @@ from sbctld.config import (
     merge_options,
     save_toml,
 )
+from sbctld.partition import Partition
 from sbctld.queue import DESCRIPTION, Queue
 from sbctld.storage.files import fsync_dir
 from sbctld.storage.log import DEFAULT_SEGMENT_BYTES, State
@@ -63,6 +66,8 @@ NAMESPACE_FILE = "namespace.toml"
 WORK_PREFIX = "@"
 MAX_ENTITIES = 10_000  # SPEC §14
 RESOLVE_CACHE = 4096
+MAX_TRANSFER_HOPS = 4  # SPEC §11.3
+IDLE_CHECK_MS = 1000
 MAX_PARTITIONED = 100  # SPEC §0.1.11
 STANDARD_MESSAGE_BYTES = 256 * 1024  # SPEC §13.1
 PREMIUM_MESSAGE_BYTES = 1024 * 1024
@@ -131,7 +136,9 @@ class Broker:
         # (deadline, namespace key, queue key): when some lock of that queue may run out,
         # so that tick() visits only queues with something due, not every partition.
         self._due: list[tuple[int, str, str]] = []
-        self._resolved: dict[tuple[str, str], tuple[Queue, bool]] = {}  # cleared on deletes
+        self._resolved: dict[tuple[str, str], tuple[Queue, str]] = {}  # cleared on deletes
+        self._touched: set[tuple[str, str]] = set()
+        self._idle_check_ms = 0
         first_start = not self.root.exists()
         self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
         self._load()
@@ -165,6 +172,7 @@ class Broker:
                     continue  # an interrupted create or delete: nothing was acknowledged
                 cfg = load_toml(q_dir / DESCRIPTION, QueueConfig)
                 notes: list[str] = []
+                loads.recover(q_dir, notes.append)  # spark-load adoptions that never committed
                 queue = Queue.open(
                     q_dir,
                     cfg,
@@ -333,9 +341,10 @@ class Broker:
         cfg = merge_options(queue.config, options, creating=False)
         check_queue(cfg, ns.config.sku, set(options))
         self._check_forwarding(ns, cfg)
-        cfg.updated_at_ms = self.clock.now_ms()
+        cfg.updated_at_ms = queue.accessed_at_ms = self.clock.now_ms()
         queue.config = cfg
         queue.save()
+        self.flow(queue)  # a new forward_to passes on what the queue holds
         return queue.describe()
 
     def queue_get(self, namespace: str, name: str) -> dict[str, Any]:
@@ -356,8 +365,9 @@ class Broker:
 
     # ------------------------------------------------------------ data plane
 
-    def resolve(self, namespace: str, path: str) -> tuple[Queue, bool]:
-        """An entity path → (queue, is it the DLQ). Cached: every data-plane request asks."""
+    def resolve(self, namespace: str, path: str) -> tuple[Queue, str]:
+        """An entity path → (queue, sub-queue: "", "deadletter" or "transfer-deadletter").
+        Cached: every data-plane request asks."""
         hit = self._resolved.get((namespace, path))
         if hit is not None:
             return hit
@@ -367,13 +377,11 @@ class Broker:
         self._resolved[(namespace, path)] = found
         return found
 
-    def _resolve(self, namespace: str, path: str) -> tuple[Queue, bool]:
+    def _resolve(self, namespace: str, path: str) -> tuple[Queue, str]:
         parsed = parse_entity_path(path)
         if parsed.subscription is not None:
             raise MessagingEntityNotFound(f"{path!r}: topics and subscriptions are not available")
-        if parsed.subqueue == "transfer-deadletter":
-            raise InvalidOperation(f"{path!r}: the transfer dead-letter queue is not available")
-        return self.queue(namespace, parsed.entity), parsed.subqueue == "deadletter"
+        return self.queue(namespace, parsed.entity), parsed.subqueue
 
     def send(
         self, namespace: str, path: str, messages: Sequence[Message | bytes | msgspec.Raw]
@@ -385,6 +393,7 @@ class Broker:
         seqs = queue.send(messages, self.clock.now_ms())
         if queue.scheduled_pending:
             self._note_scheduled(*queue.key, queue)
+        self.flow(queue)
         return seqs
 
     def peek(
@@ -395,18 +404,33 @@ class Broker:
         if from_sequence is not None and from_sequence < 0:
             raise BadRequest("from_sequence must not be negative")
         queue, dlq = self.resolve(namespace, path)
-        return queue.peek(count, from_sequence, deadletter=dlq)
+        queue.accessed_at_ms = self.clock.now_ms()
+        return queue.peek(count, from_sequence, subqueue=dlq)
 
-    def receive(self, namespace: str, path: str, count: int, mode: str) -> list[Delivered]:
+    def receive(
+        self,
+        namespace: str,
+        path: str,
+        count: int,
+        mode: str,
+        session_lock_token: str | None = None,
+    ) -> list[Delivered]:
         if not 1 <= count <= MAX_RECEIVE:
             raise BadRequest(f"receive count must be between 1 and {MAX_RECEIVE}")
         _check_mode(mode)
         queue, dlq = self.resolve(namespace, path)
         now = self.clock.now_ms()
         queue.expire_locks(now)
-        got = queue.receive(count, now, delete=mode == "receive-and-delete", deadletter=dlq)
+        delete = mode == "receive-and-delete"
+        if session_lock_token is not None:
+            if dlq:
+                raise InvalidOperation("a dead-letter queue has no sessions")
+            got = queue.receive_session(session_lock_token, count, now, delete=delete)
+        else:
+            got = queue.receive(count, now, delete=delete, subqueue=dlq)
         if got and mode == "peek-lock":
             heapq.heappush(self._due, (now + queue.config.lock_duration, *queue.key))
+        self.flow(queue)  # expiry may have dead-lettered something
         return got
 
     def settle(
@@ -420,10 +444,11 @@ class Broker:
         description: str | None = None,
     ) -> list[dict[str, Any]]:
         queue, _dlq = self.resolve(namespace, path)
-        now = self.clock.now_ms()
+        now = queue.accessed_at_ms = self.clock.now_ms()
         results = queue.settle(op, tokens, now, properties, reason, description)
         if op == "renew-lock":
             heapq.heappush(self._due, (now + queue.config.lock_duration, *queue.key))
+        self.flow(queue)
         return results
 
     def receive_deferred(
@@ -439,6 +464,142 @@ class Broker:
             heapq.heappush(self._due, (now + queue.config.lock_duration, *queue.key))
         return got
 
+    def transact(
+        self,
+        namespace: str,
+        path: str,
+        messages: Sequence[Message | bytes | msgspec.Raw],
+        settlements: Sequence[tuple[str, str, dict[str, Any] | None, str | None, str | None]],
+    ) -> dict[str, Any]:
+        """Sends and settlements on one entity, all or nothing (SPEC §12)."""
+        if self.namespace(namespace).config.sku == "basic":
+            raise InvalidOperation("transactions are not supported on the Basic tier (SPEC §15.1)")
+        queue, dlq = self.resolve(namespace, path)
+        if dlq and messages:
+            raise InvalidOperation("messages cannot be sent to a dead-letter queue")
+        result = queue.transact(messages, settlements, self.clock.now_ms())
+        if messages and queue.scheduled_pending:
+            self._note_scheduled(*queue.key, queue)
+        self.flow(queue)
+        return result
+
+    # ------------------------------------------------------------ auto-forwarding
+
+    def take_touched(self) -> set[tuple[str, str]]:
+        """Queues that forwarding put messages in since the last call (to wake receivers)."""
+        touched, self._touched = self._touched, set()
+        return touched
+
+    def flow(self, queue: Queue) -> None:
+        """Forward what ``queue`` must pass on (SPEC §11, §4.7), along the whole chain."""
+        cfg = queue.config
+        if cfg.forward_to is None and cfg.forward_dead_lettered_messages_to is None:
+            return  # the common case, on every data-plane request: two attribute reads
+        ns = self.namespaces.get(queue.key[0])
+        if ns is None:
+            return
+        now = self.clock.now_ms()
+        pending = [queue]
+        for _hop in range(MAX_TRANSFER_HOPS + 2):
+            if not pending:
+                break
+            nxt: list[Queue] = []
+            for source in pending:
+                nxt += self._forward(ns, source, now)
+            pending = nxt
+
+    def _forward(self, ns: Namespace, source: Queue, now: int) -> list[Queue]:
+        """Move the source's forwardable messages on; returns the queues that received some."""
+        cfg = source.config
+        received: list[Queue] = []
+        if cfg.forward_to is not None:
+            for p, seq in source.waiting(State.ACTIVE):
+                received += self._transfer(ns, source, p, seq, cfg.forward_to, now, False)
+        if cfg.forward_dead_lettered_messages_to is not None:
+            for p, seq in source.waiting(State.DEADLETTERED):
+                target = cfg.forward_dead_lettered_messages_to
+                received += self._transfer(ns, source, p, seq, target, now, True)
+        return received
+
+    def _transfer(
+        self,
+        ns: Namespace,
+        source: Queue,
+        p: Partition,
+        seq: int,
+        target_name: str,
+        now: int,
+        from_dlq: bool,
+    ) -> list[Queue]:
+        message = decode_message(p.log.read_payload(seq))
+        hops = (message.transfer_hops or 0) + 1
+        if from_dlq:
+            props = {**(message.application_properties or {}), **p.log.props.get(seq, {})}
+            message = msgspec.structs.replace(
+                message, application_properties=props or None, dead_letter_source=source.name
+            )
+        message = msgspec.structs.replace(
+            message,
+            enqueued_sequence_number=message.enqueued_sequence_number or (p.shift | seq),
+            transfer_hops=hops,
+        )
+        target = ns.queues.get(entity_key(target_name))
+        failure: tuple[str, str] | None = None
+        if hops > MAX_TRANSFER_HOPS:
+            failure = (
+                "MaxTransferHopCountExceeded",
+                f"the message passed more than {MAX_TRANSFER_HOPS} forwarding hops",
+            )
+        elif target is None:
+            failure = ("MessagingEntityNotFound", f"the destination {target_name!r} is gone")
+        else:
+            try:
+                target.send([message], now, from_broker=True)
+            except SbctlError as exc:  # disabled, full, needs a session...: SPEC §4.6
+                failure = (exc.code, exc.message)
+        if failure is None:
+            p.log.set_state(seq, State.GONE)
+            assert target is not None
+            self._touched.add(target.key)
+            return [target]
+        if not from_dlq:  # SPEC §4.6: the source's transfer dead-letter queue
+            reason, description = failure
+            p.log.set_state(
+                seq,
+                State.TRANSFER_DEADLETTERED,
+                {"DeadLetterReason": reason, "DeadLetterErrorDescription": description},
+            )
+            p.give_back(seq)
+        return []
+
+    def _session_queue(self, namespace: str, path: str) -> Queue:
+        queue, dlq = self.resolve(namespace, path)
+        if dlq:
+            raise InvalidOperation("a dead-letter queue has no sessions")
+        return queue
+
+    def session_accept(self, namespace: str, path: str, session_id: str | None) -> dict[str, Any]:
+        """Lock a session (or the next available one) for a session receiver (SPEC §9.6)."""
+        queue = self._session_queue(namespace, path)
+        return queue.accept_session(session_id, self.clock.now_ms())
+
+    def session_renew(self, namespace: str, path: str, token: str) -> dict[str, Any]:
+        return self._session_queue(namespace, path).renew_session(token, self.clock.now_ms())
+
+    def session_close(self, namespace: str, path: str, token: str) -> dict[str, Any]:
+        return self._session_queue(namespace, path).close_session(token, self.clock.now_ms())
+
+    def session_list(self, namespace: str, path: str) -> list[dict[str, Any]]:
+        return self._session_queue(namespace, path).list_sessions(self.clock.now_ms())
+
+    def session_get_state(self, namespace: str, path: str, session_id: str) -> bytes | None:
+        return self._session_queue(namespace, path).get_session_state(session_id)
+
+    def session_set_state(
+        self, namespace: str, path: str, session_id: str, state: bytes | None
+    ) -> None:
+        self._session_queue(namespace, path).set_session_state(session_id, state)
+
     def cancel_scheduled(self, namespace: str, path: str, sequence_numbers: Sequence[int]) -> int:
         queue, dlq = self.resolve(namespace, path)
         if dlq:
@@ -448,33 +609,54 @@ class Broker:
     def purge(self, namespace: str, path: str) -> int:
         """Delete every message of a queue or of its DLQ (beyond Azure: a chore)."""
         queue, dlq = self.resolve(namespace, path)
-        return queue.purge(deadletter=dlq)
+        return queue.purge(subqueue=dlq)
 
     def dlq_resubmit(
         self, namespace: str, path: str, count: int | None, to: str | None
     ) -> dict[str, Any]:
         """Move dead-lettered messages back (to the queue itself or to ``to``), without
         their dead-letter properties; each gets a new sequence number there."""
-        queue, _dlq = self.resolve(namespace, path)
-        target, into_dlq = (queue, False) if to is None else self.resolve(namespace, to)
+        queue, from_sub = self.resolve(namespace, path)
+        target, into_dlq = (queue, "") if to is None else self.resolve(namespace, to)
         if into_dlq:
             raise InvalidOperation("messages cannot be resubmitted into a dead-letter queue")
         if count is not None and count < 1:
             raise BadRequest("count must be at least 1")
         now = self.clock.now_ms()
         moved: list[int] = []
-        for p, seq in queue.dead_lettered(count):
+        state = (
+            State.TRANSFER_DEADLETTERED if from_sub == "transfer-deadletter" else State.DEADLETTERED
+        )
+        for p, seq in queue.waiting(state, count):
             message = queue.resubmittable(p, seq)
             # The copy is stored before the DLQ entry is retired: never lost, at worst twice.
             moved += target.send([message], now, detect_duplicates=False)
             p.log.set_state(seq, State.GONE)
         return {"resubmitted": len(moved), "to": target.name, "sequence_numbers": moved}
 
+    def load_adopt(
+        self, namespace: str, path: str, load_id: str, files: Sequence[tuple[int, str]]
+    ) -> dict[str, Any]:
+        """Adopt a spark-load's staged batches atomically (sbctld.loads; SPEC §0.4.6)."""
+        queue, dlq = self.resolve(namespace, path)
+        if dlq:
+            raise InvalidOperation("messages cannot be loaded into a dead-letter queue")
+        result = loads.adopt(queue, load_id, files, self.clock.now_ms())
+        if queue.scheduled_pending:
+            self._note_scheduled(*queue.key, queue)
+        return result
+
+    def load_status(self, namespace: str, path: str, load_id: str) -> dict[str, Any]:
+        return loads.status(self.resolve(namespace, path)[0], load_id)
+
     # ------------------------------------------------------------ time
 
     def tick(self) -> list[tuple[str, str]]:
         """Run what time makes due; returns (namespace, queue) keys with new messages."""
         now = self.clock.now_ms()
+        if now >= self._idle_check_ms:
+            self._idle_check_ms = now + IDLE_CHECK_MS
+            self._delete_idle(now)
         due: set[tuple[str, str]] = set()
         while self._due and self._due[0][0] <= now:
             _deadline, ns_key, q_key = heapq.heappop(self._due)
@@ -489,9 +671,16 @@ class Broker:
             if queue.activate_scheduled(now):
                 freed = True
             self._note_scheduled(ns_key, q_key, queue)
+            self.flow(queue)
             if freed:
                 woke.append((ns_key, q_key))
         return woke
+
+    def _delete_idle(self, now: int) -> None:
+        for ns in list(self.namespaces.values()):
+            for queue in [q for q in ns.queues.values() if q.idle(now)]:
+                self.queue_delete(ns.name, queue.name)
+                self.report(f"deleted queue {ns.name}/{queue.name}: idle for auto_delete_on_idle")
 
     def _note_scheduled(self, ns_key: str, q_key: str, queue: Queue) -> None:
         when = queue.next_scheduled()

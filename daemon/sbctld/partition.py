@@ -38,7 +38,19 @@ class View:
 
 
 class Partition:
-    __slots__ = ("dlq", "id", "lock_heap", "locks", "log", "main", "scheduled", "shift")
+    __slots__ = (
+        "by_session",
+        "dlq",
+        "id",
+        "lock_heap",
+        "locks",
+        "log",
+        "main",
+        "scheduled",
+        "session_of",
+        "shift",
+        "tdlq",
+    )
 
     def __init__(self, log: PartitionLog, partition_id: int, partitioned: bool) -> None:
         self.log = log
@@ -48,11 +60,19 @@ class Partition:
         self.lock_heap: list[tuple[int, int, int]] = []
         self.main = View(State.ACTIVE, log.head)
         self.dlq = View(State.DEADLETTERED, log.head)
+        self.tdlq = View(State.TRANSFER_DEADLETTERED, log.head)
+        # Session-enabled queues: each session's undelivered messages, oldest first (a heap
+        # per session, SPEC §9.7 FIFO), and the session of every message indexed there.
+        self.by_session: dict[str, list[int]] = {}
+        self.session_of: dict[int, str] = {}
         self.scheduled = [(log.record_header(s)[1], s) for s in log.seqs_in(State.SCHEDULED)]
         heapq.heapify(self.scheduled)
 
-    def view(self, deadletter: bool) -> View:
-        return self.dlq if deadletter else self.main
+    def view(self, subqueue: str) -> View:
+        """The entity itself (""), its "deadletter" or its "transfer-deadletter" queue."""
+        if subqueue == "deadletter":
+            return self.dlq
+        return self.tdlq if subqueue == "transfer-deadletter" else self.main
 
     # ------------------------------------------------------------ receiving
 
@@ -138,9 +158,49 @@ class Partition:
         Only messages behind the view's cursor need the heap: the cursor finds the others.
         """
         state = self.log.state_of(seq)
-        view = self.main if state == State.ACTIVE else self.dlq
+        session = self.session_of.get(seq)
+        if session is not None and state == State.ACTIVE:
+            heapq.heappush(self.by_session.setdefault(session, []), seq)
+            return
+        view = {State.ACTIVE: self.main, State.DEADLETTERED: self.dlq}.get(state, self.tdlq)
         if view.state == state and seq < view.cursor:
             heapq.heappush(view.returned, seq)
+
+    def index_session(self, seq: int, session_id: str) -> None:
+        self.session_of[seq] = session_id
+        heapq.heappush(self.by_session.setdefault(session_id, []), seq)
+
+    def session_available(self, session_id: str) -> bool:
+        """Does the session have a message ready for delivery?"""
+        heap = self.by_session.get(session_id)
+        while heap and (self.log.state_of(heap[0]) != State.ACTIVE or heap[0] in self.locks):
+            heapq.heappop(heap)
+        return bool(heap)
+
+    def take_session(
+        self,
+        session_id: str,
+        count: int,
+        now: int,
+        lock_ms: int | None,
+        out: list[Delivered],
+        expire: Callable[[Partition, int], None],
+    ) -> None:
+        """Hand out the session's messages in order (SPEC §9.7)."""
+        heap = self.by_session.get(session_id, [])
+        journal: list[Entry] = []
+        log = self.log
+        while heap and len(out) < count:
+            seq = heapq.heappop(heap)
+            if log.state_of(seq) != State.ACTIVE or seq in self.locks:
+                continue
+            if log.exp[seq - log.base] <= now:
+                expire(self, seq)
+                continue
+            out.append(self.deliver(seq, now, lock_ms, journal))
+            if lock_ms is None:
+                self.session_of.pop(seq, None)
+        log.record(journal)
 
     def schedule(self, when_ms: int, seq: int) -> None:
         heapq.heappush(self.scheduled, (when_ms, seq))
@@ -161,7 +221,8 @@ class Partition:
         while heap and heap[0][0] <= now:
             _until, seq, nonce = heapq.heappop(heap)
             held = self.locks.get(seq)
-            if held is not None and held[0] == nonce:
+            # A renewal keeps the nonce but pushes a later deadline: only the current one counts.
+            if held is not None and held[0] == nonce and held[1] <= now:
                 del self.locks[seq]
                 out.append(seq)
         return out
@@ -171,10 +232,10 @@ class Partition:
 
     # ------------------------------------------------------------ peeking
 
-    def peek(self, deadletter: bool, start: int, count: int, out: list[Delivered]) -> None:
+    def peek(self, subqueue: str, start: int, count: int, out: list[Delivered]) -> None:
         """Browse from local ``start`` (SPEC §5): no locks, no state change."""
         log = self.log
-        states = (State.DEADLETTERED,) if deadletter else PEEKABLE
+        states = (self.view(subqueue).state,) if subqueue else PEEKABLE
         seq = max(start, log.head)
         base, end = log.base, log.next_seq
         while seq < end and len(out) < count:
@@ -197,8 +258,8 @@ class Partition:
                 )
             seq += 1
 
-    def has_peekable(self, deadletter: bool) -> bool:
-        log = self.log
-        if deadletter:
-            return log.counts[State.DEADLETTERED] > 0
-        return any(log.counts[s] for s in PEEKABLE)
+    def has_peekable(self, subqueue: str) -> bool:
+        counts = self.log.counts
+        if subqueue:
+            return counts[self.view(subqueue).state] > 0
+        return any(counts[s] for s in PEEKABLE)

@@ -30,6 +30,8 @@ from sbctl.errors import (
     MessageSizeExceeded,
     MessagingEntityDisabled,
     QuotaExceeded,
+    ServiceTimeout,
+    SessionLockLost,
 )
 from sbctl.messages import parse_lock_token
 from sbctl.partitioning import partition_for_key, partition_key_of
@@ -37,6 +39,7 @@ from sbctl.protocol import Delivered
 from sbctld.config import MB, QueueConfig, save_toml
 from sbctld.dedup import DuplicateHistory
 from sbctld.partition import Partition
+from sbctld.sessions import SESSION_LOCK_LOST, Sessions
 from sbctld.storage.journal import Entry
 from sbctld.storage.log import MAX_TIME_MS, OP_PROPS, OP_STATE, PartitionLog, State
 from sbctld.storage.sync import Syncer
@@ -51,6 +54,10 @@ SESSION_REQUIRED = (
     "that have session support enabled can only receive messages that have the SessionId set "
     "to a valid value."
 )
+SESSION_RECEIVER_ON_PLAIN = (
+    # SPEC §9.5
+    "A sessionful message receiver cannot be created on an entity that does not require sessions."
+)
 NON_SESSION_RECEIVER = (
     # SPEC §9.5
     "It is not possible for an entity that requires sessions to create a non-sessionful "
@@ -63,6 +70,7 @@ DEAD_LETTER_SOURCE = "DeadLetterSource"
 LOCAL_MASK = (1 << 48) - 1
 PURGEABLE = (State.ACTIVE, State.DEFERRED, State.SCHEDULED)
 PURGE_CHUNK = 100_000
+MAX_TRANSACTION = 100  # SPEC §12.2
 DUPLICATE_OF_SEQ = -1  # in Queue.send's ``order``: (marker, the earlier sequence number)
 DUPLICATE_IN_BATCH = -2  # (marker, index of the first copy in ``order``)
 LOCK_LOST = (
@@ -107,6 +115,7 @@ class Queue:
         self.accessed_at_ms = config.updated_at_ms
         self.key = ("", "")  # (namespace key, queue key), set by the broker
         self.dedup: DuplicateHistory | None = None
+        self.sessions: Sessions | None = None
         self._rr_send = 0
         self._rr_receive = 0
 
@@ -129,6 +138,15 @@ class Queue:
             notes.extend(log.notes)
             parts.append(Partition(log, pid, partition_count > 1))
         queue = cls(directory, config, parts, max_message_bytes=max_message_bytes)
+        # The idle clock restarts with the daemon: time it was down is not idleness.
+        queue.accessed_at_ms = max(config.updated_at_ms, now)
+        if config.requires_session:
+            queue.sessions = Sessions(directory / "sessions", syncer)
+            for p in parts:
+                for seq in p.log.seqs_in(State.ACTIVE):
+                    session_id = decode_message(p.log.read_payload(seq)).session_id
+                    if session_id is not None:
+                        p.index_session(seq, session_id)
         if config.requires_duplicate_detection:
             window = config.duplicate_detection_history_time_window
             queue.dedup = DuplicateHistory.open(directory / "dedup", syncer, window, now)
@@ -150,6 +168,8 @@ class Queue:
             p.log.close()
         if self.dedup is not None:
             self.dedup.close()
+        if self.sessions is not None:
+            self.sessions.close_files()
 
     def destroy(self) -> None:
         self.close()
@@ -163,6 +183,7 @@ class Queue:
         now: int,
         *,
         detect_duplicates: bool = True,
+        from_broker: bool = False,
     ) -> list[int]:
         """Validate the whole batch first; store all of it or none of it.
 
@@ -183,6 +204,7 @@ class Queue:
         sizes: dict[int, int] = {}
         order: list[tuple[int, int]] = []
         scheduled: list[tuple[int, int, int]] = []  # (partition, index in group, when)
+        in_session: list[tuple[int, int, str]] = []  # (partition, index in group, session)
         total = 0
         rr = self._rr_send
         dedup = self.dedup if detect_duplicates else None
@@ -193,6 +215,15 @@ class Queue:
         for m, payload in zip(messages, payloads, strict=True):
             size = len(payload)
             key = self._check(m, size)
+            if not from_broker and (
+                m.enqueued_sequence_number is not None
+                or m.transfer_hops is not None
+                or m.dead_letter_source is not None
+            ):
+                raise BadRequest(
+                    "enqueued_sequence_number, transfer_hops and dead_letter_source are set "
+                    "by the broker, not by senders"
+                )
             if dedup is not None and m.message_id is not None:
                 # SPEC §8.3: MessageId, plus the partition key on partitioned entities.
                 dkey = m.message_id if count == 1 else f"{m.message_id}\x00{key}"
@@ -229,6 +260,8 @@ class Queue:
                 scheduled.append((pid, len(group), sched))
             else:
                 sched = NOT_SCHEDULED
+                if self.sessions is not None and m.session_id is not None:
+                    in_session.append((pid, len(group), m.session_id))
             order.append((pid, len(group)))
             group.append(StagedRecord(payload, ttl, sched))
             sizes[pid] += size
@@ -246,6 +279,8 @@ class Queue:
                     f"{cfg.name!r} ({cfg.max_size_in_megabytes} MB per partition)"
                 )
         firsts = {pid: self.partitions[pid].log.append(recs, now) for pid, recs in groups.items()}
+        for pid, k, session_id in in_session:
+            self.partitions[pid].index_session(firsts[pid] + k, session_id)
         for pid, k, when in scheduled:
             self.partitions[pid].schedule(when, firsts[pid] + k)
         self._rr_send = rr
@@ -297,18 +332,29 @@ class Queue:
 
     # ------------------------------------------------------------ receiving
 
-    def check_receive(self, deadletter: bool) -> None:
+    def check_receive(self, subqueue: str) -> None:
         cfg = self.config
         if cfg.status in ("Disabled", "ReceiveDisabled"):
             raise MessagingEntityDisabled(
                 f"queue {cfg.name!r} is {cfg.status}: receives are refused"
             )
-        if cfg.requires_session and not deadletter:
+        if cfg.forward_to is not None and not subqueue:
+            # SPEC §11.2
+            raise InvalidOperation(
+                f"cannot receive from {cfg.name!r}: it forwards every message to {cfg.forward_to!r}"
+            )
+        if cfg.forward_dead_lettered_messages_to is not None and subqueue == "deadletter":
+            # SPEC §4.7
+            raise InvalidOperation(
+                f"cannot receive from the dead-letter queue of {cfg.name!r}: it forwards "
+                f"dead-lettered messages to {cfg.forward_dead_lettered_messages_to!r}"
+            )
+        if cfg.requires_session and not subqueue:
             raise InvalidOperation(NON_SESSION_RECEIVER)
 
-    def receive(self, count: int, now: int, *, delete: bool, deadletter: bool) -> list[Delivered]:
+    def receive(self, count: int, now: int, *, delete: bool, subqueue: str) -> list[Delivered]:
         """SPEC §0.1.6: ask every partition, starting with a different one each time."""
-        self.check_receive(deadletter)
+        self.check_receive(subqueue)
         out: list[Delivered] = []
         lock_ms = None if delete else self.config.lock_duration
         n = len(self.partitions)
@@ -316,11 +362,102 @@ class Queue:
         self._rr_receive = (start + 1) % n
         for k in range(n):
             p = self.partitions[(start + k) % n]
-            p.take(p.view(deadletter), count, now, lock_ms, out, self._expire)
+            p.take(p.view(subqueue), count, now, lock_ms, out, self._expire)
             if len(out) >= count:
                 break
         self.accessed_at_ms = now
         return out
+
+    # ------------------------------------------------------------ sessions (SPEC §9)
+
+    def _sessions(self) -> Sessions:
+        if self.sessions is None:
+            raise InvalidOperation(SESSION_RECEIVER_ON_PLAIN)
+        return self.sessions
+
+    def _session_partition(self, session_id: str) -> Partition:
+        n = len(self.partitions)
+        return self.partitions[partition_for_key(session_id, n) if n > 1 else 0]
+
+    def accept_session(self, session_id: str | None, now: int) -> dict[str, Any]:
+        """Lock a given session, or the next unlocked one with messages (SPEC §9.6)."""
+        sessions = self._sessions()
+        if self.config.status in ("Disabled", "ReceiveDisabled"):
+            self.check_receive("")
+        lock_ms = self.config.lock_duration
+        if session_id is not None:
+            if not 0 < len(session_id) <= MAX_ID_LENGTH:
+                raise BadRequest("session_id must be 1-128 characters")
+            token, until = sessions.lock(session_id, now, lock_ms)
+            return self._session_info(session_id, token, until)
+        n = len(self.partitions)
+        for k in range(n):
+            p = self.partitions[(self._rr_receive + k) % n]
+            for candidate in list(p.by_session):
+                if not sessions.held(candidate, now) and p.session_available(candidate):
+                    self._rr_receive = (self._rr_receive + k + 1) % n
+                    token, until = sessions.lock(candidate, now, lock_ms)
+                    return self._session_info(candidate, token, until)
+        raise ServiceTimeout(f"no unlocked session with messages is available in {self.name!r}")
+
+    @staticmethod
+    def _session_info(session_id: str, token: str, until: int) -> dict[str, Any]:
+        return {
+            "session_id": session_id,
+            "session_lock_token": token,
+            "locked_until_utc": format_instant(until),
+        }
+
+    def receive_session(self, token: str, count: int, now: int, *, delete: bool) -> list[Delivered]:
+        """A session receiver's receive: that session's messages, in order (SPEC §9.7)."""
+        session_id = self._sessions().check(token, now)
+        if self.config.status in ("Disabled", "ReceiveDisabled"):
+            self.check_receive("")
+        out: list[Delivered] = []
+        lock_ms = None if delete else self.config.lock_duration
+        self._session_partition(session_id).take_session(
+            session_id, count, now, lock_ms, out, self._expire
+        )
+        self.accessed_at_ms = now
+        return out
+
+    def renew_session(self, token: str, now: int) -> dict[str, Any]:
+        sessions = self._sessions()
+        until = sessions.renew(token, now, self.config.lock_duration)
+        return self._session_info(sessions.by_token[token], token, until)
+
+    def close_session(self, token: str, now: int) -> dict[str, Any]:
+        return {"session_id": self._sessions().close(token, now), "closed": True}
+
+    def list_sessions(self, now: int) -> list[dict[str, Any]]:
+        """Sessions with messages or state (SPEC §9.2: a session exists while it has some)."""
+        sessions = self._sessions()
+        active: dict[str, int] = {}
+        for p in self.partitions:
+            for seq, session_id in p.session_of.items():
+                if p.log.state_of(seq) in (State.ACTIVE, State.DEFERRED):
+                    active[session_id] = active.get(session_id, 0) + 1
+        names = sorted(set(active) | set(sessions.states.items))
+        out = []
+        for session_id in names:
+            lock = sessions.locks.get(session_id) if sessions.held(session_id, now) else None
+            out.append(
+                {
+                    "session_id": session_id,
+                    "active_message_count": active.get(session_id, 0),
+                    "locked_until_utc": format_instant(lock[1]) if lock else None,
+                    "has_state": session_id in sessions.states.items,
+                }
+            )
+        return out
+
+    def get_session_state(self, session_id: str) -> bytes | None:
+        return self._sessions().get_state(session_id)
+
+    def set_session_state(self, session_id: str, state: bytes | None) -> None:
+        if not 0 < len(session_id) <= MAX_ID_LENGTH:
+            raise BadRequest("session_id must be 1-128 characters")
+        self._sessions().set_state(session_id, state, self.max_message_bytes)
 
     def _expire(self, p: Partition, seq: int) -> None:
         """SPEC §6.2-6.3: drop, or dead-letter when the entity says so."""
@@ -345,10 +482,25 @@ class Queue:
         for p in self.partitions:
             for seq in p.due_scheduled(now):
                 ttl, _when = p.log.record_header(seq)
-                p.log.append([StagedRecord(p.log.read_payload(seq), ttl, NOT_SCHEDULED)], now)
+                payload = p.log.read_payload(seq)
+                new = p.log.append([StagedRecord(payload, ttl, NOT_SCHEDULED)], now)
+                session_id = decode_message(payload).session_id if self.sessions else None
+                if session_id is not None:
+                    p.index_session(new, session_id)
                 p.log.set_state(seq, State.GONE)
                 woke = True
         return woke
+
+    def idle(self, now: int) -> bool:
+        """SPEC §6.5: no send, receive, peek or update for auto_delete_on_idle; a queue with
+        scheduled messages, or one that forwards, is never idle."""
+        cfg = self.config
+        return (
+            cfg.auto_delete_on_idle < MAX_TIMESPAN_MS
+            and cfg.forward_to is None
+            and not self.scheduled_pending
+            and now - self.accessed_at_ms >= cfg.auto_delete_on_idle
+        )
 
     @property
     def scheduled_pending(self) -> bool:
@@ -358,7 +510,7 @@ class Queue:
         times = [p.scheduled[0][0] for p in self.partitions if p.scheduled]
         return min(times) if times else None
 
-    def peek(self, count: int, from_sequence: int | None, *, deadletter: bool) -> list[Delivered]:
+    def peek(self, count: int, from_sequence: int | None, *, subqueue: str) -> list[Delivered]:
         """SPEC §5, §0.1.7: the oldest messages of one partition."""
         if self.config.status in ("Disabled", "ReceiveDisabled"):
             raise MessagingEntityDisabled(
@@ -374,13 +526,13 @@ class Queue:
                 raise BadRequest(
                     f"sequence number {from_sequence} names no partition of this queue"
                 )
-            self.partitions[pid].peek(deadletter, local, count, out)
+            self.partitions[pid].peek(subqueue, local, count, out)
             return out
         start = self._rr_receive
         for k in range(n):
             p = self.partitions[(start + k) % n]
-            if p.has_peekable(deadletter):
-                p.peek(deadletter, 0, count, out)
+            if p.has_peekable(subqueue):
+                p.peek(subqueue, 0, count, out)
                 if out:
                     break
         return out
@@ -399,6 +551,11 @@ class Queue:
         """Settle by lock token (SPEC §3.4, §3.6, §4); one result per token."""
         if op not in SETTLEMENTS:
             raise BadRequest(f"unknown settlement {op!r}: use {', '.join(SETTLEMENTS)}")
+        if self.config.status in ("Disabled", "ReceiveDisabled"):
+            # Settling is the receiver's side (SPEC §17).
+            raise MessagingEntityDisabled(
+                f"queue {self.config.name!r} is {self.config.status}: settlements are refused"
+            )
         changes = dict(properties or {})
         if changes and op not in ("abandon", "defer", "dead-letter"):
             raise BadRequest(f"{op} takes no property changes")
@@ -415,14 +572,8 @@ class Queue:
         released: list[tuple[Partition, int]] = []
         for token in tokens:
             try:
-                p, seq = self._locked(token, now)
-                state = p.log.state_of(seq)
-                if op == "dead-letter" and state == State.DEADLETTERED:
-                    # SPEC §4.3
-                    raise InvalidOperation("a dead-lettered message cannot be dead-lettered again")
-                if op == "defer" and state == State.DEADLETTERED:
-                    raise InvalidOperation("a dead-lettered message cannot be deferred")
-            except (MessageLockLost, BadRequest, InvalidOperation) as exc:
+                p, seq = self._settleable(op, token, now)
+            except (MessageLockLost, BadRequest, InvalidOperation, SessionLockLost) as exc:
                 results.append({"lock_token": token, "error": exc.to_wire()})
                 continue
             if op == "renew-lock":
@@ -433,6 +584,8 @@ class Queue:
                 )
                 continue
             del p.locks[seq]
+            if op != "abandon":
+                p.session_of.pop(seq, None)
             entries = journals.setdefault(p.id, [])
             if op == "complete":
                 entries.append(Entry(OP_STATE, seq, State.GONE, b""))
@@ -452,6 +605,78 @@ class Queue:
             self.release(p, seq)
         return results
 
+    def transact(
+        self,
+        batch: Sequence[Message | bytes | msgspec.Raw],
+        settlements: Sequence[tuple[str, str, dict[str, Any] | None, str | None, str | None]],
+        now: int,
+    ) -> dict[str, Any]:
+        """Sends and settlements on this queue, all or nothing (SPEC §12, §0.1.8).
+
+        Everything is checked before anything is applied: the 100-operation limit, the
+        partitioned-entity key rules and every lock token.
+        """
+        if len(batch) + len(settlements) > MAX_TRANSACTION:
+            raise QuotaExceeded("Can't send more than 100 messages in a single transaction")
+        messages, _payloads = decode_batch(batch)
+        partitions: set[int] = set()
+        if self.partitioned:
+            keys: set[str] = set()
+            sessions: set[str] = set()
+            for m in messages:
+                key = partition_key_of(m.session_id, m.partition_key, m.message_id, True)
+                if key is None:
+                    raise InvalidOperation(
+                        "every message of a transaction on a partitioned entity needs a "
+                        "partition key: SessionId, PartitionKey or MessageId (SPEC §0.1.8)"
+                    )
+                keys.add(key)
+                if m.session_id is not None:
+                    sessions.add(m.session_id)
+            if len(sessions) > 1:
+                raise InvalidOperation(
+                    "a transaction may not send to several sessions of a partitioned entity "
+                    "(SPEC §0.1.8)"
+                )
+            if len(keys) > 1:
+                raise InvalidOperation(
+                    "all messages of a transaction on a partitioned entity must share one "
+                    f"partition key, not {len(keys)} (SPEC §0.1.8)"
+                )
+            partitions = {partition_for_key(k, len(self.partitions)) for k in keys}
+        for op, token, _props, _reason, _description in settlements:
+            if op == "renew-lock" or op not in SETTLEMENTS:
+                raise BadRequest(f"{op!r} cannot be part of a transaction")
+            p, _seq = self._settleable(op, token, now)  # raises: nothing is applied
+            partitions.add(p.id)
+        if len(partitions) > 1:
+            raise InvalidOperation(
+                "a transaction on a partitioned entity works within one partition; these "
+                f"operations touch {len(partitions)} (SPEC §0.1.8)"
+            )
+        seqs = self.send(batch, now) if batch else []
+        results = [
+            self.settle(op, [token], now, props, reason, description)[0]
+            for op, token, props, reason, description in settlements
+        ]
+        return {"sequence_numbers": seqs, "settlements": results}
+
+    def _settleable(self, op: str, token: str, now: int) -> tuple[Partition, int]:
+        """The locked message ``token`` names, if ``op`` may settle it; raises otherwise."""
+        p, seq = self._locked(token, now)
+        session_id = p.session_of.get(seq)
+        sessions = self.sessions
+        if session_id is not None and sessions and not sessions.held(session_id, now):
+            raise SessionLockLost(SESSION_LOCK_LOST)  # SPEC §3.6, §9.7
+        if op in ("dead-letter", "defer") and p.log.state_of(seq) == State.DEADLETTERED:
+            # SPEC §4.3: a DLQ message cannot be dead-lettered again (nor deferred out of it).
+            raise InvalidOperation(
+                "a dead-lettered message cannot be dead-lettered again"
+                if op == "dead-letter"
+                else "a dead-lettered message cannot be deferred"
+            )
+        return p, seq
+
     def _split(self, public: int) -> tuple[Partition, int]:
         pid, seq = (public >> 48, public & LOCAL_MASK) if self.partitioned else (0, public)
         if pid >= len(self.partitions) or seq <= 0:
@@ -464,7 +689,7 @@ class Queue:
         """Fetch deferred messages by sequence number (SPEC §3.4, §3.9). Every number must
         name a deferred, unlocked message (else MessageNotFound and nothing is taken); one
         that expired meanwhile is expired now and left out."""
-        self.check_receive(False)
+        self.check_receive("")
         found = []
         for public in sequence_numbers:
             p, seq = self._split(public)
@@ -488,6 +713,11 @@ class Queue:
 
     def cancel_scheduled(self, sequence_numbers: Sequence[int]) -> int:
         """SPEC §7.2: cancelling deletes a scheduled message. All or nothing."""
+        if self.config.status in ("Disabled", "SendDisabled"):
+            # Cancelling is a sender's operation (SPEC §17).
+            raise MessagingEntityDisabled(
+                f"queue {self.config.name!r} is {self.config.status}: cancelling is refused"
+            )
         found = []
         for public in sequence_numbers:
             p, seq = self._split(public)
@@ -500,11 +730,11 @@ class Queue:
             p.log.set_state(seq, State.GONE)
         return len(found)
 
-    def dead_lettered(self, count: int | None) -> list[tuple[Partition, int]]:
-        """Unlocked dead-lettered messages, partition by partition, oldest first."""
+    def waiting(self, state: State, count: int | None = None) -> list[tuple[Partition, int]]:
+        """Unlocked messages in ``state``, partition by partition, oldest first."""
         out: list[tuple[Partition, int]] = []
         for p in self.partitions:
-            for seq in p.log.seqs_in(State.DEADLETTERED):
+            for seq in p.log.seqs_in(state):
                 if count is not None and len(out) >= count:
                     return out
                 if seq not in p.locks:
@@ -520,9 +750,9 @@ class Queue:
             props.pop(name, None)
         return msgspec.structs.replace(message, application_properties=props or None)
 
-    def purge(self, *, deadletter: bool) -> int:
+    def purge(self, *, subqueue: str) -> int:
         """Delete every message of the queue (or of its DLQ), locked ones included."""
-        states = (State.DEADLETTERED,) if deadletter else PURGEABLE
+        states = (self.partitions[0].view(subqueue).state,) if subqueue else PURGEABLE
         total = 0
         for p in self.partitions:
             seqs = sorted(seq for st in states for seq in p.log.seqs_in(st))

@@ -28,6 +28,7 @@ from sbctl.protocol import (
     LENGTH,
     MAX_REQUEST_BYTES,
     Delivered,
+    Receive,
     decode_args,
     decode_envelope,
     encode_reply,
@@ -102,17 +103,12 @@ class Committer:
 
 
 class Waiter:
-    __slots__ = ("conn", "count", "deadline", "entity", "handle", "mode", "namespace", "req_id")
+    __slots__ = ("args", "conn", "handle", "req_id")
 
-    def __init__(
-        self, conn: Connection, req_id: int, namespace: str, entity: str, count: int, mode: str
-    ) -> None:
+    def __init__(self, conn: Connection, req_id: int, args: Receive) -> None:
         self.conn = conn
         self.req_id = req_id
-        self.namespace = namespace
-        self.entity = entity
-        self.count = count
-        self.mode = mode
+        self.args = args
         self.handle: asyncio.TimerHandle | None = None
 
 
@@ -231,7 +227,7 @@ class Server:
         while not self.stopping.is_set():
             await asyncio.sleep(TICK_SECONDS)
             try:
-                for key in self.broker.tick():
+                for key in self.broker.tick() + list(self.broker.take_touched()):
                     self.wake(key)
             except Exception:
                 log.error("tick failed:\n%s", traceback.format_exc())
@@ -254,6 +250,9 @@ class Server:
             req_id = req.id
             args = decode_args(req)
             self._handlers[req.op](conn, req_id, args)
+            if self.broker._touched:  # forwarding filled other queues: wake their receivers
+                for key in self.broker.take_touched():
+                    self.wake(key)
         except SbctlError as err:
             conn.reply_error(req_id, err)
         except Exception as exc:
@@ -351,12 +350,15 @@ class Server:
             conn, req_id, self.broker.peek(a.namespace, a.entity, a.count, a.from_sequence)
         )
 
+    def _receive(self, a: Receive) -> list[Delivered]:
+        return self.broker.receive(a.namespace, a.entity, a.count, a.mode, a.session_lock_token)
+
     def op_receive(self, conn: Connection, req_id: int, a: Any) -> None:
-        got = self.broker.receive(a.namespace, a.entity, a.count, a.mode)
+        got = self._receive(a)
         if got or a.max_wait_ms <= 0:
             self._reply_received(conn, req_id, a.mode, got)
             return
-        waiter = Waiter(conn, req_id, a.namespace, a.entity, a.count, a.mode)
+        waiter = Waiter(conn, req_id, a)
         key = self._key(a.namespace, a.entity)
         self.waiters.setdefault(key, []).append(waiter)
         loop = asyncio.get_running_loop()
@@ -368,6 +370,39 @@ class Server:
         )
         self.reply_durable(conn, req_id, result)
         if a.op in ("abandon", "dead-letter"):
+            self.wake(self._key(a.namespace, a.entity))
+
+    def op_session_accept(self, conn: Connection, req_id: int, a: Any) -> None:
+        self.reply_now(
+            conn, req_id, self.broker.session_accept(a.namespace, a.entity, a.session_id)
+        )
+
+    def op_session_renew(self, conn: Connection, req_id: int, a: Any) -> None:
+        result = self.broker.session_renew(a.namespace, a.entity, a.session_lock_token)
+        self.reply_now(conn, req_id, result)
+
+    def op_session_close(self, conn: Connection, req_id: int, a: Any) -> None:
+        result = self.broker.session_close(a.namespace, a.entity, a.session_lock_token)
+        self.reply_now(conn, req_id, result)
+
+    def op_session_list(self, conn: Connection, req_id: int, a: Any) -> None:
+        self.reply_now(conn, req_id, self.broker.session_list(a.namespace, a.entity))
+
+    def op_session_get_state(self, conn: Connection, req_id: int, a: Any) -> None:
+        state = self.broker.session_get_state(a.namespace, a.entity, a.session_id)
+        self.reply_now(conn, req_id, {"session_id": a.session_id, "state": state})
+
+    def op_session_set_state(self, conn: Connection, req_id: int, a: Any) -> None:
+        self.broker.session_set_state(a.namespace, a.entity, a.session_id, a.state)
+        self.reply_durable(conn, req_id, {"session_id": a.session_id, "set": a.state is not None})
+
+    def op_transact(self, conn: Connection, req_id: int, a: Any) -> None:
+        settlements = [
+            (s.op, s.lock_token, s.properties, s.reason, s.description) for s in a.settlements
+        ]
+        result = self.broker.transact(a.namespace, a.entity, a.messages, settlements)
+        self.reply_durable(conn, req_id, result)
+        if a.messages or any(s.op in ("abandon", "dead-letter") for s in a.settlements):
             self.wake(self._key(a.namespace, a.entity))
 
     def op_receive_deferred(self, conn: Connection, req_id: int, a: Any) -> None:
@@ -386,6 +421,15 @@ class Server:
         self.reply_durable(conn, req_id, result)
         if result["resubmitted"]:
             self.wake(self._key(a.namespace, a.to or a.entity))
+
+    def op_load_adopt(self, conn: Connection, req_id: int, a: Any) -> None:
+        files = [(f.partition, f.path) for f in a.files]
+        result = self.broker.load_adopt(a.namespace, a.entity, a.load_id, files)
+        self.reply_durable(conn, req_id, result)
+        self.wake(self._key(a.namespace, a.entity))
+
+    def op_load_status(self, conn: Connection, req_id: int, a: Any) -> None:
+        self.reply_now(conn, req_id, self.broker.load_status(a.namespace, a.entity, a.load_id))
 
     # ------------------------------------------------------------ long polling
 
@@ -410,7 +454,7 @@ class Server:
                     w.handle.cancel()
                 continue
             try:
-                got = self.broker.receive(w.namespace, w.entity, w.count, w.mode)
+                got = self._receive(w.args)
             except SbctlError as err:
                 waiters.pop(0)
                 if w.handle:
@@ -422,7 +466,7 @@ class Server:
             waiters.pop(0)
             if w.handle:
                 w.handle.cancel()
-            self._reply_received(w.conn, w.req_id, w.mode, got)
+            self._reply_received(w.conn, w.req_id, w.args.mode, got)
         if not waiters:
             self.waiters.pop(key, None)
 

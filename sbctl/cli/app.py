@@ -23,7 +23,16 @@ from sbctl.cli.options import DataDirOption, Globals, Output, SocketOption
 from sbctl.errors import EXIT_USAGE, SbctlError
 
 # The command modules, in help order; each has ``register(app)``.
-COMMAND_MODULES = ("daemon", "namespace", "queue", "messages", "lifecycle", "bench")
+COMMAND_MODULES = (
+    "daemon",
+    "namespace",
+    "queue",
+    "messages",
+    "lifecycle",
+    "session",
+    "spark",
+    "bench",
+)
 
 EXIT_INTERRUPTED = 130
 

@@ -105,6 +105,14 @@ def send(
     batch_size: Annotated[
         int, typer.Option("--batch-size", metavar="N", min=1, help="Messages per request.")
     ] = 100,
+    transaction: Annotated[
+        bool,
+        typer.Option(
+            "--transaction",
+            help="Send every message in one transaction: all or nothing, at most 100 "
+            "(SPEC §12); on a partitioned queue all need one partition key.",
+        ),
+    ] = False,
 ) -> None:
     """Send messages: one from --body or --body-file, or JSON Lines from --input.
 
@@ -119,17 +127,23 @@ def send(
     now_ms = time.time_ns() // 1_000_000
     defaults = message_defaults(ctx.params, now_ms)
     if input_file is not None:
-        messages = messages_from_lines(_read(input_file).split(b"\n"), defaults, now_ms)
+        messages = messages_from_lines(read_input(input_file).split(b"\n"), defaults, now_ms)
     else:
         from sbctl.codec import Message
 
-        data = body.encode() if body is not None else _read(str(body_file))
+        data = body.encode() if body is not None else read_input(str(body_file))
         messages = [Message(body=data, **defaults)] * repeat
-    numbers = _send_all(ctx, entity, messages, batch_size)
+    if transaction:
+        with options.connect(ctx) as sb:
+            with sb.transaction() as tx:
+                sb.send(entity, messages)
+            numbers = list((tx.result or {}).get("sequence_numbers", []))
+    else:
+        numbers = _send_all(ctx, entity, messages, batch_size)
     render.emit(g.output, {"sent": len(numbers), "sequence_numbers": numbers}, _sent)
 
 
-def _read(path: str) -> bytes:
+def read_input(path: str) -> bytes:
     if path == "-":
         return sys.stdin.buffer.read()
     try:
@@ -286,12 +300,43 @@ def receive(
         Literal["peek-lock", "receive-and-delete"], typer.Option("--mode", help="Receive mode.")
     ] = "peek-lock",
     settle: SettleOption = None,
+    session_id: Annotated[
+        str | None,
+        typer.Option(
+            "--session-id",
+            show_default=False,
+            help="Receive from this session of a session-enabled queue (SPEC §9).",
+        ),
+    ] = None,
+    next_session: Annotated[
+        bool,
+        typer.Option("--next-session", help="Receive from the next unlocked session."),
+    ] = False,
 ) -> None:
-    """Receive messages, print them and settle them."""
-    wait_ms = options.duration_ms(max_wait, "--max-wait") or 0
-    _receive_and_settle(
-        ctx, entity, mode, settle, lambda sb: sb.receive(entity, count, wait_ms / 1000, mode)
-    )
+    """Receive messages, print them and settle them.
+
+    On a session-enabled queue give --session-id or --next-session: the session is locked
+    for this command and released at its end (kept until it expires with --settle none).
+    """
+    if session_id is not None and next_session:
+        ctx.fail("give --session-id or --next-session, not both")
+    wait_s = (options.duration_ms(max_wait, "--max-wait") or 0) / 1000
+    if session_id is None and not next_session:
+        _receive_and_settle(
+            ctx, entity, mode, settle, lambda sb: sb.receive(entity, count, wait_s, mode)
+        )
+        return
+    held: dict[str, Any] = {}
+
+    def fetch(sb: Client) -> list[ReceivedMessage]:
+        held.update(sb.accept_session(entity, session_id))
+        return sb.receive(entity, count, wait_s, mode, held["session_lock_token"])
+
+    def release(sb: Client) -> None:
+        if (settle or "complete") != "none" or mode == "receive-and-delete":
+            sb.close_session(entity, held["session_lock_token"])
+
+    _receive_and_settle(ctx, entity, mode, settle, fetch, release)
 
 
 def _receive_and_settle(
@@ -300,6 +345,7 @@ def _receive_and_settle(
     mode: str,
     settle: str | None,
     fetch: Callable[[Client], list[ReceivedMessage]],
+    finish: Callable[[Client], None] | None = None,
 ) -> None:
     g = options.state(ctx)
     if mode == "receive-and-delete" and settle not in (None, "none"):
@@ -312,6 +358,8 @@ def _receive_and_settle(
         tokens = [m.lock_token for m in received if m.lock_token]
         if op != "none" and tokens:
             check_settled(op, sb.settle(entity, op, tokens))
+        if finish is not None:
+            finish(sb)
 
 
 def receive_deferred(

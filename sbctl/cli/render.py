@@ -15,7 +15,8 @@ import json
 import os
 import re
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from sbctl.cli.options import Output
@@ -181,3 +182,30 @@ def messages(items: list[dict[str, Any]]) -> RenderableType | str:
             row.append(cell("lock_token", m.get("lock_token")))
         table.add_row(*row, body_preview(m))
     return table
+
+
+@contextmanager
+def progress(output: Output, label: str) -> Iterator[Callable[[int, int, str], None] | None]:
+    """A progress bar on stderr fed with ``(done, total, what)``; None (nothing shown) with
+    ``-o json`` or when stderr is not a terminal."""
+    if output == "json" or not sys.stderr.isatty():
+        yield None
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    bar = Progress(
+        f"{label}: " + "{task.description}",
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+        transient=True,
+    )
+    task = bar.add_task("starting Spark", total=None)
+
+    def report(done: int, total: int, what: str) -> None:
+        bar.update(task, completed=done, total=total, description=escape(what))
+
+    with bar:
+        yield report

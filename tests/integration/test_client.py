@@ -28,7 +28,9 @@ from sbctl.errors import (
 )
 
 SYNC_ONLY = {"close"}
-FACTORIES = {"using"}  # plain methods on both: they build a client, no I/O
+# Plain methods on both: `using` builds a client; `transaction` is a (sync or async)
+# context manager, not a coroutine.
+FACTORIES = {"using", "transaction"}
 ASYNC_ONLY = {"aclose"}
 
 

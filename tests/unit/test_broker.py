@@ -989,7 +989,8 @@ def test_dead_letter_queue_rules(broker: Broker) -> None:
     with pytest.raises(InvalidOperation):
         send(broker, Message(b"x"), path="q/$deadletterqueue")
     with pytest.raises(InvalidOperation):
-        recv(broker, "q/$Transfer/$DeadLetterQueue")
+        send(broker, Message(b"x"), path="q/$Transfer/$DeadLetterQueue")
+    assert recv(broker, "q/$Transfer/$DeadLetterQueue") == []  # SPEC §4.2: it exists
     with pytest.raises(MessagingEntityNotFound):
         recv(broker, "nosuch/$deadletterqueue")
     assert recv(broker, "q/$deadletterqueue") == []

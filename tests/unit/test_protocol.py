@@ -19,6 +19,8 @@ from sbctl.protocol import (
     EntityCreate,
     EntityPath,
     EntityRef,
+    LoadAdopt,
+    LoadRef,
     NamespaceCreate,
     NamespaceRef,
     NamespaceScope,
@@ -28,7 +30,14 @@ from sbctl.protocol import (
     Resubmit,
     Send,
     SequenceNumbers,
+    SessionAccept,
+    SessionRef,
+    SessionState,
+    SessionToken,
     Settle,
+    StagedFile,
+    Transact,
+    TxSettle,
     decode_args,
     decode_envelope,
     decode_reply,
@@ -54,14 +63,15 @@ def frame_body(req_id: int, op: str, args: msgspec.Struct) -> bytes:
 
 def same_args(op: str, decoded: Any, sent: msgspec.Struct) -> bool:
     """Equal field by field; a send's messages may stay encoded on the daemon side."""
-    if op != "send":
+    if op not in ("send", "transact"):
         return bool(decoded == sent)
     got = [m if isinstance(m, Message) else decode_message(m) for m in decoded.messages]
+    others = getattr(decoded, "settlements", None), getattr(sent, "settlements", None)
     return (decoded.namespace, decoded.entity, got) == (
         sent.namespace,  # type: ignore[attr-defined]
         sent.entity,  # type: ignore[attr-defined]
         sent.messages,  # type: ignore[attr-defined]
-    )
+    ) and others[0] == others[1]
 
 
 SAMPLES: dict[str, list[msgspec.Struct]] = {
@@ -105,8 +115,26 @@ SAMPLES: dict[str, list[msgspec.Struct]] = {
         ReceiveDeferred("ns", "q", [], "receive-and-delete"),
     ],
     "cancel_scheduled": [SequenceNumbers("ns", "q", [5, 6])],
+    "load_adopt": [
+        LoadAdopt("ns", "q", "load-1", [StagedFile(0, "/s/p00/t00000-000.sbb")]),
+        LoadAdopt("ns", "q", "load-2", []),
+    ],
+    "load_status": [LoadRef("ns", "q", "load-1")],
     "purge": [EntityPath("ns", "q"), EntityPath("ns", "q/$deadletterqueue")],
     "dlq_resubmit": [Resubmit("ns", "q"), Resubmit("ns", "q", 10, "other")],
+    "session_accept": [SessionAccept("ns", "q"), SessionAccept("ns", "q", "s-1")],
+    "session_renew": [SessionToken("ns", "q", "8c2e0f3a-0000-4000-8000-000000000001")],
+    "session_close": [SessionToken("ns", "q", "8c2e0f3a-0000-4000-8000-000000000001")],
+    "session_list": [EntityPath("ns", "q")],
+    "transact": [
+        Transact("ns", "q", [Message(b"x", partition_key="k")]),
+        Transact("ns", "q", [], [TxSettle("complete", "00000000-0000-0001-0000-000000000002")]),
+    ],
+    "session_get_state": [SessionRef("ns", "q", "s-1")],
+    "session_set_state": [
+        SessionState("ns", "q", "s-1", b"\x00state"),
+        SessionState("ns", "q", "s-1"),
+    ],
 }
 
 

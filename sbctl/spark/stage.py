@@ -1,0 +1,306 @@
+"""What a Spark task does with its rows: validate, encode, write staged record batches.
+
+This module runs in Spark's Python workers (``mapPartitionsWithIndex``), so it imports
+neither pyspark nor the client: only the shared codec and rules. Each task writes, for each
+target partition it has rows for, files of whole record batches encoded with
+:func:`sbctl.codec.encode_batch` at base sequence 0 and time 0; the daemon assigns both at
+adoption by rewriting the batch headers (DESIGN.md §2).
+
+A task reads its rows as JSON text made by Spark (:class:`Row`, one object per line). Rows
+the rules refuse go to the task's rejects file as ``{"o": ordinal, "reason": ...}``; the
+driver later joins them back to the source rows.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+from sbctl.codec import NOT_SCHEDULED, STRING_FIELDS, Message, StagedRecord, encode_batch
+from sbctl.codec import encode_message as _encode
+from sbctl.durations import MAX_TIMESPAN_MS, parse_duration_ms, parse_instant_ms
+from sbctl.errors import SbctlError
+from sbctl.partitioning import partition_key_of
+
+MAX_ID_LENGTH = 128  # SPEC §1.3, §14.4
+MAX_HEADER_BYTES = 64 * 1024  # SPEC §1.4
+MAX_PROPERTY_BYTES = 32 * 1024
+MAX_TIME_MS = 253402300799999  # 9999-12-31T23:59:59.999Z (SPEC §1.8)
+BATCH_BYTES = 1024 * 1024  # a staged batch is cut at about this many payload bytes
+FILE_BYTES = 64 * 1024 * 1024  # and a staged file (a future segment) at about this many
+STAGED_SUFFIX = ".sbb"
+SESSION_REQUIRED = (
+    # SPEC §9.3, the service's own text.
+    "The SessionId was not set on a message, and it cannot be sent to the entity. Entities "
+    "that have session support enabled can only receive messages that have the SessionId set "
+    "to a valid value."
+)
+
+
+class Row(msgspec.Struct, omit_defaults=True):
+    """One source row as Spark hands it over (short names keep the JSON small).
+
+    ``p`` is the partition Spark SQL chose (``pmod(xxhash64(key), P)``, or round-robin);
+    ``d`` marks a duplicate MessageId that an earlier row of the load already carries.
+    """
+
+    o: int  # the row's ordinal in the input
+    p: int = 0
+    d: bool = False
+    b: str | None = None  # body as text (UTF-8)
+    b64: str | None = None  # body as base64 (binary columns, body_base64)
+    message_id: str | None = None
+    session_id: str | None = None
+    partition_key: str | None = None
+    correlation_id: str | None = None
+    subject: str | None = None
+    content_type: str | None = None
+    to: str | None = None
+    reply_to: str | None = None
+    reply_to_session_id: str | None = None
+    ttl_ms: float | None = None  # a numeric TTL column: seconds, already scaled to ms
+    ttl: str | None = None  # a text TTL column: PT1M, 30s, 90
+    at_ms: int | None = None  # a timestamp column, ms since the epoch
+    at: str | None = None  # a text scheduled-enqueue-time column
+    pr: dict[str, Any] | str | None = None  # application_properties: object or JSON text
+    pc: dict[str, Any] | None = None  # --property-columns
+
+
+@dataclass(frozen=True)
+class Rules:
+    """What the target entity allows (from ``queue show``), fixed for the whole load."""
+
+    partitions: int
+    requires_session: bool
+    duplicate_detection: bool
+    default_ttl_ms: int
+    max_message_bytes: int
+    now_ms: int
+
+
+class Rejected(Exception):
+    """A row the rules refuse; the message is the reason written to the rejects file."""
+
+
+def _props(row: Row) -> dict[str, Any] | None:
+    props: dict[str, Any] = {}
+    if isinstance(row.pr, str):
+        try:
+            decoded = msgspec.json.decode(row.pr)
+        except msgspec.DecodeError:
+            raise Rejected("application_properties is not a JSON object") from None
+        if not isinstance(decoded, dict):
+            raise Rejected("application_properties is not a JSON object")
+        props.update(decoded)
+    elif row.pr is not None:
+        props.update(row.pr)
+    if row.pc:
+        props.update(row.pc)
+    for key, value in props.items():
+        # SPEC §1.5: scalars only; lists and maps are not supported.
+        if isinstance(value, dict | list):
+            raise Rejected(
+                f"application property {key!r} is a {type(value).__name__}: properties must "
+                "be strings, numbers, booleans or null (SPEC §1.5)"
+            )
+    return props or None
+
+
+def _body(row: Row) -> bytes:
+    if row.b64 is not None:
+        try:
+            return base64.b64decode(row.b64, validate=True)
+        except (binascii.Error, ValueError):
+            raise Rejected("the body is not valid base64") from None
+    return row.b.encode() if row.b is not None else b""
+
+
+def build(row: Row, rules: Rules) -> tuple[Message, int | None, int]:
+    """The message of a row, its TTL as stored (capped) and its scheduled time.
+
+    The checks are the daemon's own for a send (SPEC §1.3-1.7, §9.3); a failure raises
+    :class:`Rejected` with the reason.
+    """
+    fields: dict[str, Any] = {"body": _body(row)}
+    for name in STRING_FIELDS:
+        value = getattr(row, name)
+        if value is not None:
+            fields[name] = value
+    mid = row.message_id
+    if mid is not None and not 1 <= len(mid) <= MAX_ID_LENGTH:
+        raise Rejected("message_id must be 1-128 characters (SPEC §1.3)")
+    for name in ("session_id", "partition_key", "reply_to_session_id"):
+        value = getattr(row, name)
+        if value is not None and len(value) > MAX_ID_LENGTH:
+            raise Rejected(f"{name} must be at most 128 characters (SPEC §1.3)")
+    if rules.requires_session and not row.session_id:
+        raise Rejected(SESSION_REQUIRED)
+    try:
+        partition_key_of(row.session_id, row.partition_key, mid, rules.duplicate_detection)
+        ttl = _ttl(row)
+        at = _scheduled(row, rules.now_ms)
+    except SbctlError as exc:
+        raise Rejected(exc.message) from None
+    if ttl is not None:
+        fields["time_to_live_ms"] = ttl
+    if at is not None:
+        fields["scheduled_enqueue_time_ms"] = at
+    props = _props(row)
+    if props is not None:
+        fields["application_properties"] = props
+    message = Message(**fields)
+    stored_ttl = rules.default_ttl_ms if ttl is None or ttl > rules.default_ttl_ms else ttl
+    sched = at if at is not None and at > rules.now_ms else NOT_SCHEDULED
+    return message, stored_ttl, sched
+
+
+def _ttl(row: Row) -> int | None:
+    if row.ttl_ms is not None:
+        ttl = int(row.ttl_ms)
+    elif row.ttl is not None:
+        ttl = parse_duration_ms(row.ttl)
+    else:
+        return None
+    if not 0 < ttl <= MAX_TIMESPAN_MS:
+        raise Rejected("time_to_live must be positive and at most TimeSpan.MaxValue (SPEC §1.6)")
+    return ttl
+
+
+def _scheduled(row: Row, now_ms: int) -> int | None:
+    at = row.at_ms if row.at_ms is not None else None
+    if at is None and row.at is not None:
+        at = parse_instant_ms(row.at, now_ms)
+    if at is not None and not 0 <= at <= MAX_TIME_MS:
+        raise Rejected("scheduled_enqueue_time must be between 1970 and 9999")
+    return at
+
+
+def check_size(message: Message, payload: bytes, limit: int) -> None:
+    """SPEC §1.4, §13.1: the encoded message against the tier's limit, the header against 64
+    KB and each property against 32 KB."""
+    size = len(payload)
+    if size > limit:
+        raise Rejected(
+            f"the message of {size} bytes is larger than the {limit // 1024} KB allowed for "
+            "this tier (SPEC §13.1)"
+        )
+    header = size - len(message.body)
+    if header > MAX_HEADER_BYTES:
+        raise Rejected(f"the message header of {header} bytes exceeds the 64 KB limit (SPEC §1.4)")
+    if header > MAX_PROPERTY_BYTES:
+        values = list((message.application_properties or {}).items())
+        values += [(f, getattr(message, f)) for f in STRING_FIELDS]
+        for key, value in values:
+            if isinstance(value, str) and len(value.encode()) > MAX_PROPERTY_BYTES:
+                raise Rejected(f"property {key!r} exceeds the 32 KB limit (SPEC §1.4)")
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where a task writes: ``<directory>/p<NN>/t<task>-<k>.sbb`` and ``rejects/``."""
+
+    directory: str
+    rules: Rules
+
+
+class _PartitionFiles:
+    """The staged files one task writes for one target partition."""
+
+    def __init__(self, directory: str, pid: int, task: int) -> None:
+        self.directory = os.path.join(directory, f"p{pid:02d}")
+        self.pid = pid
+        self.task = task
+        self.pending: list[StagedRecord] = []
+        self.pending_bytes = 0
+        self.fh: Any = None
+        self.file_bytes = 0
+        self.file_records = 0
+        self.k = 0
+        self.done: list[tuple[int, str, int, int]] = []  # (pid, path, records, bytes)
+
+    def add(self, record: StagedRecord) -> None:
+        self.pending.append(record)
+        self.pending_bytes += len(record.payload)
+        if self.pending_bytes >= BATCH_BYTES:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self.pending:
+            return
+        batch, _offsets = encode_batch(0, 0, self.pending)
+        if self.fh is None:
+            os.makedirs(self.directory, exist_ok=True)
+            path = os.path.join(self.directory, f"t{self.task:05d}-{self.k:03d}{STAGED_SUFFIX}")
+            self.fh = open(path, "wb")  # noqa: SIM115 - closed in close_file()
+        self.fh.write(batch)
+        self.file_bytes += len(batch)
+        self.file_records += len(self.pending)
+        self.pending = []
+        self.pending_bytes = 0
+        if self.file_bytes >= FILE_BYTES:
+            self.close_file()
+
+    def close_file(self) -> None:
+        if self.fh is None:
+            return
+        self.fh.close()
+        self.done.append((self.pid, self.fh.name, self.file_records, self.file_bytes))
+        self.fh = None
+        self.file_bytes = self.file_records = 0
+        self.k += 1
+
+
+def stage_rows(task: int, lines: Iterable[str], target: Target) -> Iterator[tuple[Any, ...]]:
+    """Spark's ``mapPartitionsWithIndex`` function: stage one task's rows.
+
+    Yields ``("file", pid, path, records, bytes)`` per staged file and one
+    ``("task", rows, staged, rejected, duplicates)`` summary.
+    """
+    rules = target.rules
+    decode = msgspec.json.Decoder(Row).decode
+    files: dict[int, _PartitionFiles] = {}
+    rejects: Any = None
+    rows = staged = rejected = duplicates = 0
+    reject_line = msgspec.json.Encoder().encode
+    try:
+        for line in lines:
+            rows += 1
+            row = decode(line)
+            if row.d:
+                duplicates += 1  # SPEC §8.3: accepted, then silently dropped
+                continue
+            try:
+                message, ttl, sched = build(row, rules)
+                payload = _encode(message)
+                check_size(message, payload, rules.max_message_bytes)
+                if not 0 <= row.p < rules.partitions:
+                    raise Rejected(f"partition {row.p} is outside [0, {rules.partitions})")
+            except Rejected as exc:
+                rejected += 1
+                if rejects is None:
+                    path = os.path.join(target.directory, "rejects")
+                    os.makedirs(path, exist_ok=True)
+                    rejects = open(os.path.join(path, f"t{task:05d}.jsonl"), "wb")  # noqa: SIM115
+                rejects.write(reject_line({"o": row.o, "reason": str(exc)}) + b"\n")
+                continue
+            out = files.get(row.p)
+            if out is None:
+                out = files[row.p] = _PartitionFiles(target.directory, row.p, task)
+            out.add(StagedRecord(payload, ttl if ttl is not None else -1, sched))
+            staged += 1
+        for out in files.values():
+            out.flush()
+            out.close_file()
+    finally:
+        if rejects is not None:
+            rejects.close()
+    for out in files.values():
+        for pid, path, records, size in out.done:
+            yield ("file", pid, path, records, size)
+    yield ("task", rows, staged, rejected, duplicates)

@@ -1,0 +1,51 @@
+"""Without pyspark, spark-load and spark-export say how to install the spark extra."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# Loaded by Python at start-up (site imports sitecustomize): `import pyspark` then fails
+# as it does where the package is not installed.
+HIDE_PYSPARK = """
+import sys
+
+class _Hide:
+    def find_spec(self, name, path=None, target=None):
+        if name == "pyspark" or name.startswith("pyspark."):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+sys.meta_path.insert(0, _Hide())
+"""
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["spark-load", "data/sample_messages.jsonl", "--entity", "q"],
+        ["spark-export", "q", "--to", "/tmp/nowhere"],
+    ],
+)
+def test_without_pyspark_the_command_explains_the_install(tmp_path: Path, args: list[str]) -> None:
+    (tmp_path / "sitecustomize.py").write_text(HIDE_PYSPARK)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SBCTL_")}
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), str(ROOT)])
+    env["SBCTL_SOCKET"] = str(tmp_path / "no.sock")
+    proc = subprocess.run(
+        [sys.executable, "-m", "sbctl.cli.app", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=60,
+    )
+    assert proc.returncode == 1, proc
+    assert "pip install 'sbctl[spark]'" in proc.stderr
+    assert proc.stderr.count("\n") == 1, "one line, no traceback"
