@@ -69,6 +69,7 @@ RESOLVE_CACHE = 4096
 MAX_TRANSFER_HOPS = 4  # SPEC §11.3
 IDLE_CHECK_MS = 1000
 MAX_PARTITIONED = 100  # SPEC §0.1.11
+PREMIUM_ENTITIES_PER_UNIT = 1_000
 STANDARD_MESSAGE_BYTES = 256 * 1024  # SPEC §13.1
 PREMIUM_MESSAGE_BYTES = 1024 * 1024
 
@@ -91,6 +92,13 @@ class Namespace:
     @property
     def premium(self) -> bool:
         return self.config.sku == "premium"
+
+    @property
+    def max_entities(self) -> int:
+        """SPEC §14: 10,000 queues and topics; on Premium 1,000 per messaging unit."""
+        if self.premium:
+            return min(MAX_ENTITIES, PREMIUM_ENTITIES_PER_UNIT * self.config.capacity)
+        return MAX_ENTITIES
 
     @property
     def max_message_bytes(self) -> int:
@@ -284,10 +292,9 @@ class Broker:
             cfg.default_message_time_to_live = 14 * 86_400_000  # SPEC §15.1
         check_queue(cfg, ns.config.sku, set(options))
         self._check_forwarding(ns, cfg)
-        if len(ns.queues) >= MAX_ENTITIES:
-            raise QuotaExceeded(
-                f"namespace {ns.name!r} already holds {MAX_ENTITIES} entities (SPEC §14)"
-            )
+        limit = ns.max_entities
+        if len(ns.queues) >= limit:
+            raise QuotaExceeded(f"namespace {ns.name!r} already holds {limit} entities (SPEC §14)")
         partitions = ns.partition_count(cfg)
         if partitions > 1 and not ns.premium:
             used = sum(q.partitioned for q in ns.queues.values())

@@ -195,8 +195,13 @@ class Partition:
             if log.state_of(seq) != State.ACTIVE or seq in self.locks:
                 continue
             if log.exp[seq - log.base] <= now:
-                expire(self, seq)
-                continue
+                # SPEC §6.4: with a listener on the session, one expired message expires
+                # every message of that session.
+                for other in [seq, *heap]:
+                    if log.state_of(other) == State.ACTIVE and other not in self.locks:
+                        expire(self, other)
+                heap.clear()
+                break
             out.append(self.deliver(seq, now, lock_ms, journal))
             if lock_ms is None:
                 self.session_of.pop(seq, None)
