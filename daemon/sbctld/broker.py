@@ -33,6 +33,14 @@ from sbctl.errors import (
     QuotaExceeded,
     SbctlError,
 )
+from sbctl.limits import (
+    MAX_ENTITIES,
+    MAX_PARTITIONED,
+    MAX_TRANSFER_HOPS,
+    PREMIUM_ENTITIES_PER_UNIT,
+    PREMIUM_MESSAGE_BYTES,
+    STANDARD_MESSAGE_BYTES,
+)
 from sbctl.names import (
     entity_dir_name,
     entity_key,
@@ -64,14 +72,8 @@ NAMESPACE_FILE = "namespace.toml"
 # Folders being created or deleted. '@' is in no namespace or entity name (SPEC §14.8-9),
 # so such a folder is never mistaken for an entity; start-up removes any left behind.
 WORK_PREFIX = "@"
-MAX_ENTITIES = 10_000  # SPEC §14
 RESOLVE_CACHE = 4096
-MAX_TRANSFER_HOPS = 4  # SPEC §11.3
 IDLE_CHECK_MS = 1000
-MAX_PARTITIONED = 100  # SPEC §0.1.11
-PREMIUM_ENTITIES_PER_UNIT = 1_000
-STANDARD_MESSAGE_BYTES = 256 * 1024  # SPEC §13.1
-PREMIUM_MESSAGE_BYTES = 1024 * 1024
 
 
 def _check_mode(mode: str) -> None:

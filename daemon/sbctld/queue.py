@@ -33,6 +33,13 @@ from sbctl.errors import (
     ServiceTimeout,
     SessionLockLost,
 )
+from sbctl.limits import (
+    MAX_HEADER_BYTES,
+    MAX_ID_LENGTH,
+    MAX_PROPERTY_BYTES,
+    MAX_TRANSACTION,
+    SESSION_REQUIRED,
+)
 from sbctl.messages import parse_lock_token
 from sbctl.partitioning import partition_for_key, partition_key_of
 from sbctl.protocol import Delivered
@@ -45,15 +52,6 @@ from sbctld.storage.log import MAX_TIME_MS, OP_PROPS, OP_STATE, PartitionLog, St
 from sbctld.storage.sync import Syncer
 
 DESCRIPTION = "queue.toml"
-MAX_ID_LENGTH = 128  # SPEC §1.3
-MAX_HEADER_BYTES = 64 * 1024  # SPEC §1.4
-MAX_PROPERTY_BYTES = 32 * 1024
-SESSION_REQUIRED = (
-    # SPEC §9.3, the service's own text.
-    "The SessionId was not set on a message, and it cannot be sent to the entity. Entities "
-    "that have session support enabled can only receive messages that have the SessionId set "
-    "to a valid value."
-)
 SESSION_RECEIVER_ON_PLAIN = (
     # SPEC §9.5
     "A sessionful message receiver cannot be created on an entity that does not require sessions."
@@ -70,7 +68,6 @@ DEAD_LETTER_SOURCE = "DeadLetterSource"
 LOCAL_MASK = (1 << 48) - 1
 PURGEABLE = (State.ACTIVE, State.DEFERRED, State.SCHEDULED)
 PURGE_CHUNK = 100_000
-MAX_TRANSACTION = 100  # SPEC §12.2
 DUPLICATE_OF_SEQ = -1  # in Queue.send's ``order``: (marker, the earlier sequence number)
 DUPLICATE_IN_BATCH = -2  # (marker, index of the first copy in ``order``)
 LOCK_LOST = (

@@ -26,21 +26,18 @@ from sbctl.codec import NOT_SCHEDULED, STRING_FIELDS, Message, StagedRecord, enc
 from sbctl.codec import encode_message as _encode
 from sbctl.durations import MAX_TIMESPAN_MS, parse_duration_ms, parse_instant_ms
 from sbctl.errors import SbctlError
+from sbctl.limits import (
+    MAX_HEADER_BYTES,
+    MAX_ID_LENGTH,
+    MAX_PROPERTY_BYTES,
+    MAX_TIME_MS,
+    SESSION_REQUIRED,
+)
 from sbctl.partitioning import partition_key_of
 
-MAX_ID_LENGTH = 128  # SPEC §1.3, §14.4
-MAX_HEADER_BYTES = 64 * 1024  # SPEC §1.4
-MAX_PROPERTY_BYTES = 32 * 1024
-MAX_TIME_MS = 253402300799999  # 9999-12-31T23:59:59.999Z (SPEC §1.8)
 BATCH_BYTES = 1024 * 1024  # a staged batch is cut at about this many payload bytes
 FILE_BYTES = 64 * 1024 * 1024  # and a staged file (a future segment) at about this many
 STAGED_SUFFIX = ".sbb"
-SESSION_REQUIRED = (
-    # SPEC §9.3, the service's own text.
-    "The SessionId was not set on a message, and it cannot be sent to the entity. Entities "
-    "that have session support enabled can only receive messages that have the SessionId set "
-    "to a valid value."
-)
 
 
 class Row(msgspec.Struct, omit_defaults=True):

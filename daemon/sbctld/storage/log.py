@@ -38,6 +38,7 @@ from sbctl.codec import (
     rewrite_header,
     scan_batches,
 )
+from sbctl.limits import MAX_TIME_MS
 from sbctld.storage import journal as jnl
 from sbctld.storage.files import (
     CHECKPOINT,
@@ -50,7 +51,6 @@ from sbctld.storage.files import (
 )
 from sbctld.storage.sync import Syncer
 
-MAX_TIME_MS = 253402300799999  # 9999-12-31T23:59:59.999Z, Azure's largest date (SPEC §1.8)
 DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024
 CHECKPOINT_MAGIC = b"SBCK"
 CHECKPOINT_VERSION = 1
