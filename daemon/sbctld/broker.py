@@ -494,6 +494,10 @@ class Broker:
 
     # ------------------------------------------------------------ auto-forwarding
 
+    @property
+    def touched(self) -> bool:
+        return bool(self._touched)
+
     def take_touched(self) -> set[tuple[str, str]]:
         """Queues that forwarding put messages in since the last call (to wake receivers)."""
         touched, self._touched = self._touched, set()

@@ -250,7 +250,7 @@ class Server:
             req_id = req.id
             args = decode_args(req)
             self._handlers[req.op](conn, req_id, args)
-            if self.broker._touched:  # forwarding filled other queues: wake their receivers
+            if self.broker.touched:  # forwarding filled other queues: wake their receivers
                 for key in self.broker.take_touched():
                     self.wake(key)
         except SbctlError as err:
