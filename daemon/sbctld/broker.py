@@ -645,6 +645,7 @@ class Broker:
             # The copy is stored before the DLQ entry is retired: never lost, at worst twice.
             moved += target.send([message], now, detect_duplicates=False)
             p.log.set_state(seq, State.GONE)
+        self.flow(target)  # a forwarding target passes them on (SPEC §11)
         return {"resubmitted": len(moved), "to": target.name, "sequence_numbers": moved}
 
     def load_adopt(

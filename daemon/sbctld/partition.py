@@ -119,9 +119,16 @@ class Partition:
             out.append(self.deliver(seq, now, lock_ms, journal))
         log.record(journal)
 
-    def deliver(self, seq: int, now: int, lock_ms: int | None, journal: list[Entry]) -> Delivered:
-        """Lock ``seq`` for ``lock_ms`` (or delete it when None); the caller records
-        ``journal``."""
+    def deliver(
+        self,
+        seq: int,
+        now: int,
+        lock_ms: int | None,
+        journal: list[Entry],
+        until: int | None = None,
+    ) -> Delivered:
+        """Lock ``seq`` for ``lock_ms`` (until ``until`` if given; delete it when
+        ``lock_ms`` is None); the caller records ``journal``."""
         log = self.log
         i = seq - log.base
         dc = log.dc[i] + 1
@@ -129,7 +136,7 @@ class Partition:
             journal.append(Entry(OP_STATE, seq, State.GONE, b""))
             token, until = None, None
         else:
-            until = self.lock(seq, now + lock_ms)
+            until = self.lock(seq, until if until is not None else now + lock_ms)
             token = lock_token_for(self.shift | seq, self.locks[seq][0])
         journal.append(Entry(OP_DELIVERY, seq, dc, b""))
         return Delivered(
@@ -185,8 +192,9 @@ class Partition:
         lock_ms: int | None,
         out: list[Delivered],
         expire: Callable[[Partition, int], None],
+        until: int | None = None,
     ) -> None:
-        """Hand out the session's messages in order (SPEC §9.7)."""
+        """Hand out the session's messages in order (SPEC §9.7), locked ``until``."""
         heap = self.by_session.get(session_id, [])
         journal: list[Entry] = []
         log = self.log
@@ -202,13 +210,20 @@ class Partition:
                         expire(self, other)
                 heap.clear()
                 break
-            out.append(self.deliver(seq, now, lock_ms, journal))
+            out.append(self.deliver(seq, now, lock_ms, journal, until))
             if lock_ms is None:
                 self.session_of.pop(seq, None)
         log.record(journal)
 
     def schedule(self, when_ms: int, seq: int) -> None:
         heapq.heappush(self.scheduled, (when_ms, seq))
+
+    def next_scheduled(self) -> int | None:
+        """When the next still-scheduled message is due (cancelled ones are dropped)."""
+        heap = self.scheduled
+        while heap and self.log.state_of(heap[0][1]) != State.SCHEDULED:
+            heapq.heappop(heap)
+        return heap[0][0] if heap else None
 
     def due_scheduled(self, now: int) -> list[int]:
         """Scheduled messages whose time has come (SPEC §7.2), oldest first."""

@@ -48,7 +48,14 @@ from sbctld.dedup import DuplicateHistory
 from sbctld.partition import Partition
 from sbctld.sessions import SESSION_LOCK_LOST, Sessions
 from sbctld.storage.journal import Entry
-from sbctld.storage.log import MAX_TIME_MS, OP_PROPS, OP_STATE, PartitionLog, State
+from sbctld.storage.log import (
+    MAX_TIME_MS,
+    OP_DELIVERY,
+    OP_PROPS,
+    OP_STATE,
+    PartitionLog,
+    State,
+)
 from sbctld.storage.sync import Syncer
 
 DESCRIPTION = "queue.toml"
@@ -181,6 +188,7 @@ class Queue:
         *,
         detect_duplicates: bool = True,
         from_broker: bool = False,
+        via_partition: int | None = None,
     ) -> list[int]:
         """Validate the whole batch first; store all of it or none of it.
 
@@ -240,6 +248,8 @@ class Queue:
             total += size
             if count == 1:
                 pid = 0
+            elif via_partition is not None:
+                pid = via_partition  # a transaction's partition (SPEC §0.1.8)
             elif key is not None:
                 pid = partition_for_key(key, count)  # SPEC §0.1.4
             else:
@@ -407,24 +417,40 @@ class Queue:
 
     def receive_session(self, token: str, count: int, now: int, *, delete: bool) -> list[Delivered]:
         """A session receiver's receive: that session's messages, in order (SPEC §9.7)."""
-        session_id = self._sessions().check(token, now)
+        sessions = self._sessions()
+        session_id = sessions.check(token, now)
         if self.config.status in ("Disabled", "ReceiveDisabled"):
             self.check_receive("")
         out: list[Delivered] = []
         lock_ms = None if delete else self.config.lock_duration
-        self._session_partition(session_id).take_session(
-            session_id, count, now, lock_ms, out, self._expire
-        )
+        p = self._session_partition(session_id)
+        until = sessions.locks[session_id][1]  # the session lock covers its messages
+        p.take_session(session_id, count, now, lock_ms, out, self._expire, until)
+        if not delete:
+            sessions.own(token, [(p.id, d.sequence_number & LOCAL_MASK) for d in out])
         self.accessed_at_ms = now
         return out
 
     def renew_session(self, token: str, now: int) -> dict[str, Any]:
         sessions = self._sessions()
         until = sessions.renew(token, now, self.config.lock_duration)
+        for pid, seq in sessions.owned.get(token, []):  # SPEC §9.7: its messages too
+            p = self.partitions[pid]
+            if sessions.owner.get((pid, seq)) == token and seq in p.locks:
+                p.lock(seq, until, p.locks[seq][0])
         return self._session_info(sessions.by_token[token], token, until)
 
     def close_session(self, token: str, now: int) -> dict[str, Any]:
-        return {"session_id": self._sessions().close(token, now), "closed": True}
+        """Release the session; its unsettled messages go back, their delivery not counted
+        (SPEC §9.9)."""
+        session_id, held = self._sessions().close(token, now)
+        for pid, seq in held:
+            p = self.partitions[pid]
+            if p.locks.pop(seq, None) is not None:
+                dc = p.log.dc[seq - p.log.base]
+                p.log.record([Entry(OP_DELIVERY, seq, max(dc - 1, 0), b"")])
+                p.give_back(seq)
+        return {"session_id": session_id, "closed": True}
 
     def list_sessions(self, now: int) -> list[dict[str, Any]]:
         """Sessions with messages or state (SPEC §9.2: a session exists while it has some)."""
@@ -501,10 +527,10 @@ class Queue:
 
     @property
     def scheduled_pending(self) -> bool:
-        return any(p.scheduled for p in self.partitions)
+        return any(p.next_scheduled() is not None for p in self.partitions)
 
     def next_scheduled(self) -> int | None:
-        times = [p.scheduled[0][0] for p in self.partitions if p.scheduled]
+        times = [t for p in self.partitions if (t := p.next_scheduled()) is not None]
         return min(times) if times else None
 
     def peek(self, count: int, from_sequence: int | None, *, subqueue: str) -> list[Delivered]:
@@ -546,23 +572,7 @@ class Queue:
         description: str | None = None,
     ) -> list[dict[str, Any]]:
         """Settle by lock token (SPEC §3.4, §3.6, §4); one result per token."""
-        if op not in SETTLEMENTS:
-            raise BadRequest(f"unknown settlement {op!r}: use {', '.join(SETTLEMENTS)}")
-        if self.config.status in ("Disabled", "ReceiveDisabled"):
-            # Settling is the receiver's side (SPEC §17).
-            raise MessagingEntityDisabled(
-                f"queue {self.config.name!r} is {self.config.status}: settlements are refused"
-            )
-        changes = dict(properties or {})
-        if changes and op not in ("abandon", "defer", "dead-letter"):
-            raise BadRequest(f"{op} takes no property changes")
-        if op == "dead-letter":
-            if reason is not None:
-                changes[DEAD_LETTER_REASON] = reason
-            if description is not None:
-                changes[DEAD_LETTER_DESCRIPTION] = description
-        elif reason is not None or description is not None:
-            raise BadRequest("only dead-letter takes a reason and a description")
+        changes = self._settlement_changes(op, properties, reason, description)
         extra = msgspec.msgpack.encode(changes) if changes else b""
         results: list[dict[str, Any]] = []
         journals: dict[int, list[Entry]] = {}
@@ -581,6 +591,8 @@ class Queue:
                 )
                 continue
             del p.locks[seq]
+            if self.sessions is not None:
+                self.sessions.disown((p.id, seq))
             if op != "abandon":
                 p.session_of.pop(seq, None)
             entries = journals.setdefault(p.id, [])
@@ -641,30 +653,59 @@ class Queue:
                     f"partition key, not {len(keys)} (SPEC §0.1.8)"
                 )
             partitions = {partition_for_key(k, len(self.partitions)) for k in keys}
-        for op, token, _props, _reason, _description in settlements:
-            if op == "renew-lock" or op not in SETTLEMENTS:
-                raise BadRequest(f"{op!r} cannot be part of a transaction")
+        tokens: set[str] = set()
+        for op, token, props, reason, description in settlements:
+            if op == "renew-lock":
+                raise BadRequest("renew-lock cannot be part of a transaction")
+            self._settlement_changes(op, props, reason, description)
             p, _seq = self._settleable(op, token, now)  # raises: nothing is applied
+            if token in tokens:
+                raise InvalidOperation(f"lock token {token} is settled twice in the transaction")
+            tokens.add(token)
             partitions.add(p.id)
         if len(partitions) > 1:
             raise InvalidOperation(
                 "a transaction on a partitioned entity works within one partition; these "
                 f"operations touch {len(partitions)} (SPEC §0.1.8)"
             )
-        seqs = self.send(batch, now) if batch else []
+        via = next(iter(partitions)) if self.partitioned and partitions else None
+        seqs = self.send(batch, now, via_partition=via) if batch else []
         results = [
             self.settle(op, [token], now, props, reason, description)[0]
             for op, token, props, reason, description in settlements
         ]
         return {"sequence_numbers": seqs, "settlements": results}
 
+    def _settlement_changes(
+        self,
+        op: str,
+        properties: dict[str, Any] | None,
+        reason: str | None,
+        description: str | None,
+    ) -> dict[str, Any]:
+        """Check a settlement's arguments; returns the property changes it makes."""
+        if op not in SETTLEMENTS:
+            raise BadRequest(f"unknown settlement {op!r}: use {', '.join(SETTLEMENTS)}")
+        if self.config.status in ("Disabled", "ReceiveDisabled"):
+            # Settling is the receiver's side (SPEC §17).
+            raise MessagingEntityDisabled(
+                f"queue {self.config.name!r} is {self.config.status}: settlements are refused"
+            )
+        changes = dict(properties or {})
+        if changes and op not in ("abandon", "defer", "dead-letter"):
+            raise BadRequest(f"{op} takes no property changes")
+        if op == "dead-letter":
+            if reason is not None:
+                changes[DEAD_LETTER_REASON] = reason
+            if description is not None:
+                changes[DEAD_LETTER_DESCRIPTION] = description
+        elif reason is not None or description is not None:
+            raise BadRequest("only dead-letter takes a reason and a description")
+        return changes
+
     def _settleable(self, op: str, token: str, now: int) -> tuple[Partition, int]:
         """The locked message ``token`` names, if ``op`` may settle it; raises otherwise."""
         p, seq = self._locked(token, now)
-        session_id = p.session_of.get(seq)
-        sessions = self.sessions
-        if session_id is not None and sessions and not sessions.held(session_id, now):
-            raise SessionLockLost(SESSION_LOCK_LOST)  # SPEC §3.6, §9.7
         if op in ("dead-letter", "defer") and p.log.state_of(seq) == State.DEADLETTERED:
             # SPEC §4.3: a DLQ message cannot be dead-lettered again (nor deferred out of it).
             raise InvalidOperation(
@@ -745,7 +786,13 @@ class Queue:
         props = {**(message.application_properties or {}), **p.log.props.get(seq, {})}
         for name in (DEAD_LETTER_REASON, DEAD_LETTER_DESCRIPTION, DEAD_LETTER_SOURCE):
             props.pop(name, None)
-        return msgspec.structs.replace(message, application_properties=props or None)
+        return msgspec.structs.replace(
+            message,
+            application_properties=props or None,
+            enqueued_sequence_number=None,
+            transfer_hops=None,
+            dead_letter_source=None,
+        )
 
     def purge(self, *, subqueue: str) -> int:
         """Delete every message of the queue (or of its DLQ), locked ones included."""
@@ -786,6 +833,15 @@ class Queue:
         if pid >= len(self.partitions):
             raise MessageLockLost(LOCK_LOST)
         p = self.partitions[pid]
+        session_id = p.session_of.get(seq)
+        sessions = self.sessions
+        if (
+            session_id is not None
+            and sessions is not None
+            and not sessions.holds_message(session_id, (pid, seq), now)
+        ):
+            # SPEC §9.7: a session's messages are held by its session lock.
+            raise SessionLockLost(SESSION_LOCK_LOST)
         held = p.locks.get(seq)
         if held is None or held[0] != nonce or held[1] <= now:
             raise MessageLockLost(LOCK_LOST)
@@ -809,6 +865,8 @@ class Queue:
             for st in State:
                 c[st] += p.log.counts[st]
             size += p.log.live_bytes
+        if self.sessions is not None:
+            size += self.sessions.state_bytes  # SPEC §9.8
         active = c[State.ACTIVE] + c[State.DEFERRED]  # SPEC §0.4.1
         return {
             "active_message_count": active,

@@ -29,6 +29,9 @@ class Sessions:
         self.states = KeyedLog.open(directory, syncer)
         self.locks: dict[str, tuple[str, int]] = {}  # session id -> (token, locked until)
         self.by_token: dict[str, str] = {}  # token -> session id
+        # Messages a session receiver holds: their locks are the session lock (SPEC §9.7).
+        self.owned: dict[str, list[tuple[int, int]]] = {}  # token -> [(partition, seq)]
+        self.owner: dict[tuple[int, int], str] = {}  # (partition, seq) -> token
 
     def held(self, session_id: str, now: int) -> bool:
         lock = self.locks.get(session_id)
@@ -63,14 +66,38 @@ class Sessions:
         self.locks[session_id] = (token, until)
         return until
 
-    def close(self, token: str, now: int) -> str:
+    def close(self, token: str, now: int) -> tuple[str, list[tuple[int, int]]]:
+        """End a session lock; returns the session and the messages its holder still had."""
         session_id = self.check(token, now)
+        held = [key for key in self.owned.get(token, []) if self.owner.get(key) == token]
         self._drop(session_id)
-        return session_id
+        return session_id, held
 
     def _drop(self, session_id: str) -> None:
         token, _until = self.locks.pop(session_id)
         self.by_token.pop(token, None)
+        for key in self.owned.pop(token, []):
+            if self.owner.get(key) == token:
+                del self.owner[key]
+
+    def own(self, token: str, keys: list[tuple[int, int]]) -> None:
+        self.owned.setdefault(token, []).extend(keys)
+        for key in keys:
+            self.owner[key] = token
+
+    def disown(self, key: tuple[int, int]) -> None:
+        self.owner.pop(key, None)
+
+    def holds_message(self, session_id: str, key: tuple[int, int], now: int) -> bool:
+        """Does the current holder of ``session_id`` hold the message ``key``?"""
+        token = self.owner.get(key)
+        if token is None or not self.held(session_id, now):
+            return False
+        return self.locks[session_id][0] == token
+
+    @property
+    def state_bytes(self) -> int:
+        return sum(len(value) for _arg, _seq, value in self.states.items.values())
 
     def get_state(self, session_id: str) -> bytes | None:
         item = self.states.items.get(session_id)
