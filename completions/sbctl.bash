@@ -3,9 +3,9 @@
 
 _sbctl_children() {
     case "$1" in
-        "") echo "send peek receive receive-deferred schedule cancel-scheduled purge spark-load spark-export bench daemon namespace queue message dlq session" ;;
+        "") echo "credits send peek receive receive-deferred schedule cancel-scheduled purge spark-load spark-export bench daemon namespace queue message dlq session" ;;
         "daemon") echo "start stop status" ;;
-        "namespace") echo "create list show delete" ;;
+        "namespace") echo "create update metrics list show delete" ;;
         "queue") echo "create update list show delete" ;;
         "message") echo "complete abandon defer dead-letter renew-lock" ;;
         "dlq") echo "resubmit" ;;
@@ -15,7 +15,8 @@ _sbctl_children() {
 
 _sbctl_options() {
     case "$1" in
-        "") echo "-n --namespace -o --output --socket --data-dir --version -h --help" ;;
+        "") echo "-n --namespace -o --output --socket --data-dir --retry-total --no-retry --version -h --help" ;;
+        "credits") echo "-w --watch -h --help" ;;
         "send") echo "--body --body-file --input --message-id --session-id --partition-key --correlation-id --subject --content-type --to --reply-to --reply-to-session-id --time-to-live --scheduled-enqueue-time -p --property --repeat --batch-size --transaction -h --help" ;;
         "peek") echo "--count --from-sequence -h --help" ;;
         "receive") echo "--count --max-wait --mode --settle --session-id --next-session -h --help" ;;
@@ -27,11 +28,13 @@ _sbctl_options() {
         "spark-export") echo "--to --format --master --spark-conf -h --help" ;;
         "bench") echo "--messages --size --batch --clients --entity --partitioned --workers --skip-raw --skip-start --stored -h --help" ;;
         "daemon") echo "-h --help" ;;
-        "daemon start") echo "--data-dir --socket --foreground --durability -h --help" ;;
+        "daemon start") echo "--data-dir --socket --foreground --durability --default-credits-per-second -h --help" ;;
         "daemon stop") echo "--data-dir --socket -h --help" ;;
         "daemon status") echo "--data-dir --socket -h --help" ;;
         "namespace") echo "-h --help" ;;
-        "namespace create") echo "--sku --premium-messaging-partitions --capacity -h --help" ;;
+        "namespace create") echo "--sku --premium-messaging-partitions --capacity --credits-per-second --ops-per-unit -h --help" ;;
+        "namespace update") echo "--capacity --credits-per-second --ops-per-unit -h --help" ;;
+        "namespace metrics") echo "-w --watch -h --help" ;;
         "namespace list") echo "-h --help" ;;
         "namespace show") echo "-h --help" ;;
         "namespace delete") echo "-h --help" ;;
@@ -59,7 +62,7 @@ _sbctl_options() {
 
 _sbctl_value_options() {
     case "$1" in
-        "") echo "-n --namespace -o --output --socket --data-dir" ;;
+        "") echo "-n --namespace -o --output --socket --data-dir --retry-total" ;;
         "send") echo "--body --body-file --input --message-id --session-id --partition-key --correlation-id --subject --content-type --to --reply-to --reply-to-session-id --time-to-live --scheduled-enqueue-time -p --property --repeat --batch-size" ;;
         "peek") echo "--count --from-sequence" ;;
         "receive") echo "--count --max-wait --mode --settle --session-id" ;;
@@ -68,10 +71,11 @@ _sbctl_value_options() {
         "spark-load") echo "--entity --format --option --body-column --message-id-column --session-id-column --partition-key-column --correlation-id-column --subject-column --content-type-column --ttl-column --scheduled-enqueue-time-column --property-columns --body-format --master --spark-conf --staging-dir --load-id --max-rejects --rejects-file" ;;
         "spark-export") echo "--to --format --master --spark-conf" ;;
         "bench") echo "--messages --size --batch --clients --entity --workers --stored" ;;
-        "daemon start") echo "--data-dir --socket --durability" ;;
+        "daemon start") echo "--data-dir --socket --durability --default-credits-per-second" ;;
         "daemon stop") echo "--data-dir --socket" ;;
         "daemon status") echo "--data-dir --socket" ;;
-        "namespace create") echo "--sku --premium-messaging-partitions --capacity" ;;
+        "namespace create") echo "--sku --premium-messaging-partitions --capacity --credits-per-second --ops-per-unit" ;;
+        "namespace update") echo "--capacity --credits-per-second --ops-per-unit" ;;
         "queue create") echo "--max-size --lock-duration --max-delivery-count --default-message-time-to-live --duplicate-detection-history-time-window --forward-to --forward-dead-lettered-messages-to --auto-delete-on-idle --status" ;;
         "queue update") echo "--max-size --lock-duration --max-delivery-count --default-message-time-to-live --duplicate-detection-history-time-window --forward-to --forward-dead-lettered-messages-to --auto-delete-on-idle --status" ;;
         "message abandon") echo "-p --property" ;;
@@ -88,6 +92,7 @@ _sbctl_option_values() {
         " -o"|" --output") COMPREPLY=($(compgen -W "table json" -- "$cur")) ;;
         " --socket") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")) ;;
         " --data-dir") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -d -- "$cur")) ;;
+        " --retry-total") COMPREPLY=() ;;
         "send --body") COMPREPLY=() ;;
         "send --body-file") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")) ;;
         "send --input") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")) ;;
@@ -165,6 +170,7 @@ _sbctl_option_values() {
         "daemon start --data-dir") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -d -- "$cur")) ;;
         "daemon start --socket") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")) ;;
         "daemon start --durability") COMPREPLY=($(compgen -W "fsync os" -- "$cur")) ;;
+        "daemon start --default-credits-per-second") COMPREPLY=() ;;
         "daemon stop --data-dir") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -d -- "$cur")) ;;
         "daemon stop --socket") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")) ;;
         "daemon status --data-dir") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -d -- "$cur")) ;;
@@ -172,6 +178,11 @@ _sbctl_option_values() {
         "namespace create --sku") COMPREPLY=($(compgen -W "basic standard premium" -- "$cur")) ;;
         "namespace create --premium-messaging-partitions") COMPREPLY=($(compgen -W "1 2 4" -- "$cur")) ;;
         "namespace create --capacity") COMPREPLY=($(compgen -W "1 2 4 8 16" -- "$cur")) ;;
+        "namespace create --credits-per-second") COMPREPLY=() ;;
+        "namespace create --ops-per-unit") COMPREPLY=() ;;
+        "namespace update --capacity") COMPREPLY=($(compgen -W "1 2 4 8 16" -- "$cur")) ;;
+        "namespace update --credits-per-second") COMPREPLY=() ;;
+        "namespace update --ops-per-unit") COMPREPLY=() ;;
         "queue create --max-size") COMPREPLY=() ;;
         "queue create --lock-duration") COMPREPLY=() ;;
         "queue create --max-delivery-count") COMPREPLY=() ;;

@@ -3,7 +3,8 @@
 function __sbctl_children
     switch $argv[1]
         case ''
-            printf '%s\n' send peek receive receive-deferred schedule cancel-scheduled purge spark-load spark-export bench daemon namespace queue message dlq session
+            printf '%s\n' credits send peek receive receive-deferred schedule cancel-scheduled purge spark-load spark-export bench daemon namespace queue message dlq session
+        case 'credits'
         case 'send'
         case 'peek'
         case 'receive'
@@ -20,8 +21,10 @@ function __sbctl_children
         case 'daemon stop'
         case 'daemon status'
         case 'namespace'
-            printf '%s\n' create list show delete
+            printf '%s\n' create update metrics list show delete
         case 'namespace create'
+        case 'namespace update'
+        case 'namespace metrics'
         case 'namespace list'
         case 'namespace show'
         case 'namespace delete'
@@ -54,7 +57,8 @@ end
 function __sbctl_value_options
     switch $argv[1]
         case ''
-            printf '%s\n' -n --namespace -o --output --socket --data-dir
+            printf '%s\n' -n --namespace -o --output --socket --data-dir --retry-total
+        case 'credits'
         case 'send'
             printf '%s\n' --body --body-file --input --message-id --session-id --partition-key --correlation-id --subject --content-type --to --reply-to --reply-to-session-id --time-to-live --scheduled-enqueue-time -p --property --repeat --batch-size
         case 'peek'
@@ -75,14 +79,17 @@ function __sbctl_value_options
             printf '%s\n' --messages --size --batch --clients --entity --workers --stored
         case 'daemon'
         case 'daemon start'
-            printf '%s\n' --data-dir --socket --durability
+            printf '%s\n' --data-dir --socket --durability --default-credits-per-second
         case 'daemon stop'
             printf '%s\n' --data-dir --socket
         case 'daemon status'
             printf '%s\n' --data-dir --socket
         case 'namespace'
         case 'namespace create'
-            printf '%s\n' --sku --premium-messaging-partitions --capacity
+            printf '%s\n' --sku --premium-messaging-partitions --capacity --credits-per-second --ops-per-unit
+        case 'namespace update'
+            printf '%s\n' --capacity --credits-per-second --ops-per-unit
+        case 'namespace metrics'
         case 'namespace list'
         case 'namespace show'
         case 'namespace delete'
@@ -138,6 +145,7 @@ function __sbctl_using --description 'Is the command path typed so far $argv[1]?
 end
 
 complete -c sbctl -f
+complete -c sbctl -n '__sbctl_using \'\'' -a credits -d 'Show a namespace\'s throttling credits: per second, left in this period, time to the next period, consumption by kind, throttled requests'
 complete -c sbctl -n '__sbctl_using \'\'' -a send -d 'Send messages: one from --body or --body-file, or JSON Lines from --input'
 complete -c sbctl -n '__sbctl_using \'\'' -a peek -d 'Show messages without locking or removing them'
 complete -c sbctl -n '__sbctl_using \'\'' -a receive -d 'Receive messages, print them and settle them'
@@ -149,7 +157,7 @@ complete -c sbctl -n '__sbctl_using \'\'' -a spark-load -d 'Bulk-load messages w
 complete -c sbctl -n '__sbctl_using \'\'' -a spark-export -d 'Write an entity\'s messages (with system properties) as a Spark dataset'
 complete -c sbctl -n '__sbctl_using \'\'' -a bench -d 'Benchmark the running daemon: durable send and receive-and-complete throughput and latency in a throwaway namespace (deleted afterwards), beside this machine\'s raw append+fdatasync and Unix-socket'
 complete -c sbctl -n '__sbctl_using \'\'' -a daemon -d 'Start, stop and inspect the sbctl daemon'
-complete -c sbctl -n '__sbctl_using \'\'' -a namespace -d 'Create, list, show and delete namespaces'
+complete -c sbctl -n '__sbctl_using \'\'' -a namespace -d 'Create, list, show, update and delete namespaces'
 complete -c sbctl -n '__sbctl_using \'\'' -a queue -d 'Create, update, list, show and delete queues'
 complete -c sbctl -n '__sbctl_using \'\'' -a message -d 'Settle messages received with --settle none'
 complete -c sbctl -n '__sbctl_using \'\'' -a dlq -d 'Chores on dead-letter queues (beyond Azure)'
@@ -158,8 +166,12 @@ complete -c sbctl -n '__sbctl_using \'\'' -s n -l namespace -x -d 'Namespace for
 complete -c sbctl -n '__sbctl_using \'\'' -s o -l output -x -a 'table json' -d 'Output: tables for people, JSON (Lines) for scripts'
 complete -c sbctl -n '__sbctl_using \'\'' -l socket -r -F -d 'Daemon Unix socket (default: sbctld.sock in the data directory)'
 complete -c sbctl -n '__sbctl_using \'\'' -l data-dir -r -F -d 'Daemon data directory (default: $XDG_DATA_HOME/sbctl); also locates the default socket'
+complete -c sbctl -n '__sbctl_using \'\'' -l retry-total -x -d 'Retries of throttled (ServerBusy) and timed-out requests, with exponential back-off (SDK default 3)'
+complete -c sbctl -n '__sbctl_using \'\'' -l no-retry -d 'Do not retry: same as --retry-total 0'
 complete -c sbctl -n '__sbctl_using \'\'' -l version -d 'Print the version and exit'
 complete -c sbctl -n '__sbctl_using \'\'' -s h -l help -d 'Show this message and exit'
+complete -c sbctl -n '__sbctl_using \'credits\'' -s w -l watch -d 'Keep the view live until Ctrl-C'
+complete -c sbctl -n '__sbctl_using \'credits\'' -s h -l help -d 'Show this message and exit'
 complete -c sbctl -n '__sbctl_using \'send\'' -l body -x -d 'Message body (UTF-8 text)'
 complete -c sbctl -n '__sbctl_using \'send\'' -l body-file -r -F -d 'Read the body from FILE (\'-\': stdin)'
 complete -c sbctl -n '__sbctl_using \'send\'' -l input -r -F -d 'Send the JSON Lines messages of FILE (\'-\': stdin)'
@@ -260,6 +272,7 @@ complete -c sbctl -n '__sbctl_using \'daemon start\'' -l data-dir -r -F -d 'Daem
 complete -c sbctl -n '__sbctl_using \'daemon start\'' -l socket -r -F -d 'Daemon Unix socket (overrides the global --socket and SBCTL_SOCKET)'
 complete -c sbctl -n '__sbctl_using \'daemon start\'' -l foreground -d 'Run in this process, logging to stderr, until stopped'
 complete -c sbctl -n '__sbctl_using \'daemon start\'' -l durability -x -a 'fsync os' -d 'fsync: acknowledge a send once it is on disk; os: once the OS has it (faster, for throwaway CI data)'
+complete -c sbctl -n '__sbctl_using \'daemon start\'' -l default-credits-per-second -x -d 'Credits per second of namespaces created without --credits-per-second (default 1000, as Azure; 0: unlimited)'
 complete -c sbctl -n '__sbctl_using \'daemon start\'' -s h -l help -d 'Show this message and exit'
 complete -c sbctl -n '__sbctl_using \'daemon stop\'' -l data-dir -r -F -d 'Daemon data directory (overrides the global --data-dir and SBCTL_DATA_DIR)'
 complete -c sbctl -n '__sbctl_using \'daemon stop\'' -l socket -r -F -d 'Daemon Unix socket (overrides the global --socket and SBCTL_SOCKET)'
@@ -268,6 +281,8 @@ complete -c sbctl -n '__sbctl_using \'daemon status\'' -l data-dir -r -F -d 'Dae
 complete -c sbctl -n '__sbctl_using \'daemon status\'' -l socket -r -F -d 'Daemon Unix socket (overrides the global --socket and SBCTL_SOCKET)'
 complete -c sbctl -n '__sbctl_using \'daemon status\'' -s h -l help -d 'Show this message and exit'
 complete -c sbctl -n '__sbctl_using \'namespace\'' -a create -d 'Create a namespace'
+complete -c sbctl -n '__sbctl_using \'namespace\'' -a update -d 'Change a namespace\'s throttling at runtime'
+complete -c sbctl -n '__sbctl_using \'namespace\'' -a metrics -d 'Show throttled and served requests and the daemon\'s CPU and memory'
 complete -c sbctl -n '__sbctl_using \'namespace\'' -a list -d 'List the namespaces'
 complete -c sbctl -n '__sbctl_using \'namespace\'' -a show -d 'Show a namespace\'s properties'
 complete -c sbctl -n '__sbctl_using \'namespace\'' -a delete -d 'Delete a namespace with all its entities and messages'
@@ -275,7 +290,15 @@ complete -c sbctl -n '__sbctl_using \'namespace\'' -s h -l help -d 'Show this me
 complete -c sbctl -n '__sbctl_using \'namespace create\'' -l sku -x -a 'basic standard premium' -d 'Pricing tier'
 complete -c sbctl -n '__sbctl_using \'namespace create\'' -l premium-messaging-partitions -x -a '1 2 4' -d 'Partitions of a premium namespace'
 complete -c sbctl -n '__sbctl_using \'namespace create\'' -l capacity -x -a '1 2 4 8 16' -d 'Messaging units of a premium namespace'
+complete -c sbctl -n '__sbctl_using \'namespace create\'' -l credits-per-second -x -d 'Basic/Standard credits per one-second period (Azure: 1000; 0: unlimited, for load tests)'
+complete -c sbctl -n '__sbctl_using \'namespace create\'' -l ops-per-unit -x -d 'Premium: operations per second one messaging unit carries before it throttles (emulated; default 2000)'
 complete -c sbctl -n '__sbctl_using \'namespace create\'' -s h -l help -d 'Show this message and exit'
+complete -c sbctl -n '__sbctl_using \'namespace update\'' -l capacity -x -a '1 2 4 8 16' -d 'Scale a premium namespace\'s messaging units'
+complete -c sbctl -n '__sbctl_using \'namespace update\'' -l credits-per-second -x -d 'Basic/Standard credits per one-second period (Azure: 1000; 0: unlimited, for load tests)'
+complete -c sbctl -n '__sbctl_using \'namespace update\'' -l ops-per-unit -x -d 'Premium: operations per second one messaging unit carries before it throttles (emulated; default 2000)'
+complete -c sbctl -n '__sbctl_using \'namespace update\'' -s h -l help -d 'Show this message and exit'
+complete -c sbctl -n '__sbctl_using \'namespace metrics\'' -s w -l watch -d 'Keep the view live until Ctrl-C'
+complete -c sbctl -n '__sbctl_using \'namespace metrics\'' -s h -l help -d 'Show this message and exit'
 complete -c sbctl -n '__sbctl_using \'namespace list\'' -s h -l help -d 'Show this message and exit'
 complete -c sbctl -n '__sbctl_using \'namespace show\'' -s h -l help -d 'Show this message and exit'
 complete -c sbctl -n '__sbctl_using \'namespace delete\'' -s h -l help -d 'Show this message and exit'

@@ -43,6 +43,7 @@ from sbctl.protocol import (
     NamespaceCreate,
     NamespaceRef,
     NamespaceScope,
+    NamespaceUpdate,
     Peek,
     Receive,
     ReceiveDeferred,
@@ -61,6 +62,7 @@ from sbctl.protocol import (
     decode_result,
     encode_request,
 )
+from sbctl.retry import DEFAULT_BACKOFF, DEFAULT_MAX, DEFAULT_TOTAL, RetryPolicy
 
 DEFAULT_NAMESPACE = "sbemulatorns"
 
@@ -149,6 +151,14 @@ def _tx_settlements(
     return settles, [{"lock_token": t, "pending": True} for t in tokens]
 
 
+class _Answered(Exception):
+    """An error the daemon replied with (as opposed to a failure to reach it)."""
+
+    def __init__(self, error: SbctlError) -> None:
+        super().__init__(error.message)
+        self.error = error
+
+
 class _Calls:
     """Request builders: (op, args, how to read the result). No I/O here."""
 
@@ -170,12 +180,29 @@ class _Calls:
         sku: str = "standard",
         premium_messaging_partitions: int = 1,
         capacity: int = 1,
+        credits_per_second: int | None = None,
+        ops_per_unit: int | None = None,
     ) -> Call:
-        return (
-            "namespace_create",
-            NamespaceCreate(name, sku, premium_messaging_partitions, capacity),
-            _plain,
+        args = NamespaceCreate(
+            name, sku, premium_messaging_partitions, capacity, credits_per_second, ops_per_unit
         )
+        return "namespace_create", args, _plain
+
+    def namespace_update(
+        self,
+        name: str,
+        credits_per_second: int | None = None,
+        capacity: int | None = None,
+        ops_per_unit: int | None = None,
+    ) -> Call:
+        args = NamespaceUpdate(name, credits_per_second, capacity, ops_per_unit)
+        return "namespace_update", args, _plain
+
+    def namespace_credits(self, name: str) -> Call:
+        return "namespace_credits", NamespaceRef(name), _plain
+
+    def namespace_metrics(self, name: str) -> Call:
+        return "namespace_metrics", NamespaceRef(name), _plain
 
     def namespace_get(self, name: str) -> Call:
         return "namespace_get", NamespaceRef(name), _plain
@@ -274,6 +301,12 @@ def _scheduled(messages: Sequence[Message], at_ms: int) -> list[Message]:
     return [msgspec.structs.replace(m, scheduled_enqueue_time_ms=at_ms) for m in messages]
 
 
+def _policy(total: int, backoff: float, backoff_max: float) -> RetryPolicy:
+    if not 0 <= total <= 100:  # SPEC §16.4: MaxRetries 0-100
+        raise InvalidOperation("retry_total must be between 0 and 100")
+    return RetryPolicy(total=total, backoff=backoff, max_backoff=backoff_max)
+
+
 def _raise_or_result(reply_ok: bool, raw: msgspec.Raw, read: Callable[[msgspec.Raw], Any]) -> Any:
     if not reply_ok:
         err = decode_result(raw)
@@ -290,10 +323,17 @@ class Client:
         *,
         namespace: str | None = None,
         timeout: float | None = 120.0,
+        retry_total: int = DEFAULT_TOTAL,
+        retry_backoff_factor: float = DEFAULT_BACKOFF,
+        retry_backoff_max: float = DEFAULT_MAX,
     ) -> None:
+        """``retry_*``: the retry policy (SPEC §16.5; :mod:`sbctl.retry`), 0 retries
+        turns it off. Only transient errors the daemon answers (ServerBusy,
+        ServiceTimeout) are retried; a daemon that cannot be reached is reported at once."""
         self.socket_path = str(socket_path or paths.default_socket())
         self.namespace = namespace or os.environ.get("SBCTL_NAMESPACE") or DEFAULT_NAMESPACE
         self.timeout = timeout
+        self.retry = _policy(retry_total, retry_backoff_factor, retry_backoff_max)
         self._calls = _Calls(self.namespace)
         self._sock: socket.socket | None = None
         self._ids = itertools.count(1)
@@ -322,6 +362,18 @@ class Client:
         return bytes(buf)
 
     def _call(self, call: Call, timeout: float | None = None) -> Any:
+        attempt = 0
+        while True:
+            try:
+                return self._call_once(call, timeout)
+            except _Answered as answered:
+                wait = self.retry.delay(answered.error, attempt)
+                if wait is None:
+                    raise answered.error from None
+            attempt += 1
+            time.sleep(wait)
+
+    def _call_once(self, call: Call, timeout: float | None = None) -> Any:
         op, args, read = call
         sock = self._connect()
         req_id = next(self._ids)
@@ -347,7 +399,10 @@ class Client:
         elif reply.id != req_id:
             self.close()
             raise GeneralError(f"reply id {reply.id} does not match request {req_id}")
-        return _raise_or_result(reply.ok, reply.result, read)
+        try:
+            return _raise_or_result(reply.ok, reply.result, read)
+        except SbctlError as exc:
+            raise _Answered(exc) from None
 
     def close(self) -> None:
         if self._sock is not None:
@@ -363,7 +418,14 @@ class Client:
 
     def using(self, namespace: str) -> Client:
         """The same connection settings, another namespace."""
-        return Client(self.socket_path, namespace=namespace, timeout=self.timeout)
+        return Client(
+            self.socket_path,
+            namespace=namespace,
+            timeout=self.timeout,
+            retry_total=self.retry.total,
+            retry_backoff_factor=self.retry.backoff,
+            retry_backoff_max=self.retry.max_backoff,
+        )
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[Transaction]:
@@ -396,9 +458,35 @@ class Client:
         sku: str = "standard",
         premium_messaging_partitions: int = 1,
         capacity: int = 1,
+        credits_per_second: int | None = None,
+        ops_per_unit: int | None = None,
     ) -> dict[str, Any]:
-        call = self._calls.namespace_create(name, sku, premium_messaging_partitions, capacity)
+        """``credits_per_second`` (Basic/Standard; 0: unlimited; None: the daemon's
+        default) and ``ops_per_unit`` (Premium) set the namespace's throttling."""
+        call = self._calls.namespace_create(
+            name, sku, premium_messaging_partitions, capacity, credits_per_second, ops_per_unit
+        )
         return self._call(call)
+
+    def namespace_update(
+        self,
+        name: str,
+        credits_per_second: int | None = None,
+        capacity: int | None = None,
+        ops_per_unit: int | None = None,
+    ) -> dict[str, Any]:
+        """Change throttling at runtime; ``capacity`` scales a premium namespace."""
+        return self._call(
+            self._calls.namespace_update(name, credits_per_second, capacity, ops_per_unit)
+        )
+
+    def namespace_credits(self, name: str | None = None) -> dict[str, Any]:
+        """Throttling state: credits left, consumption by kind, throttled requests."""
+        return self._call(self._calls.namespace_credits(name or self.namespace))
+
+    def namespace_metrics(self, name: str | None = None) -> dict[str, Any]:
+        """Throttled and served requests, and the daemon's CPU and memory."""
+        return self._call(self._calls.namespace_metrics(name or self.namespace))
 
     def namespace_get(self, name: str) -> dict[str, Any]:
         return self._call(self._calls.namespace_get(name))
@@ -567,9 +655,13 @@ class AsyncClient:
         socket_path: str | os.PathLike[str] | None = None,
         *,
         namespace: str | None = None,
+        retry_total: int = DEFAULT_TOTAL,
+        retry_backoff_factor: float = DEFAULT_BACKOFF,
+        retry_backoff_max: float = DEFAULT_MAX,
     ) -> None:
         self.socket_path = str(socket_path or paths.default_socket())
         self.namespace = namespace or os.environ.get("SBCTL_NAMESPACE") or DEFAULT_NAMESPACE
+        self.retry = _policy(retry_total, retry_backoff_factor, retry_backoff_max)
         self._calls = _Calls(self.namespace)
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
@@ -609,7 +701,7 @@ class AsyncClient:
                 try:
                     fut.set_result(_raise_or_result(reply.ok, reply.result, read))
                 except SbctlError as exc:
-                    fut.set_exception(exc)
+                    fut.set_exception(_Answered(exc))
         except (asyncio.IncompleteReadError, OSError) as exc:
             error = ServiceCommunicationProblem(f"lost the sbctl daemon connection: {exc}")
         finally:
@@ -620,6 +712,18 @@ class AsyncClient:
             self._writer = None
 
     async def _call(self, call: Call) -> Any:
+        attempt = 0
+        while True:
+            try:
+                return await self._call_once(call)
+            except _Answered as answered:
+                wait = self.retry.delay(answered.error, attempt)
+                if wait is None:
+                    raise answered.error from None
+            attempt += 1
+            await asyncio.sleep(wait)
+
+    async def _call_once(self, call: Call) -> Any:
         op, args, read = call
         writer = await self._connect()
         req_id = next(self._ids)
@@ -642,7 +746,13 @@ class AsyncClient:
 
     def using(self, namespace: str) -> AsyncClient:
         """The same connection settings, another namespace."""
-        return AsyncClient(self.socket_path, namespace=namespace)
+        return AsyncClient(
+            self.socket_path,
+            namespace=namespace,
+            retry_total=self.retry.total,
+            retry_backoff_factor=self.retry.backoff,
+            retry_backoff_max=self.retry.max_backoff,
+        )
 
     async def __aenter__(self) -> AsyncClient:
         return self
@@ -679,9 +789,30 @@ class AsyncClient:
         sku: str = "standard",
         premium_messaging_partitions: int = 1,
         capacity: int = 1,
+        credits_per_second: int | None = None,
+        ops_per_unit: int | None = None,
     ) -> dict[str, Any]:
-        call = self._calls.namespace_create(name, sku, premium_messaging_partitions, capacity)
+        call = self._calls.namespace_create(
+            name, sku, premium_messaging_partitions, capacity, credits_per_second, ops_per_unit
+        )
         return await self._call(call)
+
+    async def namespace_update(
+        self,
+        name: str,
+        credits_per_second: int | None = None,
+        capacity: int | None = None,
+        ops_per_unit: int | None = None,
+    ) -> dict[str, Any]:
+        return await self._call(
+            self._calls.namespace_update(name, credits_per_second, capacity, ops_per_unit)
+        )
+
+    async def namespace_credits(self, name: str | None = None) -> dict[str, Any]:
+        return await self._call(self._calls.namespace_credits(name or self.namespace))
+
+    async def namespace_metrics(self, name: str | None = None) -> dict[str, Any]:
+        return await self._call(self._calls.namespace_metrics(name or self.namespace))
 
     async def namespace_get(self, name: str) -> dict[str, Any]:
         return await self._call(self._calls.namespace_get(name))

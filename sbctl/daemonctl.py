@@ -55,8 +55,15 @@ def _pidfile_owner(data_dir: Path) -> int | None:
 
 
 def start(
-    data_dir: Path, socket_path: Path, *, foreground: bool = False, durability: str = "fsync"
+    data_dir: Path,
+    socket_path: Path,
+    *,
+    foreground: bool = False,
+    durability: str = "fsync",
+    default_credits_per_second: int | None = None,
 ) -> dict[str, Any]:
+    """``default_credits_per_second``: what namespaces created without their own figure
+    get (None: 1000, SPEC §0.2.1; 0: unlimited)."""
     t0 = time.perf_counter()
     paths.check_socket_path(socket_path)
     base = {"data_dir": str(data_dir), "socket": str(socket_path)}
@@ -74,7 +81,13 @@ def start(
     if foreground:
         from sbctld.main import run
 
-        code = run(data_dir, socket_path, durability, foreground=True)
+        code = run(
+            data_dir,
+            socket_path,
+            durability,
+            foreground=True,
+            default_credits_per_second=default_credits_per_second,
+        )
         if code:
             raise GeneralError(f"the daemon exited with status {code}; see {log_file}")
         return {**base, "already_running": False, "pid": os.getpid(), "log_file": log_file}
@@ -82,7 +95,7 @@ def start(
     pid = os.fork()
     if pid == 0:  # pragma: no cover - runs in the child
         os.close(read_fd)
-        _daemonize(data_dir, socket_path, durability, write_fd)
+        _daemonize(data_dir, socket_path, durability, write_fd, default_credits_per_second)
     os.close(write_fd)
     line = _read_ready(read_fd)
     os.waitpid(pid, 0)
@@ -97,7 +110,13 @@ def start(
     raise GeneralError(line.removeprefix("error ").strip() or f"the daemon failed; see {log_file}")
 
 
-def _daemonize(data_dir: Path, socket_path: Path, durability: str, ready_fd: int) -> None:
+def _daemonize(
+    data_dir: Path,
+    socket_path: Path,
+    durability: str,
+    ready_fd: int,
+    default_credits_per_second: int | None,
+) -> None:
     """Second half of the double fork; never returns."""
     code = 1
     try:
@@ -112,7 +131,13 @@ def _daemonize(data_dir: Path, socket_path: Path, durability: str, ready_fd: int
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         from sbctld.main import run
 
-        code = run(data_dir, socket_path, durability, ready_fd=ready_fd)
+        code = run(
+            data_dir,
+            socket_path,
+            durability,
+            ready_fd=ready_fd,
+            default_credits_per_second=default_credits_per_second,
+        )
     except BaseException as exc:
         with contextlib.suppress(OSError):
             os.write(ready_fd, f"error {exc}\n".encode())

@@ -40,6 +40,7 @@ class SbctlError(Exception):
     code: ClassVar[str] = "GeneralError"
     transient: ClassVar[bool] = False
     exit_code: ClassVar[int] = 1
+    error_number: ClassVar[int | None] = None  # Azure's error number, where it has one
 
     def __init__(self, message: str, *, retry_after: float | None = None) -> None:
         super().__init__(message)
@@ -48,6 +49,8 @@ class SbctlError(Exception):
 
     def to_wire(self) -> dict[str, Any]:
         out: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.error_number is not None:
+            out["error_number"] = self.error_number
         if self.retry_after is not None:
             out["retry_after"] = self.retry_after
         return out
@@ -128,6 +131,7 @@ class ServerBusy(SbctlError):
     code = "ServerBusy"
     transient = True
     exit_code = 8
+    error_number = 50009
 
 
 class ServiceTimeout(SbctlError):

@@ -56,6 +56,15 @@ class NamespaceCreate(_Args):
     sku: str = "standard"
     premium_messaging_partitions: int = 1
     capacity: int = 1
+    credits_per_second: int | None = None  # None: the daemon's default
+    ops_per_unit: int | None = None
+
+
+class NamespaceUpdate(_Args):
+    name: str
+    credits_per_second: int | None = None
+    capacity: int | None = None
+    ops_per_unit: int | None = None
 
 
 class NamespaceRef(_Args):
@@ -239,6 +248,9 @@ OPS: dict[str, type[_Args]] = {
     "namespace_get": NamespaceRef,
     "namespace_list": Empty,
     "namespace_delete": NamespaceRef,
+    "namespace_update": NamespaceUpdate,
+    "namespace_credits": NamespaceRef,
+    "namespace_metrics": NamespaceRef,
     "queue_create": EntityCreate,
     "queue_update": EntityCreate,
     "queue_get": EntityRef,

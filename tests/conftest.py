@@ -36,7 +36,8 @@ def clock() -> FakeClock:
 
 @pytest.fixture
 def broker(tmp_path: Path, clock: FakeClock) -> Iterator[Broker]:
-    b = Broker(tmp_path / "data", clock, Syncer("fsync"))
+    # Credits off (issue 5, point 6): tests about throttling make their own namespaces.
+    b = Broker(tmp_path / "data", clock, Syncer("fsync"), default_credits_per_second=0)
     yield b
     b.close()
 
@@ -119,6 +120,8 @@ def daemon_factory() -> Iterator[Any]:
             SBCTL_SOCKET=str(socket_path),
             NO_COLOR="1",
             COLUMNS="200",
+            # Namespaces without their own --credits-per-second are unthrottled in tests.
+            SBCTL_DEFAULT_CREDITS_PER_SECOND="0",
         )
         env.pop("SBCTL_NAMESPACE", None)
         d = Daemon(data_dir, socket_path, env)

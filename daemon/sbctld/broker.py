@@ -61,6 +61,13 @@ from sbctld.config import (
     merge_options,
     save_toml,
 )
+from sbctld.credits import (
+    DATA_COST,
+    DEFAULT_CREDITS_PER_SECOND,
+    DEFAULT_OPS_PER_UNIT,
+    MANAGEMENT_COST,
+    CreditMeter,
+)
 from sbctld.partition import Partition
 from sbctld.queue import DESCRIPTION, Queue
 from sbctld.storage.files import fsync_dir
@@ -76,6 +83,13 @@ RESOLVE_CACHE = 4096
 IDLE_CHECK_MS = 1000
 
 
+def _check_throttling(credits_per_second: int, ops_per_unit: int) -> None:
+    if credits_per_second < 0:
+        raise BadRequest("credits_per_second must not be negative (0: unlimited)")
+    if ops_per_unit < 1:
+        raise BadRequest("ops_per_unit must be at least 1")
+
+
 def _check_mode(mode: str) -> None:
     if mode not in ("peek-lock", "receive-and-delete"):
         raise BadRequest(f"receive mode {mode!r} is not peek-lock or receive-and-delete")
@@ -86,6 +100,32 @@ class Namespace:
         self.directory = directory
         self.config = config
         self.queues: dict[str, Queue] = {}
+        self.meter = CreditMeter(self.credit_limit, premium=self.premium)
+
+    @property
+    def credit_limit(self) -> int:
+        """Per-second budget: credits (Basic/Standard) or premium units' operations."""
+        if self.premium:
+            return self.config.capacity * self.config.ops_per_unit
+        return self.config.credits_per_second
+
+    def charge(self, kind: str, cost: int, now: int) -> None:
+        self.meter.charge(kind, cost, now)
+
+    def credits(self, now: int) -> dict[str, Any]:
+        cfg = self.config
+        out: dict[str, Any] = {
+            "namespace": cfg.name,
+            "sku": cfg.sku,
+            "credits_per_second": None if self.premium else cfg.credits_per_second,
+        }
+        if self.premium:
+            out |= {
+                "capacity": cfg.capacity,
+                "ops_per_unit": cfg.ops_per_unit,
+                "ops_per_second": self.credit_limit,
+            }
+        return out | self.meter.snapshot(now)
 
     @property
     def name(self) -> str:
@@ -119,6 +159,8 @@ class Namespace:
             "sku": cfg.sku,
             "premium_messaging_partitions": cfg.premium_messaging_partitions,
             "capacity": cfg.capacity if self.premium else None,
+            "credits_per_second": None if self.premium else cfg.credits_per_second,
+            "ops_per_unit": cfg.ops_per_unit if self.premium else None,
             "created_at_utc": format_instant(cfg.created_at_ms),
             "queue_count": len(self.queues),
             "partitioned_entity_count": sum(q.partitioned for q in self.queues.values()),
@@ -135,6 +177,7 @@ class Broker:
         *,
         report: Callable[[str], None] = lambda _msg: None,
         segment_bytes: int = DEFAULT_SEGMENT_BYTES,
+        default_credits_per_second: int = DEFAULT_CREDITS_PER_SECOND,
     ) -> None:
         self.data_dir = data_dir
         self.root = data_dir / "namespaces"
@@ -142,6 +185,9 @@ class Broker:
         self.syncer = syncer
         self.report = report
         self.segment_bytes = segment_bytes
+        if default_credits_per_second < 0:
+            raise BadRequest("default credits per second must not be negative")
+        self.default_credits_per_second = default_credits_per_second
         self.namespaces: dict[str, Namespace] = {}
         # (deadline, namespace key, queue key): when some lock of that queue may run out,
         # so that tick() visits only queues with something due, not every partition.
@@ -208,7 +254,13 @@ class Broker:
         return ns
 
     def namespace_create(
-        self, name: str, sku: str = "standard", partitions: int = 1, capacity: int = 1
+        self,
+        name: str,
+        sku: str = "standard",
+        partitions: int = 1,
+        capacity: int = 1,
+        credits_per_second: int | None = None,
+        ops_per_unit: int | None = None,
     ) -> dict[str, Any]:
         validate_namespace_name(name)
         sku = sku.lower()
@@ -221,6 +273,11 @@ class Broker:
             raise InvalidOperation("premium_messaging_partitions needs the premium sku")
         if capacity not in (1, 2, 4, 8, 16):
             raise BadRequest("capacity must be 1, 2, 4, 8 or 16 messaging units")
+        if credits_per_second is None:
+            credits_per_second = self.default_credits_per_second
+        if ops_per_unit is None:
+            ops_per_unit = DEFAULT_OPS_PER_UNIT
+        _check_throttling(credits_per_second, ops_per_unit)
         key = entity_key(name)
         if key in self.namespaces:
             raise MessagingEntityAlreadyExists(f"namespace {name!r} already exists")
@@ -229,6 +286,8 @@ class Broker:
             sku=sku,
             premium_messaging_partitions=partitions,
             capacity=capacity,
+            credits_per_second=credits_per_second,
+            ops_per_unit=ops_per_unit,
             created_at_ms=self.clock.now_ms(),
         )
         directory = self.root / key
@@ -243,6 +302,49 @@ class Broker:
 
     def namespace_get(self, name: str) -> dict[str, Any]:
         return self.namespace(name).describe()
+
+    def namespace_update(
+        self,
+        name: str,
+        credits_per_second: int | None = None,
+        capacity: int | None = None,
+        ops_per_unit: int | None = None,
+    ) -> dict[str, Any]:
+        """Change a namespace's throttling at runtime (credits; premium units scale)."""
+        ns = self.namespace(name)
+        cfg = ns.config
+        if capacity is not None:
+            if capacity not in (1, 2, 4, 8, 16):
+                raise BadRequest("capacity must be 1, 2, 4, 8 or 16 messaging units")
+            if not ns.premium:
+                raise InvalidOperation("capacity (messaging units) needs the premium sku")
+            held = len(ns.queues)
+            if held > PREMIUM_ENTITIES_PER_UNIT * capacity:
+                raise QuotaExceeded(
+                    f"namespace {ns.name!r} holds {held} entities, more than {capacity} "
+                    "messaging units allow (SPEC §14)"
+                )
+        if credits_per_second is not None and ns.premium:
+            raise InvalidOperation(
+                "premium namespaces have no credits: scale them with capacity (SPEC §0.2.4)"
+            )
+        new = msgspec.structs.replace(
+            cfg,
+            credits_per_second=cfg.credits_per_second
+            if credits_per_second is None
+            else credits_per_second,
+            capacity=cfg.capacity if capacity is None else capacity,
+            ops_per_unit=cfg.ops_per_unit if ops_per_unit is None else ops_per_unit,
+        )
+        _check_throttling(new.credits_per_second, new.ops_per_unit)
+        save_toml(ns.directory / NAMESPACE_FILE, new)
+        ns.config = new
+        ns.meter.limit = ns.credit_limit
+        return ns.describe()
+
+    def namespace_credits(self, name: str) -> dict[str, Any]:
+        """Throttling state: budget, what is left of this period, consumption by kind."""
+        return self.namespace(name).credits(self.clock.now_ms())
 
     def namespace_list(self) -> list[dict[str, Any]]:
         return [ns.describe() for ns in self.namespaces.values()]
@@ -273,8 +375,14 @@ class Broker:
             raise MessagingEntityNotFound(f"queue {name!r} does not exist in namespace {ns.name!r}")
         return queue
 
-    def queue_create(self, namespace: str, name: str, options: dict[str, Any]) -> dict[str, Any]:
+    def _manage(self, namespace: str) -> Namespace:
+        """A management operation (SPEC §0.2.1): charged 10 before anything happens."""
         ns = self.namespace(namespace)
+        ns.charge("management", MANAGEMENT_COST, self.clock.now_ms())
+        return ns
+
+    def queue_create(self, namespace: str, name: str, options: dict[str, Any]) -> dict[str, Any]:
+        ns = self._manage(namespace)
         validate_entity_name(name)
         key = entity_key(name)
         if key in ns.queues:
@@ -345,7 +453,7 @@ class Broker:
                 )
 
     def queue_update(self, namespace: str, name: str, options: dict[str, Any]) -> dict[str, Any]:
-        ns = self.namespace(namespace)
+        ns = self._manage(namespace)
         queue = self.queue(namespace, name)
         cfg = merge_options(queue.config, options, creating=False)
         check_queue(cfg, ns.config.sku, set(options))
@@ -357,13 +465,18 @@ class Broker:
         return queue.describe()
 
     def queue_get(self, namespace: str, name: str) -> dict[str, Any]:
+        self._manage(namespace)
         return self.queue(namespace, name).describe()
 
     def queue_list(self, namespace: str) -> list[dict[str, Any]]:
-        ns = self.namespace(namespace)
+        ns = self._manage(namespace)
         return [q.describe(partitions=False) for q in ns.queues.values()]
 
     def queue_delete(self, namespace: str, name: str) -> dict[str, Any]:
+        self._manage(namespace)
+        return self._queue_delete(namespace, name)
+
+    def _queue_delete(self, namespace: str, name: str) -> dict[str, Any]:
         ns = self.namespace(namespace)
         queue = self.queue(namespace, name)
         queue.close()
@@ -399,7 +512,10 @@ class Broker:
         if dlq:
             # SPEC §4.3: only the parent's dead-letter operation fills a DLQ.
             raise InvalidOperation("messages cannot be sent to a dead-letter queue")
-        seqs = queue.send(messages, self.clock.now_ms())
+        now = self.clock.now_ms()
+        # SPEC §0.4.4: the whole batch is admitted or nothing of it is stored.
+        self.namespace(namespace).charge("data", DATA_COST * len(messages), now)
+        seqs = queue.send(messages, now)
         if queue.scheduled_pending:
             self._note_scheduled(*queue.key, queue)
         self.flow(queue)
@@ -413,8 +529,12 @@ class Broker:
         if from_sequence is not None and from_sequence < 0:
             raise BadRequest("from_sequence must not be negative")
         queue, dlq = self.resolve(namespace, path)
-        queue.accessed_at_ms = self.clock.now_ms()
-        return queue.peek(count, from_sequence, subqueue=dlq)
+        now = queue.accessed_at_ms = self.clock.now_ms()
+        meter = self.namespace(namespace).meter
+        count = meter.admit_count(count, now)  # at most what the period has left
+        got = queue.peek(count, from_sequence, subqueue=dlq)
+        meter.record("data", DATA_COST * len(got), now)
+        return got
 
     def receive(
         self,
@@ -429,6 +549,8 @@ class Broker:
         _check_mode(mode)
         queue, dlq = self.resolve(namespace, path)
         now = self.clock.now_ms()
+        meter = self.namespace(namespace).meter
+        count = meter.admit_count(count, now)  # at most what the period has left
         queue.expire_locks(now)
         delete = mode == "receive-and-delete"
         if session_lock_token is not None:
@@ -437,6 +559,7 @@ class Broker:
             got = queue.receive_session(session_lock_token, count, now, delete=delete)
         else:
             got = queue.receive(count, now, delete=delete, subqueue=dlq)
+        meter.record("data", DATA_COST * len(got), now)
         if got and mode == "peek-lock":
             heapq.heappush(self._due, (now + queue.config.lock_duration, *queue.key))
         self.flow(queue)  # expiry may have dead-lettered something
@@ -468,7 +591,10 @@ class Broker:
         if dlq:
             raise InvalidOperation("deferred messages live in the queue, not in its DLQ")
         now = self.clock.now_ms()
+        meter = self.namespace(namespace).meter
+        meter.check(DATA_COST * len(sequence_numbers), now)
         got = queue.receive_deferred(sequence_numbers, now, delete=mode == "receive-and-delete")
+        meter.record("data", DATA_COST * len(got), now)
         if got and mode == "peek-lock":
             heapq.heappush(self._due, (now + queue.config.lock_duration, *queue.key))
         return got
@@ -486,7 +612,10 @@ class Broker:
         queue, dlq = self.resolve(namespace, path)
         if dlq and messages:
             raise InvalidOperation("messages cannot be sent to a dead-letter queue")
-        result = queue.transact(messages, settlements, self.clock.now_ms())
+        now = self.clock.now_ms()
+        # The commit's sends are charged (settlements are free; README "Throttling").
+        self.namespace(namespace).charge("data", DATA_COST * len(messages), now)
+        result = queue.transact(messages, settlements, now)
         if messages and queue.scheduled_pending:
             self._note_scheduled(*queue.key, queue)
         self.flow(queue)
@@ -693,7 +822,7 @@ class Broker:
     def _delete_idle(self, now: int) -> None:
         for ns in list(self.namespaces.values()):
             for queue in [q for q in ns.queues.values() if q.idle(now)]:
-                self.queue_delete(ns.name, queue.name)
+                self._queue_delete(ns.name, queue.name)  # the system's own: not charged
                 self.report(f"deleted queue {ns.name}/{queue.name}: idle for auto_delete_on_idle")
 
     def _note_scheduled(self, ns_key: str, q_key: str, queue: Queue) -> None:

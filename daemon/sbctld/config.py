@@ -73,6 +73,10 @@ class NamespaceConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     sku: str = "standard"
     premium_messaging_partitions: int = 1
     capacity: int = 1
+    # Throttling (sbctld.credits): Basic/Standard credits per second (0: unlimited) and
+    # the operations per second one premium messaging unit carries.
+    credits_per_second: int = 1000
+    ops_per_unit: int = 2000
     created_at_ms: int = 0
 
 

@@ -24,6 +24,7 @@ from sbctl import paths
 from sbctl.errors import BadRequest, SbctlError
 from sbctld.broker import Broker
 from sbctld.clock import SystemClock
+from sbctld.credits import DEFAULT_CREDITS_PER_SECOND
 from sbctld.server import Server
 from sbctld.storage.sync import Syncer
 
@@ -97,6 +98,7 @@ def run(
     *,
     ready_fd: int | None = None,
     foreground: bool = False,
+    default_credits_per_second: int | None = None,
 ) -> int:
     """Run the daemon until stopped. ``ready_fd`` gets ``ok <pid>`` or ``error <message>``."""
 
@@ -123,7 +125,9 @@ def run(
 
         asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
     try:
-        return asyncio.run(_serve(data_dir, socket_path, durability, tell, t0))
+        return asyncio.run(
+            _serve(data_dir, socket_path, durability, tell, t0, default_credits_per_second)
+        )
     except Exception as exc:
         log.exception("daemon failed")
         tell(f"error {exc}")
@@ -140,9 +144,15 @@ async def _serve(
     durability: str,
     tell: object,
     t0: float,
+    default_credits_per_second: int | None = None,
 ) -> int:
     syncer = Syncer(durability)
-    broker = Broker(data_dir, SystemClock(), syncer, report=log.warning)
+    credits = DEFAULT_CREDITS_PER_SECOND
+    if default_credits_per_second is not None:
+        credits = default_credits_per_second
+    broker = Broker(
+        data_dir, SystemClock(), syncer, report=log.warning, default_credits_per_second=credits
+    )
     server = Server(broker, syncer, socket_path)
     await server.start()
     loop = asyncio.get_running_loop()
@@ -172,7 +182,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--socket")
     parser.add_argument("--durability", choices=("fsync", "os"), default="fsync")
     parser.add_argument("--ready-fd", type=int)
+    parser.add_argument("--default-credits-per-second", type=int)
     args = parser.parse_args(argv)
     data_dir = paths.resolve_data_dir(args.data_dir)
     socket_path = Path(args.socket).absolute() if args.socket else paths.default_socket(data_dir)
-    return run(data_dir, socket_path, args.durability, ready_fd=args.ready_fd, foreground=True)
+    return run(
+        data_dir,
+        socket_path,
+        args.durability,
+        ready_fd=args.ready_fd,
+        foreground=True,
+        default_credits_per_second=args.default_credits_per_second,
+    )

@@ -176,6 +176,7 @@ class Server:
         self.waiters: dict[tuple[str, str], list[Waiter]] = {}
         self._server: asyncio.AbstractServer | None = None
         self.requests = 0
+        self._proc: Any = None  # psutil.Process, made on the first metrics request
         self._tasks: list[asyncio.Task[None]] = []
         self._handlers: dict[str, Callable[[Connection, int, Any], None]] = {
             name[3:]: getattr(self, name) for name in dir(self) if name.startswith("op_")
@@ -304,9 +305,46 @@ class Server:
 
     def op_namespace_create(self, conn: Connection, req_id: int, a: Any) -> None:
         result = self.broker.namespace_create(
-            a.name, a.sku, a.premium_messaging_partitions, a.capacity
+            a.name,
+            a.sku,
+            a.premium_messaging_partitions,
+            a.capacity,
+            a.credits_per_second,
+            a.ops_per_unit,
         )
         self.reply_durable(conn, req_id, result)
+
+    def op_namespace_update(self, conn: Connection, req_id: int, a: Any) -> None:
+        result = self.broker.namespace_update(
+            a.name, a.credits_per_second, a.capacity, a.ops_per_unit
+        )
+        self.reply_durable(conn, req_id, result)
+
+    def op_namespace_credits(self, conn: Connection, req_id: int, a: Any) -> None:
+        self.reply_now(conn, req_id, self.broker.namespace_credits(a.name))
+
+    def op_namespace_metrics(self, conn: Connection, req_id: int, a: Any) -> None:
+        """Premium-style metrics (SPEC §20.3): throttled and served requests, and the
+        daemon's own CPU and memory (shared by every namespace it serves)."""
+        credits = self.broker.namespace_credits(a.name)
+        info: dict[str, Any] = {
+            "namespace": credits["namespace"],
+            "sku": credits["sku"],
+            "capacity": credits.get("capacity"),
+            "throttled_requests": credits["throttled_requests"],
+            "requests_served": credits["requests_served"],
+            "cpu_percent": None,
+            "rss_bytes": None,
+        }
+        with contextlib.suppress(Exception):
+            import psutil
+
+            proc = self._proc
+            if proc is None:
+                proc = self._proc = psutil.Process()
+            info["cpu_percent"] = proc.cpu_percent(interval=None)
+            info["rss_bytes"] = proc.memory_info().rss
+        self.reply_now(conn, req_id, info)
 
     def op_namespace_get(self, conn: Connection, req_id: int, a: Any) -> None:
         self.reply_now(conn, req_id, self.broker.namespace_get(a.name))

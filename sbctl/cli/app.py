@@ -51,8 +51,10 @@ class SbctlGroup(TyperGroup):
 
 def report(exc: Exception, output: Output = "table") -> int:
     """Print ``exc`` as one line on stderr and return the exit status it maps to."""
+    number = None
     if isinstance(exc, SbctlError):
         code, message, status = exc.code, exc.message, exc.exit_code
+        number = exc.error_number
     elif isinstance(exc, typer.TyperException):  # click's usage errors
         # typer validates values with pydantic, whose messages start "Value error, ".
         message = exc.format_message().replace("Value error, ", "")
@@ -64,7 +66,7 @@ def report(exc: Exception, output: Output = "table") -> int:
         code, message, status = "GeneralError", str(exc), 1
     from sbctl.cli import render
 
-    render.error(code, " ".join(message.split()), output)
+    render.error(code, " ".join(message.split()), output, number)
     return status
 
 
@@ -90,6 +92,21 @@ def root(
     ] = "table",
     socket: SocketOption = None,
     data_dir: DataDirOption = None,
+    retry_total: Annotated[
+        int,
+        typer.Option(
+            "--retry-total",
+            envvar="SBCTL_RETRY_TOTAL",
+            metavar="N",
+            min=0,
+            max=100,
+            help="Retries of throttled (ServerBusy) and timed-out requests, with "
+            "exponential back-off (SDK default 3).",
+        ),
+    ] = 3,
+    no_retry: Annotated[
+        bool, typer.Option("--no-retry", help="Do not retry: same as --retry-total 0.")
+    ] = False,
     version: Annotated[
         bool, typer.Option("--version", is_eager=True, help="Print the version and exit.")
     ] = False,
@@ -104,7 +121,7 @@ def root(
 
         typer.echo(f"sbctl {__version__}")
         raise typer.Exit(0)
-    ctx.obj = Globals(namespace, output, socket, data_dir)
+    ctx.obj = Globals(namespace, output, socket, data_dir, 0 if no_retry else retry_total)
     options.show_help_without_command(ctx)
 
 

@@ -37,13 +37,31 @@ def start(
             "(faster, for throwaway CI data).",
         ),
     ] = "fsync",
+    default_credits_per_second: Annotated[
+        int | None,
+        typer.Option(
+            "--default-credits-per-second",
+            envvar="SBCTL_DEFAULT_CREDITS_PER_SECOND",
+            metavar="N",
+            min=0,
+            show_default=False,
+            help="Credits per second of namespaces created without --credits-per-second "
+            "(default 1000, as Azure; 0: unlimited).",
+        ),
+    ] = None,
 ) -> None:
     """Start the daemon (in the background unless --foreground); a no-op if it runs."""
     from sbctl import daemonctl
 
     g = options.state(ctx)
     where, socket_path = options.daemon_paths(g, data_dir, socket)
-    result = daemonctl.start(where, socket_path, foreground=foreground, durability=durability)
+    result = daemonctl.start(
+        where,
+        socket_path,
+        foreground=foreground,
+        durability=durability,
+        default_credits_per_second=default_credits_per_second,
+    )
     render.emit(g.output, result, lambda r: _started(r, foreground))
 
 

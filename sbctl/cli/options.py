@@ -97,6 +97,7 @@ class Globals:
     output: Output = "table"
     socket: str | None = None
     data_dir: str | None = None
+    retry_total: int = 3  # the client's retries of throttled (transient) requests
 
 
 def new_app(help: str | None = None, *, cls: type[TyperGroup] | None = None) -> typer.Typer:
@@ -148,7 +149,7 @@ def connect(ctx: typer.Context) -> Client:
 
     g = state(ctx)
     _, socket = daemon_paths(g)
-    return Client(socket, namespace=g.namespace)
+    return Client(socket, namespace=g.namespace, retry_total=g.retry_total)
 
 
 def duration_ms(value: str | None, flag: str) -> int | None:

@@ -61,10 +61,14 @@ def emit(output: Output, data: Any, table: Renderer | None, *, lines: bool = Fal
         _console().print(shown)
 
 
-def error(code: str, message: str, output: Output) -> None:
-    """One line on stderr: ``error: <message>`` (red on a terminal) or a JSON object."""
+def error(code: str, message: str, output: Output, number: int | None = None) -> None:
+    """One line on stderr: ``error: <message>`` (red on a terminal) or a JSON object
+    (with Azure's ``error_number`` where the error has one, e.g. 50009)."""
     if output == "json":
-        line = to_json({"error": {"code": code, "message": message}})
+        body: dict[str, Any] = {"code": code, "message": message}
+        if number is not None:
+            body["error_number"] = number
+        line = to_json({"error": body})
     else:
         line = f"error: {escape(message)}"
         if sys.stderr.isatty() and not os.environ.get("NO_COLOR"):
@@ -209,3 +213,85 @@ def progress(output: Output, label: str) -> Iterator[Callable[[int, int, str], N
 
     with bar:
         yield report
+
+
+# -- throttling views (sbctl credits, sbctl namespace metrics)
+
+
+def _kinds(counts: dict[str, int] | None) -> str:
+    if not counts:
+        return "-"
+    return ", ".join(f"{k} {v}" for k, v in counts.items())
+
+
+def credits(data: dict[str, Any]) -> RenderableType:
+    """``sbctl credits``: the namespace's budget, this period, and consumption by kind."""
+    table = _table("credits", "value")
+    consumed = data.get("consumed") or {}
+    premium = data.get("sku") == "premium"
+    budget = data.get("ops_per_second") if premium else data.get("credits_per_second")
+    left = data.get("remaining")
+    rows = [
+        ("namespace", data.get("namespace")),
+        ("tier", data.get("sku")),
+    ]
+    if premium:
+        rows += [
+            ("messaging units", data.get("capacity")),
+            ("operations per unit per second", data.get("ops_per_unit")),
+        ]
+    rows += [
+        ("per second", budget or "unlimited"),
+        ("left in this period", "unlimited" if left is None else left),
+        ("next period in", f"{data.get('period_ms_left', 0)} ms"),
+        ("used this period", _kinds(consumed.get("this_period"))),
+        ("used last period", _kinds(consumed.get("last_period"))),
+        ("used since start", _kinds(consumed.get("since_start"))),
+        ("throttled requests", data.get("throttled_requests")),
+    ]
+    for key, value in rows:
+        table.add_row(key, cell(key, value))
+    return table
+
+
+def metrics(data: dict[str, Any]) -> RenderableType:
+    """``sbctl namespace metrics``: requests throttled and served, daemon CPU and memory."""
+    table = _table("metric", "value")
+    cpu = data.get("cpu_percent")
+    for key, value in (
+        ("namespace", data.get("namespace")),
+        ("tier", data.get("sku")),
+        ("messaging units", data.get("capacity")),
+        ("throttled requests", data.get("throttled_requests")),
+        ("requests served", data.get("requests_served")),
+        ("daemon cpu", None if cpu is None else f"{cpu:.1f} %"),
+        ("daemon memory_bytes", data.get("rss_bytes")),
+    ):
+        table.add_row(key.removesuffix("_bytes"), cell(key, value))
+    return table
+
+
+def watch(
+    output: Output,
+    fetch: Callable[[], Any],
+    build: Callable[[Any], RenderableType],
+    interval: float = 0.5,
+) -> None:
+    """Refresh ``build(fetch())`` live until Ctrl-C (JSON Lines, one per refresh, with
+    ``-o json``)."""
+    import time
+
+    try:
+        if output == "json":
+            while True:
+                emit(output, fetch(), None)
+                sys.stdout.flush()
+                time.sleep(interval)
+        from rich.live import Live
+
+        with Live(build(fetch()), console=_console(), auto_refresh=False) as live:
+            while True:
+                time.sleep(interval)
+                live.update(build(fetch()), refresh=True)
+    except KeyboardInterrupt:
+        return

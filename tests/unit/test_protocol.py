@@ -24,6 +24,7 @@ from sbctl.protocol import (
     NamespaceCreate,
     NamespaceRef,
     NamespaceScope,
+    NamespaceUpdate,
     Peek,
     Receive,
     ReceiveDeferred,
@@ -85,6 +86,12 @@ SAMPLES: dict[str, list[msgspec.Struct]] = {
     "namespace_get": [NamespaceRef("ns-one")],
     "namespace_list": [EmptyArgs()],
     "namespace_delete": [NamespaceRef("ns-one")],
+    "namespace_update": [
+        NamespaceUpdate("ns-one", credits_per_second=0),
+        NamespaceUpdate("ns-one", capacity=4, ops_per_unit=500),
+    ],
+    "namespace_credits": [NamespaceRef("ns-one")],
+    "namespace_metrics": [NamespaceRef("ns-one")],
     "queue_create": [
         EntityCreate("ns", "q"),
         EntityCreate("ns", "a/b", {"lock_duration": 5000, "requires_session": True}),
