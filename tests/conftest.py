@@ -16,7 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,6 +40,43 @@ def broker(tmp_path: Path, clock: FakeClock) -> Iterator[Broker]:
     b = Broker(tmp_path / "data", clock, Syncer("fsync"), default_credits_per_second=0)
     yield b
     b.close()
+
+
+Reopen = Callable[..., Broker]
+
+
+@pytest.fixture
+def reopen(broker: Broker, clock: FakeClock) -> Iterator[Reopen]:
+    """``reopen()`` closes the current broker and opens a new one on the same data dir;
+    ``reopen(crash=True)`` skips the final checkpoint (logs synced and closed, as after a
+    crash that lost nothing acknowledged)."""
+    current = [broker]
+    opened: list[Broker] = []
+
+    def do(*, crash: bool = False) -> Broker:
+        old = current[0]
+        if crash:
+            for ns in old.namespaces.values():
+                for q in ns.queues.values():
+                    q.close()
+            old.syncer.sync_now()
+            old.namespaces.clear()  # so the fixture's close() writes nothing
+        else:
+            old.close()
+        new = Broker(old.data_dir, clock, Syncer("fsync"))
+        opened.append(new)
+        current[0] = new
+        return new
+
+    yield do
+    for b in opened:
+        b.close()
+
+
+@pytest.fixture(params=[False, True], ids=["plain", "partitioned"])
+def partitioned(request: pytest.FixtureRequest) -> bool:
+    """Run a test on a plain queue and on a partitioned one."""
+    return bool(request.param)
 
 
 @dataclass

@@ -291,12 +291,7 @@ class Server:
             "commit_rounds": self.committer.rounds,
             **self.broker.stats(),
         }
-        with contextlib.suppress(Exception):
-            import psutil
-
-            proc = psutil.Process()
-            info["rss_bytes"] = proc.memory_info().rss
-            info["cpu_seconds"] = round(sum(proc.cpu_times()[:2]), 3)
+        info.update(self._process_stats())
         self.reply_now(conn, req_id, info)
 
     def op_shutdown(self, conn: Connection, req_id: int, args: Any) -> None:
@@ -336,15 +331,26 @@ class Server:
             "cpu_percent": None,
             "rss_bytes": None,
         }
-        with contextlib.suppress(Exception):
-            import psutil
-
-            proc = self._proc
-            if proc is None:
-                proc = self._proc = psutil.Process()
-            info["cpu_percent"] = proc.cpu_percent(interval=None)
-            info["rss_bytes"] = proc.memory_info().rss
+        stats = self._process_stats()
+        info.update({k: stats[k] for k in ("cpu_percent", "rss_bytes") if k in stats})
         self.reply_now(conn, req_id, info)
+
+    def _process_stats(self) -> dict[str, Any]:
+        """The daemon's own memory and CPU (psutil is imported here: it slows start-up)."""
+        import psutil
+
+        try:
+            if self._proc is None:
+                self._proc = psutil.Process()
+            proc = self._proc
+            return {
+                "rss_bytes": proc.memory_info().rss,
+                "cpu_seconds": round(sum(proc.cpu_times()[:2]), 3),
+                "cpu_percent": proc.cpu_percent(interval=None),
+            }
+        except (psutil.Error, OSError) as exc:
+            log.warning("process statistics unavailable: %s", exc)
+            return {}
 
     def op_namespace_get(self, conn: Connection, req_id: int, a: Any) -> None:
         self.reply_now(conn, req_id, self.broker.namespace_get(a.name))

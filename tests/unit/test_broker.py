@@ -7,12 +7,12 @@ SPEC §0.1 (partitioning), §1-3 (messages, sequence numbers, locks), §4 (DLQ),
 from __future__ import annotations
 
 import shutil
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from conftest import Reopen
 from sbctl.codec import Message, decode_message, encode_message
 from sbctl.errors import (
     BadRequest,
@@ -30,7 +30,6 @@ from sbctld import broker as broker_module
 from sbctld import queue as queue_module
 from sbctld.broker import DEFAULT_NAMESPACE, Broker
 from sbctld.clock import FakeClock
-from sbctld.storage.sync import Syncer
 
 NS = DEFAULT_NAMESPACE
 LOCAL = (1 << 48) - 1
@@ -40,37 +39,6 @@ SESSION_TEXT = (  # SPEC §9.3, verbatim
     "that have session support enabled can only receive messages that have the SessionId set "
     "to a valid value."
 )
-
-Reopen = Callable[..., Broker]
-
-
-@pytest.fixture
-def reopen(broker: Broker, clock: FakeClock) -> Iterator[Reopen]:
-    """``reopen()`` closes the current broker and opens a new one on the same data dir;
-    ``reopen(crash=True)`` skips the final checkpoint (the logs are synced and closed, as
-    after a crash that lost nothing acknowledged)."""
-    current = [broker]
-    opened: list[Broker] = []
-
-    def do(*, crash: bool = False) -> Broker:
-        old = current[0]
-        if crash:
-            for ns in old.namespaces.values():
-                for q in ns.queues.values():
-                    for p in q.partitions:
-                        p.log.close()
-            old.syncer.sync_now()
-            old.namespaces.clear()  # so the fixture's close() writes nothing
-        else:
-            old.close()
-        new = Broker(old.data_dir, clock, Syncer("fsync"))
-        opened.append(new)
-        current[0] = new
-        return new
-
-    yield do
-    for b in opened:
-        b.close()
 
 
 def make(b: Broker, name: str = "q", ns: str = NS, **options: Any) -> dict[str, Any]:

@@ -9,11 +9,12 @@ partitioned queue (§0.1) wherever that applies, and are checked again after a r
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
+from conftest import Reopen
 from sbctl.codec import Message, decode_message, encode_message
 from sbctl.durations import format_instant
 from sbctl.errors import (
@@ -34,7 +35,6 @@ from sbctl.partitioning import partition_for_key
 from sbctl.protocol import Delivered
 from sbctld.broker import DEFAULT_NAMESPACE, Broker
 from sbctld.clock import FakeClock
-from sbctld.storage.sync import Syncer
 
 NS = DEFAULT_NAMESPACE
 LOCK = 10_000  # lock duration of the queues below
@@ -57,49 +57,10 @@ SESSION_RECEIVER_ON_PLAIN = (
 )
 TOO_MANY_IN_TRANSACTION = "Can't send more than 100 messages in a single transaction"
 
-Reopen = Callable[..., Broker]
 Settlement = tuple[str, str, dict[str, Any] | None, str | None, str | None]
 
 
 # ===================================================================== fixtures and helpers
-
-
-@pytest.fixture
-def reopen(broker: Broker, clock: FakeClock) -> Iterator[Reopen]:
-    """``reopen()`` closes the current broker and opens a new one on the same data dir;
-    ``reopen(crash=True)`` skips the final checkpoint (logs synced and closed, as after a
-    crash that lost nothing acknowledged)."""
-    current = [broker]
-    opened: list[Broker] = []
-
-    def do(*, crash: bool = False) -> Broker:
-        old = current[0]
-        if crash:
-            for ns in old.namespaces.values():
-                for q in ns.queues.values():
-                    for p in q.partitions:
-                        p.log.close()
-                    if q.sessions is not None:
-                        q.sessions.close_files()
-                    if q.dedup is not None:
-                        q.dedup.close()
-            old.syncer.sync_now()
-            old.namespaces.clear()  # so the fixture's close() writes nothing
-        else:
-            old.close()
-        new = Broker(old.data_dir, clock, Syncer("fsync"))
-        opened.append(new)
-        current[0] = new
-        return new
-
-    yield do
-    for b in opened:
-        b.close()
-
-
-@pytest.fixture(params=[False, True], ids=["plain", "partitioned"])
-def partitioned(request: pytest.FixtureRequest) -> bool:
-    return bool(request.param)
 
 
 def make(b: Broker, partitioned: bool, name: str = "q", **options: Any) -> dict[str, Any]:
