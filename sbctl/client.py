@@ -48,6 +48,8 @@ from sbctl.protocol import (
     Receive,
     ReceiveDeferred,
     Resubmit,
+    RuleCreate,
+    RuleRef,
     Send,
     SequenceNumbers,
     SessionAccept,
@@ -56,6 +58,9 @@ from sbctl.protocol import (
     SessionToken,
     Settle,
     StagedFile,
+    SubscriptionCreate,
+    SubscriptionRef,
+    TopicScope,
     Transact,
     TxSettle,
     decode_reply,
@@ -227,6 +232,58 @@ class _Calls:
 
     def queue_delete(self, name: str) -> Call:
         return "queue_delete", EntityRef(self.namespace, name), _plain
+
+    def topic_create(self, name: str, options: dict[str, Any]) -> Call:
+        return "topic_create", EntityCreate(self.namespace, name, options), _plain
+
+    def topic_update(self, name: str, options: dict[str, Any]) -> Call:
+        return "topic_update", EntityCreate(self.namespace, name, options), _plain
+
+    def topic_get(self, name: str) -> Call:
+        return "topic_get", EntityRef(self.namespace, name), _plain
+
+    def topic_list(self) -> Call:
+        return "topic_list", NamespaceScope(self.namespace), _plain
+
+    def topic_delete(self, name: str) -> Call:
+        return "topic_delete", EntityRef(self.namespace, name), _plain
+
+    def subscription_create(self, topic: str, name: str, options: dict[str, Any]) -> Call:
+        args = SubscriptionCreate(self.namespace, topic, name, options)
+        return "subscription_create", args, _plain
+
+    def subscription_update(self, topic: str, name: str, options: dict[str, Any]) -> Call:
+        args = SubscriptionCreate(self.namespace, topic, name, options)
+        return "subscription_update", args, _plain
+
+    def subscription_get(self, topic: str, name: str) -> Call:
+        return "subscription_get", SubscriptionRef(self.namespace, topic, name), _plain
+
+    def subscription_list(self, topic: str) -> Call:
+        return "subscription_list", TopicScope(self.namespace, topic), _plain
+
+    def subscription_delete(self, topic: str, name: str) -> Call:
+        return "subscription_delete", SubscriptionRef(self.namespace, topic, name), _plain
+
+    def rule_create(
+        self,
+        topic: str,
+        subscription: str,
+        name: str,
+        filter: dict[str, Any] | None,
+        action: str | None,
+    ) -> Call:
+        args = RuleCreate(self.namespace, topic, subscription, name, filter, action)
+        return "rule_create", args, _plain
+
+    def rule_get(self, topic: str, subscription: str, name: str) -> Call:
+        return "rule_get", RuleRef(self.namespace, topic, subscription, name), _plain
+
+    def rule_list(self, topic: str, subscription: str) -> Call:
+        return "rule_list", SubscriptionRef(self.namespace, topic, subscription), _plain
+
+    def rule_delete(self, topic: str, subscription: str, name: str) -> Call:
+        return "rule_delete", RuleRef(self.namespace, topic, subscription, name), _plain
 
     def send(self, entity: str, messages: Sequence[Message]) -> Call:
         return "send", Send(self.namespace, entity, list(messages)), _plain
@@ -512,6 +569,57 @@ class Client:
 
     def queue_delete(self, name: str) -> dict[str, Any]:
         return self._call(self._calls.queue_delete(name))
+
+    # -- topics, subscriptions and rules (SPEC §10)
+    def topic_create(self, name: str, **options: Any) -> dict[str, Any]:
+        return self._call(self._calls.topic_create(name, options))
+
+    def topic_update(self, name: str, **options: Any) -> dict[str, Any]:
+        return self._call(self._calls.topic_update(name, options))
+
+    def topic_get(self, name: str) -> dict[str, Any]:
+        return self._call(self._calls.topic_get(name))
+
+    def topic_list(self) -> list[dict[str, Any]]:
+        return self._call(self._calls.topic_list())
+
+    def topic_delete(self, name: str) -> dict[str, Any]:
+        return self._call(self._calls.topic_delete(name))
+
+    def subscription_create(self, topic: str, name: str, **options: Any) -> dict[str, Any]:
+        return self._call(self._calls.subscription_create(topic, name, options))
+
+    def subscription_update(self, topic: str, name: str, **options: Any) -> dict[str, Any]:
+        return self._call(self._calls.subscription_update(topic, name, options))
+
+    def subscription_get(self, topic: str, name: str) -> dict[str, Any]:
+        return self._call(self._calls.subscription_get(topic, name))
+
+    def subscription_list(self, topic: str) -> list[dict[str, Any]]:
+        return self._call(self._calls.subscription_list(topic))
+
+    def subscription_delete(self, topic: str, name: str) -> dict[str, Any]:
+        return self._call(self._calls.subscription_delete(topic, name))
+
+    def rule_create(
+        self,
+        topic: str,
+        subscription: str,
+        name: str,
+        filter: dict[str, Any] | None = None,
+        action: str | None = None,
+    ) -> dict[str, Any]:
+        """Add a rule; ``filter`` as in :class:`sbctl.protocol.RuleCreate` (None: TrueFilter)."""
+        return self._call(self._calls.rule_create(topic, subscription, name, filter, action))
+
+    def rule_get(self, topic: str, subscription: str, name: str) -> dict[str, Any]:
+        return self._call(self._calls.rule_get(topic, subscription, name))
+
+    def rule_list(self, topic: str, subscription: str) -> list[dict[str, Any]]:
+        return self._call(self._calls.rule_list(topic, subscription))
+
+    def rule_delete(self, topic: str, subscription: str, name: str) -> dict[str, Any]:
+        return self._call(self._calls.rule_delete(topic, subscription, name))
 
     # -- data plane
     def send(self, entity: str, messages: Sequence[Message]) -> list[int]:
@@ -837,6 +945,57 @@ class AsyncClient:
 
     async def queue_delete(self, name: str) -> dict[str, Any]:
         return await self._call(self._calls.queue_delete(name))
+
+    # -- topics, subscriptions and rules (SPEC §10)
+    async def topic_create(self, name: str, **options: Any) -> dict[str, Any]:
+        return await self._call(self._calls.topic_create(name, options))
+
+    async def topic_update(self, name: str, **options: Any) -> dict[str, Any]:
+        return await self._call(self._calls.topic_update(name, options))
+
+    async def topic_get(self, name: str) -> dict[str, Any]:
+        return await self._call(self._calls.topic_get(name))
+
+    async def topic_list(self) -> list[dict[str, Any]]:
+        return await self._call(self._calls.topic_list())
+
+    async def topic_delete(self, name: str) -> dict[str, Any]:
+        return await self._call(self._calls.topic_delete(name))
+
+    async def subscription_create(self, topic: str, name: str, **options: Any) -> dict[str, Any]:
+        return await self._call(self._calls.subscription_create(topic, name, options))
+
+    async def subscription_update(self, topic: str, name: str, **options: Any) -> dict[str, Any]:
+        return await self._call(self._calls.subscription_update(topic, name, options))
+
+    async def subscription_get(self, topic: str, name: str) -> dict[str, Any]:
+        return await self._call(self._calls.subscription_get(topic, name))
+
+    async def subscription_list(self, topic: str) -> list[dict[str, Any]]:
+        return await self._call(self._calls.subscription_list(topic))
+
+    async def subscription_delete(self, topic: str, name: str) -> dict[str, Any]:
+        return await self._call(self._calls.subscription_delete(topic, name))
+
+    async def rule_create(
+        self,
+        topic: str,
+        subscription: str,
+        name: str,
+        filter: dict[str, Any] | None = None,
+        action: str | None = None,
+    ) -> dict[str, Any]:
+        """Add a rule; ``filter`` as in :class:`sbctl.protocol.RuleCreate` (None: TrueFilter)."""
+        return await self._call(self._calls.rule_create(topic, subscription, name, filter, action))
+
+    async def rule_get(self, topic: str, subscription: str, name: str) -> dict[str, Any]:
+        return await self._call(self._calls.rule_get(topic, subscription, name))
+
+    async def rule_list(self, topic: str, subscription: str) -> list[dict[str, Any]]:
+        return await self._call(self._calls.rule_list(topic, subscription))
+
+    async def rule_delete(self, topic: str, subscription: str, name: str) -> dict[str, Any]:
+        return await self._call(self._calls.rule_delete(topic, subscription, name))
 
     async def send(self, entity: str, messages: Sequence[Message]) -> list[int]:
         if self._tx is not None:

@@ -88,6 +88,47 @@ class EntityCreate(_Args):
     options: dict[str, Any] = {}
 
 
+class TopicScope(_Args):
+    namespace: str
+    topic: str
+
+
+class SubscriptionCreate(_Args):
+    """``options`` use the SDK's SubscriptionProperties names; durations in milliseconds."""
+
+    namespace: str
+    topic: str
+    name: str
+    options: dict[str, Any] = {}
+
+
+class SubscriptionRef(_Args):
+    namespace: str
+    topic: str
+    name: str
+
+
+class RuleCreate(_Args):
+    """``filter``: ``{"type": "sql", "sql_expression": ...}``, ``{"type": "correlation",
+    <correlation_id, message_id, to, reply_to, subject, session_id, reply_to_session_id,
+    content_type>: ..., "properties": {...}}``, ``{"type": "true"}`` or ``{"type": "false"}``;
+    None is the TrueFilter. ``action``: a SQL rule action (``SET ...; REMOVE ...``) or None."""
+
+    namespace: str
+    topic: str
+    subscription: str
+    name: str
+    filter: dict[str, Any] | None = None
+    action: str | None = None
+
+
+class RuleRef(_Args):
+    namespace: str
+    topic: str
+    subscription: str
+    name: str
+
+
 class Send(_Args):
     namespace: str
     entity: str
@@ -256,6 +297,20 @@ OPS: dict[str, type[_Args]] = {
     "queue_get": EntityRef,
     "queue_list": NamespaceScope,
     "queue_delete": EntityRef,
+    "topic_create": EntityCreate,
+    "topic_update": EntityCreate,
+    "topic_get": EntityRef,
+    "topic_list": NamespaceScope,
+    "topic_delete": EntityRef,
+    "subscription_create": SubscriptionCreate,
+    "subscription_update": SubscriptionCreate,
+    "subscription_get": SubscriptionRef,
+    "subscription_list": TopicScope,
+    "subscription_delete": SubscriptionRef,
+    "rule_create": RuleCreate,
+    "rule_get": RuleRef,
+    "rule_list": SubscriptionRef,
+    "rule_delete": RuleRef,
     "send": SendEncoded,
     "peek": Peek,
     "receive": Receive,

@@ -27,6 +27,8 @@ COMMAND_MODULES = (
     "daemon",
     "namespace",
     "queue",
+    "topic",
+    "config",
     "messages",
     "lifecycle",
     "session",
