@@ -8,6 +8,7 @@ Durations are sent in milliseconds.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 import typer
@@ -54,26 +55,27 @@ QueueName = Annotated[
 ]
 
 
-def _flag(decls: str, help: str) -> Any:
+def flag_option(decls: str, help: str) -> Any:
     return typer.Option(decls, show_default=False, help=help)
 
 
-def _value(decl: str, metavar: str, help: str) -> Any:
+def value_option(decl: str, metavar: str, help: str) -> Any:
     return typer.Option(decl, metavar=metavar, show_default=False, help=help)
 
 
 EnablePartitioning = Annotated[
     bool | None,
-    _flag(
+    flag_option(
         "--enable-partitioning/--no-enable-partitioning",
         "Spread the queue over 16 partitions (fixed at creation).",
     ),
 ]
 MaxSize = Annotated[
-    int | None, _value("--max-size", "MB", "Maximum size in megabytes (1024-5120 on Standard).")
+    int | None,
+    value_option("--max-size", "MB", "Maximum size in megabytes (1024-5120 on Standard)."),
 ]
 LockDuration = Annotated[
-    str | None, _value("--lock-duration", "DUR", "Peek-lock duration, 5s-5m (PT1M, 30s).")
+    str | None, value_option("--lock-duration", "DUR", "Peek-lock duration, 5s-5m (PT1M, 30s).")
 ]
 MaxDeliveryCount = Annotated[
     int | None,
@@ -87,29 +89,31 @@ MaxDeliveryCount = Annotated[
 ]
 DefaultTtl = Annotated[
     str | None,
-    _value("--default-message-time-to-live", "DUR", "Time to live of messages that set none."),
+    value_option(
+        "--default-message-time-to-live", "DUR", "Time to live of messages that set none."
+    ),
 ]
 EnableDuplicateDetection = Annotated[
     bool | None,
-    _flag(
+    flag_option(
         "--enable-duplicate-detection/--no-enable-duplicate-detection",
         "Drop messages whose MessageId was seen within the window (fixed at creation).",
     ),
 ]
 DuplicateWindow = Annotated[
     str | None,
-    _value("--duplicate-detection-history-time-window", "DUR", "Duplicate detection window."),
+    value_option("--duplicate-detection-history-time-window", "DUR", "Duplicate detection window."),
 ]
 EnableSession = Annotated[
     bool | None,
-    _flag("--enable-session/--no-enable-session", "Require sessions (fixed at creation)."),
+    flag_option("--enable-session/--no-enable-session", "Require sessions (fixed at creation)."),
 ]
 ForwardTo = Annotated[
-    str | None, _value("--forward-to", "QUEUE", "Forward every message to this entity.")
+    str | None, value_option("--forward-to", "QUEUE", "Forward every message to this entity.")
 ]
 ForwardDeadLetteredTo = Annotated[
     str | None,
-    _value(
+    value_option(
         "--forward-dead-lettered-messages-to",
         "QUEUE",
         "Forward dead-lettered messages to this entity.",
@@ -117,14 +121,15 @@ ForwardDeadLetteredTo = Annotated[
 ]
 DeadLetterOnExpiration = Annotated[
     bool | None,
-    _flag(
+    flag_option(
         "--enable-dead-lettering-on-message-expiration/"
         "--no-enable-dead-lettering-on-message-expiration",
         "Dead-letter expired messages instead of dropping them.",
     ),
 ]
 AutoDeleteOnIdle = Annotated[
-    str | None, _value("--auto-delete-on-idle", "DUR", "Delete the queue after this idle time.")
+    str | None,
+    value_option("--auto-delete-on-idle", "DUR", "Delete the queue after this idle time."),
 ]
 Status = Annotated[
     Literal["Active", "Disabled", "SendDisabled", "ReceiveDisabled"] | None,
@@ -134,8 +139,14 @@ Status = Annotated[
 
 def queue_options(params: dict[str, Any]) -> dict[str, Any]:
     """The queue flags the user gave, as option keys; durations in milliseconds."""
+    return entity_options(params, FLAG_KEYS)
+
+
+def entity_options(params: dict[str, Any], flag_keys: Mapping[str, str]) -> dict[str, Any]:
+    """The flags of ``flag_keys`` (CLI parameter → option key) the user gave, as option
+    keys; the :data:`DURATION_FLAGS` among them in milliseconds."""
     out: dict[str, Any] = {}
-    for param, key in FLAG_KEYS.items():
+    for param, key in flag_keys.items():
         value = params.get(param)
         if value is None:
             continue
