@@ -19,3 +19,6 @@ SESSION_REQUIRED = (
     "that have session support enabled can only receive messages that have the SessionId set "
     "to a valid value."
 )
+MAX_SUBSCRIPTIONS = 2_000  # per topic (SPEC §14)
+MAX_SQL_FILTERS = 2_000  # per topic (SPEC §10.9, §14.5)
+MAX_CORRELATION_FILTERS = 100_000  # per topic (SPEC §10.9, §14.5)

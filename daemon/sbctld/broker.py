@@ -9,11 +9,15 @@ Data-dir layout::
     <data>/namespaces/<ns>/namespace.toml
     <data>/namespaces/<ns>/queues/<entity dir>/queue.toml
     <data>/namespaces/<ns>/queues/<entity dir>/p00 … p15/   (partition stores)
+    <data>/namespaces/<ns>/topics/<entity dir>/topic.toml
+    <data>/namespaces/<ns>/topics/<entity dir>/p00 … p15/   (topic stores, sbctld.storage.topic)
+    <data>/namespaces/<ns>/topics/<entity dir>/subscriptions/<sub>/subscription.toml, rules.json
 """
 
 from __future__ import annotations
 
 import heapq
+import json
 import os
 import shutil
 import uuid
@@ -34,8 +38,11 @@ from sbctl.errors import (
     SbctlError,
 )
 from sbctl.limits import (
+    MAX_CORRELATION_FILTERS,
     MAX_ENTITIES,
     MAX_PARTITIONED,
+    MAX_SQL_FILTERS,
+    MAX_SUBSCRIPTIONS,
     MAX_TRANSFER_HOPS,
     PREMIUM_ENTITIES_PER_UNIT,
     PREMIUM_MESSAGE_BYTES,
@@ -47,6 +54,8 @@ from sbctl.names import (
     parse_entity_path,
     validate_entity_name,
     validate_namespace_name,
+    validate_rule_name,
+    validate_subscription_name,
 )
 from sbctl.partitioning import STANDARD_PARTITION_COUNT
 from sbctl.protocol import MAX_PEEK, MAX_RECEIVE, Delivered
@@ -56,6 +65,8 @@ from sbctld.config import (
     SKUS,
     NamespaceConfig,
     QueueConfig,
+    SubscriptionConfig,
+    TopicConfig,
     check_queue,
     load_toml,
     merge_options,
@@ -73,6 +84,16 @@ from sbctld.queue import DESCRIPTION, Queue
 from sbctld.storage.files import fsync_dir
 from sbctld.storage.log import DEFAULT_SEGMENT_BYTES, State
 from sbctld.storage.sync import Syncer
+from sbctld.topic import (
+    DEFAULT_RULE,
+    RULES_FILE,
+    SUBSCRIPTION_DESCRIPTION,
+    SUBSCRIPTIONS_DIR,
+    TOPIC_DESCRIPTION,
+    Rule,
+    Subscription,
+    Topic,
+)
 
 DEFAULT_NAMESPACE = "sbemulatorns"  # the name Microsoft's emulator uses
 NAMESPACE_FILE = "namespace.toml"
@@ -100,6 +121,7 @@ class Namespace:
         self.directory = directory
         self.config = config
         self.queues: dict[str, Queue] = {}
+        self.topics: dict[str, Topic] = {}
         self.meter = CreditMeter(self.credit_limit, premium=self.premium)
 
     @property
@@ -136,6 +158,18 @@ class Namespace:
         return self.config.sku == "premium"
 
     @property
+    def entity_count(self) -> int:
+        return len(self.queues) + len(self.topics)
+
+    def entities(self) -> list[Queue]:
+        """Every queue, topic and subscription (for housekeeping)."""
+        out: list[Queue] = [*self.queues.values()]
+        for topic in self.topics.values():
+            out.append(topic)
+            out.extend(topic.subscriptions.values())
+        return out
+
+    @property
     def max_entities(self) -> int:
         """SPEC §14: 10,000 queues and topics; on Premium 1,000 per messaging unit."""
         if self.premium:
@@ -145,6 +179,12 @@ class Namespace:
     @property
     def max_message_bytes(self) -> int:
         return PREMIUM_MESSAGE_BYTES if self.premium else STANDARD_MESSAGE_BYTES
+
+    @property
+    def partitioned_count(self) -> int:
+        return sum(q.partitioned for q in self.queues.values()) + sum(
+            t.partitioned for t in self.topics.values()
+        )
 
     def partition_count(self, cfg: QueueConfig) -> int:
         """SPEC §0.1.2: 16 on Basic/Standard when asked; Premium partitions everything."""
@@ -163,7 +203,8 @@ class Namespace:
             "ops_per_unit": cfg.ops_per_unit if self.premium else None,
             "created_at_utc": format_instant(cfg.created_at_ms),
             "queue_count": len(self.queues),
-            "partitioned_entity_count": sum(q.partitioned for q in self.queues.values()),
+            "topic_count": len(self.topics),
+            "partitioned_entity_count": self.partitioned_count,
             "max_message_size_in_kilobytes": self.max_message_bytes // 1024,
         }
 
@@ -220,6 +261,7 @@ class Broker:
                 continue
             ns = Namespace(ns_dir, load_toml(desc, NamespaceConfig))
             self.namespaces[entity_key(ns.name)] = ns
+            self._load_topics(ns, ns_dir / "topics")
             queues = ns_dir / "queues"
             if not queues.exists():
                 continue
@@ -244,6 +286,31 @@ class Broker:
                 queue.key = (entity_key(ns.name), entity_key(cfg.name))
                 ns.queues[entity_key(cfg.name)] = queue
                 self._note_scheduled(entity_key(ns.name), entity_key(cfg.name), queue)
+
+    def _load_topics(self, ns: Namespace, parent: Path) -> None:
+        if not parent.exists():
+            return
+        for t_dir in self._folders(parent):
+            if not (t_dir / TOPIC_DESCRIPTION).exists():
+                continue
+            cfg = load_toml(t_dir / TOPIC_DESCRIPTION, TopicConfig)
+            notes: list[str] = []
+            topic = Topic.open_topic(
+                t_dir,
+                cfg,
+                ns.partition_count(cfg),
+                self.syncer,
+                max_message_bytes=ns.max_message_bytes,
+                segment_bytes=self.segment_bytes,
+                notes=notes,
+                now=self.clock.now_ms(),
+                folders=self._folders,
+                key=(entity_key(ns.name), entity_key(cfg.name)),
+            )
+            for note in notes:
+                self.report(f"recovery: {ns.name}/{cfg.name}: {note}")
+            ns.topics[entity_key(cfg.name)] = topic
+            self._note_scheduled(*topic.key, topic)
 
     # ------------------------------------------------------------ namespaces
 
@@ -318,7 +385,7 @@ class Broker:
                 raise BadRequest("capacity must be 1, 2, 4, 8 or 16 messaging units")
             if not ns.premium:
                 raise InvalidOperation("capacity (messaging units) needs the premium sku")
-            held = len(ns.queues)
+            held = ns.entity_count
             if held > PREMIUM_ENTITIES_PER_UNIT * capacity:
                 raise QuotaExceeded(
                     f"namespace {ns.name!r} holds {held} entities, more than {capacity} "
@@ -351,7 +418,7 @@ class Broker:
 
     def namespace_delete(self, name: str) -> dict[str, Any]:
         ns = self.namespace(name)
-        for queue in ns.queues.values():
+        for queue in [*ns.queues.values(), *ns.topics.values()]:
             queue.close()
         self._remove_dir(ns.directory)
         del self.namespaces[entity_key(name)]
@@ -383,47 +450,13 @@ class Broker:
 
     def queue_create(self, namespace: str, name: str, options: dict[str, Any]) -> dict[str, Any]:
         ns = self._manage(namespace)
-        validate_entity_name(name)
-        key = entity_key(name)
-        if key in ns.queues:
-            raise MessagingEntityAlreadyExists(
-                f"queue {name!r} already exists in namespace {ns.name!r}"
-            )
+        key = self._new_entity_key(ns, name, "queue")
         now = self.clock.now_ms()
         cfg = merge_options(QueueConfig(name=name), options, creating=True)
-        if ns.premium:
-            if cfg.enable_partitioning and ns.config.premium_messaging_partitions == 1:
-                raise InvalidOperation(
-                    "premium namespaces do not partition entities one by one; create the "
-                    "namespace with --premium-messaging-partitions 2 or 4 (SPEC §15.3)"
-                )
-            cfg.enable_partitioning = ns.config.premium_messaging_partitions > 1
-        if ns.config.sku == "basic" and "default_message_time_to_live" not in options:
-            cfg.default_message_time_to_live = 14 * 86_400_000  # SPEC §15.1
-        check_queue(cfg, ns.config.sku, set(options))
-        self._check_forwarding(ns, cfg)
-        limit = ns.max_entities
-        if len(ns.queues) >= limit:
-            raise QuotaExceeded(f"namespace {ns.name!r} already holds {limit} entities (SPEC §14)")
-        partitions = ns.partition_count(cfg)
-        if partitions > 1 and not ns.premium:
-            used = sum(q.partitioned for q in ns.queues.values())
-            if used >= MAX_PARTITIONED:
-                raise QuotaExceeded(
-                    f"namespace {ns.name!r} already holds {MAX_PARTITIONED} partitioned "
-                    "entities (SPEC §0.1.11)"
-                )
+        partitions = self._check_new_entity(ns, cfg, options)
         cfg.created_at_ms = cfg.updated_at_ms = now
         parent = ns.directory / "queues"
-        parent.mkdir(mode=0o700, exist_ok=True)
-        directory = parent / entity_dir_name(name)
-        if directory.exists():  # leftovers of a create that never completed
-            shutil.rmtree(directory)
-        tmp = parent / f"{WORK_PREFIX}tmp-{uuid.uuid4().hex}"
-        tmp.mkdir(mode=0o700)
-        save_toml(tmp / DESCRIPTION, cfg)
-        os.rename(tmp, directory)
-        fsync_dir(parent)
+        directory = self._make_dir(parent, name, {DESCRIPTION: cfg})
         queue = Queue.open(
             directory,
             cfg,
@@ -438,6 +471,59 @@ class Broker:
         ns.queues[key] = queue
         return queue.describe()
 
+    def _new_entity_key(self, ns: Namespace, name: str, kind: str) -> str:
+        """A queue or topic name that is free: names are one space (SPEC §14.9)."""
+        validate_entity_name(name, kind)
+        key = entity_key(name)
+        if key in ns.queues or key in ns.topics:
+            other = "queue" if key in ns.queues else "topic"
+            raise MessagingEntityAlreadyExists(
+                f"{other} {name!r} already exists in namespace {ns.name!r}"
+            )
+        return key
+
+    def _make_dir(self, parent: Path, name: str, files: dict[str, Any]) -> Path:
+        """Create an entity folder with its description files, atomically."""
+        parent.mkdir(mode=0o700, exist_ok=True)
+        directory = parent / entity_dir_name(name)
+        if directory.exists():  # leftovers of a create that never completed
+            shutil.rmtree(directory)
+        tmp = parent / f"{WORK_PREFIX}tmp-{uuid.uuid4().hex}"
+        tmp.mkdir(mode=0o700)
+        for file_name, content in files.items():
+            if isinstance(content, bytes):
+                (tmp / file_name).write_bytes(content)
+            else:
+                save_toml(tmp / file_name, content)
+        os.rename(tmp, directory)
+        fsync_dir(parent)
+        return directory
+
+    def _check_new_entity(self, ns: Namespace, cfg: QueueConfig, options: dict[str, Any]) -> int:
+        """Tier, range, forwarding and quota checks of a new queue or topic; returns its
+        partition count."""
+        if ns.premium:
+            if cfg.enable_partitioning and ns.config.premium_messaging_partitions == 1:
+                raise InvalidOperation(
+                    "premium namespaces do not partition entities one by one; create the "
+                    "namespace with --premium-messaging-partitions 2 or 4 (SPEC §15.3)"
+                )
+            cfg.enable_partitioning = ns.config.premium_messaging_partitions > 1
+        if ns.config.sku == "basic" and "default_message_time_to_live" not in options:
+            cfg.default_message_time_to_live = 14 * 86_400_000  # SPEC §15.1
+        check_queue(cfg, ns.config.sku, set(options))
+        self._check_forwarding(ns, cfg)
+        limit = ns.max_entities
+        if ns.entity_count >= limit:
+            raise QuotaExceeded(f"namespace {ns.name!r} already holds {limit} entities (SPEC §14)")
+        partitions = ns.partition_count(cfg)
+        if partitions > 1 and not ns.premium and ns.partitioned_count >= MAX_PARTITIONED:
+            raise QuotaExceeded(
+                f"namespace {ns.name!r} already holds {MAX_PARTITIONED} partitioned "
+                "entities (SPEC §0.1.11)"
+            )
+        return partitions
+
     def _check_forwarding(self, ns: Namespace, cfg: QueueConfig) -> None:
         """SPEC §11.1, §4.7: the destination must exist in the same namespace."""
         for field in ("forward_to", "forward_dead_lettered_messages_to"):
@@ -445,9 +531,11 @@ class Broker:
             if target is None:
                 continue
             validate_entity_name(target)
-            if entity_key(target) == entity_key(cfg.name):
-                raise InvalidOperation(f"{field} cannot point a queue at itself")
-            if entity_key(target) not in ns.queues:
+            if not isinstance(cfg, SubscriptionConfig) and entity_key(target) == entity_key(
+                cfg.name
+            ):
+                raise InvalidOperation(f"{field} cannot point an entity at itself")
+            if entity_key(target) not in ns.queues and entity_key(target) not in ns.topics:
                 raise MessagingEntityNotFound(
                     f"{field} destination {target!r} does not exist in namespace {ns.name!r}"
                 )
@@ -485,6 +573,223 @@ class Broker:
         self._resolved.clear()
         return {"deleted": queue.name}
 
+    # ------------------------------------------------------------ topics (SPEC §10)
+
+    def topic(self, namespace: str, name: str) -> Topic:
+        ns = self.namespace(namespace)
+        topic = ns.topics.get(entity_key(name))
+        if topic is None:
+            validate_entity_name(name, "topic")
+            raise MessagingEntityNotFound(f"topic {name!r} does not exist in namespace {ns.name!r}")
+        return topic
+
+    def subscription(self, topic: Topic, name: str) -> Subscription:
+        sub = topic.subscriptions.get(name.lower())
+        if sub is None:
+            validate_subscription_name(name)
+            raise MessagingEntityNotFound(
+                f"subscription {name!r} does not exist in topic {topic.name!r}"
+            )
+        return sub
+
+    def topic_create(self, namespace: str, name: str, options: dict[str, Any]) -> dict[str, Any]:
+        ns = self._manage(namespace)
+        if ns.config.sku == "basic":
+            raise InvalidOperation("topics are not supported on the Basic tier (SPEC §15.1)")
+        key = self._new_entity_key(ns, name, "topic")
+        now = self.clock.now_ms()
+        cfg = merge_options(TopicConfig(name=name), options, creating=True)
+        partitions = self._check_new_entity(ns, cfg, options)
+        cfg.created_at_ms = cfg.updated_at_ms = now
+        directory = self._make_dir(ns.directory / "topics", name, {TOPIC_DESCRIPTION: cfg})
+        topic = Topic.open_topic(
+            directory,
+            cfg,
+            partitions,
+            self.syncer,
+            max_message_bytes=ns.max_message_bytes,
+            segment_bytes=self.segment_bytes,
+            notes=[],
+            now=now,
+            folders=self._folders,
+            key=(entity_key(ns.name), key),
+        )
+        ns.topics[key] = topic
+        return topic.describe()
+
+    def topic_update(self, namespace: str, name: str, options: dict[str, Any]) -> dict[str, Any]:
+        ns = self._manage(namespace)
+        topic = self.topic(namespace, name)
+        cfg = merge_options(topic.config, options, creating=False)
+        check_queue(cfg, ns.config.sku, set(options))
+        cfg.updated_at_ms = topic.accessed_at_ms = self.clock.now_ms()
+        topic.config = cfg
+        topic.save()
+        return topic.describe()
+
+    def topic_get(self, namespace: str, name: str) -> dict[str, Any]:
+        self._manage(namespace)
+        return self.topic(namespace, name).describe()
+
+    def topic_list(self, namespace: str) -> list[dict[str, Any]]:
+        ns = self._manage(namespace)
+        return [t.describe(partitions=False) for t in ns.topics.values()]
+
+    def topic_delete(self, namespace: str, name: str) -> dict[str, Any]:
+        ns = self._manage(namespace)
+        return self._topic_delete(ns, self.topic(namespace, name))
+
+    def _topic_delete(self, ns: Namespace, topic: Topic) -> dict[str, Any]:
+        topic.close()
+        self._remove_dir(topic.directory)
+        del ns.topics[entity_key(topic.name)]
+        self._resolved.clear()
+        return {"deleted": topic.name}
+
+    def subscription_keys(self, namespace: str, topic: str) -> list[tuple[str, str]]:
+        """Keys of a topic's subscriptions (the server fails their waiters on deletes)."""
+        ns = self.namespaces.get(entity_key(namespace))
+        found = ns.topics.get(entity_key(topic)) if ns else None
+        return [s.key for s in found.subscriptions.values()] if found else []
+
+    def subscription_create(
+        self, namespace: str, topic_name: str, name: str, options: dict[str, Any]
+    ) -> dict[str, Any]:
+        ns = self._manage(namespace)
+        topic = self.topic(namespace, topic_name)
+        validate_subscription_name(name)
+        if name.lower() in topic.subscriptions:
+            raise MessagingEntityAlreadyExists(
+                f"subscription {name!r} already exists in topic {topic.name!r}"
+            )
+        if len(topic.subscriptions) >= MAX_SUBSCRIPTIONS:
+            raise QuotaExceeded(
+                f"topic {topic.name!r} already has {MAX_SUBSCRIPTIONS} subscriptions (SPEC §14)"
+            )
+        self._check_filter_quota(topic, sql=1)  # its $Default rule
+        now = self.clock.now_ms()
+        cfg = merge_options(SubscriptionConfig(name=name), options, creating=True)
+        check_queue(cfg, ns.config.sku, set(options))
+        self._check_forwarding(ns, cfg)
+        # Ids are never reused: the topic's description records the next one first.
+        cfg.subscription_id = topic.config.next_subscription_id
+        topic.config.next_subscription_id += 1
+        topic.save()
+        cfg.created_at_ms = cfg.updated_at_ms = now
+        rules = [Rule(DEFAULT_RULE, None, None, now)]  # SPEC §10.1
+        rules_json = json.dumps([r.to_json() for r in rules]).encode()
+        directory = self._make_dir(
+            topic.directory / SUBSCRIPTIONS_DIR,
+            name,
+            {SUBSCRIPTION_DESCRIPTION: cfg, RULES_FILE: rules_json},
+        )
+        sub = topic.add_subscription(directory, cfg, self.syncer, now)
+        sub.rules = rules
+        return sub.describe()
+
+    def subscription_update(
+        self, namespace: str, topic_name: str, name: str, options: dict[str, Any]
+    ) -> dict[str, Any]:
+        ns = self._manage(namespace)
+        sub = self.subscription(self.topic(namespace, topic_name), name)
+        cfg = merge_options(sub.config, options, creating=False)
+        check_queue(cfg, ns.config.sku, set(options))
+        self._check_forwarding(ns, cfg)
+        cfg.updated_at_ms = sub.accessed_at_ms = self.clock.now_ms()
+        sub.config = cfg
+        sub.save()
+        self.flow(sub)  # a new forward_to passes on what the subscription holds
+        return sub.describe()
+
+    def subscription_get(self, namespace: str, topic_name: str, name: str) -> dict[str, Any]:
+        self._manage(namespace)
+        return self.subscription(self.topic(namespace, topic_name), name).describe()
+
+    def subscription_list(self, namespace: str, topic_name: str) -> list[dict[str, Any]]:
+        self._manage(namespace)
+        return [s.describe() for s in self.topic(namespace, topic_name).subscriptions.values()]
+
+    def subscription_delete(self, namespace: str, topic_name: str, name: str) -> dict[str, Any]:
+        self._manage(namespace)
+        topic = self.topic(namespace, topic_name)
+        return self._subscription_delete(topic, self.subscription(topic, name))
+
+    def _subscription_delete(self, topic: Topic, sub: Subscription) -> dict[str, Any]:
+        topic.remove_subscription(sub)
+        self._remove_dir(sub.directory)
+        self._resolved.clear()
+        return {"deleted": sub.name, "topic": topic.name}
+
+    def _check_filter_quota(self, topic: Topic, *, sql: int = 0, correlation: int = 0) -> None:
+        """SPEC §10.9, §14.5: 2,000 SQL and 100,000 correlation filters per topic."""
+        rules = [r for s in topic.subscriptions.values() for r in s.rules]
+        have_sql = sum(r.is_sql for r in rules)
+        if sql and have_sql + sql > MAX_SQL_FILTERS:
+            raise QuotaExceeded(
+                f"topic {topic.name!r} already has {MAX_SQL_FILTERS} SQL filters (SPEC §14.5)"
+            )
+        if correlation and len(rules) - have_sql + correlation > MAX_CORRELATION_FILTERS:
+            raise QuotaExceeded(
+                f"topic {topic.name!r} already has {MAX_CORRELATION_FILTERS} correlation "
+                "filters (SPEC §14.5)"
+            )
+
+    def rule_create(
+        self,
+        namespace: str,
+        topic_name: str,
+        sub_name: str,
+        name: str,
+        filter_spec: dict[str, Any] | None,
+        action: str | None,
+    ) -> dict[str, Any]:
+        self._manage(namespace)
+        topic = self.topic(namespace, topic_name)
+        sub = self.subscription(topic, sub_name)
+        validate_rule_name(name)
+        if sub.rule(name) is not None:
+            raise MessagingEntityAlreadyExists(
+                f"rule {name!r} already exists in subscription {sub.name!r}"
+            )
+        rule = Rule(name, filter_spec, action, self.clock.now_ms())  # parsed and checked
+        if rule.is_sql:
+            self._check_filter_quota(topic, sql=1)
+        else:
+            self._check_filter_quota(topic, correlation=1)
+        sub.rules.append(rule)
+        sub.save_rules()
+        return rule.describe()
+
+    def _rule(self, namespace: str, topic_name: str, sub_name: str, name: str) -> Rule:
+        sub = self.subscription(self.topic(namespace, topic_name), sub_name)
+        rule = sub.rule(name)
+        if rule is None:
+            validate_rule_name(name)
+            raise MessagingEntityNotFound(
+                f"rule {name!r} does not exist in subscription {sub.name!r}"
+            )
+        return rule
+
+    def rule_get(self, namespace: str, topic_name: str, sub_name: str, name: str) -> dict[str, Any]:
+        self._manage(namespace)
+        return self._rule(namespace, topic_name, sub_name, name).describe()
+
+    def rule_list(self, namespace: str, topic_name: str, sub_name: str) -> list[dict[str, Any]]:
+        self._manage(namespace)
+        sub = self.subscription(self.topic(namespace, topic_name), sub_name)
+        return [r.describe() for r in sub.rules]
+
+    def rule_delete(
+        self, namespace: str, topic_name: str, sub_name: str, name: str
+    ) -> dict[str, Any]:
+        """SPEC §10.1: deleting every rule means the subscription receives nothing."""
+        self._manage(namespace)
+        rule = self._rule(namespace, topic_name, sub_name, name)
+        sub = self.subscription(self.topic(namespace, topic_name), sub_name)
+        sub.rules.remove(rule)
+        sub.save_rules()
+        return {"deleted": rule.name, "subscription": sub.name}
+
     # ------------------------------------------------------------ data plane
 
     def resolve(self, namespace: str, path: str) -> tuple[Queue, str]:
@@ -502,8 +807,27 @@ class Broker:
     def _resolve(self, namespace: str, path: str) -> tuple[Queue, str]:
         parsed = parse_entity_path(path)
         if parsed.subscription is not None:
-            raise MessagingEntityNotFound(f"{path!r}: topics and subscriptions are not available")
+            topic = self.topic(namespace, parsed.entity)
+            return self.subscription(topic, parsed.subscription), parsed.subqueue
+        ns = self.namespace(namespace)
+        topic_or_none = ns.topics.get(entity_key(parsed.entity))
+        if topic_or_none is not None:
+            if parsed.subqueue:
+                raise MessagingEntityNotFound(
+                    f"{path!r}: a topic has no dead-letter queue; its subscriptions do (SPEC §4.1)"
+                )
+            return topic_or_none, ""
         return self.queue(namespace, parsed.entity), parsed.subqueue
+
+    def _reader(self, namespace: str, path: str) -> tuple[Queue, str]:
+        """An entity messages are read from: a queue or a subscription, never a topic."""
+        queue, sub = self.resolve(namespace, path)
+        if isinstance(queue, Topic):
+            raise InvalidOperation(
+                f"{queue.name!r} is a topic: read from its subscriptions "
+                f"({queue.name}/subscriptions/<name>)"
+            )
+        return queue, sub
 
     def send(
         self, namespace: str, path: str, messages: Sequence[Message | bytes | msgspec.Raw]
@@ -512,14 +836,39 @@ class Broker:
         if dlq:
             # SPEC §4.3: only the parent's dead-letter operation fills a DLQ.
             raise InvalidOperation("messages cannot be sent to a dead-letter queue")
+        if isinstance(queue, Subscription):
+            raise InvalidOperation(
+                f"messages cannot be sent to subscription {path!r}: send to its topic"
+            )
         now = self.clock.now_ms()
+        meter = self.namespace(namespace).meter
+        if isinstance(queue, Topic):
+            data = DATA_COST * len(messages)
+
+            def charge(filters: int) -> None:
+                # SPEC §0.2.1: 1 per message and 1 per filter evaluated, all or nothing.
+                meter.check(data + filters, now)
+                meter.record("data", data, now)
+                meter.record("filter", filters, now)
+
+            seqs = queue.send(messages, now, charge=charge)
+            self._fanned_out(queue)
+            return seqs
         # SPEC §0.4.4: the whole batch is admitted or nothing of it is stored.
-        self.namespace(namespace).charge("data", DATA_COST * len(messages), now)
+        meter.charge("data", DATA_COST * len(messages), now)
         seqs = queue.send(messages, now)
         if queue.scheduled_pending:
             self._note_scheduled(*queue.key, queue)
         self.flow(queue)
         return seqs
+
+    def _fanned_out(self, topic: Topic) -> None:
+        """After messages reached a topic's subscriptions: timers, forwarding, wake-ups."""
+        if topic.scheduled_pending:
+            self._note_scheduled(*topic.key, topic)
+        for sub in topic.subscriptions.values():
+            self._touched.add(sub.key)
+            self.flow(sub)
 
     def peek(
         self, namespace: str, path: str, count: int, from_sequence: int | None
@@ -528,7 +877,7 @@ class Broker:
             raise BadRequest(f"peek count must be between 1 and {MAX_PEEK} (SPEC §13.2)")
         if from_sequence is not None and from_sequence < 0:
             raise BadRequest("from_sequence must not be negative")
-        queue, dlq = self.resolve(namespace, path)
+        queue, dlq = self._reader(namespace, path)
         now = queue.accessed_at_ms = self.clock.now_ms()
         meter = self.namespace(namespace).meter
         count = meter.admit_count(count, now)  # at most what the period has left
@@ -547,7 +896,7 @@ class Broker:
         if not 1 <= count <= MAX_RECEIVE:
             raise BadRequest(f"receive count must be between 1 and {MAX_RECEIVE}")
         _check_mode(mode)
-        queue, dlq = self.resolve(namespace, path)
+        queue, dlq = self._reader(namespace, path)
         now = self.clock.now_ms()
         meter = self.namespace(namespace).meter
         count = meter.admit_count(count, now)  # at most what the period has left
@@ -575,7 +924,7 @@ class Broker:
         reason: str | None = None,
         description: str | None = None,
     ) -> list[dict[str, Any]]:
-        queue, _dlq = self.resolve(namespace, path)
+        queue, _dlq = self._reader(namespace, path)
         now = queue.accessed_at_ms = self.clock.now_ms()
         results = queue.settle(op, tokens, now, properties, reason, description)
         if op == "renew-lock":
@@ -587,7 +936,7 @@ class Broker:
         self, namespace: str, path: str, sequence_numbers: Sequence[int], mode: str
     ) -> list[Delivered]:
         _check_mode(mode)
-        queue, dlq = self.resolve(namespace, path)
+        queue, dlq = self._reader(namespace, path)
         if dlq:
             raise InvalidOperation("deferred messages live in the queue, not in its DLQ")
         now = self.clock.now_ms()
@@ -612,10 +961,19 @@ class Broker:
         queue, dlq = self.resolve(namespace, path)
         if dlq and messages:
             raise InvalidOperation("messages cannot be sent to a dead-letter queue")
+        if isinstance(queue, Subscription) and messages:
+            raise InvalidOperation(
+                f"messages cannot be sent to subscription {path!r}: send to its topic"
+            )
+        if isinstance(queue, Topic) and settlements:
+            raise InvalidOperation(f"{queue.name!r} is a topic: settle on its subscriptions")
         now = self.clock.now_ms()
         # The commit's sends are charged (settlements are free; README "Throttling").
         self.namespace(namespace).charge("data", DATA_COST * len(messages), now)
         result = queue.transact(messages, settlements, now)
+        if isinstance(queue, Topic):
+            self._fanned_out(queue)
+            return result
         if messages and queue.scheduled_pending:
             self._note_scheduled(*queue.key, queue)
         self.flow(queue)
@@ -685,7 +1043,8 @@ class Broker:
             enqueued_sequence_number=message.enqueued_sequence_number or (p.shift | seq),
             transfer_hops=hops,
         )
-        target = ns.queues.get(entity_key(target_name))
+        key = entity_key(target_name)
+        target: Queue | None = ns.queues.get(key) or ns.topics.get(key)
         failure: tuple[str, str] | None = None
         if hops > MAX_TRANSFER_HOPS:
             failure = (
@@ -702,6 +1061,12 @@ class Broker:
         if failure is None:
             p.log.set_state(seq, State.GONE)
             assert target is not None
+            if isinstance(target, Topic):  # SPEC §11.1: a topic fans it out
+                for sub in target.subscriptions.values():
+                    self._touched.add(sub.key)
+                if target.scheduled_pending:
+                    self._note_scheduled(*target.key, target)
+                return list(target.subscriptions.values())
             self._touched.add(target.key)
             return [target]
         if not from_dlq:  # SPEC §4.6: the source's transfer dead-letter queue
@@ -715,7 +1080,7 @@ class Broker:
         return []
 
     def _session_queue(self, namespace: str, path: str) -> Queue:
-        queue, dlq = self.resolve(namespace, path)
+        queue, dlq = self._reader(namespace, path)
         if dlq:
             raise InvalidOperation("a dead-letter queue has no sessions")
         return queue
@@ -750,7 +1115,7 @@ class Broker:
 
     def purge(self, namespace: str, path: str) -> int:
         """Delete every message of a queue or of its DLQ (beyond Azure: a chore)."""
-        queue, dlq = self.resolve(namespace, path)
+        queue, dlq = self._reader(namespace, path)
         return queue.purge(subqueue=dlq)
 
     def dlq_resubmit(
@@ -758,7 +1123,7 @@ class Broker:
     ) -> dict[str, Any]:
         """Move dead-lettered messages back (to the queue itself or to ``to``), without
         their dead-letter properties; each gets a new sequence number there."""
-        queue, from_sub = self.resolve(namespace, path)
+        queue, from_sub = self._reader(namespace, path)
         target, into_dlq = (queue, "") if to is None else self.resolve(namespace, to)
         if into_dlq:
             raise InvalidOperation("messages cannot be resubmitted into a dead-letter queue")
@@ -766,6 +1131,10 @@ class Broker:
             raise BadRequest("count must be at least 1")
         now = self.clock.now_ms()
         moved: list[int] = []
+        if isinstance(target, Subscription) and target is not queue:
+            raise InvalidOperation(
+                f"messages cannot be resubmitted to subscription {to!r}: use its topic"
+            )
         state = (
             State.TRANSFER_DEADLETTERED if from_sub == "transfer-deadletter" else State.DEADLETTERED
         )
@@ -774,6 +1143,8 @@ class Broker:
             # The copy is stored before the DLQ entry is retired: never lost, at worst twice.
             moved += target.send([message], now, detect_duplicates=False)
             p.log.set_state(seq, State.GONE)
+        if isinstance(target, Topic):
+            self._fanned_out(target)
         self.flow(target)  # a forwarding target passes them on (SPEC §11)
         return {"resubmitted": len(moved), "to": target.name, "sequence_numbers": moved}
 
@@ -781,7 +1152,7 @@ class Broker:
         self, namespace: str, path: str, load_id: str, files: Sequence[tuple[int, str]]
     ) -> dict[str, Any]:
         """Adopt a spark-load's staged batches atomically (sbctld.loads; SPEC §0.4.6)."""
-        queue, dlq = self.resolve(namespace, path)
+        queue, dlq = self._reader(namespace, path)
         if dlq:
             raise InvalidOperation("messages cannot be loaded into a dead-letter queue")
         result = loads.adopt(queue, load_id, files, self.clock.now_ms())
@@ -790,7 +1161,7 @@ class Broker:
         return result
 
     def load_status(self, namespace: str, path: str, load_id: str) -> dict[str, Any]:
-        return loads.status(self.resolve(namespace, path)[0], load_id)
+        return loads.status(self._reader(namespace, path)[0], load_id)
 
     # ------------------------------------------------------------ time
 
@@ -806,24 +1177,52 @@ class Broker:
             due.add((ns_key, q_key))
         woke = []
         for ns_key, q_key in due:
-            ns = self.namespaces.get(ns_key)
-            queue = ns.queues.get(q_key) if ns else None
+            queue = self._by_key(ns_key, q_key)
             if queue is None:
                 continue
             freed = queue.expire_locks(now)
             if queue.activate_scheduled(now):
                 freed = True
             self._note_scheduled(ns_key, q_key, queue)
+            if isinstance(queue, Topic):
+                if freed:
+                    self._fanned_out(queue)
+                continue
             self.flow(queue)
             if freed:
                 woke.append((ns_key, q_key))
         return woke
+
+    def _by_key(self, ns_key: str, key: str) -> Queue | None:
+        """The queue, topic or subscription with this key (``Queue.key[1]``)."""
+        ns = self.namespaces.get(ns_key)
+        if ns is None:
+            return None
+        found: Queue | None = ns.queues.get(key) or ns.topics.get(key)
+        if found is None and "/subscriptions/" in key:
+            topic_key, sub_key = key.rsplit("/subscriptions/", 1)
+            topic = ns.topics.get(topic_key)
+            found = topic.subscriptions.get(sub_key) if topic else None
+        return found
 
     def _delete_idle(self, now: int) -> None:
         for ns in list(self.namespaces.values()):
             for queue in [q for q in ns.queues.values() if q.idle(now)]:
                 self._queue_delete(ns.name, queue.name)  # the system's own: not charged
                 self.report(f"deleted queue {ns.name}/{queue.name}: idle for auto_delete_on_idle")
+            for topic in list(ns.topics.values()):
+                if topic.idle(now):
+                    self._topic_delete(ns, topic)
+                    self.report(
+                        f"deleted topic {ns.name}/{topic.name}: idle for auto_delete_on_idle"
+                    )
+                    continue
+                for sub in [s for s in topic.subscriptions.values() if s.idle(now)]:
+                    self._subscription_delete(topic, sub)
+                    self.report(
+                        f"deleted subscription {ns.name}/{topic.name}/subscriptions/"
+                        f"{sub.name}: idle for auto_delete_on_idle"
+                    )
 
     def _note_scheduled(self, ns_key: str, q_key: str, queue: Queue) -> None:
         when = queue.next_scheduled()
@@ -834,7 +1233,7 @@ class Broker:
         """Checkpoint every partition with at least ``min_changes`` changes; returns how many."""
         done = 0
         for ns in self.namespaces.values():
-            for queue in ns.queues.values():
+            for queue in [*ns.queues.values(), *ns.topics.values()]:
                 for p in queue.partitions:
                     if p.log.changes_since_checkpoint >= min_changes:
                         p.log.checkpoint()
@@ -844,12 +1243,14 @@ class Broker:
     def close(self) -> None:
         self.checkpoint()
         for ns in self.namespaces.values():
-            for queue in ns.queues.values():
+            for queue in [*ns.queues.values(), *ns.topics.values()]:
                 queue.close()
         self.syncer.sync_now()
 
     def stats(self) -> dict[str, Any]:
-        queues = [q for ns in self.namespaces.values() for q in ns.queues.values()]
+        queues = [
+            q for ns in self.namespaces.values() for q in [*ns.queues.values(), *ns.topics.values()]
+        ]
         return {
             "namespaces": len(self.namespaces),
             "entities": len(queues),

@@ -68,6 +68,56 @@ class QueueConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 USER_OPTIONS = frozenset(QueueConfig.__struct_fields__) - {"name", "created_at_ms", "updated_at_ms"}
 
 
+class TopicConfig(QueueConfig, kw_only=True, forbid_unknown_fields=True):
+    """A topic's description. It reuses the queue's fields (a topic stores messages the way
+    a queue does); only TOPIC_OPTIONS are settable, the rest keep their defaults."""
+
+    support_ordering: bool = True
+    next_subscription_id: int = 1  # subscription ids are never reused (sbctld.storage.topic)
+
+
+class SubscriptionConfig(QueueConfig, kw_only=True, forbid_unknown_fields=True):
+    """A subscription's description; only SUBSCRIPTION_OPTIONS are settable."""
+
+    dead_lettering_on_filter_evaluation_exceptions: bool = True  # SPEC §4.5
+    subscription_id: int = 0
+
+
+# The azure-servicebus SDK's TopicProperties / SubscriptionProperties names.
+TOPIC_OPTIONS = frozenset(
+    {
+        "max_size_in_megabytes",
+        "default_message_time_to_live",
+        "requires_duplicate_detection",
+        "duplicate_detection_history_time_window",
+        "enable_batched_operations",
+        "status",
+        "support_ordering",
+        "auto_delete_on_idle",
+        "enable_partitioning",
+        "user_metadata",
+    }
+)
+SUBSCRIPTION_OPTIONS = frozenset(
+    {
+        "lock_duration",
+        "requires_session",
+        "default_message_time_to_live",
+        "dead_lettering_on_message_expiration",
+        "dead_lettering_on_filter_evaluation_exceptions",
+        "max_delivery_count",
+        "enable_batched_operations",
+        "status",
+        "forward_to",
+        "forward_dead_lettered_messages_to",
+        "auto_delete_on_idle",
+        "user_metadata",
+    }
+)
+TOPIC_STATUSES = ("Active", "Disabled", "SendDisabled")
+SUBSCRIPTION_STATUSES = ("Active", "Disabled", "ReceiveDisabled")
+
+
 class NamespaceConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     name: str
     sku: str = "standard"
@@ -80,11 +130,20 @@ class NamespaceConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     created_at_ms: int = 0
 
 
-def merge_options(current: QueueConfig, options: dict[str, Any], *, creating: bool) -> QueueConfig:
+Q = TypeVar("Q", bound=QueueConfig)
+_ALLOWED = {
+    QueueConfig: (USER_OPTIONS, "queue"),
+    TopicConfig: (TOPIC_OPTIONS, "topic"),
+    SubscriptionConfig: (SUBSCRIPTION_OPTIONS, "subscription"),
+}
+
+
+def merge_options(current: Q, options: dict[str, Any], *, creating: bool) -> Q:
     """Apply user options to a description; type-checks every value."""
-    unknown = sorted(set(options) - USER_OPTIONS)
+    allowed, what = _ALLOWED[type(current)]
+    unknown = sorted(set(options) - allowed)
     if unknown:
-        raise BadRequest(f"unknown queue property {unknown[0]!r}")
+        raise BadRequest(f"unknown {what} property {unknown[0]!r}")
     if not creating:
         for key in IMMUTABLE:
             if key in options and options[key] != getattr(current, key):
@@ -93,9 +152,9 @@ def merge_options(current: QueueConfig, options: dict[str, Any], *, creating: bo
     data = msgspec.structs.asdict(current)
     data.update(options)
     try:
-        return msgspec.convert(data, QueueConfig, strict=True)
+        return msgspec.convert(data, type(current), strict=True)
     except msgspec.ValidationError as exc:
-        raise BadRequest(f"invalid queue property: {exc}") from None
+        raise BadRequest(f"invalid {what} property: {exc}") from None
 
 
 def check_queue(cfg: QueueConfig, sku: str, explicit: set[str]) -> None:
@@ -126,8 +185,13 @@ def check_queue(cfg: QueueConfig, sku: str, explicit: set[str]) -> None:
             f"max_size_in_megabytes {cfg.max_size_in_megabytes} is not allowed on "
             f"{sku.capitalize()}; use one of {allowed}"
         )
-    if cfg.status not in STATUSES:
-        raise BadRequest(f"status {cfg.status!r} is not one of {', '.join(STATUSES)}")
+    statuses: tuple[str, ...] = STATUSES
+    if isinstance(cfg, TopicConfig):
+        statuses = TOPIC_STATUSES
+    elif isinstance(cfg, SubscriptionConfig):
+        statuses = SUBSCRIPTION_STATUSES
+    if cfg.status not in statuses:
+        raise BadRequest(f"status {cfg.status!r} is not one of {', '.join(statuses)}")
 
 
 def _is_set(value: Any) -> bool:

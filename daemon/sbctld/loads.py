@@ -34,7 +34,8 @@ from sbctl.errors import BadRequest, MessagingEntityDisabled, QuotaExceeded
 from sbctld.config import MB
 from sbctld.queue import Queue
 from sbctld.storage.files import write_atomic
-from sbctld.storage.log import AdoptionError, StagedSegment, rollback_adoption
+from sbctld.storage.log import AdoptionError, PartitionLog, StagedSegment, rollback_adoption
+from sbctld.storage.topic import TopicLog
 
 LOADS_DIR = "loads"
 MAX_LOAD_ID = 128
@@ -111,6 +112,11 @@ def adopt(
         return {**done.result, "load_id": load_id, "adopted": False}
     if cfg.status in ("Disabled", "SendDisabled"):
         raise MessagingEntityDisabled(f"queue {cfg.name!r} is {cfg.status}: loads are refused")
+    logs: list[PartitionLog] = []
+    for p in queue.partitions:
+        if not isinstance(p.log, PartitionLog) or isinstance(p.log, TopicLog):
+            raise BadRequest("spark-load loads into queues only, not topics or subscriptions")
+        logs.append(p.log)
     by_partition: dict[int, list[Path]] = {}
     for pid, name in files:
         if not 0 <= pid < len(queue.partitions):
@@ -124,8 +130,7 @@ def adopt(
     prepared: dict[int, list[StagedSegment]] = {}
     try:
         for pid, paths in by_partition.items():
-            log = queue.partitions[pid].log
-            prepared[pid] = log.prepare_adoption(paths, now_ms, queue.max_message_bytes)
+            prepared[pid] = logs[pid].prepare_adoption(paths, now_ms, queue.max_message_bytes)
     except (AdoptionError, OSError) as exc:
         raise BadRequest(f"load {load_id!r} refused, nothing adopted: {exc}") from None
     quota = cfg.max_size_in_megabytes * MB
@@ -139,14 +144,11 @@ def adopt(
             )
 
     # 2-3. Record where each partition stood, then link the files in.
-    next_seq = {
-        queue.partitions[pid].log.directory.name: queue.partitions[pid].log.next_seq
-        for pid in prepared
-    }
+    next_seq = {logs[pid].directory.name: logs[pid].next_seq for pid in prepared}
     _write(manifest_path, Manifest(load_id=load_id, state="adopting", next_seq=next_seq))
     pause = float(os.environ.get(PAUSE_ENV) or 0)
     for k, (pid, staged) in enumerate(prepared.items()):
-        queue.partitions[pid].log.link_adoption(staged)
+        logs[pid].link_adoption(staged)
         if k == 0 and pause:
             time.sleep(pause)
 
@@ -164,7 +166,7 @@ def adopt(
     )
     for pid, staged in prepared.items():
         p = queue.partitions[pid]
-        for when, seq in p.log.commit_adoption(staged, now_ms):
+        for when, seq in logs[pid].commit_adoption(staged, now_ms):
             p.schedule(when, seq)
     queue.accessed_at_ms = now_ms
     return {**result, "load_id": load_id, "adopted": True}

@@ -22,6 +22,7 @@ from sbctl.messages import lock_token_for
 from sbctl.protocol import Delivered
 from sbctld.storage.journal import Entry
 from sbctld.storage.log import OP_DELIVERY, OP_STATE, PartitionLog, State
+from sbctld.storage.topic import SubLog
 
 PEEKABLE = frozenset((State.ACTIVE, State.DEFERRED, State.SCHEDULED))
 
@@ -52,7 +53,7 @@ class Partition:
         "tdlq",
     )
 
-    def __init__(self, log: PartitionLog, partition_id: int, partitioned: bool) -> None:
+    def __init__(self, log: PartitionLog | SubLog, partition_id: int, partitioned: bool) -> None:
         self.log = log
         self.id = partition_id
         self.shift = partition_id << 48 if partitioned else 0

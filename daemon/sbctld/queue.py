@@ -7,7 +7,7 @@ through the partition logs; the server awaits durability before acknowledging.
 from __future__ import annotations
 
 import shutil
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -144,17 +144,22 @@ class Queue:
         queue = cls(directory, config, parts, max_message_bytes=max_message_bytes)
         # The idle clock restarts with the daemon: time it was down is not idleness.
         queue.accessed_at_ms = max(config.updated_at_ms, now)
-        if config.requires_session:
-            queue.sessions = Sessions(directory / "sessions", syncer)
-            for p in parts:
-                for seq in p.log.seqs_in(State.ACTIVE):
-                    session_id = decode_message(p.log.read_payload(seq)).session_id
-                    if session_id is not None:
-                        p.index_session(seq, session_id)
+        queue.open_sessions(syncer)
         if config.requires_duplicate_detection:
             window = config.duplicate_detection_history_time_window
             queue.dedup = DuplicateHistory.open(directory / "dedup", syncer, window, now)
         return queue
+
+    def open_sessions(self, syncer: Syncer) -> None:
+        """Session-enabled: open the session states and index the stored messages."""
+        if not self.config.requires_session:
+            return
+        self.sessions = Sessions(self.directory / "sessions", syncer)
+        for p in self.partitions:
+            for seq in p.log.seqs_in(State.ACTIVE):
+                session_id = decode_message(p.log.read_payload(seq)).session_id
+                if session_id is not None:
+                    p.index_session(seq, session_id)
 
     @property
     def name(self) -> str:
@@ -189,6 +194,7 @@ class Queue:
         detect_duplicates: bool = True,
         from_broker: bool = False,
         via_partition: int | None = None,
+        charge: Callable[[int], None] | None = None,
     ) -> list[int]:
         """Validate the whole batch first; store all of it or none of it.
 
@@ -206,6 +212,7 @@ class Queue:
         count = len(self.partitions)
         default_ttl = cfg.default_message_time_to_live
         groups: dict[int, list[StagedRecord]] = {}
+        group_msgs: dict[int, list[Message]] = {}
         sizes: dict[int, int] = {}
         order: list[tuple[int, int]] = []
         scheduled: list[tuple[int, int, int]] = []  # (partition, index in group, when)
@@ -261,6 +268,7 @@ class Queue:
             group = groups.get(pid)
             if group is None:
                 group = groups[pid] = []
+                group_msgs[pid] = []
                 sizes[pid] = 0
             sched = m.scheduled_enqueue_time_ms
             if sched is not None and sched > now:
@@ -271,6 +279,7 @@ class Queue:
                     in_session.append((pid, len(group), m.session_id))
             order.append((pid, len(group)))
             group.append(StagedRecord(payload, ttl, sched))
+            group_msgs[pid].append(m)
             sizes[pid] += size
         if total > limit and len(messages) > 1:
             raise MessageSizeExceeded(
@@ -285,7 +294,7 @@ class Queue:
                     f"the maximum entity size has been reached or exceeded for queue "
                     f"{cfg.name!r} ({cfg.max_size_in_megabytes} MB per partition)"
                 )
-        firsts = {pid: self.partitions[pid].log.append(recs, now) for pid, recs in groups.items()}
+        firsts = self._store(groups, group_msgs, now, charge)
         for pid, k, session_id in in_session:
             self.partitions[pid].index_session(firsts[pid] + k, session_id)
         for pid, k, when in scheduled:
@@ -305,6 +314,18 @@ class Queue:
         if dedup is not None and fresh:
             dedup.add(((dkey, seqs[i]) for dkey, i in fresh.items()), now)
         return seqs
+
+    def _store(
+        self,
+        groups: dict[int, list[StagedRecord]],
+        messages: dict[int, list[Message]],
+        now: int,
+        charge: Callable[[int], None] | None,
+    ) -> dict[int, int]:
+        """Append each partition's records; returns each partition's first sequence number.
+        (A topic routes them to its subscriptions here: sbctld.topic.)"""
+        del messages, charge
+        return {pid: self.partitions[pid].log.append(recs, now) for pid, recs in groups.items()}
 
     def _check(self, m: Message, size: int) -> str | None:
         """Per-message rules (SPEC §1.3, §1.4, §1.6, §1.7, §9.3); returns the partition key."""

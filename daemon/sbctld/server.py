@@ -384,6 +384,62 @@ class Server:
         )
         self.reply_durable(conn, req_id, result)
 
+    def op_topic_create(self, conn: Connection, req_id: int, a: Any) -> None:
+        self.reply_durable(conn, req_id, self.broker.topic_create(a.namespace, a.name, a.options))
+
+    def op_topic_update(self, conn: Connection, req_id: int, a: Any) -> None:
+        self.reply_durable(conn, req_id, self.broker.topic_update(a.namespace, a.name, a.options))
+
+    def op_topic_get(self, conn: Connection, req_id: int, a: Any) -> None:
+        self.reply_now(conn, req_id, self.broker.topic_get(a.namespace, a.name))
+
+    def op_topic_list(self, conn: Connection, req_id: int, a: Any) -> None:
+        self.reply_now(conn, req_id, self.broker.topic_list(a.namespace))
+
+    def op_topic_delete(self, conn: Connection, req_id: int, a: Any) -> None:
+        keys = self.broker.subscription_keys(a.namespace, a.name)
+        result = self.broker.topic_delete(a.namespace, a.name)
+        for key in keys:
+            self._fail_waiters(key, f"topic {a.name!r} was deleted")
+        self.reply_durable(conn, req_id, result)
+
+    def op_subscription_create(self, conn: Connection, req_id: int, a: Any) -> None:
+        result = self.broker.subscription_create(a.namespace, a.topic, a.name, a.options)
+        self.reply_durable(conn, req_id, result)
+
+    def op_subscription_update(self, conn: Connection, req_id: int, a: Any) -> None:
+        result = self.broker.subscription_update(a.namespace, a.topic, a.name, a.options)
+        self.reply_durable(conn, req_id, result)
+
+    def op_subscription_get(self, conn: Connection, req_id: int, a: Any) -> None:
+        self.reply_now(conn, req_id, self.broker.subscription_get(a.namespace, a.topic, a.name))
+
+    def op_subscription_list(self, conn: Connection, req_id: int, a: Any) -> None:
+        self.reply_now(conn, req_id, self.broker.subscription_list(a.namespace, a.topic))
+
+    def op_subscription_delete(self, conn: Connection, req_id: int, a: Any) -> None:
+        key = self._key(a.namespace, f"{a.topic}/subscriptions/{a.name}")
+        result = self.broker.subscription_delete(a.namespace, a.topic, a.name)
+        self._fail_waiters(key, f"subscription {a.name!r} was deleted")
+        self.reply_durable(conn, req_id, result)
+
+    def op_rule_create(self, conn: Connection, req_id: int, a: Any) -> None:
+        result = self.broker.rule_create(
+            a.namespace, a.topic, a.subscription, a.name, a.filter, a.action
+        )
+        self.reply_durable(conn, req_id, result)
+
+    def op_rule_get(self, conn: Connection, req_id: int, a: Any) -> None:
+        result = self.broker.rule_get(a.namespace, a.topic, a.subscription, a.name)
+        self.reply_now(conn, req_id, result)
+
+    def op_rule_list(self, conn: Connection, req_id: int, a: Any) -> None:
+        self.reply_now(conn, req_id, self.broker.rule_list(a.namespace, a.topic, a.name))
+
+    def op_rule_delete(self, conn: Connection, req_id: int, a: Any) -> None:
+        result = self.broker.rule_delete(a.namespace, a.topic, a.subscription, a.name)
+        self.reply_durable(conn, req_id, result)
+
     def op_send(self, conn: Connection, req_id: int, a: Any) -> None:
         seqs = self.broker.send(a.namespace, a.entity, a.messages)
         self.reply_durable(conn, req_id, seqs)

@@ -99,7 +99,37 @@ class Segment:
         self.size = size
 
 
-class PartitionLog:
+class StateIndex:
+    """Queries over a per-message ``state`` bytearray indexed from ``base`` (shared by a
+    partition log and a subscription's view of a topic's log)."""
+
+    base: int
+    head: int
+    next_seq: int
+    state: bytearray
+    counts: list[int]
+
+    def state_of(self, seq: int) -> State:
+        i = seq - self.base
+        if i < 0 or seq >= self.next_seq:
+            return State.GONE
+        return State(self.state[i])
+
+    def seqs_in(self, state: State, start: int | None = None) -> Iterator[int]:
+        """Sequence numbers in ``state`` from ``start`` on, ascending (a C-speed scan)."""
+        buf, base = self.state, self.base
+        needle = bytes([state])
+        i = buf.find(needle, max((start or self.head) - base, 0))
+        while i >= 0:
+            yield base + i
+            i = buf.find(needle, i + 1)
+
+    @property
+    def message_count(self) -> int:
+        return len(self.state) - self.counts[State.GONE]
+
+
+class PartitionLog(StateIndex):
     def __init__(self, directory: Path, syncer: Syncer, segment_bytes: int) -> None:
         self.directory = directory
         self.syncer = syncer
@@ -157,6 +187,7 @@ class PartitionLog:
             self.state.extend(ckpt["state"])
             self.dc.frombytes(ckpt["dc"])
             self.props = {int(k): v for k, v in ckpt["props"].items()}
+            self._restore_extra(ckpt)
             scan_from = tuple(ckpt["log"])
             self.synced_base = scan_from[0]
             jpos = tuple(ckpt["journal"])
@@ -195,6 +226,17 @@ class PartitionLog:
         self.notes.append(f"{path}: unreadable checkpoint ignored; rebuilding from the logs")
         return None
 
+    # Hooks for stores that keep more per message (sbctld.storage.topic): what the
+    # checkpoint adds, how it is restored, and what happens when recovery loses index ``j``.
+    def _restore_extra(self, ckpt: dict[str, Any]) -> None:
+        pass
+
+    def _checkpoint_extra(self) -> dict[str, Any]:
+        return {}
+
+    def _lost(self, j: int) -> None:
+        pass
+
     def _check_checkpointed(self, scan_from: tuple[int, ...]) -> tuple[int, ...]:
         """Find segments cut below what the checkpoint indexed (outside damage).
 
@@ -225,6 +267,7 @@ class PartitionLog:
                 if self.state[j] != State.GONE:
                     self.state[j] = State.GONE
                     self.props.pop(self.base + j, None)
+                    self._lost(j)
                     lost += 1
             self._truncate_segment(
                 k, valid_end, problem or "segment shorter than indexed", set_aside=False
@@ -587,25 +630,6 @@ class PartitionLog:
         _length, _rel, ttl_ms, scheduled_ms = RECORD_HEADER.unpack(raw)
         return ttl_ms, scheduled_ms
 
-    def state_of(self, seq: int) -> State:
-        i = seq - self.base
-        if i < 0 or seq >= self.next_seq:
-            return State.GONE
-        return State(self.state[i])
-
-    def seqs_in(self, state: State, start: int | None = None) -> Iterator[int]:
-        """Sequence numbers in ``state`` from ``start`` on, ascending (a C-speed scan)."""
-        buf, base = self.state, self.base
-        needle = bytes([state])
-        i = buf.find(needle, max((start or self.head) - base, 0))
-        while i >= 0:
-            yield base + i
-            i = buf.find(needle, i + 1)
-
-    @property
-    def message_count(self) -> int:
-        return len(self.state) - self.counts[State.GONE]
-
     # ---------------------------------------------------------------- housekeeping
 
     def checkpoint(self) -> None:
@@ -640,6 +664,7 @@ class PartitionLog:
                 "state": bytes(self.state),
                 "dc": self.dc.tobytes(),
                 "props": {str(k): v for k, v in self.props.items()},
+                **self._checkpoint_extra(),
             }
         )
         crc = struct.pack("<I", crc32c.crc32c(body))

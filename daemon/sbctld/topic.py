@@ -1,0 +1,500 @@
+"""Topics and subscriptions (SPEC §10, §0.1): fan-out through rules, stored once per topic.
+
+A :class:`Topic` is a queue-shaped entity whose partitions are
+:class:`~sbctld.storage.topic.TopicLog` stores: sending to it validates, deduplicates and
+partitions exactly like a queue (sbctld.queue), then *routes* each message through every
+subscription's rules before the batch is written. A :class:`Subscription` is a
+:class:`~sbctld.queue.Queue` over :class:`~sbctld.storage.topic.SubLog` views of those
+same stores, so every lifecycle feature of a queue (locks, settlement, DLQ, TTL, sessions,
+deferral, forwarding) works on it unchanged, and it sees the topic's sequence numbers
+(partitioned ones carry the partition id in their top 16 bits, SPEC §0.1.7).
+
+Routing (SPEC §10.2-10.3): within one subscription, all matching rules without an action
+yield one copy (a reference to the topic's message, not a second copy of its bytes); each
+matching rule with an action yields its own copy, stored as an extra record of the batch
+and carrying ``RuleName``. A send matching nothing succeeds and is dropped. A filter error
+dead-letters the message in that subscription when
+``dead_lettering_on_filter_evaluation_exceptions`` is on (the default), and drops it there
+otherwise (SPEC §4.4-4.5, §10.7). A message without a SessionId reaching a session-enabled
+subscription goes to its DLQ with the reason ``Session ID is null`` (SPEC §4.4).
+
+Messages scheduled on the topic stay in the topic (its ``scheduled_message_count``, cancel
+by the topic's sequence number) and are routed when they activate, with a new sequence
+number (SPEC §7, §2.4).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import msgspec
+
+from sbctl.codec import NOT_SCHEDULED, Message, StagedRecord, decode_message, encode_message
+from sbctl.durations import format_duration_iso, format_instant
+from sbctld.config import SubscriptionConfig, TopicConfig, load_toml, save_toml
+from sbctld.dedup import DuplicateHistory
+from sbctld.filters import (
+    CompiledAction,
+    CompiledFilter,
+    FilterEvaluationError,
+    MessageView,
+    compile_action,
+    compile_filter,
+    normalize_filter,
+)
+from sbctld.partition import Partition
+from sbctld.queue import DEAD_LETTER_DESCRIPTION, DEAD_LETTER_REASON, Queue
+from sbctld.storage.files import write_atomic
+from sbctld.storage.log import State
+from sbctld.storage.sync import Syncer
+from sbctld.storage.topic import SubLog, TopicLog
+
+TOPIC_DESCRIPTION = "topic.toml"
+SUBSCRIPTION_DESCRIPTION = "subscription.toml"
+RULES_FILE = "rules.json"
+SUBSCRIPTIONS_DIR = "subscriptions"
+DEFAULT_RULE = "$Default"  # SPEC §10.1
+RULE_NAME = "RuleName"  # SPEC §10.3
+NOT_RECEIVING = ("Disabled", "SendDisabled")
+SESSION_ID_NULL = "Session ID is null"  # SPEC §4.4
+SESSION_ID_NULL_DESCRIPTION = (
+    "A session-enabled subscription does not accept a message without a session id."
+)
+
+
+class Rule:
+    __slots__ = ("action", "action_text", "created_at_ms", "filter", "name", "spec")
+
+    def __init__(
+        self, name: str, spec: dict[str, Any] | None, action: str | None, created_at_ms: int
+    ) -> None:
+        self.name = name
+        self.filter: CompiledFilter = compile_filter(spec)  # parsed and checked once
+        self.spec = normalize_filter(spec)
+        self.action_text = action or None
+        self.action: CompiledAction | None = compile_action(action)
+        self.created_at_ms = created_at_ms
+
+    @property
+    def is_sql(self) -> bool:
+        return self.filter.kind != "correlation"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "filter": self.spec,
+            "action": self.action_text,
+            "created_at_ms": self.created_at_ms,
+        }
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "filter": self.spec,
+            "action": self.action_text,
+            "created_at_utc": format_instant(self.created_at_ms),
+        }
+
+
+class Subscription(Queue):
+    """A queue over a topic's stores (module docstring)."""
+
+    config: SubscriptionConfig
+
+    def __init__(
+        self,
+        directory: Path,
+        config: SubscriptionConfig,
+        partitions: list[Partition],
+        *,
+        max_message_bytes: int,
+        topic: Topic,
+    ) -> None:
+        super().__init__(directory, config, partitions, max_message_bytes=max_message_bytes)
+        self.topic = topic
+        self.rules: list[Rule] = []
+
+    @property
+    def id(self) -> int:
+        return self.config.subscription_id
+
+    @property
+    def ttl_cap_ms(self) -> int | None:
+        """The subscription's default TTL when it is below the topic's (SPEC §1.6)."""
+        ttl = self.config.default_message_time_to_live
+        return ttl if ttl < self.topic.config.default_message_time_to_live else None
+
+    def save(self) -> None:
+        save_toml(self.directory / SUBSCRIPTION_DESCRIPTION, self.config)
+        for p in self.partitions:
+            assert isinstance(p.log, SubLog)
+            if p.log.ttl_cap_ms != self.ttl_cap_ms:
+                p.log.set_ttl_cap(self.ttl_cap_ms)
+
+    def save_rules(self) -> None:
+        data = json.dumps([r.to_json() for r in self.rules], indent=1).encode()
+        write_atomic(self.directory / RULES_FILE, data)
+
+    def load_rules(self) -> None:
+        path = self.directory / RULES_FILE
+        if path.exists():
+            self.rules = [
+                Rule(r["name"], r["filter"], r["action"], r["created_at_ms"])
+                for r in json.loads(path.read_text())
+            ]
+
+    def rule(self, name: str) -> Rule | None:
+        key = name.lower()
+        return next((r for r in self.rules if r.name.lower() == key), None)
+
+    def describe(self, *, partitions: bool = True) -> dict[str, Any]:
+        del partitions
+        cfg = self.config
+        counts = self.counts()
+        return {
+            "name": cfg.name,
+            "topic_name": self.topic.name,
+            "lock_duration": format_duration_iso(cfg.lock_duration),
+            "requires_session": cfg.requires_session,
+            "default_message_time_to_live": format_duration_iso(cfg.default_message_time_to_live),
+            "dead_lettering_on_message_expiration": cfg.dead_lettering_on_message_expiration,
+            "dead_lettering_on_filter_evaluation_exceptions": (
+                cfg.dead_lettering_on_filter_evaluation_exceptions
+            ),
+            "max_delivery_count": cfg.max_delivery_count,
+            "enable_batched_operations": cfg.enable_batched_operations,
+            "status": cfg.status,
+            "forward_to": cfg.forward_to,
+            "forward_dead_lettered_messages_to": cfg.forward_dead_lettered_messages_to,
+            "auto_delete_on_idle": format_duration_iso(cfg.auto_delete_on_idle),
+            "user_metadata": cfg.user_metadata,
+            "created_at_utc": format_instant(cfg.created_at_ms),
+            "updated_at_utc": format_instant(cfg.updated_at_ms),
+            "accessed_at_utc": format_instant(self.accessed_at_ms),
+            "rule_count": len(self.rules),
+            "active_message_count": counts["active_message_count"],
+            "deferred_message_count": counts["deferred_message_count"],
+            "dead_letter_message_count": counts["dead_letter_message_count"],
+            "transfer_message_count": 0,
+            "transfer_dead_letter_message_count": counts["transfer_dead_letter_message_count"],
+            "total_message_count": counts["total_message_count"],
+        }
+
+
+class _Plan(NamedTuple):
+    """One partition's batch after routing: what to write and who gets what."""
+
+    records: list[StagedRecord]
+    routes: dict[int, bytearray]
+    props: list[tuple[int, int, dict[str, Any]]]
+    session_ids: list[str | None]  # per record (copies may have SET sys.SessionId)
+    evaluations: int
+
+
+class Topic(Queue):
+    config: TopicConfig
+
+    def __init__(
+        self,
+        directory: Path,
+        config: TopicConfig,
+        partitions: list[Partition],
+        *,
+        max_message_bytes: int,
+    ) -> None:
+        super().__init__(directory, config, partitions, max_message_bytes=max_message_bytes)
+        self.subscriptions: dict[str, Subscription] = {}
+
+    @classmethod
+    def open_topic(
+        cls,
+        directory: Path,
+        config: TopicConfig,
+        partition_count: int,
+        syncer: Syncer,
+        *,
+        max_message_bytes: int,
+        segment_bytes: int,
+        notes: list[str],
+        now: int,
+        folders: Callable[[Path], list[Path]],
+        key: tuple[str, str],
+    ) -> Topic:
+        sub_configs: list[tuple[Path, SubscriptionConfig]] = []
+        subs_dir = directory / SUBSCRIPTIONS_DIR
+        if subs_dir.exists():
+            for d in folders(subs_dir):
+                if (d / SUBSCRIPTION_DESCRIPTION).exists():
+                    sub_configs.append(
+                        (d, load_toml(d / SUBSCRIPTION_DESCRIPTION, SubscriptionConfig))
+                    )
+        topic_ttl = config.default_message_time_to_live
+        caps = {
+            sc.subscription_id: (
+                sc.default_message_time_to_live
+                if sc.default_message_time_to_live < topic_ttl
+                else None
+            )
+            for _d, sc in sub_configs
+        }
+        parts = []
+        for pid in range(partition_count):
+            log = TopicLog.open_topic(directory / f"p{pid:02d}", syncer, segment_bytes, caps)
+            notes.extend(log.notes)
+            parts.append(Partition(log, pid, partition_count > 1))
+        topic = cls(directory, config, parts, max_message_bytes=max_message_bytes)
+        topic.key = key
+        topic.accessed_at_ms = max(config.updated_at_ms, now)
+        if config.requires_duplicate_detection:
+            window = config.duplicate_detection_history_time_window
+            topic.dedup = DuplicateHistory.open(directory / "dedup", syncer, window, now)
+        for d, sc in sub_configs:
+            sub = topic.attach(d, sc, syncer, now)
+            sub.load_rules()
+        return topic
+
+    def logs(self) -> list[TopicLog]:
+        out = []
+        for p in self.partitions:
+            assert isinstance(p.log, TopicLog)
+            out.append(p.log)
+        return out
+
+    def attach(
+        self, directory: Path, config: SubscriptionConfig, syncer: Syncer, now: int
+    ) -> Subscription:
+        """Build the Subscription over this topic's stores (its SubLogs must exist)."""
+        n = len(self.partitions)
+        parts = [
+            Partition(log.subs[config.subscription_id], pid, n > 1)
+            for pid, log in enumerate(self.logs())
+        ]
+        sub = Subscription(
+            directory, config, parts, max_message_bytes=self.max_message_bytes, topic=self
+        )
+        sub.accessed_at_ms = max(config.updated_at_ms, now)
+        sub.key = (self.key[0], f"{self.key[1]}/subscriptions/{config.name.lower()}")
+        sub.open_sessions(syncer)
+        self.subscriptions[config.name.lower()] = sub
+        return sub
+
+    def add_subscription(
+        self, directory: Path, config: SubscriptionConfig, syncer: Syncer, now: int
+    ) -> Subscription:
+        topic_ttl = self.config.default_message_time_to_live
+        ttl = config.default_message_time_to_live
+        cap = ttl if ttl < topic_ttl else None
+        for log in self.logs():
+            log.add_sub(config.subscription_id, cap)
+        return self.attach(directory, config, syncer, now)
+
+    def remove_subscription(self, sub: Subscription) -> None:
+        for log in self.logs():
+            log.remove_sub(sub.id)
+        sub.close()
+        del self.subscriptions[sub.name.lower()]
+
+    def close(self) -> None:
+        for sub in self.subscriptions.values():
+            sub.close()
+        super().close()
+
+    def destroy(self) -> None:
+        self.close()
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+    def save(self) -> None:
+        save_toml(self.directory / TOPIC_DESCRIPTION, self.config)
+        for sub in self.subscriptions.values():
+            sub.save()  # the topic's TTL may change which subscriptions cap it
+
+    # ------------------------------------------------------------ routing
+
+    def _store(
+        self,
+        groups: dict[int, list[StagedRecord]],
+        messages: dict[int, list[Message]],
+        now: int,
+        charge: Callable[[int], None] | None,
+    ) -> dict[int, int]:
+        """Route every partition's batch first (pure), charge the filter evaluations
+        (SPEC §0.2.1: refused whole when the credits do not cover it), then write."""
+        plans = {pid: self._route(pid, recs, messages[pid], now) for pid, recs in groups.items()}
+        if charge is not None:
+            charge(sum(plan.evaluations for plan in plans.values()))
+        return {pid: self._write(pid, plan, now) for pid, plan in plans.items()}
+
+    def _route(
+        self, pid: int, records: list[StagedRecord], messages: list[Message], now: int
+    ) -> _Plan:
+        p = self.partitions[pid]
+        first = p.log.next_seq
+        n = len(records)
+        subs = [s for s in self.subscriptions.values() if s.config.status not in NOT_RECEIVING]
+        out = list(records)
+        session_ids: list[str | None] = [m.session_id for m in messages]
+        routes = {s.id: bytearray(n) for s in subs}
+        props: list[tuple[int, int, dict[str, Any]]] = []
+        evaluations = 0
+        default_ttl = self.config.default_message_time_to_live
+        for k, (m, rec) in enumerate(zip(messages, records, strict=True)):
+            if rec.scheduled_ms >= 0:
+                continue  # routed when it activates (module docstring)
+            view = MessageView(
+                m,
+                sequence_number=p.shift | (first + k),
+                enqueued_time_ms=now,
+                size=len(rec.payload),
+            )
+            for s in subs:
+                plain = False
+                copies: list[tuple[Rule, Message]] = []
+                try:
+                    for rule in s.rules:
+                        evaluations += 1
+                        if rule.filter.matches(view):
+                            if rule.action is None:
+                                plain = True
+                            else:
+                                copies.append((rule, rule.action.apply(view)))
+                except FilterEvaluationError as exc:
+                    if s.config.dead_lettering_on_filter_evaluation_exceptions:
+                        routes[s.id][k] = State.DEADLETTERED
+                        props.append(
+                            (
+                                s.id,
+                                k,
+                                {
+                                    DEAD_LETTER_REASON: exc.type_name,
+                                    DEAD_LETTER_DESCRIPTION: exc.description,
+                                },
+                            )
+                        )
+                    continue
+                if plain:
+                    self._deliver(s, k, m.session_id, routes, props)
+                for rule, copy in copies:
+                    copy = msgspec.structs.replace(
+                        copy,
+                        application_properties={
+                            **(copy.application_properties or {}),
+                            RULE_NAME: rule.name,
+                        },
+                    )
+                    ttl = copy.time_to_live_ms
+                    ttl = default_ttl if ttl is None or ttl > default_ttl else ttl
+                    idx = len(out)
+                    out.append(StagedRecord(encode_message(copy), ttl, NOT_SCHEDULED))
+                    session_ids.append(copy.session_id)
+                    for states in routes.values():
+                        states.append(0)
+                    self._deliver(s, idx, copy.session_id, routes, props)
+        return _Plan(out, routes, props, session_ids, evaluations)
+
+    @staticmethod
+    def _deliver(
+        s: Subscription,
+        k: int,
+        session_id: str | None,
+        routes: dict[int, bytearray],
+        props: list[tuple[int, int, dict[str, Any]]],
+    ) -> None:
+        if s.config.requires_session and not session_id:
+            routes[s.id][k] = State.DEADLETTERED
+            props.append(
+                (
+                    s.id,
+                    k,
+                    {
+                        DEAD_LETTER_REASON: SESSION_ID_NULL,
+                        DEAD_LETTER_DESCRIPTION: SESSION_ID_NULL_DESCRIPTION,
+                    },
+                )
+            )
+        else:
+            routes[s.id][k] = State.ACTIVE
+
+    def _write(self, pid: int, plan: _Plan, now: int) -> int:
+        log = self.logs()[pid]
+        routes = {sub_id: bytes(states) for sub_id, states in plan.routes.items()}
+        first = log.append_routed(plan.records, now, routes, plan.props)
+        by_id = {s.id: s for s in self.subscriptions.values()}
+        for sub_id, states in routes.items():
+            sub = by_id.get(sub_id)
+            if sub is None or sub.sessions is None:
+                continue
+            part = sub.partitions[pid]
+            for k, st in enumerate(states):
+                session_id = plan.session_ids[k]
+                if st == State.ACTIVE and session_id is not None:
+                    part.index_session(first + k, session_id)
+        return first
+
+    def activate_scheduled(self, now: int) -> bool:
+        """Scheduled topic messages whose time came are routed now, with new sequence
+        numbers (SPEC §7, §2.4); appended before the original is retired."""
+        woke = False
+        for p in self.partitions:
+            for seq in p.due_scheduled(now):
+                ttl, _when = p.log.record_header(seq)
+                payload = p.log.read_payload(seq)
+                record = StagedRecord(payload, ttl, NOT_SCHEDULED)
+                plan = self._route(p.id, [record], [decode_message(payload)], now)
+                self._write(p.id, plan, now)
+                p.log.set_state(seq, State.GONE)
+                woke = True
+        return woke
+
+    # ------------------------------------------------------------ describing
+
+    def describe(self, *, partitions: bool = True) -> dict[str, Any]:
+        cfg = self.config
+        size = sum(p.log.live_bytes for p in self.partitions)
+        scheduled = sum(p.log.counts[State.SCHEDULED] for p in self.partitions)
+        out: dict[str, Any] = {
+            "name": cfg.name,
+            "max_size_in_megabytes": cfg.max_size_in_megabytes,
+            "max_message_size_in_kilobytes": self.max_message_bytes // 1024,
+            "default_message_time_to_live": format_duration_iso(cfg.default_message_time_to_live),
+            "requires_duplicate_detection": cfg.requires_duplicate_detection,
+            "duplicate_detection_history_time_window": format_duration_iso(
+                cfg.duplicate_detection_history_time_window
+            ),
+            "enable_batched_operations": cfg.enable_batched_operations,
+            "support_ordering": cfg.support_ordering,
+            "enable_partitioning": self.partitioned,
+            "auto_delete_on_idle": format_duration_iso(cfg.auto_delete_on_idle),
+            "enable_express": False,
+            "status": cfg.status,
+            "user_metadata": cfg.user_metadata,
+            "created_at_utc": format_instant(cfg.created_at_ms),
+            "updated_at_utc": format_instant(cfg.updated_at_ms),
+            "accessed_at_utc": format_instant(self.accessed_at_ms),
+            "subscription_count": len(self.subscriptions),
+            "size_in_bytes": size,
+            "scheduled_message_count": scheduled,
+            "partition_count": len(self.partitions),
+            "availability_status": "Available",
+        }
+        if partitions:
+            out["partitions"] = [
+                {
+                    "partition_id": p.id,
+                    "size_in_bytes": p.log.live_bytes,
+                    "scheduled_message_count": p.log.counts[State.SCHEDULED],
+                    "next_sequence_number": p.shift | p.log.next_seq,
+                }
+                for p in self.partitions
+            ]
+        return out
+
+    def idle(self, now: int) -> bool:
+        """SPEC §6.5: a topic with subscriptions that were used recently is not idle."""
+        return super().idle(now) and all(
+            now - s.accessed_at_ms >= self.config.auto_delete_on_idle
+            for s in self.subscriptions.values()
+        )
