@@ -1,0 +1,418 @@
+"""``sbctl import-config`` / ``export-config`` end to end: a real daemon, the real CLI.
+
+The configs under tests/data/emulator_config/ were written for Microsoft's official
+emulator (see the README.txt there); they must import as they are, re-import as a no-op,
+route topic messages the way their rules say, and survive export → import into a fresh
+data directory unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sbctl.errors import BadRequest, InvalidOperation
+
+DATA = Path(__file__).parent.parent / "data" / "emulator_config"
+INSTALLER = DATA / "installer_config.json"
+LEARN = DATA / "learn_docs_config.json"
+PROVER = DATA / "installer_prover_config.json"
+FOUNDATIO = DATA / "foundatio_config.json"
+NS = "sbemulatorns"
+
+
+def run(daemon: Any, *args: str, input: str | None = None) -> Any:
+    result = daemon.cli("-o", "json", *args, input=input)
+    assert result.code == 0, f"sbctl -o json {' '.join(args)} failed: {result}"
+    return result
+
+
+def import_rows(daemon: Any, path: Path | str, *extra: str) -> list[dict[str, Any]]:
+    report = run(daemon, "import-config", str(path), *extra).json()
+    rows: list[dict[str, Any]] = report["results"]
+    return rows
+
+
+def by_entity(rows: list[dict[str, Any]]) -> dict[str, str]:
+    return {f"{r['kind']}:{r['entity']}": r["action"] for r in rows}
+
+
+def exported(daemon: Any, *namespaces: str) -> dict[str, Any]:
+    result = daemon.cli("export-config", *namespaces)
+    assert result.code == 0, result
+    data: dict[str, Any] = json.loads(result.stdout)
+    return data
+
+
+def write(tmp_path: Path, name: str, doc: Any) -> Path:
+    path = tmp_path / name
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    return path
+
+
+def error_line(result: Any) -> str:
+    (line,) = result.stderr.splitlines()
+    return str(line)
+
+
+# -- queues
+
+
+def test_prover_config_imports_then_reimport_is_a_no_op(daemon: Any) -> None:
+    rows = import_rows(daemon, PROVER)
+    assert by_entity(rows) == {
+        f"namespace:{NS}": "unchanged",  # the daemon's default namespace already exists
+        "queue:background-task": "created",
+        "queue:import-event-status": "created",
+        "queue:prover-worker": "created",
+    }
+    assert rows[3]["path"] == "UserConfig.Namespaces[0].Queues[2]"
+    with daemon.client(NS) as sb:
+        worker = sb.queue_get("prover-worker")
+        plain = sb.queue_get("background-task")
+    assert worker["dead_lettering_on_message_expiration"] is True
+    assert plain["dead_lettering_on_message_expiration"] is False
+    for queue in (worker, plain):
+        assert queue["lock_duration"] == "PT1M"
+        assert queue["default_message_time_to_live"] == "PT1H"
+        assert queue["duplicate_detection_history_time_window"] == "PT20S"
+        assert queue["max_delivery_count"] == 3
+        assert queue["forward_to"] is None
+        assert queue["requires_session"] is False
+    again = import_rows(daemon, PROVER)
+    assert set(by_entity(again).values()) == {"unchanged"}
+
+
+def test_table_output_and_stdin(daemon: Any) -> None:
+    result = daemon.cli("import-config", "-", input=PROVER.read_text())
+    assert result.code == 0, result
+    header, *_ = [line for line in result.stdout.splitlines() if line.strip()]
+    assert header.split() == ["path", "kind", "namespace", "entity", "action", "changes"]
+    assert "UserConfig.Namespaces[0].Queues[0]" in result.stdout
+    assert result.stdout.count("created") == 3
+
+
+def test_dry_run_changes_nothing(daemon: Any) -> None:
+    report = run(daemon, "import-config", "--dry-run", str(PROVER)).json()
+    assert report["dry_run"] is True
+    assert [r["action"] for r in report["results"]] == ["unchanged", "create", "create", "create"]
+    assert run(daemon, "queue", "list").json() == []
+    table = daemon.cli("import-config", "--dry-run", str(PROVER))
+    assert table.code == 0 and table.stderr == "dry run: nothing was changed\n"
+
+
+def test_update_and_immutable_refusal(daemon: Any, tmp_path: Path) -> None:
+    import_rows(daemon, PROVER)
+    doc = json.loads(PROVER.read_text())
+    queues = doc["UserConfig"]["Namespaces"][0]["Queues"]
+    queues[0]["Properties"]["LockDuration"] = "PT30S"
+    queues[0]["Properties"]["MaxSizeInMegabytes"] = 2048  # an sbctl extra
+    rows = import_rows(daemon, write(tmp_path, "changed.json", doc))
+    (row,) = [r for r in rows if r["action"] != "unchanged"]
+    assert (row["entity"], row["action"]) == ("background-task", "updated")
+    assert row["changes"] == ["LockDuration: PT1M -> PT30S", "MaxSizeInMegabytes: 1024 -> 2048"]
+    with daemon.client(NS) as sb:
+        assert sb.queue_get("background-task")["lock_duration"] == "PT30S"
+
+    queues[1]["Properties"]["LockDuration"] = "PT45S"
+    queues[2]["Properties"]["RequiresSession"] = True
+    result = daemon.cli("import-config", str(write(tmp_path, "immutable.json", doc)))
+    assert result.code == InvalidOperation.exit_code
+    assert error_line(result).startswith(
+        "error: UserConfig.Namespaces[0].Queues[2].Properties.RequiresSession: "
+        "requires_session cannot be changed after the queue is created"
+    )
+    with daemon.client(NS) as sb:  # refused before anything changed
+        assert sb.queue_get("import-event-status")["lock_duration"] == "PT1M"
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (
+            lambda q: q["Properties"].update(LockDuraton="PT1M"),
+            "error: UserConfig.Namespaces[0].Queues[1].Properties.LockDuraton: unknown "
+            'property; did you mean "LockDuration"?',
+        ),
+        (
+            lambda q: q["Properties"].update(MaxDeliveryCount="3"),
+            "error: UserConfig.Namespaces[0].Queues[1].Properties.MaxDeliveryCount: expected a "
+            'positive integer, got string "3"',
+        ),
+        (
+            lambda q: q["Properties"].update(DefaultMessageTimeToLive="one hour"),
+            "error: UserConfig.Namespaces[0].Queues[1].Properties.DefaultMessageTimeToLive: "
+            "invalid duration 'one hour'",
+        ),
+        (  # a range only the daemon checks: its message, behind the path
+            lambda q: q["Properties"].update(LockDuration="PT10M"),
+            "error: UserConfig.Namespaces[0].Queues[1].Properties.LockDuration: lock_duration "
+            "PT10M is out of range",
+        ),
+    ],
+    ids=["unknown", "type", "duration", "daemon-range"],
+)
+def test_malformed_configs_name_the_path(
+    daemon: Any, tmp_path: Path, change: Any, message: str
+) -> None:
+    doc = json.loads(PROVER.read_text())
+    change(doc["UserConfig"]["Namespaces"][0]["Queues"][1])
+    result = daemon.cli("import-config", str(write(tmp_path, "bad.json", doc)))
+    assert result.code == BadRequest.exit_code, result
+    assert error_line(result).startswith(message)
+    as_json = daemon.cli("-o", "json", "import-config", str(tmp_path / "bad.json"))
+    assert json.loads(error_line(as_json))["error"]["code"] == "BadRequest"
+
+
+def test_invalid_json_and_missing_file(daemon: Any, tmp_path: Path) -> None:
+    bad = tmp_path / "Config.json"
+    bad.write_text('{"UserConfig": {"Namespaces": [}}')
+    result = daemon.cli("import-config", str(bad))
+    assert result.code == BadRequest.exit_code
+    assert error_line(result).startswith(f"error: {bad}: not valid JSON at line 1 column 32")
+    missing = daemon.cli("import-config", str(tmp_path / "nope.json"))
+    assert missing.code == BadRequest.exit_code
+    assert "cannot read" in error_line(missing)
+
+
+def test_queue_round_trip_with_extras_and_forwarding(daemon_factory: Any, tmp_path: Path) -> None:
+    first = daemon_factory()
+    import_rows(first, PROVER)
+    run(
+        first,
+        "namespace",
+        "create",
+        "premiumns1",
+        "--sku",
+        "premium",
+        "--premium-messaging-partitions",
+        "2",
+        "--capacity",
+        "2",
+    )
+    run(first, "-n", "premiumns1", "queue", "create", "jobs", "--max-size", "2048")
+    run(
+        first,
+        "queue",
+        "create",
+        "archive",
+        "--status",
+        "SendDisabled",
+        "--auto-delete-on-idle",
+        "P7D",
+    )
+    run(
+        first,
+        "queue",
+        "create",
+        "inbox",
+        "--forward-to",
+        "archive",
+        "--forward-dead-lettered-messages-to",
+        "archive",
+        "--lock-duration",
+        "PT5S",
+    )
+    out = tmp_path / "export.json"
+    result = run(first, "export-config", "--file", str(out))
+    assert result.json() == {"file": str(out), "namespaces": ["premiumns1", NS]}
+    config = json.loads(out.read_text())
+    premium, standard = config["UserConfig"]["Namespaces"]
+    assert premium["Properties"] == {
+        "Sku": "Premium",
+        "PremiumMessagingPartitions": 2,
+        "Capacity": 2,
+    }
+    assert premium["Queues"][0]["Properties"]["EnablePartitioning"] is True
+    queues = {q["Name"]: q["Properties"] for q in standard["Queues"]}
+    assert queues["inbox"]["ForwardTo"] == "archive"
+    assert queues["archive"]["Status"] == "SendDisabled"
+    assert queues["archive"]["AutoDeleteOnIdle"] == "P7D"
+    assert queues["prover-worker"]["ForwardTo"] == ""
+    assert "Status" not in queues["prover-worker"]  # extras only where they differ
+
+    second = daemon_factory()
+    rows = import_rows(second, out)
+    assert by_entity(rows)["namespace:premiumns1"] == "created"
+    assert exported(second) == config
+    assert set(by_entity(import_rows(second, out)).values()) == {"unchanged"}
+    assert exported(second, NS) == {
+        "UserConfig": {"Namespaces": [standard], "Logging": {"Type": "File"}}
+    }
+
+
+# -- topics, subscriptions and rules
+
+
+def receive_all(daemon: Any, entity: str) -> list[dict[str, Any]]:
+    result = run(daemon, "receive", entity, "--count", "50", "--mode", "receive-and-delete")
+    messages: list[dict[str, Any]] = result.jsonl()
+    return messages
+
+
+def test_learn_config_imports_with_filters_and_actions(daemon: Any) -> None:
+    rows = import_rows(daemon, LEARN)
+    actions = by_entity(rows)
+    sub = "topic.1/subscriptions/subscription"
+    assert actions["topic:topic.1"] == "created"
+    assert actions[f"rule:{sub}.1/rules/app-prop-filter-1"] == "created"
+    assert actions[f"rule:{sub}.1/rules/$Default"] == "deleted"
+    assert f"rule:{sub}.3/rules/$Default" not in actions  # no Rules listed: $Default stays
+
+    with daemon.client(NS) as sb:
+        assert sb.topic_get("topic.1")["default_message_time_to_live"] == "PT1H"
+        s1 = sb.subscription_get("topic.1", "subscription.1")
+        assert (s1["lock_duration"], s1["max_delivery_count"]) == ("PT1M", 3)
+        assert [r["name"] for r in sb.rule_list("topic.1", "subscription.1")] == [
+            "app-prop-filter-1"
+        ]
+        correlation = sb.rule_get("topic.1", "subscription.1", "app-prop-filter-1")["filter"]
+        assert {k: v for k, v in correlation.items() if v not in (None, {})} == {
+            "type": "correlation",
+            "content_type": "application/text",
+            "correlation_id": "id1",
+            "subject": "subject1",
+            "message_id": "msgid1",
+            "reply_to": "someQueue",
+            "reply_to_session_id": "sessionId",
+            "session_id": "session1",
+            "to": "xyz",
+        }
+        (user,) = sb.rule_list("topic.1", "subscription.2")
+        assert user["filter"]["properties"] == {"prop1": "value1"}
+        assert [r["name"] for r in sb.rule_list("topic.1", "subscription.3")] == ["$Default"]
+        sql = sb.rule_get("topic.1", "subscription.4", "sql-filter-1")
+        assert sql["filter"]["sql_expression"] == (
+            "sys.MessageId = '123456' AND userProp1 = 'value1'"
+        )
+        assert sql["action"] == "SET sys.To = 'Entity'"
+
+    run(
+        daemon,
+        "send",
+        "topic.1",
+        "--body",
+        "all-system",
+        "--content-type",
+        "application/text",
+        "--correlation-id",
+        "id1",
+        "--subject",
+        "subject1",
+        "--message-id",
+        "msgid1",
+        "--reply-to",
+        "someQueue",
+        "--reply-to-session-id",
+        "sessionId",
+        "--session-id",
+        "session1",
+        "--to",
+        "xyz",
+    )
+    run(daemon, "send", "topic.1", "--body", "user-prop", "-p", "prop1=value1")
+    run(
+        daemon,
+        "send",
+        "topic.1",
+        "--body",
+        "sql",
+        "--message-id",
+        "123456",
+        "-p",
+        "userProp1=value1",
+    )
+    run(daemon, "send", "topic.1", "--body", "nobody-else", "-p", "prop1=other")
+    got = {n: [m["body"] for m in receive_all(daemon, f"{sub}.{n}")] for n in "1234"}
+    assert got == {
+        "1": ["all-system"],
+        "2": ["user-prop"],
+        "3": ["all-system", "user-prop", "sql", "nobody-else"],
+        "4": ["sql"],
+    }
+    run(
+        daemon,
+        "send",
+        "topic.1",
+        "--body",
+        "again",
+        "--message-id",
+        "123456",
+        "-p",
+        "userProp1=value1",
+    )
+    (copy,) = receive_all(daemon, f"{sub}.4")
+    assert copy["to"] == "Entity"  # the rule's action, on this subscription's copy only
+    (plain,) = receive_all(daemon, f"{sub}.3")
+    assert plain["to"] is None
+
+    again = import_rows(daemon, LEARN)
+    assert set(by_entity(again).values()) == {"unchanged"}
+
+
+def test_installer_and_foundatio_configs_import(daemon: Any) -> None:
+    import_rows(daemon, INSTALLER)
+    rows = import_rows(daemon, LEARN)  # the same entities, plus subscription.4; prop3 → prop1
+    changed = {k: v for k, v in by_entity(rows).items() if v != "unchanged"}
+    assert changed == {
+        "subscription:topic.1/subscriptions/subscription.4": "created",
+        "rule:topic.1/subscriptions/subscription.4/rules/sql-filter-1": "created",
+        "rule:topic.1/subscriptions/subscription.4/rules/$Default": "deleted",
+        "rule:topic.1/subscriptions/subscription.2/rules/user-prop-filter-1": "recreated",
+    }
+    import_rows(daemon, FOUNDATIO)
+    with daemon.client(NS) as sb:
+        dedup = sb.queue_get("foundatio-test-queue-duplicate-detection")
+        assert dedup["requires_duplicate_detection"] is True
+        assert dedup["duplicate_detection_history_time_window"] == "PT1M"
+        assert dedup["max_delivery_count"] == 5
+        sub = sb.subscription_get("test-messages", "test-subscription")
+        assert sub["dead_lettering_on_message_expiration"] is True
+        assert [r["name"] for r in sb.rule_list("test-messages", "test-subscription")] == [
+            "$Default"
+        ]
+
+
+def test_topic_round_trip(daemon_factory: Any, tmp_path: Path) -> None:
+    first = daemon_factory()
+    import_rows(first, LEARN)
+    import_rows(first, FOUNDATIO)
+    run(first, "subscription", "create", "topic.1", "catch-none")
+    with first.client(NS) as sb:
+        sb.rule_delete("topic.1", "catch-none", "$Default")  # receives nothing now
+        sb.subscription_create("topic.1", "tagged", forward_to="queue.1")
+        sb.rule_create(
+            "topic.1",
+            "tagged",
+            "typed",
+            filter={
+                "type": "correlation",
+                "properties": {"n": 5, "f": 1.5, "ok": True, "s": "5"},
+            },
+            action="SET tagged = 'yes'",
+        )
+    config = exported(first)
+    (ns,) = config["UserConfig"]["Namespaces"]
+    topic = {t["Name"]: t for t in ns["Topics"]}["topic.1"]
+    subs = {s["Name"]: s for s in topic["Subscriptions"]}
+    assert subs["catch-none"]["Rules"] == [
+        {
+            "Name": "$Default",
+            "Properties": {"FilterType": "Sql", "SqlFilter": {"SqlExpression": "1=0"}},
+        }
+    ]
+    assert subs["tagged"]["Properties"]["ForwardTo"] == "queue.1"
+    assert subs["tagged"]["Rules"][0]["Properties"]["CorrelationFilter"]["Properties"] == {
+        "n": 5,
+        "f": 1.5,
+        "ok": True,
+        "s": "5",
+    }
+    path = write(tmp_path, "export.json", config)
+    second = daemon_factory()
+    import_rows(second, path)
+    assert exported(second) == config
+    assert set(by_entity(import_rows(second, path)).values()) == {"unchanged"}
