@@ -98,7 +98,7 @@ TOPIC_PROPS: Final = {
     ),
     "RequiresDuplicateDetection": Prop("requires_duplicate_detection", "bool"),
     **_SIZE_EXTRAS,
-    "SupportOrdering": _extra("support_ordering", "bool", False),
+    "SupportOrdering": _extra("support_ordering", "bool", True),  # the daemon's default
     **_COMMON_EXTRAS,
 }
 SUBSCRIPTION_PROPS: Final = {

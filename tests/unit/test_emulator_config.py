@@ -240,7 +240,7 @@ def test_extras() -> None:
         "EnableBatchedOperations": False,
         "UserMetadata": "owner: billing",
     }
-    ns["Topics"][0]["Properties"] = {"SupportOrdering": True, "Status": "Disabled"}
+    ns["Topics"][0]["Properties"] = {"SupportOrdering": False, "Status": "Disabled"}
     sub = ns["Topics"][0]["Subscriptions"][0]
     sub["Properties"] = {"DeadLetteringOnFilterEvaluationExceptions": False, "UserMetadata": ""}
     plan = parse_config(doc).namespaces[0]
@@ -253,7 +253,7 @@ def test_extras() -> None:
         "enable_batched_operations": False,
         "user_metadata": "owner: billing",
     }
-    assert plan.topics[0].options == {"support_ordering": True, "status": "Disabled"}
+    assert plan.topics[0].options == {"support_ordering": False, "status": "Disabled"}
     assert plan.topics[0].subscriptions[0].options == {
         "dead_lettering_on_filter_evaluation_exceptions": False,
         "user_metadata": None,
