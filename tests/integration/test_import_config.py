@@ -405,7 +405,10 @@ def test_topic_round_trip(daemon_factory: Any, tmp_path: Path) -> None:
         }
     ]
     assert subs["tagged"]["Properties"]["ForwardTo"] == "queue.1"
-    assert subs["tagged"]["Rules"][0]["Properties"]["CorrelationFilter"]["Properties"] == {
+    tagged = {r["Name"]: r["Properties"] for r in subs["tagged"]["Rules"]}
+    assert tagged["$Default"] == {"FilterType": "Sql", "SqlFilter": {"SqlExpression": "1=1"}}
+    assert tagged["typed"]["Action"] == {"SqlExpression": "SET tagged = 'yes'"}
+    assert tagged["typed"]["CorrelationFilter"]["Properties"] == {
         "n": 5,
         "f": 1.5,
         "ok": True,
