@@ -470,10 +470,10 @@ class _Parser:
             if not user:
                 raise _fail(_join(path, "Properties"), "expected at least one property")
             for key, raw in user.items():
-                if isinstance(raw, dict | list) or raw is None:
+                if isinstance(raw, dict | list):
                     raise _fail(
                         _join(_join(path, "Properties"), key),
-                        f"expected a string, number or boolean, got {_shown(raw)}",
+                        f"expected a string, number, boolean or null, got {_shown(raw)}",
                     )
             out["properties"] = dict(user)
         if len(out) == 1:

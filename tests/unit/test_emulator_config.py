@@ -412,8 +412,8 @@ CASES: list[tuple[str, Any, str]] = [
         lambda d: _rule_props(d).update(
             FilterType="Correlation", CorrelationFilter={"Properties": {"my key": {"a": 1}}}
         ),
-        f'{RULE0}.Properties.CorrelationFilter.Properties["my key"]: expected a string, number '
-        "or boolean, got an object",
+        f'{RULE0}.Properties.CorrelationFilter.Properties["my key"]: expected a string, number, '
+        "boolean or null, got an object",
     ),
     (
         "empty user properties",
@@ -1016,3 +1016,10 @@ def test_export_then_import_round_trips() -> None:
 def test_export_durations_parse_back() -> None:
     for ms in (1, 500, 60_000, 86_400_000 + 1, MAX_TIMESPAN_MS):
         assert parse_duration_ms(format_duration_iso(ms)) == ms
+
+
+def test_null_correlation_property_is_kept() -> None:
+    doc = base()
+    _rule_props(doc).update(FilterType="Correlation", CorrelationFilter={"Properties": {"k": None}})
+    rules = parse_config(doc).namespaces[0].topics[0].subscriptions[0].rules or ()
+    assert rules[0].filter == {"type": "correlation", "properties": {"k": None}}
