@@ -280,10 +280,36 @@ def split(total: int, parts: int) -> list[int]:
     return [q + (1 if i < r else 0) for i in range(parts)]
 
 
-def _bodies(count: int, size: int) -> list[Message]:
-    """``count`` messages with ``size`` random-ish bytes each (windows of one random block)."""
+def _bodies(count: int, size: int, fanout: int = 0) -> list[Message]:
+    """``count`` messages with ``size`` random-ish bytes each (windows of one random block);
+    with ``fanout`` subscriptions, the properties :func:`fanout_filter` reads."""
     block = os.urandom(size + 4093)
+    if fanout:
+        return [
+            Message(
+                body=block[(i * 131) % 4093 :][:size],
+                application_properties={"region": f"r{i % fanout}", "amount": i},
+            )
+            for i in range(count)
+        ]
     return [Message(body=block[(i * 131) % 4093 :][:size]) for i in range(count)]
+
+
+def fanout_filter(i: int) -> str:
+    """Subscription ``i``'s SQL filter in ``--topic`` mode: each one different, together
+    matching about half of the subscriptions per message (a real fan-out)."""
+    return f"user.region = 'r{i}' OR amount % 2 = {i % 2}"
+
+
+def fanout_copies(shares: Sequence[int], subscriptions: int) -> int:
+    """How many subscription copies :func:`fanout_filter` yields for these shares."""
+    total = 0
+    for share in shares:
+        for k in range(share):
+            total += sum(
+                1 for i in range(subscriptions) if i == k % subscriptions or k % 2 == i % 2
+            )
+    return total
 
 
 async def _send_loop(
@@ -337,6 +363,7 @@ async def _phase(
     size: int,
     batch: int,
     timeout: float,
+    fanout: int = 0,
 ) -> tuple[int, float, float, array.array]:
     """Run one phase with ``len(shares)`` clients; returns (count, start, end, latencies).
 
@@ -349,7 +376,7 @@ async def _phase(
         work: list[list[list[Message]]] = []
         if phase == "send":
             for share in shares:
-                msgs = _bodies(share, size)
+                msgs = _bodies(share, size, fanout)
                 work.append([msgs[i : i + batch] for i in range(0, share, batch)])
         ready()
         lat: array.array = array.array("d")
@@ -411,14 +438,14 @@ def _run_in_workers(
     workers: int, args: tuple[Any, ...], timeout: float, loop: str
 ) -> tuple[int, float, array.array]:
     """The phase spread over ``workers`` forked processes; returns (count, seconds, lat)."""
-    socket_path, namespace, entity, phase, shares, size, batch, _timeout = args
+    socket_path, namespace, entity, phase, shares, size, batch, _timeout, fanout = args
     ctx = multiprocessing.get_context("fork")
     procs: list[tuple[Any, Connection]] = []
     try:
         for part in range(workers):
             mine = shares[part::workers]
             parent, child = ctx.Pipe()
-            wargs = (socket_path, namespace, entity, phase, mine, size, batch, timeout)
+            wargs = (socket_path, namespace, entity, phase, mine, size, batch, timeout, fanout)
             proc = ctx.Process(target=_worker, args=(child, wargs, loop), daemon=True)
             proc.start()
             child.close()
@@ -474,16 +501,29 @@ def run_phase(
     workers: int,
     timeout: float = PHASE_TIMEOUT,
     loop: str = "auto",
+    fanout: int = 0,
 ) -> tuple[int, float, list[float]]:
     """One phase (``send`` or ``receive``); returns (messages, seconds, sorted latencies ms)."""
     shares = split(messages, clients)
-    args = (socket_path, namespace, entity, phase, shares, size, batch, timeout)
+    args = (socket_path, namespace, entity, phase, shares, size, batch, timeout, fanout)
     if workers <= 1:
         count, t0, t1, lat = _run(_phase(lambda: None, *args), loop)
         seconds = t1 - t0
     else:
         count, seconds, lat = _run_in_workers(workers, args, timeout, loop)
     return count, seconds, sorted(x * 1000 for x in lat)
+
+
+def _create_fanout_topic(admin: Client, name: str, partitioned: bool, subscriptions: int) -> None:
+    admin.topic_create(
+        name, enable_partitioning=partitioned, max_size_in_megabytes=QUEUE_MAX_SIZE_MB
+    )
+    for i in range(subscriptions):
+        admin.subscription_create(name, f"s{i}", lock_duration=LOCK_DURATION_MS)
+        admin.rule_delete(name, f"s{i}", "$Default")
+        admin.rule_create(
+            name, f"s{i}", "fanout", {"type": "sql", "sql_expression": fanout_filter(i)}
+        )
 
 
 def _daemon_counters(sock: str) -> dict[str, Any]:
@@ -520,8 +560,15 @@ def run_bench(
     workers: int | None = None,
     timeout: float = PHASE_TIMEOUT,
     loop: str = "auto",
+    topic: bool = False,
+    subscriptions: int = 10,
 ) -> dict[str, Any]:
-    """Benchmark the running daemon at ``socket_path``; see the module docstring."""
+    """Benchmark the running daemon at ``socket_path``; see the module docstring.
+
+    With ``topic``, the entity is a topic with ``subscriptions`` subscriptions, each with its
+    own SQL filter (:func:`fanout_filter`): the send phase measures topic sends with fan-out
+    and the copies each subscription holds are checked against what the filters predict.
+    """
     if messages < 1:
         raise BadRequest("--messages must be at least 1")
     if size < 0:
@@ -530,6 +577,8 @@ def run_bench(
         raise BadRequest("--batch must be at least 1")
     if clients < 1:
         raise BadRequest("--clients must be at least 1")
+    if topic and not 1 <= subscriptions <= 2000:
+        raise BadRequest("--subscriptions must be between 1 and 2000")
     workers = default_workers(clients) if workers is None else max(1, min(workers, clients))
     sock = str(socket_path) if socket_path is not None else None
     with Client(sock, timeout=30) as admin:
@@ -543,6 +592,8 @@ def run_bench(
         "partitioned": partitioned,
         "workers": workers,
     }
+    if topic:
+        out["topic_subscriptions"] = subscriptions
     # The ceilings first, with the daemon idle and no connection open (the measurements
     # fork, and a child must not hold a copy of a daemon connection).
     raw_dir = Path(info.get("data_dir") or data_dir_for_raw or tempfile.gettempdir())
@@ -559,13 +610,16 @@ def run_bench(
     out["namespace"] = ns
     try:
         with Client(sock, namespace=ns, timeout=60) as admin:
-            admin.queue_create(
-                entity,
-                enable_partitioning=partitioned,
-                max_size_in_megabytes=QUEUE_MAX_SIZE_MB,
-                lock_duration=LOCK_DURATION_MS,
-            )
-        for phase in ("send", "receive"):
+            if topic:
+                _create_fanout_topic(admin, entity, partitioned, subscriptions)
+            else:
+                admin.queue_create(
+                    entity,
+                    enable_partitioning=partitioned,
+                    max_size_in_megabytes=QUEUE_MAX_SIZE_MB,
+                    lock_duration=LOCK_DURATION_MS,
+                )
+        for phase in ("send",) if topic else ("send", "receive"):
             before = _daemon_counters(sock)
             count, secs, lat = run_phase(
                 sock,
@@ -579,6 +633,7 @@ def run_bench(
                 workers=workers,
                 timeout=timeout,
                 loop=loop,
+                fanout=subscriptions if topic else 0,
             )
             after = _daemon_counters(sock)
             if count != messages:
@@ -595,6 +650,19 @@ def run_bench(
             rounds = after.get("commit_rounds", 0) - before.get("commit_rounds", 0)
             if rounds > 0:
                 out[f"{phase}_msgs_per_commit"] = count / rounds
+        if topic:
+            with Client(sock, namespace=ns, timeout=60) as admin:
+                held = sum(
+                    admin.subscription_get(entity, f"s{i}")["active_message_count"]
+                    for i in range(subscriptions)
+                )
+            expected = fanout_copies(split(messages, clients), subscriptions)
+            if held != expected:
+                raise GeneralError(
+                    f"the subscriptions hold {held} copies; their filters predict {expected}"
+                )
+            out["fanout_copies"] = held
+            out["fanout_copies_per_s"] = held / out["send_seconds"]
     finally:
         with contextlib.suppress(SbctlError), Client(sock, timeout=60) as cleanup:
             cleanup.namespace_delete(ns)

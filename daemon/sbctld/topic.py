@@ -59,7 +59,7 @@ RULES_FILE = "rules.json"
 SUBSCRIPTIONS_DIR = "subscriptions"
 DEFAULT_RULE = "$Default"  # SPEC §10.1
 RULE_NAME = "RuleName"  # SPEC §10.3
-NOT_RECEIVING = ("Disabled", "SendDisabled")
+NOT_RECEIVING = ("Disabled", "ReceiveDisabled")  # SPEC §17.2: the same as Disabled
 SESSION_ID_NULL = "Session ID is null"  # SPEC §4.4
 SESSION_ID_NULL_DESCRIPTION = (
     "A session-enabled subscription does not accept a message without a session id."
@@ -182,6 +182,7 @@ class Subscription(Queue):
             "transfer_message_count": 0,
             "transfer_dead_letter_message_count": counts["transfer_dead_letter_message_count"],
             "total_message_count": counts["total_message_count"],
+            "availability_status": self.availability_status,  # the topic's stores (SPEC §0.1.10)
         }
 
 
@@ -439,6 +440,8 @@ class Topic(Queue):
         numbers (SPEC §7, §2.4); appended before the original is retired."""
         woke = False
         for p in self.partitions:
+            if p.fault is not None and p.fault.down:
+                continue  # its timers wait for the store (the broker revisits on clear)
             for seq in p.due_scheduled(now):
                 ttl, _when = p.log.record_header(seq)
                 payload = p.log.read_payload(seq)
@@ -453,8 +456,10 @@ class Topic(Queue):
 
     def describe(self, *, partitions: bool = True) -> dict[str, Any]:
         cfg = self.config
-        size = sum(p.log.live_bytes for p in self.partitions)
-        scheduled = sum(p.log.counts[State.SCHEDULED] for p in self.partitions)
+        # SPEC §0.1.10: what the available partitions hold.
+        up = [p for p in self.partitions if p.fault is None or p.fault.reachable()]
+        size = sum(p.log.live_bytes for p in up)
+        scheduled = sum(p.log.counts[State.SCHEDULED] for p in up)
         out: dict[str, Any] = {
             "name": cfg.name,
             "max_size_in_megabytes": cfg.max_size_in_megabytes,
@@ -478,15 +483,17 @@ class Topic(Queue):
             "size_in_bytes": size,
             "scheduled_message_count": scheduled,
             "partition_count": len(self.partitions),
-            "availability_status": "Available",
+            "availability_status": self.availability_status,
         }
         if partitions:
             out["partitions"] = [
-                {
+                self.partition_fault(p)
+                or {
                     "partition_id": p.id,
                     "size_in_bytes": p.log.live_bytes,
                     "scheduled_message_count": p.log.counts[State.SCHEDULED],
                     "next_sequence_number": p.shift | p.log.next_seq,
+                    **self.partition_slowness(p),
                 }
                 for p in self.partitions
             ]

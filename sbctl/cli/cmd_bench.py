@@ -12,6 +12,8 @@ from sbctl.cli import options, render
 # Table rows, in order: (key, label, unit). -o json prints every key as is.
 ROWS = (
     ("send_msgs_per_s", "send", "msgs/s"),
+    ("fanout_copies", "subscription copies (as the filters predict)", "n"),
+    ("fanout_copies_per_s", "subscription copies stored", "copies/s"),
     ("send_p50_ms", "send p50", "ms"),
     ("send_p99_ms", "send p99", "ms"),
     ("receive_msgs_per_s", "receive + complete", "msgs/s"),
@@ -35,7 +37,16 @@ ROWS = (
     ("restart_full_scan_s", "restart after SIGKILL, no checkpoint", "s"),
     ("recovered_messages", "messages after that restart", "n"),
 )
-PARAMS = ("messages", "size", "batch", "clients", "partitioned", "workers", "namespace")
+PARAMS = (
+    "messages",
+    "size",
+    "batch",
+    "clients",
+    "partitioned",
+    "topic_subscriptions",
+    "workers",
+    "namespace",
+)
 
 
 def register(app: typer.Typer) -> None:
@@ -79,6 +90,17 @@ def bench(
     skip_start: Annotated[
         bool, typer.Option("--skip-start", help="Skip timing a daemon start.")
     ] = False,
+    topic: Annotated[
+        bool,
+        typer.Option(
+            "--topic",
+            help="Send to a topic with --subscriptions subscriptions, each with its own SQL "
+            "filter (fan-out), instead of a queue; no receive phase.",
+        ),
+    ] = False,
+    subscriptions: Annotated[
+        int, typer.Option("--subscriptions", min=1, max=2000, help="Subscriptions with --topic.")
+    ] = 10,
     stored: Annotated[
         int | None,
         typer.Option(
@@ -113,6 +135,8 @@ def bench(
         skip_raw=skip_raw,
         skip_start=skip_start,
         workers=workers,
+        topic=topic,
+        subscriptions=subscriptions,
     )
     render.emit(g.output, result, _table)
 
