@@ -15,7 +15,7 @@ import typer
 
 from sbctl.cli import options, render
 
-REPORT_COLUMNS = ("path", "kind", "namespace", "entity", "action", "changes")
+REPORT_COLUMNS = ("path", "kind", "entity", "action", "changes")  # -o json adds namespace
 
 
 def register(app: typer.Typer) -> None:

@@ -90,7 +90,7 @@ def test_table_output_and_stdin(daemon: Any) -> None:
     result = daemon.cli("import-config", "-", input=PROVER.read_text())
     assert result.code == 0, result
     header, *_ = [line for line in result.stdout.splitlines() if line.strip()]
-    assert header.split() == ["path", "kind", "namespace", "entity", "action", "changes"]
+    assert header.split() == ["path", "kind", "entity", "action", "changes"]
     assert "UserConfig.Namespaces[0].Queues[0]" in result.stdout
     assert result.stdout.count("created") == 3
 
