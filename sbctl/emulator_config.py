@@ -128,6 +128,16 @@ IMMUTABLE: Final = {
     "subscription": ("requires_session",),
 }
 FORWARD_KEYS: Final = ("forward_to", "forward_dead_lettered_messages_to")
+# SPEC §15.1: the Basic tier refuses these even at their (fixed) Basic values, so an
+# export of a Basic namespace leaves them out.
+NOT_ON_BASIC: Final = (
+    *FORWARD_KEYS,
+    "requires_duplicate_detection",
+    "requires_session",
+    "auto_delete_on_idle",
+    "default_message_time_to_live",
+    "duplicate_detection_history_time_window",
+)
 STATUSES: Final = ("Active", "Disabled", "SendDisabled", "ReceiveDisabled")
 SKUS: Final = ("basic", "standard", "premium")
 FILTER_TYPES: Final = ("Sql", "Correlation")
@@ -366,7 +376,7 @@ class _Parser:
         )
         entities: dict[str, str] = {}  # queues and topics share one name space (SPEC §14.9)
         queues = tuple(
-            self.entity(item, f"{path}.Queues[{i}]", entities, "queue")
+            self.queue(item, f"{path}.Queues[{i}]", entities)
             for i, item in enumerate(self.array(ns.get("Queues", []), _join(path, "Queues")))
         )
         topics = tuple(
@@ -375,9 +385,9 @@ class _Parser:
         )
         return NamespacePlan(path, name, options, queues, topics)
 
-    def entity(self, value: Any, path: str, seen: dict[str, str], kind: str) -> EntityPlan:
+    def queue(self, value: Any, path: str, seen: dict[str, str]) -> EntityPlan:
         item = self.obj(value, path, ("Name", "Properties"), required=("Name",))
-        name = self.name(item["Name"], _join(path, "Name"), lambda n: validate_entity_name(n, kind))
+        name = self.name(item["Name"], _join(path, "Name"), validate_entity_name)
         self.unique(seen, name, _join(path, "Name"), "an entity named")
         options = self.properties(
             item.get("Properties", {}), _join(path, "Properties"), QUEUE_PROPS
@@ -838,8 +848,9 @@ def _export_namespace(sb: Client, info: dict[str, Any]) -> dict[str, Any]:
     props = _export_props(info, NAMESPACE_PROPS)
     if props:
         out["Properties"] = props
+    skip = NOT_ON_BASIC if _current(NAMESPACE_PROPS["Sku"], info.get("sku")) == "basic" else ()
     out["Queues"] = [
-        {"Name": q["name"], "Properties": _export_props(q, QUEUE_PROPS)}
+        {"Name": q["name"], "Properties": _export_props(q, QUEUE_PROPS, skip)}
         for q in _sorted(sb.queue_list())
     ]
     topics = []
@@ -862,10 +873,12 @@ def _export_namespace(sb: Client, info: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _export_props(described: dict[str, Any], table: dict[str, Prop]) -> dict[str, Any]:
+def _export_props(
+    described: dict[str, Any], table: dict[str, Prop], skip: Collection[str] = ()
+) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, prop in table.items():
-        if prop.key not in described:
+        if prop.key not in described or prop.key in skip:
             continue
         value = _current(prop, described[prop.key])
         if prop.extra and (value is None or value == prop.default):

@@ -194,6 +194,8 @@ def test_queue_round_trip_with_extras_and_forwarding(daemon_factory: Any, tmp_pa
         "2",
     )
     run(first, "-n", "premiumns1", "queue", "create", "jobs", "--max-size", "2048")
+    run(first, "namespace", "create", "basicns1", "--sku", "basic")
+    run(first, "-n", "basicns1", "queue", "create", "tasks", "--max-delivery-count", "4")
     run(
         first,
         "queue",
@@ -218,9 +220,20 @@ def test_queue_round_trip_with_extras_and_forwarding(daemon_factory: Any, tmp_pa
     )
     out = tmp_path / "export.json"
     result = run(first, "export-config", "--file", str(out))
-    assert result.json() == {"file": str(out), "namespaces": ["premiumns1", NS]}
+    assert result.json() == {"file": str(out), "namespaces": ["basicns1", "premiumns1", NS]}
     config = json.loads(out.read_text())
-    premium, standard = config["UserConfig"]["Namespaces"]
+    basic, premium, standard = config["UserConfig"]["Namespaces"]
+    assert basic["Properties"] == {"Sku": "Basic"}
+    assert basic["Queues"] == [  # what Basic refuses to be given is left out (SPEC §15.1)
+        {
+            "Name": "tasks",
+            "Properties": {
+                "DeadLetteringOnMessageExpiration": False,
+                "LockDuration": "PT1M",
+                "MaxDeliveryCount": 4,
+            },
+        }
+    ]
     assert premium["Properties"] == {
         "Sku": "Premium",
         "PremiumMessagingPartitions": 2,
