@@ -126,7 +126,7 @@ def test_official_configs_parse(name: str) -> None:
     assert plan.warnings == ()
 
 
-def test_installer_config_in_detail() -> None:
+def test_learn_docs_config_in_detail() -> None:
     plan = load_config((DATA / "learn_docs_config.json").read_text())
     (ns,) = plan.namespaces
     (queue,) = ns.queues
