@@ -130,6 +130,9 @@ class Subscription(Queue):
 
     def save(self) -> None:
         save_toml(self.directory / SUBSCRIPTION_DESCRIPTION, self.config)
+        self.refresh_ttl_cap()
+
+    def refresh_ttl_cap(self) -> None:
         for p in self.partitions:
             assert isinstance(p.log, SubLog)
             if p.log.ttl_cap_ms != self.ttl_cap_ms:
@@ -311,7 +314,7 @@ class Topic(Queue):
     def save(self) -> None:
         save_toml(self.directory / TOPIC_DESCRIPTION, self.config)
         for sub in self.subscriptions.values():
-            sub.save()  # the topic's TTL may change which subscriptions cap it
+            sub.refresh_ttl_cap()  # the topic's TTL may change which subscriptions cap it
 
     # ------------------------------------------------------------ routing
 

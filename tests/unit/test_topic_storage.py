@@ -304,12 +304,6 @@ def test_deleting_a_subscription_releases_its_references(brokers: Brokers, crash
     assert peek(b, S("b")) == {} and peek(b, DL("b")) == {}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="TopicLog.remove_sub drops references without counting a change, so "
-    "Broker.checkpoint (changes_since_checkpoint >= 1) skips the partition and the "
-    "released segments stay on disk until some other change",
-)
 def test_a_checkpoint_after_deleting_the_last_holder_drops_its_segments(
     brokers: Brokers,
 ) -> None:

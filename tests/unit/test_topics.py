@@ -1225,11 +1225,6 @@ def test_sql_and_correlation_filter_quotas(broker: Broker, monkeypatch: pytest.M
     sub(broker, "c")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="subscription_create calls Topic.save, which rewrites every subscription's "
-    "description durably: creating N subscriptions is quadratic (2,000 would take minutes)",
-)
 def test_creating_a_subscription_leaves_the_others_files_alone(broker: Broker) -> None:
     """Why the real 2,000 limit is not exercised here: each create rewrites (and fsyncs)
     every existing subscription.toml (sbctld/topic.py Topic.save, from

@@ -205,6 +205,7 @@ class TopicLog(PartitionLog):
         """Forget a subscription; messages only it held are dropped. Nothing to journal:
         recovery ignores the entries of an id it does not know."""
         sub = self.subs.pop(sub_id)
+        self.changes_since_checkpoint += 1  # the next checkpoint may drop segments
         base = self.base
         for st in State:
             if st == State.GONE:
