@@ -1,7 +1,7 @@
 """``sbctl import-config`` / ``export-config`` end to end: a real daemon, the real CLI.
 
-The configs under tests/data/emulator_config/ were written for Microsoft's official
-emulator (see the README.txt there); they must import as they are, re-import as a no-op,
+The configs under tests/data/emulator_config/ follow the official emulator's Config.json
+schema (see the README.txt there); they must import as they are, re-import as a no-op,
 route topic messages the way their rules say, and survive export → import into a fresh
 data directory unchanged.
 """
@@ -17,10 +17,10 @@ import pytest
 from sbctl.errors import BadRequest, InvalidOperation
 
 DATA = Path(__file__).parent.parent / "data" / "emulator_config"
-INSTALLER = DATA / "installer_config.json"
-LEARN = DATA / "learn_docs_config.json"
-PROVER = DATA / "installer_prover_config.json"
-FOUNDATIO = DATA / "foundatio_config.json"
+FULL = DATA / "full_config.json"
+SQL_ACTION = DATA / "sql_action_config.json"
+QUEUES_ONLY = DATA / "queues_only_config.json"
+PARTIAL = DATA / "partial_config.json"
 NS = "sbemulatorns"
 
 
@@ -61,33 +61,33 @@ def error_line(result: Any) -> str:
 # -- queues
 
 
-def test_prover_config_imports_then_reimport_is_a_no_op(daemon: Any) -> None:
-    rows = import_rows(daemon, PROVER)
+def test_queues_only_config_imports_then_reimport_is_a_no_op(daemon: Any) -> None:
+    rows = import_rows(daemon, QUEUES_ONLY)
     assert by_entity(rows) == {
         f"namespace:{NS}": "unchanged",  # the daemon's default namespace already exists
-        "queue:background-task": "created",
-        "queue:import-event-status": "created",
-        "queue:prover-worker": "created",
+        "queue:thumbnail-jobs": "created",
+        "queue:email-outbox": "created",
+        "queue:ledger-sync": "created",
     }
     assert rows[3]["path"] == "UserConfig.Namespaces[0].Queues[2]"
     with daemon.client(NS) as sb:
-        worker = sb.queue_get("prover-worker")
-        plain = sb.queue_get("background-task")
-    assert worker["dead_lettering_on_message_expiration"] is True
+        ledger = sb.queue_get("ledger-sync")
+        plain = sb.queue_get("thumbnail-jobs")
+    assert ledger["dead_lettering_on_message_expiration"] is True
     assert plain["dead_lettering_on_message_expiration"] is False
-    for queue in (worker, plain):
-        assert queue["lock_duration"] == "PT1M"
-        assert queue["default_message_time_to_live"] == "PT1H"
-        assert queue["duplicate_detection_history_time_window"] == "PT20S"
-        assert queue["max_delivery_count"] == 3
+    for queue in (ledger, plain):
+        assert queue["lock_duration"] == "PT2M"
+        assert queue["default_message_time_to_live"] == "PT12H"
+        assert queue["duplicate_detection_history_time_window"] == "PT30S"
+        assert queue["max_delivery_count"] == 4
         assert queue["forward_to"] is None
         assert queue["requires_session"] is False
-    again = import_rows(daemon, PROVER)
+    again = import_rows(daemon, QUEUES_ONLY)
     assert set(by_entity(again).values()) == {"unchanged"}
 
 
 def test_table_output_and_stdin(daemon: Any) -> None:
-    result = daemon.cli("import-config", "-", input=PROVER.read_text())
+    result = daemon.cli("import-config", "-", input=QUEUES_ONLY.read_text())
     assert result.code == 0, result
     header, *_ = [line for line in result.stdout.splitlines() if line.strip()]
     assert header.split() == ["path", "kind", "entity", "action", "changes"]
@@ -96,26 +96,26 @@ def test_table_output_and_stdin(daemon: Any) -> None:
 
 
 def test_dry_run_changes_nothing(daemon: Any) -> None:
-    report = run(daemon, "import-config", "--dry-run", str(PROVER)).json()
+    report = run(daemon, "import-config", "--dry-run", str(QUEUES_ONLY)).json()
     assert report["dry_run"] is True
     assert [r["action"] for r in report["results"]] == ["unchanged", "create", "create", "create"]
     assert run(daemon, "queue", "list").json() == []
-    table = daemon.cli("import-config", "--dry-run", str(PROVER))
+    table = daemon.cli("import-config", "--dry-run", str(QUEUES_ONLY))
     assert table.code == 0 and table.stderr == "dry run: nothing was changed\n"
 
 
 def test_update_and_immutable_refusal(daemon: Any, tmp_path: Path) -> None:
-    import_rows(daemon, PROVER)
-    doc = json.loads(PROVER.read_text())
+    import_rows(daemon, QUEUES_ONLY)
+    doc = json.loads(QUEUES_ONLY.read_text())
     queues = doc["UserConfig"]["Namespaces"][0]["Queues"]
     queues[0]["Properties"]["LockDuration"] = "PT30S"
     queues[0]["Properties"]["MaxSizeInMegabytes"] = 2048  # an sbctl extra
     rows = import_rows(daemon, write(tmp_path, "changed.json", doc))
     (row,) = [r for r in rows if r["action"] != "unchanged"]
-    assert (row["entity"], row["action"]) == ("background-task", "updated")
-    assert row["changes"] == ["LockDuration: PT1M -> PT30S", "MaxSizeInMegabytes: 1024 -> 2048"]
+    assert (row["entity"], row["action"]) == ("thumbnail-jobs", "updated")
+    assert row["changes"] == ["LockDuration: PT2M -> PT30S", "MaxSizeInMegabytes: 1024 -> 2048"]
     with daemon.client(NS) as sb:
-        assert sb.queue_get("background-task")["lock_duration"] == "PT30S"
+        assert sb.queue_get("thumbnail-jobs")["lock_duration"] == "PT30S"
 
     queues[1]["Properties"]["LockDuration"] = "PT45S"
     queues[2]["Properties"]["RequiresSession"] = True
@@ -126,7 +126,7 @@ def test_update_and_immutable_refusal(daemon: Any, tmp_path: Path) -> None:
         "requires_session cannot be changed after the queue is created"
     )
     with daemon.client(NS) as sb:  # refused before anything changed
-        assert sb.queue_get("import-event-status")["lock_duration"] == "PT1M"
+        assert sb.queue_get("email-outbox")["lock_duration"] == "PT2M"
 
 
 @pytest.mark.parametrize(
@@ -158,7 +158,7 @@ def test_update_and_immutable_refusal(daemon: Any, tmp_path: Path) -> None:
 def test_malformed_configs_name_the_path(
     daemon: Any, tmp_path: Path, change: Any, message: str
 ) -> None:
-    doc = json.loads(PROVER.read_text())
+    doc = json.loads(QUEUES_ONLY.read_text())
     change(doc["UserConfig"]["Namespaces"][0]["Queues"][1])
     result = daemon.cli("import-config", str(write(tmp_path, "bad.json", doc)))
     assert result.code == BadRequest.exit_code, result
@@ -180,7 +180,7 @@ def test_invalid_json_and_missing_file(daemon: Any, tmp_path: Path) -> None:
 
 def test_queue_round_trip_with_extras_and_forwarding(daemon_factory: Any, tmp_path: Path) -> None:
     first = daemon_factory()
-    import_rows(first, PROVER)
+    import_rows(first, QUEUES_ONLY)
     run(
         first,
         "namespace",
@@ -244,8 +244,8 @@ def test_queue_round_trip_with_extras_and_forwarding(daemon_factory: Any, tmp_pa
     assert queues["inbox"]["ForwardTo"] == "archive"
     assert queues["archive"]["Status"] == "SendDisabled"
     assert queues["archive"]["AutoDeleteOnIdle"] == "P7D"
-    assert queues["prover-worker"]["ForwardTo"] == ""
-    assert "Status" not in queues["prover-worker"]  # extras only where they differ
+    assert queues["ledger-sync"]["ForwardTo"] == ""
+    assert "Status" not in queues["ledger-sync"]  # extras only where they differ
 
     second = daemon_factory()
     rows = import_rows(second, out)
@@ -266,139 +266,151 @@ def receive_all(daemon: Any, entity: str) -> list[dict[str, Any]]:
     return messages
 
 
-def test_learn_config_imports_with_filters_and_actions(daemon: Any) -> None:
-    rows = import_rows(daemon, LEARN)
+def test_sql_action_config_imports_with_filters_and_actions(daemon: Any) -> None:
+    rows = import_rows(daemon, SQL_ACTION)
     actions = by_entity(rows)
-    sub = "topic.1/subscriptions/subscription"
-    assert actions["topic:topic.1"] == "created"
-    assert actions[f"rule:{sub}.1/rules/app-prop-filter-1"] == "created"
-    assert actions[f"rule:{sub}.1/rules/$Default"] == "deleted"
-    assert f"rule:{sub}.3/rules/$Default" not in actions  # no Rules listed: $Default stays
+    topic = "order-events"
+    subs = f"{topic}/subscriptions"
+    assert actions[f"topic:{topic}"] == "created"
+    assert actions[f"rule:{subs}/by-headers/rules/match-headers"] == "created"
+    assert actions[f"rule:{subs}/by-headers/rules/$Default"] == "deleted"
+    assert f"rule:{subs}/everything/rules/$Default" not in actions  # no Rules: $Default stays
 
     with daemon.client(NS) as sb:
-        assert sb.topic_get("topic.1")["default_message_time_to_live"] == "PT1H"
-        s1 = sb.subscription_get("topic.1", "subscription.1")
-        assert (s1["lock_duration"], s1["max_delivery_count"]) == ("PT1M", 3)
-        assert [r["name"] for r in sb.rule_list("topic.1", "subscription.1")] == [
-            "app-prop-filter-1"
-        ]
-        correlation = sb.rule_get("topic.1", "subscription.1", "app-prop-filter-1")["filter"]
+        assert sb.topic_get(topic)["default_message_time_to_live"] == "PT3H"
+        headers = sb.subscription_get(topic, "by-headers")
+        assert (headers["lock_duration"], headers["max_delivery_count"]) == ("PT20S", 8)
+        assert [r["name"] for r in sb.rule_list(topic, "by-headers")] == ["match-headers"]
+        correlation = sb.rule_get(topic, "by-headers", "match-headers")["filter"]
         assert {k: v for k, v in correlation.items() if v not in (None, {})} == {
             "type": "correlation",
-            "content_type": "application/text",
-            "correlation_id": "id1",
-            "subject": "subject1",
-            "message_id": "msgid1",
-            "reply_to": "someQueue",
-            "reply_to_session_id": "sessionId",
-            "session_id": "session1",
-            "to": "xyz",
+            "content_type": "application/json",
+            "correlation_id": "order-7731",
+            "subject": "order.placed",
+            "message_id": "msg-7731-a",
+            "reply_to": "order-replies",
+            "reply_to_session_id": "replies-s1",
+            "session_id": "cart-42",
+            "to": "fulfilment",
         }
-        (user,) = sb.rule_list("topic.1", "subscription.2")
-        assert user["filter"]["properties"] == {"prop1": "value1"}
-        assert [r["name"] for r in sb.rule_list("topic.1", "subscription.3")] == ["$Default"]
-        sql = sb.rule_get("topic.1", "subscription.4", "sql-filter-1")
+        (user,) = sb.rule_list(topic, "by-app-props")
+        assert user["filter"]["properties"] == {"region": "emea", "tier": "gold"}
+        assert [r["name"] for r in sb.rule_list(topic, "everything")] == ["$Default"]
+        sql = sb.rule_get(topic, "refunds", "refund-routing")
         assert sql["filter"]["sql_expression"] == (
-            "sys.MessageId = '123456' AND userProp1 = 'value1'"
+            "sys.Label = 'refund.requested' AND channel LIKE 'web%'"
         )
-        assert sql["action"] == "SET sys.To = 'Entity'"
+        assert sql["action"] == "SET sys.To = 'refund-desk'"
 
     run(
         daemon,
         "send",
-        "topic.1",
+        topic,
         "--body",
         "all-system",
         "--content-type",
-        "application/text",
+        "application/json",
         "--correlation-id",
-        "id1",
+        "order-7731",
         "--subject",
-        "subject1",
+        "order.placed",
         "--message-id",
-        "msgid1",
+        "msg-7731-a",
         "--reply-to",
-        "someQueue",
+        "order-replies",
         "--reply-to-session-id",
-        "sessionId",
+        "replies-s1",
         "--session-id",
-        "session1",
+        "cart-42",
         "--to",
-        "xyz",
+        "fulfilment",
     )
-    run(daemon, "send", "topic.1", "--body", "user-prop", "-p", "prop1=value1")
+    run(daemon, "send", topic, "--body", "user-prop", "-p", "region=emea", "-p", "tier=gold")
     run(
         daemon,
         "send",
-        "topic.1",
+        topic,
         "--body",
         "sql",
-        "--message-id",
-        "123456",
+        "--subject",
+        "refund.requested",
         "-p",
-        "userProp1=value1",
+        "channel=web-eu",
     )
-    run(daemon, "send", "topic.1", "--body", "nobody-else", "-p", "prop1=other")
-    got = {n: [m["body"] for m in receive_all(daemon, f"{sub}.{n}")] for n in "1234"}
+    run(
+        daemon,
+        "send",
+        topic,
+        "--body",
+        "nobody-else",
+        "-p",
+        "region=emea",
+        "-p",
+        "tier=silver",
+    )
+    names = ("by-headers", "by-app-props", "everything", "refunds")
+    got = {n: [m["body"] for m in receive_all(daemon, f"{subs}/{n}")] for n in names}
     assert got == {
-        "1": ["all-system"],
-        "2": ["user-prop"],
-        "3": ["all-system", "user-prop", "sql", "nobody-else"],
-        "4": ["sql"],
+        "by-headers": ["all-system"],
+        "by-app-props": ["user-prop"],
+        "everything": ["all-system", "user-prop", "sql", "nobody-else"],
+        "refunds": ["sql"],
     }
     run(
         daemon,
         "send",
-        "topic.1",
+        topic,
         "--body",
         "again",
-        "--message-id",
-        "123456",
+        "--subject",
+        "refund.requested",
         "-p",
-        "userProp1=value1",
+        "channel=web-eu",
     )
-    (copy,) = receive_all(daemon, f"{sub}.4")
-    assert copy["to"] == "Entity"  # the rule's action, on this subscription's copy only
-    (plain,) = receive_all(daemon, f"{sub}.3")
+    (copy,) = receive_all(daemon, f"{subs}/refunds")
+    assert copy["to"] == "refund-desk"  # the rule's action, on this subscription's copy only
+    (plain,) = receive_all(daemon, f"{subs}/everything")
     assert plain["to"] is None
 
-    again = import_rows(daemon, LEARN)
+    again = import_rows(daemon, SQL_ACTION)
     assert set(by_entity(again).values()) == {"unchanged"}
 
 
-def test_installer_and_foundatio_configs_import(daemon: Any) -> None:
-    import_rows(daemon, INSTALLER)
-    rows = import_rows(daemon, LEARN)  # the same entities, plus subscription.4; prop3 → prop1
+def test_full_and_partial_configs_import(daemon: Any) -> None:
+    import_rows(daemon, FULL)
+    rows = import_rows(daemon, SQL_ACTION)  # the same entities, plus refunds; tier silver → gold
     changed = {k: v for k, v in by_entity(rows).items() if v != "unchanged"}
+    subs = "order-events/subscriptions"
     assert changed == {
-        "subscription:topic.1/subscriptions/subscription.4": "created",
-        "rule:topic.1/subscriptions/subscription.4/rules/sql-filter-1": "created",
-        "rule:topic.1/subscriptions/subscription.4/rules/$Default": "deleted",
-        "rule:topic.1/subscriptions/subscription.2/rules/user-prop-filter-1": "recreated",
+        f"subscription:{subs}/refunds": "created",
+        f"rule:{subs}/refunds/rules/refund-routing": "created",
+        f"rule:{subs}/refunds/rules/$Default": "deleted",
+        f"rule:{subs}/by-app-props/rules/match-app-props": "recreated",
     }
-    import_rows(daemon, FOUNDATIO)
+    import_rows(daemon, PARTIAL)
     with daemon.client(NS) as sb:
-        dedup = sb.queue_get("foundatio-test-queue-duplicate-detection")
+        dedup = sb.queue_get("payments-dedup")
         assert dedup["requires_duplicate_detection"] is True
-        assert dedup["duplicate_detection_history_time_window"] == "PT1M"
-        assert dedup["max_delivery_count"] == 5
-        sub = sb.subscription_get("test-messages", "test-subscription")
+        assert dedup["duplicate_detection_history_time_window"] == "PT5M"
+        assert dedup["max_delivery_count"] == 2
+        audit = sb.topic_get("audit-trail")
+        assert audit["requires_duplicate_detection"] is True
+        assert audit["duplicate_detection_history_time_window"] == "PT10M"
+        sub = sb.subscription_get("audit-trail", "audit-archive")
         assert sub["dead_lettering_on_message_expiration"] is True
-        assert [r["name"] for r in sb.rule_list("test-messages", "test-subscription")] == [
-            "$Default"
-        ]
+        assert [r["name"] for r in sb.rule_list("audit-trail", "audit-archive")] == ["$Default"]
 
 
 def test_topic_round_trip(daemon_factory: Any, tmp_path: Path) -> None:
     first = daemon_factory()
-    import_rows(first, LEARN)
-    import_rows(first, FOUNDATIO)
-    run(first, "subscription", "create", "topic.1", "catch-none")
+    import_rows(first, SQL_ACTION)
+    import_rows(first, PARTIAL)
+    run(first, "subscription", "create", "order-events", "catch-none")
     with first.client(NS) as sb:
-        sb.rule_delete("topic.1", "catch-none", "$Default")  # receives nothing now
-        sb.subscription_create("topic.1", "tagged", forward_to="queue.1")
+        sb.rule_delete("order-events", "catch-none", "$Default")  # receives nothing now
+        sb.subscription_create("order-events", "tagged", forward_to="orders")
         sb.rule_create(
-            "topic.1",
+            "order-events",
             "tagged",
             "typed",
             filter={
@@ -409,7 +421,7 @@ def test_topic_round_trip(daemon_factory: Any, tmp_path: Path) -> None:
         )
     config = exported(first)
     (ns,) = config["UserConfig"]["Namespaces"]
-    topic = {t["Name"]: t for t in ns["Topics"]}["topic.1"]
+    topic = {t["Name"]: t for t in ns["Topics"]}["order-events"]
     subs = {s["Name"]: s for s in topic["Subscriptions"]}
     assert subs["catch-none"]["Rules"] == [
         {
@@ -417,7 +429,7 @@ def test_topic_round_trip(daemon_factory: Any, tmp_path: Path) -> None:
             "Properties": {"FilterType": "Sql", "SqlFilter": {"SqlExpression": "1=0"}},
         }
     ]
-    assert subs["tagged"]["Properties"]["ForwardTo"] == "queue.1"
+    assert subs["tagged"]["Properties"]["ForwardTo"] == "orders"
     tagged = {r["Name"]: r["Properties"] for r in subs["tagged"]["Rules"]}
     assert tagged["$Default"] == {"FilterType": "Sql", "SqlFilter": {"SqlExpression": "1=1"}}
     assert tagged["typed"]["Action"] == {"SqlExpression": "SET tagged = 'yes'"}

@@ -34,7 +34,7 @@ OFFICIAL_FILES = sorted(p.name for p in DATA.glob("*.json"))
 
 # The property names of ServiceBus-Emulator/Schema/Config-schema.json
 # (github.com/Azure/azure-service-bus-emulator-installer), level by level.
-OFFICIAL_SCHEMA = {
+OFFICIAL_SCHEMA: dict[str, dict[str, Any]] = {
     "queue": {
         "DeadLetteringOnMessageExpiration": False,
         "DefaultMessageTimeToLive": "PT1H",
@@ -126,76 +126,84 @@ def test_official_configs_parse(name: str) -> None:
     assert plan.warnings == ()
 
 
-def test_learn_docs_config_in_detail() -> None:
-    plan = load_config((DATA / "learn_docs_config.json").read_text())
+def test_sql_action_config_in_detail() -> None:
+    plan = load_config((DATA / "sql_action_config.json").read_text())
     (ns,) = plan.namespaces
     (queue,) = ns.queues
     assert queue.path == "UserConfig.Namespaces[0].Queues[0]"
     assert queue.options == {
-        "dead_lettering_on_message_expiration": False,
-        "default_message_time_to_live": 3_600_000,
-        "duplicate_detection_history_time_window": 20_000,
+        "dead_lettering_on_message_expiration": True,
+        "default_message_time_to_live": 2 * 3_600_000,
+        "duplicate_detection_history_time_window": 45_000,
         "forward_dead_lettered_messages_to": None,
         "forward_to": None,
-        "lock_duration": 60_000,
-        "max_delivery_count": 3,
+        "lock_duration": 40_000,
+        "max_delivery_count": 6,
         "requires_duplicate_detection": False,
         "requires_session": False,
     }
     (topic,) = ns.topics
     subs = {s.name: s for s in topic.subscriptions}
-    assert list(subs) == ["subscription.1", "subscription.2", "subscription.3", "subscription.4"]
-    (rule,) = subs["subscription.1"].rules or ()
+    assert list(subs) == ["by-headers", "by-app-props", "everything", "refunds"]
+    (rule,) = subs["by-headers"].rules or ()
     assert rule.path == "UserConfig.Namespaces[0].Topics[0].Subscriptions[0].Rules[0]"
     assert rule.filter == {
         "type": "correlation",
-        "content_type": "application/text",
-        "correlation_id": "id1",
-        "subject": "subject1",
-        "message_id": "msgid1",
-        "reply_to": "someQueue",
-        "reply_to_session_id": "sessionId",
-        "session_id": "session1",
-        "to": "xyz",
+        "content_type": "application/json",
+        "correlation_id": "order-7731",
+        "subject": "order.placed",
+        "message_id": "msg-7731-a",
+        "reply_to": "order-replies",
+        "reply_to_session_id": "replies-s1",
+        "session_id": "cart-42",
+        "to": "fulfilment",
     }
     assert rule.action is None
-    (user,) = subs["subscription.2"].rules or ()
-    assert user.filter == {"type": "correlation", "properties": {"prop1": "value1"}}
-    assert subs["subscription.3"].rules is None  # no Rules: $Default stays
-    (sql,) = subs["subscription.4"].rules or ()
+    (user,) = subs["by-app-props"].rules or ()
+    assert user.filter == {"type": "correlation", "properties": {"region": "emea", "tier": "gold"}}
+    assert subs["everything"].rules is None  # no Rules: $Default stays
+    (sql,) = subs["refunds"].rules or ()
     assert sql.filter == {
         "type": "sql",
-        "sql_expression": "sys.MessageId = '123456' AND userProp1 = 'value1'",
+        "sql_expression": "sys.Label = 'refund.requested' AND channel LIKE 'web%'",
     }
-    assert sql.action == "SET sys.To = 'Entity'"
+    assert sql.action == "SET sys.To = 'refund-desk'"
 
 
-def test_prover_config_has_no_topics_key() -> None:
-    plan = load_config((DATA / "installer_prover_config.json").read_text())
+def test_queues_only_config_has_no_topics_key() -> None:
+    text = (DATA / "queues_only_config.json").read_text()
+    assert "Topics" not in json.loads(text)["UserConfig"]["Namespaces"][0]
+    plan = load_config(text)
     (ns,) = plan.namespaces
-    assert [q.name for q in ns.queues] == [
-        "background-task",
-        "import-event-status",
-        "prover-worker",
-    ]
+    assert [q.name for q in ns.queues] == ["thumbnail-jobs", "email-outbox", "ledger-sync"]
     assert ns.topics == ()
     assert ns.queues[2].options["dead_lettering_on_message_expiration"] is True
 
 
 def test_partial_properties_set_only_what_they_name() -> None:
-    plan = load_config((DATA / "foundatio_config.json").read_text())
+    plan = load_config((DATA / "partial_config.json").read_text())
     (ns,) = plan.namespaces
     assert ns.queues[0].options == {
-        "lock_duration": 60_000,
-        "max_delivery_count": 5,
-        "default_message_time_to_live": 3_600_000,
+        "lock_duration": 30_000,
+        "max_delivery_count": 7,
+        "default_message_time_to_live": 86_400_000,
         "dead_lettering_on_message_expiration": True,
+    }
+    assert ns.queues[1].options == {
+        "requires_duplicate_detection": True,
+        "duplicate_detection_history_time_window": 5 * 60_000,
+        "max_delivery_count": 2,
+    }
+    assert ns.topics[0].options == {
+        "requires_duplicate_detection": True,
+        "duplicate_detection_history_time_window": 10 * 60_000,
     }
     assert ns.topics[0].subscriptions[0].options == {
-        "lock_duration": 60_000,
-        "max_delivery_count": 5,
+        "lock_duration": 30_000,
+        "max_delivery_count": 7,
         "dead_lettering_on_message_expiration": True,
     }
+    assert ns.topics[0].subscriptions[1].options == {}  # no Properties at all
 
 
 def test_every_official_schema_property_is_accepted_and_not_an_extra() -> None:
@@ -769,7 +777,7 @@ class FakeClient:
         return list(self._subs(topic)[sub.lower()]["rules"].values())
 
 
-def official(name: str = "learn_docs_config.json") -> ConfigPlan:
+def official(name: str = "sql_action_config.json") -> ConfigPlan:
     return load_config((DATA / name).read_text())
 
 
@@ -784,28 +792,29 @@ def actions(rows: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
 def test_apply_creates_then_is_idempotent() -> None:
     sb = FakeClient()
     rows = apply(sb, official())
+    subs_of = "order-events/subscriptions"
     assert actions(rows) == [
         ("namespace", "sbemulatorns", "unchanged"),
-        ("queue", "queue.1", "created"),
-        ("topic", "topic.1", "created"),
-        ("subscription", "topic.1/subscriptions/subscription.1", "created"),
-        ("rule", "topic.1/subscriptions/subscription.1/rules/app-prop-filter-1", "created"),
-        ("rule", "topic.1/subscriptions/subscription.1/rules/$Default", "deleted"),
-        ("subscription", "topic.1/subscriptions/subscription.2", "created"),
-        ("rule", "topic.1/subscriptions/subscription.2/rules/user-prop-filter-1", "created"),
-        ("rule", "topic.1/subscriptions/subscription.2/rules/$Default", "deleted"),
-        ("subscription", "topic.1/subscriptions/subscription.3", "created"),
-        ("subscription", "topic.1/subscriptions/subscription.4", "created"),
-        ("rule", "topic.1/subscriptions/subscription.4/rules/sql-filter-1", "created"),
-        ("rule", "topic.1/subscriptions/subscription.4/rules/$Default", "deleted"),
+        ("queue", "orders", "created"),
+        ("topic", "order-events", "created"),
+        ("subscription", f"{subs_of}/by-headers", "created"),
+        ("rule", f"{subs_of}/by-headers/rules/match-headers", "created"),
+        ("rule", f"{subs_of}/by-headers/rules/$Default", "deleted"),
+        ("subscription", f"{subs_of}/by-app-props", "created"),
+        ("rule", f"{subs_of}/by-app-props/rules/match-app-props", "created"),
+        ("rule", f"{subs_of}/by-app-props/rules/$Default", "deleted"),
+        ("subscription", f"{subs_of}/everything", "created"),
+        ("subscription", f"{subs_of}/refunds", "created"),
+        ("rule", f"{subs_of}/refunds/rules/refund-routing", "created"),
+        ("rule", f"{subs_of}/refunds/rules/$Default", "deleted"),
     ]
     assert rows[1]["path"] == "UserConfig.Namespaces[0].Queues[0]"
     assert rows[5]["path"] == "UserConfig.Namespaces[0].Topics[0].Subscriptions[0].Rules"
-    queue = sb.state["sbemulatorns"]["queues"]["queue.1"]
-    assert queue["lock_duration"] == "PT1M" and queue["max_delivery_count"] == 3
-    subs = sb.state["sbemulatorns"]["topics"]["topic.1"]["subscriptions"]
-    assert list(subs["subscription.3"]["rules"]) == ["$default"]
-    assert subs["subscription.4"]["rules"]["sql-filter-1"]["action"] == "SET sys.To = 'Entity'"
+    queue = sb.state["sbemulatorns"]["queues"]["orders"]
+    assert queue["lock_duration"] == "PT40S" and queue["max_delivery_count"] == 6
+    subs = sb.state["sbemulatorns"]["topics"]["order-events"]["subscriptions"]
+    assert list(subs["everything"]["rules"]) == ["$default"]
+    assert subs["refunds"]["rules"]["refund-routing"]["action"] == "SET sys.To = 'refund-desk'"
     sb.calls.clear()
     again = apply(sb, official())
     assert {r["action"] for r in again} == {"unchanged"}
@@ -824,20 +833,20 @@ def test_dry_run_changes_nothing() -> None:
 def test_update_reports_what_changed() -> None:
     sb = FakeClient()
     apply(sb, official())
-    doc = json.loads((DATA / "learn_docs_config.json").read_text())
+    doc = json.loads((DATA / "sql_action_config.json").read_text())
     doc["UserConfig"]["Namespaces"][0]["Queues"][0]["Properties"]["LockDuration"] = "PT30S"
     sb.calls.clear()
     rows = apply(sb, parse_config(doc))
     (row,) = [r for r in rows if r["action"] != "unchanged"]
-    assert row["entity"] == "queue.1" and row["action"] == "updated"
-    assert row["changes"] == ["LockDuration: PT1M -> PT30S"]
-    assert sb.calls == [("queue_update", "queue.1", {"lock_duration": 30_000})]
+    assert row["entity"] == "orders" and row["action"] == "updated"
+    assert row["changes"] == ["LockDuration: PT40S -> PT30S"]
+    assert sb.calls == [("queue_update", "orders", {"lock_duration": 30_000})]
 
 
 def test_immutable_difference_is_refused_before_any_change() -> None:
     sb = FakeClient()
     apply(sb, official())
-    doc = json.loads((DATA / "learn_docs_config.json").read_text())
+    doc = json.loads((DATA / "sql_action_config.json").read_text())
     ns = doc["UserConfig"]["Namespaces"][0]
     ns["Queues"][0]["Properties"]["LockDuration"] = "PT30S"  # would be applied first
     ns["Topics"][0]["Subscriptions"][1]["Properties"]["RequiresSession"] = True
@@ -855,10 +864,10 @@ def test_immutable_difference_is_refused_before_any_change() -> None:
 def test_rules_are_made_exactly_as_listed() -> None:
     sb = FakeClient()
     apply(sb, official())
-    subs = sb.state["sbemulatorns"]["topics"]["topic.1"]["subscriptions"]
-    rules = subs["subscription.4"]["rules"]
+    subs = sb.state["sbemulatorns"]["topics"]["order-events"]["subscriptions"]
+    rules = subs["refunds"]["rules"]
     rules["extra"] = {"name": "extra", "filter": {"type": "false"}, "action": None}
-    rules["sql-filter-1"]["action"] = "SET sys.To = 'Other'"
+    rules["refund-routing"]["action"] = "SET sys.To = 'Other'"
     sb.calls.clear()
     rows = apply(sb, official())
     changed = [
@@ -868,17 +877,19 @@ def test_rules_are_made_exactly_as_listed() -> None:
     ]
     assert changed == [
         (
-            "sql-filter-1",
+            "refund-routing",
             "recreated",
             [
-                "sys.MessageId = '123456' AND userProp1 = 'value1' / SET sys.To = 'Other' -> "
-                "sys.MessageId = '123456' AND userProp1 = 'value1' / SET sys.To = 'Entity'"
+                "sys.Label = 'refund.requested' AND channel LIKE 'web%' / "
+                "SET sys.To = 'Other' -> "
+                "sys.Label = 'refund.requested' AND channel LIKE 'web%' / "
+                "SET sys.To = 'refund-desk'"
             ],
         ),
         ("extra", "deleted", ["not listed (1=0)"]),
     ]
     assert [c[0] for c in sb.calls] == ["rule_delete", "rule_create", "rule_delete"]
-    assert set(rules) == {"sql-filter-1"}
+    assert set(rules) == {"refund-routing"}
 
 
 def test_listed_default_rule_is_kept_or_replaced() -> None:
@@ -953,57 +964,74 @@ def test_missing_namespace_is_created_with_its_sku() -> None:
 def test_export_shape() -> None:
     sb = FakeClient()
     apply(sb, official())
-    subs = sb.state["sbemulatorns"]["topics"]["topic.1"]["subscriptions"]
-    subs["subscription.2"]["rules"].clear()
-    sb.state["sbemulatorns"]["queues"]["queue.1"].update(
+    subs = sb.state["sbemulatorns"]["topics"]["order-events"]["subscriptions"]
+    subs["by-app-props"]["rules"].clear()
+    sb.state["sbemulatorns"]["queues"]["orders"].update(
         status="Disabled", max_size_in_megabytes=2048
     )
     out = export_config(sb)  # type: ignore[arg-type]
     (ns,) = out["UserConfig"]["Namespaces"]
     assert out["UserConfig"]["Logging"] == {"Type": "File"}
     assert ns["Name"] == "sbemulatorns" and "Properties" not in ns  # standard: no extras
+    source = json.loads((DATA / "sql_action_config.json").read_text())
+    (source_ns,) = source["UserConfig"]["Namespaces"]
+    (source_topic,) = source_ns["Topics"]
     assert ns["Queues"] == [
         {
-            "Name": "queue.1",
+            "Name": "orders",
             "Properties": {
-                **OFFICIAL_SCHEMA["queue"],
+                **source_ns["Queues"][0]["Properties"],
                 "MaxSizeInMegabytes": 2048,
                 "Status": "Disabled",
             },
         }
     ]
+    assert set(ns["Queues"][0]["Properties"]) - {"MaxSizeInMegabytes", "Status"} == set(
+        OFFICIAL_SCHEMA["queue"]
+    )
     (topic,) = ns["Topics"]
-    assert topic["Properties"] == OFFICIAL_SCHEMA["topic"]
+    assert topic["Properties"] == source_topic["Properties"]
+    assert set(topic["Properties"]) == set(OFFICIAL_SCHEMA["topic"])
     subs_out = {s["Name"]: s for s in topic["Subscriptions"]}
-    assert subs_out["subscription.1"]["Properties"] == OFFICIAL_SCHEMA["subscription"]
-    assert subs_out["subscription.1"]["Rules"] == [
+    by_headers = source_topic["Subscriptions"][0]
+    assert subs_out["by-headers"]["Properties"] == by_headers["Properties"]
+    assert set(subs_out["by-headers"]["Properties"]) == set(OFFICIAL_SCHEMA["subscription"])
+    assert subs_out["by-headers"]["Rules"] == [
         {
-            "Name": "app-prop-filter-1",
+            "Name": "match-headers",
             "Properties": {
                 "FilterType": "Correlation",
                 "CorrelationFilter": {
-                    k: v for k, v in OFFICIAL_SCHEMA["correlation"].items() if k != "Properties"
+                    "ContentType": "application/json",
+                    "CorrelationId": "order-7731",
+                    "Label": "order.placed",
+                    "MessageId": "msg-7731-a",
+                    "ReplyTo": "order-replies",
+                    "ReplyToSessionId": "replies-s1",
+                    "SessionId": "cart-42",
+                    "To": "fulfilment",
                 },
             },
         }
     ]
+    assert by_headers["Rules"] == subs_out["by-headers"]["Rules"]
     # no rules at all: receives nothing, written so that it imports the same way
-    assert subs_out["subscription.2"]["Rules"] == [
+    assert subs_out["by-app-props"]["Rules"] == [
         {
             "Name": "$Default",
             "Properties": {"FilterType": "Sql", "SqlFilter": {"SqlExpression": "1=0"}},
         }
     ]
-    assert "Rules" not in subs_out["subscription.3"]  # the lone $Default
-    assert subs_out["subscription.4"]["Rules"][0]["Properties"]["Action"] == {
-        "SqlExpression": "SET sys.To = 'Entity'"
+    assert "Rules" not in subs_out["everything"]  # the lone $Default
+    assert subs_out["refunds"]["Rules"][0]["Properties"]["Action"] == {
+        "SqlExpression": "SET sys.To = 'refund-desk'"
     }
 
 
 def test_export_then_import_round_trips() -> None:
     sb = FakeClient()
     apply(sb, official())
-    sb.state["sbemulatorns"]["queues"]["queue.1"].update(
+    sb.state["sbemulatorns"]["queues"]["orders"].update(
         user_metadata="m", auto_delete_on_idle="PT1H", enable_partitioning=True
     )
     first = export_config(sb)  # type: ignore[arg-type]
