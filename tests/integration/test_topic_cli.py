@@ -4,9 +4,9 @@
 json`` shapes; messages sent to a topic and received from its subscriptions (SPEC §10.2);
 the ``$Default`` rule of a new subscription and a subscription without rules (§10.1); a
 correlation filter on a typed property (§10.4); a SQL filter with an action, whose copy
-carries ``RuleName`` (§10.3); the error contract (exit status plus one line on stderr) for
-bad SQL and unknown entities. Everything goes through the CLI; the client only reads what
-the CLI cannot show in one call.
+carries ``RuleName`` (§10.3); filter exceptions dead-lettered or dropped as the
+subscription's flag says (§10.7); the error contract (exit status plus one line on stderr)
+for bad SQL and unknown entities. Everything goes through the CLI, the client is not used.
 """
 
 from __future__ import annotations
@@ -372,6 +372,26 @@ def test_deleting_every_rule_means_nothing_is_delivered(daemon: Any) -> None:
     assert js(daemon, "rule", "show", TOPIC, "audit", "everything")["filter"] == {"type": "true"}
     send(daemon, "three")
     assert bodies(receive_all(daemon, "audit")) == ["three"]
+
+
+def test_filter_exceptions_dead_letter_unless_turned_off(daemon: Any) -> None:
+    """SPEC §10.7: a filter naming a system property that does not exist fails; the
+    message is dead-lettered (the default) or, with the flag off, dropped."""
+    run(daemon, "topic", "create", TOPIC)
+    run(daemon, "subscription", "create", TOPIC, "keeps")
+    run(daemon, "subscription", "create", TOPIC, "drops", "--no-dead-letter-on-filter-exceptions")
+    for sub in ("keeps", "drops"):
+        only_rule(daemon, sub, "broken", "--filter-sql-expression", "sys.NoSuchProperty = 1")
+    send(daemon, "poison")
+    assert receive_all(daemon, "keeps") == receive_all(daemon, "drops") == []
+    [dead] = lines(daemon, "receive", sub_path("keeps") + "/$deadletterqueue", "--count", "10")
+    assert dead["body"] == "poison" and dead["dead_letter_reason"] == "FilterException"
+    assert lines(daemon, "receive", sub_path("drops") + "/$deadletterqueue", "--count", "10") == []
+
+    run(daemon, "subscription", "update", TOPIC, "drops", "--dead-letter-on-filter-exceptions")
+    send(daemon, "poison again")
+    [dead] = lines(daemon, "receive", sub_path("drops") + "/$deadletterqueue", "--count", "10")
+    assert dead["body"] == "poison again"
 
 
 def test_topic_and_subscription_survive_a_restart(daemon: Any) -> None:
