@@ -38,9 +38,13 @@ from sbctl.protocol import (
     EntityCreate,
     EntityPath,
     EntityRef,
+    FaultAdd,
+    FaultClear,
+    FaultList,
     LoadAdopt,
     LoadRef,
     NamespaceCreate,
+    NamespacePair,
     NamespaceRef,
     NamespaceScope,
     NamespaceUpdate,
@@ -209,6 +213,31 @@ class _Calls:
     def namespace_metrics(self, name: str) -> Call:
         return "namespace_metrics", NamespaceRef(name), _plain
 
+    def namespace_pair(
+        self,
+        primary: str,
+        secondary: str,
+        backlog_queue_count: int,
+        failover_interval_ms: int,
+        ping_primary_interval_ms: int,
+        enable_syphon: bool,
+    ) -> Call:
+        args = NamespacePair(
+            primary,
+            secondary,
+            backlog_queue_count,
+            failover_interval_ms,
+            ping_primary_interval_ms,
+            enable_syphon,
+        )
+        return "namespace_pair", args, _plain
+
+    def namespace_unpair(self, primary: str) -> Call:
+        return "namespace_unpair", NamespaceRef(primary), _plain
+
+    def namespace_pair_status(self, primary: str) -> Call:
+        return "namespace_pair_status", NamespaceRef(primary), _plain
+
     def namespace_get(self, name: str) -> Call:
         return "namespace_get", NamespaceRef(name), _plain
 
@@ -342,6 +371,19 @@ class _Calls:
     def dlq_resubmit(self, entity: str, count: int | None, to: str | None) -> Call:
         return "dlq_resubmit", Resubmit(self.namespace, entity, count, to), _plain
 
+    def fault_add(
+        self, entity: str | None, partitions: Sequence[int], kind: str, latency_ms: int | None
+    ) -> Call:
+        args = FaultAdd(self.namespace, entity, list(partitions), kind, latency_ms)
+        return "fault_add", args, _plain
+
+    def fault_list(self, all_namespaces: bool) -> Call:
+        return "fault_list", FaultList(None if all_namespaces else self.namespace), _plain
+
+    def fault_clear(self, ids: Sequence[str], all_namespaces: bool) -> Call:
+        namespace = None if ids or all_namespaces else self.namespace
+        return "fault_clear", FaultClear(namespace, list(ids), all_namespaces), _plain
+
     def load_adopt(self, entity: str, load_id: str, files: Sequence[tuple[int, str]]) -> Call:
         staged = [StagedFile(pid, path) for pid, path in files]
         return "load_adopt", LoadAdopt(self.namespace, entity, load_id, staged), _plain
@@ -362,6 +404,15 @@ def _policy(total: int, backoff: float, backoff_max: float) -> RetryPolicy:
     if not 0 <= total <= 100:  # SPEC §16.4: MaxRetries 0-100
         raise InvalidOperation("retry_total must be between 0 and 100")
     return RetryPolicy(total=total, backoff=backoff, max_backoff=backoff_max)
+
+
+def _gave_up(error: SbctlError, retries: int) -> SbctlError:
+    """The error to raise once the retry policy gives up: after retries of a transient
+    error it says how many were made."""
+    if not retries or not error.transient:
+        return error
+    times = "retry" if retries == 1 else "retries"
+    return type(error)(f"{error.message} (gave up after {retries} {times})", retry_after=None)
 
 
 def _raise_or_result(reply_ok: bool, raw: msgspec.Raw, read: Callable[[msgspec.Raw], Any]) -> Any:
@@ -386,7 +437,8 @@ class Client:
     ) -> None:
         """``retry_*``: the retry policy (SPEC §16.5; :mod:`sbctl.retry`), 0 retries
         turns it off. Only transient errors the daemon answers (ServerBusy,
-        ServiceTimeout) are retried; a daemon that cannot be reached is reported at once."""
+        ServiceTimeout, ServiceCommunicationProblem from an unavailable store) are retried;
+        a daemon that cannot be reached is reported at once."""
         self.socket_path = str(socket_path or paths.default_socket())
         self.namespace = namespace or os.environ.get("SBCTL_NAMESPACE") or DEFAULT_NAMESPACE
         self.timeout = timeout
@@ -426,7 +478,7 @@ class Client:
             except _Answered as answered:
                 wait = self.retry.delay(answered.error, attempt)
                 if wait is None:
-                    raise answered.error from None
+                    raise _gave_up(answered.error, attempt) from None
             attempt += 1
             time.sleep(wait)
 
@@ -544,6 +596,39 @@ class Client:
     def namespace_metrics(self, name: str | None = None) -> dict[str, Any]:
         """Throttled and served requests, and the daemon's CPU and memory."""
         return self._call(self._calls.namespace_metrics(name or self.namespace))
+
+    def namespace_pair(
+        self,
+        primary: str,
+        secondary: str,
+        *,
+        backlog_queue_count: int = 10,
+        failover_interval_ms: int = 60_000,
+        ping_primary_interval_ms: int = 60_000,
+        enable_syphon: bool = False,
+    ) -> dict[str, Any]:
+        """Pair ``primary`` with ``secondary`` for send availability (SPEC §0.3): the
+        daemon creates the missing backlog queues in ``secondary`` and, from then on,
+        fails sends to ``primary`` over to them. Returns the pairing's status."""
+        return self._call(
+            self._calls.namespace_pair(
+                primary,
+                secondary,
+                backlog_queue_count,
+                failover_interval_ms,
+                ping_primary_interval_ms,
+                enable_syphon,
+            )
+        )
+
+    def namespace_unpair(self, primary: str) -> dict[str, Any]:
+        """Stop failing ``primary``'s sends over; the backlog queues stay as they are."""
+        return self._call(self._calls.namespace_unpair(primary))
+
+    def namespace_pair_status(self, primary: str) -> dict[str, Any]:
+        """State (Active, FailedOver, Faulted and why), failing and failed-over entities,
+        backlog queues with what they hold, and the counters (moved, pings, failovers)."""
+        return self._call(self._calls.namespace_pair_status(primary))
 
     def namespace_get(self, name: str) -> dict[str, Any]:
         return self._call(self._calls.namespace_get(name))
@@ -717,6 +802,30 @@ class Client:
         """Move dead-lettered messages back to the queue (or to ``to``)."""
         return self._call(self._calls.dlq_resubmit(entity, count, to))
 
+    # -- faults (test tooling, sbctld.faults)
+    def fault_add(
+        self,
+        entity: str | None = None,
+        partitions: Sequence[int] = (),
+        *,
+        kind: str = "unavailable",
+        latency_ms: int | None = None,
+    ) -> dict[str, Any]:
+        """Make this namespace's stores unavailable (or, with ``kind="slow"``, answer
+        ``latency_ms`` late): every one, ``entity``'s (a queue or topic), or only its
+        ``partitions``. Returns the fault, with its id."""
+        return self._call(self._calls.fault_add(entity, partitions, kind, latency_ms))
+
+    def fault_list(self, *, all_namespaces: bool = False) -> list[dict[str, Any]]:
+        return self._call(self._calls.fault_list(all_namespaces))
+
+    def fault_clear(
+        self, ids: Sequence[str] = (), *, all_namespaces: bool = False
+    ) -> dict[str, Any]:
+        """Clear the faults ``ids``, else every fault of this namespace (of every
+        namespace with ``all_namespaces``); ``cleared`` lists them."""
+        return self._call(self._calls.fault_clear(ids, all_namespaces))
+
     def accept_session(self, entity: str, session_id: str | None = None) -> dict[str, Any]:
         """Lock ``session_id`` (or the next session with messages) for this caller: returns
         ``session_id``, ``session_lock_token`` and ``locked_until_utc`` (SPEC §9.6)."""
@@ -827,7 +936,7 @@ class AsyncClient:
             except _Answered as answered:
                 wait = self.retry.delay(answered.error, attempt)
                 if wait is None:
-                    raise answered.error from None
+                    raise _gave_up(answered.error, attempt) from None
             attempt += 1
             await asyncio.sleep(wait)
 
@@ -921,6 +1030,33 @@ class AsyncClient:
 
     async def namespace_metrics(self, name: str | None = None) -> dict[str, Any]:
         return await self._call(self._calls.namespace_metrics(name or self.namespace))
+
+    async def namespace_pair(
+        self,
+        primary: str,
+        secondary: str,
+        *,
+        backlog_queue_count: int = 10,
+        failover_interval_ms: int = 60_000,
+        ping_primary_interval_ms: int = 60_000,
+        enable_syphon: bool = False,
+    ) -> dict[str, Any]:
+        return await self._call(
+            self._calls.namespace_pair(
+                primary,
+                secondary,
+                backlog_queue_count,
+                failover_interval_ms,
+                ping_primary_interval_ms,
+                enable_syphon,
+            )
+        )
+
+    async def namespace_unpair(self, primary: str) -> dict[str, Any]:
+        return await self._call(self._calls.namespace_unpair(primary))
+
+    async def namespace_pair_status(self, primary: str) -> dict[str, Any]:
+        return await self._call(self._calls.namespace_pair_status(primary))
 
     async def namespace_get(self, name: str) -> dict[str, Any]:
         return await self._call(self._calls.namespace_get(name))
@@ -1093,6 +1229,24 @@ class AsyncClient:
     ) -> dict[str, Any]:
         """Move dead-lettered messages back to the queue (or to ``to``)."""
         return await self._call(self._calls.dlq_resubmit(entity, count, to))
+
+    async def fault_add(
+        self,
+        entity: str | None = None,
+        partitions: Sequence[int] = (),
+        *,
+        kind: str = "unavailable",
+        latency_ms: int | None = None,
+    ) -> dict[str, Any]:
+        return await self._call(self._calls.fault_add(entity, partitions, kind, latency_ms))
+
+    async def fault_list(self, *, all_namespaces: bool = False) -> list[dict[str, Any]]:
+        return await self._call(self._calls.fault_list(all_namespaces))
+
+    async def fault_clear(
+        self, ids: Sequence[str] = (), *, all_namespaces: bool = False
+    ) -> dict[str, Any]:
+        return await self._call(self._calls.fault_clear(ids, all_namespaces))
 
     async def accept_session(self, entity: str, session_id: str | None = None) -> dict[str, Any]:
         """Lock ``session_id`` (or the next session with messages) for this caller: returns

@@ -71,6 +71,17 @@ class NamespaceRef(_Args):
     name: str
 
 
+class NamespacePair(_Args):
+    """Pair the primary ``name`` with ``secondary`` (SPEC §0.3; defaults §0.3.7)."""
+
+    name: str
+    secondary: str
+    backlog_queue_count: int = 10
+    failover_interval_ms: int = 60_000
+    ping_primary_interval_ms: int = 60_000
+    enable_syphon: bool = False
+
+
 class NamespaceScope(_Args):
     namespace: str
 
@@ -266,6 +277,29 @@ class LoadRef(_Args):
     load_id: str
 
 
+class FaultAdd(_Args):
+    """Make stores unavailable or slow (sbctld.faults): every store of ``namespace``, or
+    of the queue or topic ``entity``, or only its ``partitions``."""
+
+    namespace: str
+    entity: str | None = None
+    partitions: list[int] = []
+    kind: str = "unavailable"  # or "slow", with latency_ms
+    latency_ms: int | None = None
+
+
+class FaultList(_Args):
+    namespace: str | None = None  # None: every namespace
+
+
+class FaultClear(_Args):
+    """Clear the faults ``ids``, or every fault of ``namespace``, or every fault."""
+
+    namespace: str | None = None
+    ids: list[str] = []
+    all_namespaces: bool = False
+
+
 class Delivered(msgspec.Struct, array_like=True):
     """A peeked or received message as it travels back to the client."""
 
@@ -292,6 +326,9 @@ OPS: dict[str, type[_Args]] = {
     "namespace_update": NamespaceUpdate,
     "namespace_credits": NamespaceRef,
     "namespace_metrics": NamespaceRef,
+    "namespace_pair": NamespacePair,
+    "namespace_unpair": NamespaceRef,
+    "namespace_pair_status": NamespaceRef,
     "queue_create": EntityCreate,
     "queue_update": EntityCreate,
     "queue_get": EntityRef,
@@ -328,6 +365,9 @@ OPS: dict[str, type[_Args]] = {
     "cancel_scheduled": SequenceNumbers,
     "purge": EntityPath,
     "dlq_resubmit": Resubmit,
+    "fault_add": FaultAdd,
+    "fault_list": FaultList,
+    "fault_clear": FaultClear,
 }
 
 _encoder = msgspec.msgpack.Encoder()

@@ -21,7 +21,7 @@ import json
 import os
 import shutil
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +36,7 @@ from sbctl.errors import (
     MessagingEntityNotFound,
     QuotaExceeded,
     SbctlError,
+    ServiceCommunicationProblem,
 )
 from sbctl.limits import (
     MAX_CORRELATION_FILTERS,
@@ -79,6 +80,8 @@ from sbctld.credits import (
     MANAGEMENT_COST,
     CreditMeter,
 )
+from sbctld.faults import KINDS, MAX_LATENCY_MS, Fault, FaultRegistry
+from sbctld.paired import PairedNamespaces
 from sbctld.partition import Partition
 from sbctld.queue import DESCRIPTION, Queue
 from sbctld.storage.files import fsync_dir
@@ -225,6 +228,7 @@ class Broker:
         self.clock = clock
         self.syncer = syncer
         self.report = report
+        self.faults = FaultRegistry(report)  # injected store faults (sbctld.faults)
         self.segment_bytes = segment_bytes
         if default_credits_per_second < 0:
             raise BadRequest("default credits per second must not be negative")
@@ -236,11 +240,16 @@ class Broker:
         self._resolved: dict[tuple[str, str], tuple[Queue, str]] = {}  # cleared on deletes
         self._touched: set[tuple[str, str]] = set()
         self._idle_check_ms = 0
+        # Paired namespaces (sbctld.paired): ``paired`` maps a primary's key to its
+        # pairing; empty, it costs every send one truthiness check.
+        self.pairings = PairedNamespaces(self)
+        self.paired = self.pairings.by_primary
         first_start = not self.root.exists()
         self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
         self._load()
         if first_start:
             self.namespace_create(DEFAULT_NAMESPACE, "standard")
+        self.pairings.load()
 
     # ------------------------------------------------------------ loading
 
@@ -418,11 +427,17 @@ class Broker:
 
     def namespace_delete(self, name: str) -> dict[str, Any]:
         ns = self.namespace(name)
+        self._reach_namespace(ns)
+        for entity in [*ns.queues.values(), *ns.topics.values()]:
+            entity.reach_all()  # SPEC §0.1.10: deleting needs every store
         for queue in [*ns.queues.values(), *ns.topics.values()]:
             queue.close()
         self._remove_dir(ns.directory)
         del self.namespaces[entity_key(name)]
         self._resolved.clear()
+        self._drop_faults(entity_key(name), None, "its namespace was deleted")
+        if self.paired:
+            self.pairings.namespace_deleted(entity_key(name), self.clock.now_ms())
         return {"deleted": ns.name}
 
     def _remove_dir(self, directory: Path) -> None:
@@ -454,6 +469,7 @@ class Broker:
         now = self.clock.now_ms()
         cfg = merge_options(QueueConfig(name=name), options, creating=True)
         partitions = self._check_new_entity(ns, cfg, options)
+        self._reach_namespace(ns)
         cfg.created_at_ms = cfg.updated_at_ms = now
         parent = ns.directory / "queues"
         directory = self._make_dir(parent, name, {DESCRIPTION: cfg})
@@ -469,6 +485,8 @@ class Broker:
         )
         queue.key = (entity_key(ns.name), key)
         ns.queues[key] = queue
+        if self.faults.faults:
+            self.faults.apply(queue, "queue")  # a namespace-wide slow fault covers it
         return queue.describe()
 
     def _new_entity_key(self, ns: Namespace, name: str, kind: str) -> str:
@@ -543,6 +561,7 @@ class Broker:
     def queue_update(self, namespace: str, name: str, options: dict[str, Any]) -> dict[str, Any]:
         ns = self._manage(namespace)
         queue = self.queue(namespace, name)
+        queue.reach_all()  # SPEC §0.1.10
         cfg = merge_options(queue.config, options, creating=False)
         check_queue(cfg, ns.config.sku, set(options))
         self._check_forwarding(ns, cfg)
@@ -562,6 +581,7 @@ class Broker:
 
     def queue_delete(self, namespace: str, name: str) -> dict[str, Any]:
         self._manage(namespace)
+        self.queue(namespace, name).reach_all()  # SPEC §0.1.10
         return self._queue_delete(namespace, name)
 
     def _queue_delete(self, namespace: str, name: str) -> dict[str, Any]:
@@ -571,6 +591,7 @@ class Broker:
         self._remove_dir(queue.directory)
         del ns.queues[entity_key(name)]
         self._resolved.clear()
+        self._drop_faults(queue.key[0], queue.key[1], "its queue was deleted")
         return {"deleted": queue.name}
 
     # ------------------------------------------------------------ topics (SPEC §10)
@@ -600,6 +621,7 @@ class Broker:
         now = self.clock.now_ms()
         cfg = merge_options(TopicConfig(name=name), options, creating=True)
         partitions = self._check_new_entity(ns, cfg, options)
+        self._reach_namespace(ns)
         cfg.created_at_ms = cfg.updated_at_ms = now
         directory = self._make_dir(ns.directory / "topics", name, {TOPIC_DESCRIPTION: cfg})
         topic = Topic.open_topic(
@@ -615,11 +637,14 @@ class Broker:
             key=(entity_key(ns.name), key),
         )
         ns.topics[key] = topic
+        if self.faults.faults:
+            self.faults.apply(topic, "topic")  # a namespace-wide slow fault covers it
         return topic.describe()
 
     def topic_update(self, namespace: str, name: str, options: dict[str, Any]) -> dict[str, Any]:
         ns = self._manage(namespace)
         topic = self.topic(namespace, name)
+        topic.reach_all()  # SPEC §0.1.10
         cfg = merge_options(topic.config, options, creating=False)
         check_queue(cfg, ns.config.sku, set(options))
         cfg.updated_at_ms = topic.accessed_at_ms = self.clock.now_ms()
@@ -637,13 +662,16 @@ class Broker:
 
     def topic_delete(self, namespace: str, name: str) -> dict[str, Any]:
         ns = self._manage(namespace)
-        return self._topic_delete(ns, self.topic(namespace, name))
+        topic = self.topic(namespace, name)
+        topic.reach_all()  # SPEC §0.1.10
+        return self._topic_delete(ns, topic)
 
     def _topic_delete(self, ns: Namespace, topic: Topic) -> dict[str, Any]:
         topic.close()
         self._remove_dir(topic.directory)
         del ns.topics[entity_key(topic.name)]
         self._resolved.clear()
+        self._drop_faults(topic.key[0], topic.key[1], "its topic was deleted")
         return {"deleted": topic.name}
 
     def subscription_keys(self, namespace: str, topic: str) -> list[tuple[str, str]]:
@@ -658,6 +686,7 @@ class Broker:
         ns = self._manage(namespace)
         topic = self.topic(namespace, topic_name)
         validate_subscription_name(name)
+        topic.reach_all()  # SPEC §0.1.10: a subscription lives in every store of its topic
         if name.lower() in topic.subscriptions:
             raise MessagingEntityAlreadyExists(
                 f"subscription {name!r} already exists in topic {topic.name!r}"
@@ -685,6 +714,8 @@ class Broker:
         )
         sub = topic.add_subscription(directory, cfg, self.syncer, now)
         sub.rules = rules
+        if topic.faulty:
+            self.faults.apply(topic, "topic", topic.subscriptions.values())
         return sub.describe()
 
     def subscription_update(
@@ -692,6 +723,7 @@ class Broker:
     ) -> dict[str, Any]:
         ns = self._manage(namespace)
         sub = self.subscription(self.topic(namespace, topic_name), name)
+        sub.reach_all()  # SPEC §0.1.10
         cfg = merge_options(sub.config, options, creating=False)
         check_queue(cfg, ns.config.sku, set(options))
         self._check_forwarding(ns, cfg)
@@ -712,7 +744,9 @@ class Broker:
     def subscription_delete(self, namespace: str, topic_name: str, name: str) -> dict[str, Any]:
         self._manage(namespace)
         topic = self.topic(namespace, topic_name)
-        return self._subscription_delete(topic, self.subscription(topic, name))
+        sub = self.subscription(topic, name)
+        sub.reach_all()  # SPEC §0.1.10
+        return self._subscription_delete(topic, sub)
 
     def _subscription_delete(self, topic: Topic, sub: Subscription) -> dict[str, Any]:
         topic.remove_subscription(sub)
@@ -747,6 +781,7 @@ class Broker:
         topic = self.topic(namespace, topic_name)
         sub = self.subscription(topic, sub_name)
         validate_rule_name(name)
+        sub.reach_all()  # SPEC §0.1.10, §0.1.11
         if sub.rule(name) is not None:
             raise MessagingEntityAlreadyExists(
                 f"rule {name!r} already exists in subscription {sub.name!r}"
@@ -786,6 +821,7 @@ class Broker:
         self._manage(namespace)
         rule = self._rule(namespace, topic_name, sub_name, name)
         sub = self.subscription(self.topic(namespace, topic_name), sub_name)
+        sub.reach_all()  # SPEC §0.1.10, §0.1.11
         sub.rules.remove(rule)
         sub.save_rules()
         return {"deleted": rule.name, "subscription": sub.name}
@@ -830,8 +866,20 @@ class Broker:
         return queue, sub
 
     def send(
-        self, namespace: str, path: str, messages: Sequence[Message | bytes | msgspec.Raw]
+        self,
+        namespace: str,
+        path: str,
+        messages: Sequence[Message | bytes | msgspec.Raw],
+        sender: Hashable = None,
+        *,
+        direct: bool = False,
     ) -> list[int]:
+        """``sender``: the client connection (a paired primary keeps a backlog queue per
+        sender, sbctld.pairing); ``direct``: past the pairing (its own sends)."""
+        if self.paired and not direct:
+            pairing = self.paired.get(entity_key(namespace))
+            if pairing is not None:
+                return self.pairings.send(pairing, namespace, path, messages, sender)
         queue, dlq = self.resolve(namespace, path)
         if dlq:
             # SPEC §4.3: only the parent's dead-letter operation fills a DLQ.
@@ -1057,6 +1105,8 @@ class Broker:
             try:
                 target.send([message], now, from_broker=True)
             except SbctlError as exc:  # disabled, full, needs a session...: SPEC §4.6
+                if exc.transient:
+                    return []  # an unavailable store: it stays, forwarded once it is back
                 failure = (exc.code, exc.message)
         if failure is None:
             p.log.set_state(seq, State.GONE)
@@ -1129,6 +1179,8 @@ class Broker:
             raise InvalidOperation("messages cannot be resubmitted into a dead-letter queue")
         if count is not None and count < 1:
             raise BadRequest("count must be at least 1")
+        if queue.faulty:
+            queue.check_reachable()  # SPEC §0.1.6: what the available partitions hold
         now = self.clock.now_ms()
         moved: list[int] = []
         if isinstance(target, Subscription) and target is not queue:
@@ -1155,6 +1207,11 @@ class Broker:
         queue, dlq = self._reader(namespace, path)
         if dlq:
             raise InvalidOperation("messages cannot be loaded into a dead-letter queue")
+        if queue.faulty:
+            for pid in {pid for pid, _path in files if 0 <= pid < len(queue.partitions)}:
+                fault = queue.partitions[pid].fault
+                if fault is not None:
+                    fault.touch()  # all or nothing: no partition may be unavailable
         result = loads.adopt(queue, load_id, files, self.clock.now_ms())
         if queue.scheduled_pending:
             self._note_scheduled(*queue.key, queue)
@@ -1162,6 +1219,145 @@ class Broker:
 
     def load_status(self, namespace: str, path: str, load_id: str) -> dict[str, Any]:
         return loads.status(self._reader(namespace, path)[0], load_id)
+
+    # ------------------------------------------------------------ faults (sbctld.faults)
+
+    def fault_add(
+        self,
+        namespace: str,
+        entity: str | None = None,
+        partitions: Sequence[int] = (),
+        kind: str = "unavailable",
+        latency_ms: int | None = None,
+    ) -> dict[str, Any]:
+        """Make stores of a namespace unavailable or slow: every one, one queue's or
+        topic's, or some partitions of it (test tooling, beyond Azure)."""
+        ns = self.namespace(namespace)
+        if kind not in KINDS:
+            raise BadRequest(f"fault kind {kind!r} is not one of {', '.join(KINDS)}")
+        if kind == "slow":
+            if latency_ms is None:
+                raise BadRequest("a slow fault needs a latency")
+            if not 0 < latency_ms <= MAX_LATENCY_MS:
+                raise BadRequest("a slow fault's latency must be above 0 and at most 1 hour")
+        elif latency_ms is not None:
+            raise BadRequest("only a slow fault takes a latency")
+        target: Queue | None = None
+        entity_kind = None
+        if entity is None:
+            if partitions:
+                raise BadRequest("partitions need an entity: name a queue or topic")
+        else:
+            target, entity_kind = self._fault_target(ns, entity)
+            count = len(target.partitions)
+            for pid in partitions:
+                if not 0 <= pid < count:
+                    raise BadRequest(
+                        f"partition {pid} is not a partition of {entity_kind} "
+                        f"{target.name!r} (it has {count}: 0-{count - 1})"
+                    )
+        fault = Fault(
+            id=self.faults.new_id(),
+            namespace=ns.name,
+            kind=kind,
+            created_at_ms=self.clock.now_ms(),
+            entity=None if target is None else target.name,
+            entity_kind=entity_kind,
+            partitions=tuple(sorted(set(partitions))),
+            latency_ms=latency_ms or 0,
+        )
+        self.faults.add(fault)
+        self._apply_faults(ns)
+        return fault.describe()
+
+    def _fault_target(self, ns: Namespace, entity: str) -> tuple[Queue, str]:
+        """The queue or topic a fault names (a subscription or DLQ lives in its stores)."""
+        parsed = parse_entity_path(entity)
+        if parsed.subscription is not None or parsed.subqueue:
+            owner = "topic" if parsed.subscription is not None else "entity"
+            raise BadRequest(
+                f"{entity!r} lives in the stores of {parsed.entity!r}: fault that {owner}"
+            )
+        key = entity_key(parsed.entity)
+        if key in ns.queues:
+            return ns.queues[key], "queue"
+        if key in ns.topics:
+            return ns.topics[key], "topic"
+        validate_entity_name(parsed.entity)
+        raise MessagingEntityNotFound(
+            f"queue or topic {entity!r} does not exist in namespace {ns.name!r}"
+        )
+
+    def fault_list(self, namespace: str | None = None) -> list[dict[str, Any]]:
+        """The faults of one namespace (None: of every namespace), oldest first."""
+        faults = list(self.faults.faults.values())
+        if namespace is not None:
+            ns_key = entity_key(self.namespace(namespace).name)
+            faults = [f for f in faults if f.ns_key == ns_key]
+        return [f.describe() for f in faults]
+
+    def fault_clear(
+        self,
+        namespace: str | None = None,
+        ids: Sequence[str] = (),
+        all_namespaces: bool = False,
+    ) -> dict[str, Any]:
+        """Clear faults by id, every fault of ``namespace``, or every fault. The stores
+        answer again with everything they held (nothing was changed while they were down)."""
+        if ids and all_namespaces:
+            raise BadRequest("clear some faults by id or every fault, not both")
+        if ids:
+            wanted = list(dict.fromkeys(i.lower() for i in ids))
+            unknown = [i for i in wanted if i not in self.faults.faults]
+            if unknown:
+                raise MessagingEntityNotFound(
+                    f"no fault {unknown[0]!r} (`sbctl fault list --all` shows them)"
+                )
+            chosen = [self.faults.faults[i] for i in wanted]
+        elif all_namespaces:
+            chosen = list(self.faults.faults.values())
+        elif namespace is not None:
+            chosen = self.faults.in_namespace(entity_key(self.namespace(namespace).name))
+        else:
+            raise BadRequest("say which faults to clear: ids, a namespace, or all of them")
+        cleared = self.faults.remove(chosen)
+        for ns_key in dict.fromkeys(f.ns_key for f in cleared):
+            ns = self.namespaces.get(ns_key)
+            if ns is not None:
+                self._apply_faults(ns)
+                self._revisit(ns)
+        return {"cleared": [f.describe() for f in cleared]}
+
+    def _apply_faults(self, ns: Namespace) -> None:
+        for queue in ns.queues.values():
+            self.faults.apply(queue, "queue")
+        for topic in ns.topics.values():
+            self.faults.apply(topic, "topic", topic.subscriptions.values())
+
+    def _revisit(self, ns: Namespace) -> None:
+        """After stores came back: run their timers (locks, schedules) and forwarding."""
+        now = self.clock.now_ms()
+        for entity in ns.entities():
+            heapq.heappush(self._due, (now, *entity.key))
+
+    def _drop_faults(self, ns_key: str, key: str | None, why: str) -> None:
+        """Faults on a deleted namespace or entity go with it."""
+        gone = [
+            f
+            for f in self.faults.faults.values()
+            if f.ns_key == ns_key and (key is None or f.entity_key == key)
+        ]
+        if gone:
+            self.faults.remove(gone, f"dropped, {why}")
+
+    def _reach_namespace(self, ns: Namespace) -> None:
+        """Creating needs the namespace's stores: a namespace-wide unavailable fault
+        refuses it (SPEC §0.1.10)."""
+        fault = self.faults.namespace_down(entity_key(ns.name))
+        if fault is not None:
+            raise ServiceCommunicationProblem(
+                f"the stores of namespace {ns.name!r} are unavailable (injected fault {fault.id})"
+            )
 
     # ------------------------------------------------------------ time
 
@@ -1191,6 +1387,8 @@ class Broker:
             self.flow(queue)
             if freed:
                 woke.append((ns_key, q_key))
+        if self.paired:
+            woke += self.pairings.tick(now)  # pings, the syphon, fault propagation
         return woke
 
     def _by_key(self, ns_key: str, key: str) -> Queue | None:
@@ -1206,11 +1404,14 @@ class Broker:
         return found
 
     def _delete_idle(self, now: int) -> None:
+        # An entity with an unavailable store cannot be deleted (SPEC §0.1.10): it waits.
         for ns in list(self.namespaces.values()):
-            for queue in [q for q in ns.queues.values() if q.idle(now)]:
+            for queue in [q for q in ns.queues.values() if q.idle(now) and not q.unavailable()]:
                 self._queue_delete(ns.name, queue.name)  # the system's own: not charged
                 self.report(f"deleted queue {ns.name}/{queue.name}: idle for auto_delete_on_idle")
             for topic in list(ns.topics.values()):
+                if topic.unavailable():
+                    continue
                 if topic.idle(now):
                     self._topic_delete(ns, topic)
                     self.report(
@@ -1241,6 +1442,7 @@ class Broker:
         return done
 
     def close(self) -> None:
+        self.pairings.close()
         self.checkpoint()
         for ns in self.namespaces.values():
             for queue in [*ns.queues.values(), *ns.topics.values()]:

@@ -8,6 +8,9 @@ Transient state (lost on restart, as locks are lost when a connection drops, SPE
 
 A lock token is a GUID carrying the public sequence number and a random nonce, so settling
 needs no token table (:func:`sbctl.messages.lock_token_for`).
+
+``fault`` is None while the store is healthy, else what an injected fault does to it
+(sbctld.faults); the queue checks it only when its ``faulty`` flag is up.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from __future__ import annotations
 import heapq
 import random
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import msgspec
 
@@ -23,6 +27,9 @@ from sbctl.protocol import Delivered
 from sbctld.storage.journal import Entry
 from sbctld.storage.log import OP_DELIVERY, OP_STATE, PartitionLog, State
 from sbctld.storage.topic import SubLog
+
+if TYPE_CHECKING:
+    from sbctld.faults import StoreFault
 
 PEEKABLE = frozenset((State.ACTIVE, State.DEFERRED, State.SCHEDULED))
 
@@ -42,6 +49,7 @@ class Partition:
     __slots__ = (
         "by_session",
         "dlq",
+        "fault",
         "id",
         "lock_heap",
         "locks",
@@ -56,6 +64,7 @@ class Partition:
     def __init__(self, log: PartitionLog | SubLog, partition_id: int, partitioned: bool) -> None:
         self.log = log
         self.id = partition_id
+        self.fault: StoreFault | None = None
         self.shift = partition_id << 48 if partitioned else 0
         self.locks: dict[int, tuple[int, int]] = {}
         self.lock_heap: list[tuple[int, int, int]] = []

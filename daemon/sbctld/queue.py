@@ -45,6 +45,7 @@ from sbctl.partitioning import partition_for_key, partition_key_of
 from sbctl.protocol import Delivered
 from sbctld.config import MB, QueueConfig, save_toml
 from sbctld.dedup import DuplicateHistory
+from sbctld.faults import ENTITY_UNAVAILABLE, all_down
 from sbctld.partition import Partition
 from sbctld.sessions import SESSION_LOCK_LOST, Sessions
 from sbctld.storage.journal import Entry
@@ -120,6 +121,9 @@ class Queue:
         self.key = ("", "")  # (namespace key, queue key), set by the broker
         self.dedup: DuplicateHistory | None = None
         self.sessions: Sessions | None = None
+        # Some partition has an injected fault (sbctld.faults): the one check the data
+        # plane makes while there are none.
+        self.faulty = False
         self._rr_send = 0
         self._rr_receive = 0
 
@@ -224,6 +228,7 @@ class Queue:
         if dedup is not None:
             dedup.prune(now, window)
         fresh: dict[str, int] = {}  # duplicate-detection key -> index in ``order``
+        faulty = self.faulty
         for m, payload in zip(messages, payloads, strict=True):
             size = len(payload)
             key = self._check(m, size)
@@ -262,6 +267,8 @@ class Queue:
             else:
                 pid = rr % count  # keyless: round-robin
                 rr += 1
+            if faulty:
+                pid = self._writable(pid, keyless=key is None and via_partition is None)
             ttl = m.time_to_live_ms
             # SPEC §1.6: a message's TTL is capped by the entity default.
             ttl = default_ttl if ttl is None or ttl > default_ttl else ttl
@@ -314,6 +321,21 @@ class Queue:
         if dedup is not None and fresh:
             dedup.add(((dkey, seqs[i]) for dkey, i in fresh.items()), now)
         return seqs
+
+    def _writable(self, pid: int, *, keyless: bool) -> int:
+        """The partition a message chosen for ``pid`` is written to, with faults
+        (SPEC §0.1.5): a keyless message skips unavailable partitions, a keyed one fails."""
+        fault = self.partitions[pid].fault
+        if fault is None or fault.reachable():
+            return pid
+        n = len(self.partitions)
+        if not keyless or n == 1:
+            raise fault.error()
+        for k in range(1, n):
+            p = self.partitions[(pid + k) % n]
+            if p.fault is None or p.fault.reachable():
+                return p.id
+        raise all_down(self)
 
     def _store(
         self,
@@ -388,8 +410,13 @@ class Queue:
         n = len(self.partitions)
         start = self._rr_receive
         self._rr_receive = (start + 1) % n
+        faulty = self.faulty
+        if faulty:
+            self.check_reachable()
         for k in range(n):
             p = self.partitions[(start + k) % n]
+            if faulty and p.fault is not None and not p.fault.reachable():
+                continue  # SPEC §0.1.6: the available partitions answer
             p.take(p.view(subqueue), count, now, lock_ms, out, self._expire)
             if len(out) >= count:
                 break
@@ -404,8 +431,12 @@ class Queue:
         return self.sessions
 
     def _session_partition(self, session_id: str) -> Partition:
+        """The partition holding the session (SPEC §0.1.4); raises when it is unavailable."""
         n = len(self.partitions)
-        return self.partitions[partition_for_key(session_id, n) if n > 1 else 0]
+        p = self.partitions[partition_for_key(session_id, n) if n > 1 else 0]
+        if p.fault is not None:
+            p.fault.touch()
+        return p
 
     def accept_session(self, session_id: str | None, now: int) -> dict[str, Any]:
         """Lock a given session, or the next unlocked one with messages (SPEC §9.6)."""
@@ -416,11 +447,17 @@ class Queue:
         if session_id is not None:
             if not 0 < len(session_id) <= MAX_ID_LENGTH:
                 raise BadRequest("session_id must be 1-128 characters")
+            if self.faulty:
+                self._session_partition(session_id)
             token, until = sessions.lock(session_id, now, lock_ms)
             return self._session_info(session_id, token, until)
         n = len(self.partitions)
+        if self.faulty:
+            self.check_reachable()
         for k in range(n):
             p = self.partitions[(self._rr_receive + k) % n]
+            if p.fault is not None and not p.fault.reachable():
+                continue
             for candidate in list(p.by_session):
                 if not sessions.held(candidate, now) and p.session_available(candidate):
                     self._rr_receive = (self._rr_receive + k + 1) % n
@@ -454,6 +491,8 @@ class Queue:
 
     def renew_session(self, token: str, now: int) -> dict[str, Any]:
         sessions = self._sessions()
+        if self.faulty and token in sessions.by_token:
+            self._session_partition(sessions.by_token[token])
         until = sessions.renew(token, now, self.config.lock_duration)
         for pid, seq in sessions.owned.get(token, []):  # SPEC §9.7: its messages too
             p = self.partitions[pid]
@@ -464,7 +503,10 @@ class Queue:
     def close_session(self, token: str, now: int) -> dict[str, Any]:
         """Release the session; its unsettled messages go back, their delivery not counted
         (SPEC §9.9)."""
-        session_id, held = self._sessions().close(token, now)
+        sessions = self._sessions()
+        if self.faulty and token in sessions.by_token:
+            self._session_partition(sessions.by_token[token])
+        session_id, held = sessions.close(token, now)
         for pid, seq in held:
             p = self.partitions[pid]
             if p.locks.pop(seq, None) is not None:
@@ -477,11 +519,20 @@ class Queue:
         """Sessions with messages or state (SPEC §9.2: a session exists while it has some)."""
         sessions = self._sessions()
         active: dict[str, int] = {}
+        down: set[int] = set()
+        if self.faulty:
+            self.check_reachable()
+            down = set(self.unavailable())
         for p in self.partitions:
+            if p.id in down:
+                continue  # SPEC §0.1.10: what the available partitions hold
             for seq, session_id in p.session_of.items():
                 if p.log.state_of(seq) in (State.ACTIVE, State.DEFERRED):
                     active[session_id] = active.get(session_id, 0) + 1
         names = sorted(set(active) | set(sessions.states.items))
+        if down:
+            n = len(self.partitions)
+            names = [s for s in names if partition_for_key(s, n) not in down]
         out = []
         for session_id in names:
             lock = sessions.locks.get(session_id) if sessions.held(session_id, now) else None
@@ -496,12 +547,18 @@ class Queue:
         return out
 
     def get_session_state(self, session_id: str) -> bytes | None:
-        return self._sessions().get_state(session_id)
+        sessions = self._sessions()
+        if self.faulty:
+            self._session_partition(session_id)
+        return sessions.get_state(session_id)
 
     def set_session_state(self, session_id: str, state: bytes | None) -> None:
         if not 0 < len(session_id) <= MAX_ID_LENGTH:
             raise BadRequest("session_id must be 1-128 characters")
-        self._sessions().set_state(session_id, state, self.max_message_bytes)
+        sessions = self._sessions()
+        if self.faulty:
+            self._session_partition(session_id)
+        sessions.set_state(session_id, state, self.max_message_bytes)
 
     def _expire(self, p: Partition, seq: int) -> None:
         """SPEC §6.2-6.3: drop, or dead-letter when the entity says so."""
@@ -524,6 +581,8 @@ class Queue:
         duplicate a scheduled message, never lose it."""
         woke = False
         for p in self.partitions:
+            if p.fault is not None and p.fault.down:
+                continue  # its timers wait for the store (the broker revisits on clear)
             for seq in p.due_scheduled(now):
                 ttl, _when = p.log.record_header(seq)
                 payload = p.log.read_payload(seq)
@@ -570,11 +629,19 @@ class Queue:
                 raise BadRequest(
                     f"sequence number {from_sequence} names no partition of this queue"
                 )
-            self.partitions[pid].peek(subqueue, local, count, out)
+            p = self.partitions[pid]
+            if p.fault is not None:
+                p.fault.touch()
+            p.peek(subqueue, local, count, out)
             return out
         start = self._rr_receive
+        faulty = self.faulty
+        if faulty:
+            self.check_reachable()
         for k in range(n):
             p = self.partitions[(start + k) % n]
+            if faulty and p.fault is not None and not p.fault.reachable():
+                continue  # SPEC §0.1.7: whichever partition answers
             if p.has_peekable(subqueue):
                 p.peek(subqueue, 0, count, out)
                 if out:
@@ -594,6 +661,8 @@ class Queue:
     ) -> list[dict[str, Any]]:
         """Settle by lock token (SPEC §3.4, §3.6, §4); one result per token."""
         changes = self._settlement_changes(op, properties, reason, description)
+        if self.faulty:
+            self._reach_tokens(tokens)  # all or nothing: the client retries the request
         extra = msgspec.msgpack.encode(changes) if changes else b""
         results: list[dict[str, Any]] = []
         journals: dict[int, list[Entry]] = {}
@@ -752,6 +821,8 @@ class Queue:
         found = []
         for public in sequence_numbers:
             p, seq = self._split(public)
+            if p.fault is not None:
+                p.fault.touch()
             if p.log.state_of(seq) != State.DEFERRED or seq in p.locks:
                 raise MessageNotFound(
                     f"no deferred message with sequence number {public} in {self.name!r}"
@@ -780,6 +851,8 @@ class Queue:
         found = []
         for public in sequence_numbers:
             p, seq = self._split(public)
+            if p.fault is not None:
+                p.fault.touch()
             if p.log.state_of(seq) != State.SCHEDULED:
                 raise MessageNotFound(
                     f"no scheduled message with sequence number {public} in {self.name!r}"
@@ -793,6 +866,8 @@ class Queue:
         """Unlocked messages in ``state``, partition by partition, oldest first."""
         out: list[tuple[Partition, int]] = []
         for p in self.partitions:
+            if p.fault is not None and not p.fault.reachable():
+                continue  # forwarding and resubmitting wait for the store
             for seq in p.log.seqs_in(state):
                 if count is not None and len(out) >= count:
                     return out
@@ -818,6 +893,7 @@ class Queue:
     def purge(self, *, subqueue: str) -> int:
         """Delete every message of the queue (or of its DLQ), locked ones included."""
         states = (self.partitions[0].view(subqueue).state,) if subqueue else PURGEABLE
+        self.reach_all()  # every message or none
         total = 0
         for p in self.partitions:
             seqs = sorted(seq for st in states for seq in p.log.seqs_in(st))
@@ -854,6 +930,8 @@ class Queue:
         if pid >= len(self.partitions):
             raise MessageLockLost(LOCK_LOST)
         p = self.partitions[pid]
+        if p.fault is not None:
+            p.fault.touch()
         session_id = p.session_of.get(seq)
         sessions = self.sessions
         if (
@@ -872,6 +950,8 @@ class Queue:
         """Release every lock that ran out; True when something became available."""
         freed = False
         for p in self.partitions:
+            if p.fault is not None and p.fault.down:
+                continue  # its timers wait for the store (the broker revisits on clear)
             for seq in p.expired_locks(now):
                 self.release(p, seq)  # SPEC §3.5: delivery count already counts it
                 freed = True
@@ -883,6 +963,8 @@ class Queue:
         c = [0] * len(State)
         size = 0
         for p in self.partitions:
+            if p.fault is not None and not p.fault.reachable():
+                continue  # SPEC §0.1.10: the available partitions' counts
             for st in State:
                 c[st] += p.log.counts[st]
             size += p.log.live_bytes
@@ -931,18 +1013,85 @@ class Queue:
             "accessed_at_utc": format_instant(self.accessed_at_ms),
             **self.counts(),
             "partition_count": len(self.partitions),
-            "availability_status": "Available",
+            "availability_status": self.availability_status,
         }
         if partitions:
             out["partitions"] = [
-                {
+                self.partition_fault(p)
+                or {
                     "partition_id": p.id,
                     "active_message_count": p.log.counts[State.ACTIVE]
                     + p.log.counts[State.DEFERRED],
                     "dead_letter_message_count": p.log.counts[State.DEADLETTERED],
                     "size_in_bytes": p.log.live_bytes,
                     "next_sequence_number": p.shift | p.log.next_seq,
+                    **self.partition_slowness(p),
                 }
                 for p in self.partitions
             ]
         return out
+
+    # ------------------------------------------------------------ faults (sbctld.faults)
+
+    def check_reachable(self) -> None:
+        """Raise ServiceCommunicationProblem when no partition is available."""
+        if all(p.fault is not None and p.fault.down for p in self.partitions):
+            raise all_down(self)
+
+    def reach_all(self) -> None:
+        """Touch every partition (SPEC §0.1.10: management must succeed on each)."""
+        if self.faulty:
+            for p in self.partitions:
+                if p.fault is not None:
+                    p.fault.touch()
+
+    def unavailable(self) -> list[int]:
+        """The partitions whose store is unavailable."""
+        if not self.faulty:
+            return []
+        return [p.id for p in self.partitions if p.fault is not None and p.fault.down]
+
+    @property
+    def availability_status(self) -> str:
+        """SPEC §0.1.10: Limited while some partition is unavailable (Azure's Unknown
+        when none is available)."""
+        down = len(self.unavailable())
+        if not down:
+            return "Available"
+        return ENTITY_UNAVAILABLE if down == len(self.partitions) else "Limited"
+
+    def partition_fault(self, p: Partition) -> dict[str, Any] | None:
+        """A faulty partition's entry in :meth:`describe` (None when it is healthy): an
+        unavailable one has no counts; a slow one says how slow."""
+        fault = p.fault
+        if fault is None or not fault.down:
+            return None
+        return {
+            "partition_id": p.id,
+            "availability_status": "Unavailable",
+            "faults": list(fault.fault_ids),
+        }
+
+    @staticmethod
+    def partition_slowness(p: Partition) -> dict[str, Any]:
+        fault = p.fault
+        if fault is None:
+            return {}
+        return {
+            "availability_status": "Slow",
+            "latency": format_duration_iso(fault.latency_ms),
+            "faults": list(fault.fault_ids),
+        }
+
+    def _reach_tokens(self, tokens: Sequence[str]) -> None:
+        """Touch the partitions of these lock tokens before settling any of them."""
+        for token in tokens:
+            try:
+                public, _nonce = parse_lock_token(token)
+            except BadRequest:
+                continue  # reported with the token's result
+            pid = public >> 48 if self.partitioned else 0
+            if pid < len(self.partitions):
+                p = self.partitions[pid]
+                if p.fault is not None:
+                    p.fault.touch()

@@ -4,6 +4,9 @@ One event loop owns all broker state, so nothing here takes a lock. Requests on 
 connection may be pipelined; each is decoded, handed to the broker synchronously, and its
 reply written once what it wrote is durable (:class:`Committer`). A long-poll receive
 parks a :class:`Waiter` that a later send, abandon or lock expiry wakes.
+
+A request that touched a store with an injected ``slow`` fault (sbctld.faults) is answered
+that much later, with a timer: the loop never blocks.
 """
 
 from __future__ import annotations
@@ -168,6 +171,7 @@ class Connection(asyncio.Protocol):
 class Server:
     def __init__(self, broker: Broker, syncer: Syncer, socket_path: Path) -> None:
         self.broker = broker
+        self.faults = broker.faults
         self.syncer = syncer
         self.committer = Committer(syncer)
         self.socket_path = socket_path
@@ -245,6 +249,7 @@ class Server:
 
     def dispatch(self, conn: Connection, body: bytes) -> None:
         self.requests += 1
+        self.faults.delay_ms = 0
         req_id = 0
         try:
             req = decode_envelope(body)
@@ -255,24 +260,42 @@ class Server:
                 for key in self.broker.take_touched():
                     self.wake(key)
         except SbctlError as err:
-            conn.reply_error(req_id, err)
+            if self.faults.delay_ms:  # a slow store answered with an error
+                frame = encode_reply(req_id, False, err.to_wire())
+                self._send_late(conn, frame, self._take_delay())
+            else:
+                conn.reply_error(req_id, err)
         except Exception as exc:
             log.error("request %s failed:\n%s", req_id, traceback.format_exc())
             conn.reply_error(req_id, GeneralError(f"internal error: {exc}"))
 
     def reply_now(self, conn: Connection, req_id: int, result: Any) -> None:
-        conn.send(encode_reply(req_id, True, result))
+        if self.faults.delay_ms:
+            self._send_late(conn, encode_reply(req_id, True, result), self._take_delay())
+        else:
+            conn.send(encode_reply(req_id, True, result))
 
     def reply_durable(self, conn: Connection, req_id: int, result: Any) -> None:
         """Reply once every write made so far is on disk (DESIGN.md §2 "Durability")."""
+        delay = self._take_delay() if self.faults.delay_ms else 0
 
         def done(error: SbctlError | None) -> None:
-            if error is None:
-                conn.send(encode_reply(req_id, True, result))
-            else:
+            if error is not None:
                 conn.reply_error(req_id, error)
+            elif delay:
+                self._send_late(conn, encode_reply(req_id, True, result), delay)
+            else:
+                conn.send(encode_reply(req_id, True, result))
 
         self.committer.after_durable(done)
+
+    def _take_delay(self) -> int:
+        """The latency of the slow stores the request touched (sbctld.faults)."""
+        delay, self.faults.delay_ms = self.faults.delay_ms, 0
+        return delay
+
+    def _send_late(self, conn: Connection, frame: bytes, delay_ms: int) -> None:
+        asyncio.get_running_loop().call_later(delay_ms / 1000, conn.send, frame)
 
     # ------------------------------------------------------------ operations
 
@@ -351,6 +374,23 @@ class Server:
         except (psutil.Error, OSError) as exc:
             log.warning("process statistics unavailable: %s", exc)
             return {}
+
+    def op_namespace_pair(self, conn: Connection, req_id: int, a: Any) -> None:
+        result = self.broker.pairings.pair(
+            a.name,
+            a.secondary,
+            a.backlog_queue_count,
+            a.failover_interval_ms,
+            a.ping_primary_interval_ms,
+            a.enable_syphon,
+        )
+        self.reply_durable(conn, req_id, result)
+
+    def op_namespace_unpair(self, conn: Connection, req_id: int, a: Any) -> None:
+        self.reply_durable(conn, req_id, self.broker.pairings.unpair(a.name))
+
+    def op_namespace_pair_status(self, conn: Connection, req_id: int, a: Any) -> None:
+        self.reply_now(conn, req_id, self.broker.pairings.status(a.name))
 
     def op_namespace_get(self, conn: Connection, req_id: int, a: Any) -> None:
         self.reply_now(conn, req_id, self.broker.namespace_get(a.name))
@@ -441,7 +481,8 @@ class Server:
         self.reply_durable(conn, req_id, result)
 
     def op_send(self, conn: Connection, req_id: int, a: Any) -> None:
-        seqs = self.broker.send(a.namespace, a.entity, a.messages)
+        # The connection is the sender a paired primary keeps a backlog queue for.
+        seqs = self.broker.send(a.namespace, a.entity, a.messages, id(conn))
         self.reply_durable(conn, req_id, seqs)
         self.wake(self._key(a.namespace, a.entity))
 
@@ -458,6 +499,7 @@ class Server:
         if got or a.max_wait_ms <= 0:
             self._reply_received(conn, req_id, a.mode, got)
             return
+        self.faults.delay_ms = 0  # a parked receive is answered by a later one
         waiter = Waiter(conn, req_id, a)
         key = self._key(a.namespace, a.entity)
         self.waiters.setdefault(key, []).append(waiter)
@@ -531,6 +573,24 @@ class Server:
     def op_load_status(self, conn: Connection, req_id: int, a: Any) -> None:
         self.reply_now(conn, req_id, self.broker.load_status(a.namespace, a.entity, a.load_id))
 
+    def op_fault_add(self, conn: Connection, req_id: int, a: Any) -> None:
+        result = self.broker.fault_add(a.namespace, a.entity, a.partitions, a.kind, a.latency_ms)
+        self.reply_now(conn, req_id, result)
+        self._wake_namespace(entity_key(a.namespace))  # parked receives of a dead store fail
+
+    def op_fault_list(self, conn: Connection, req_id: int, a: Any) -> None:
+        self.reply_now(conn, req_id, self.broker.fault_list(a.namespace))
+
+    def op_fault_clear(self, conn: Connection, req_id: int, a: Any) -> None:
+        result = self.broker.fault_clear(a.namespace, a.ids, a.all_namespaces)
+        self.reply_now(conn, req_id, result)
+        for ns_key in dict.fromkeys(entity_key(f["namespace"]) for f in result["cleared"]):
+            self._wake_namespace(ns_key)  # what the stores held is there again
+
+    def _wake_namespace(self, ns_key: str) -> None:
+        for key in [k for k in self.waiters if k[0] == ns_key]:
+            self.wake(key)
+
     # ------------------------------------------------------------ long polling
 
     def _key(self, namespace: str, entity: str) -> tuple[str, str]:
@@ -562,6 +622,7 @@ class Server:
                 w.conn.reply_error(w.req_id, err)
                 continue
             if not got:
+                self.faults.delay_ms = 0
                 break
             waiters.pop(0)
             if w.handle:

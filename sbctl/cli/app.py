@@ -29,6 +29,7 @@ COMMAND_MODULES = (
     "queue",
     "topic",
     "config",
+    "fault",
     "messages",
     "lifecycle",
     "session",
@@ -102,8 +103,8 @@ def root(
             metavar="N",
             min=0,
             max=100,
-            help="Retries of throttled (ServerBusy) and timed-out requests, with "
-            "exponential back-off (SDK default 3).",
+            help="Retries of transient failures (ServerBusy, timeouts, unavailable stores), "
+            "with exponential back-off (SDK default 3).",
         ),
     ] = 3,
     no_retry: Annotated[

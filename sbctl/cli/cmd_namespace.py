@@ -1,5 +1,6 @@
 """``sbctl namespace create|list|show|update|delete|metrics`` (SPEC §14.8 names, §15 tiers,
-§20 throttling) and ``sbctl credits``."""
+§20 throttling), ``sbctl namespace pair|unpair|pair-status`` (SPEC §0.3 paired namespaces)
+and ``sbctl credits``."""
 
 from __future__ import annotations
 
@@ -165,3 +166,118 @@ def delete(ctx: typer.Context, name: NameArgument) -> None:
     with options.connect(ctx) as sb:
         result = sb.namespace_delete(name)
     render.emit(g.output, result, lambda _: f"deleted namespace {render.escape(name)}")
+
+
+# -- paired namespaces (SPEC §0.3, §19; README "Paired namespaces")
+
+
+@group.command()
+def pair(
+    ctx: typer.Context,
+    name: Annotated[
+        str,
+        typer.Argument(
+            metavar="PRIMARY",
+            show_default=False,
+            help="The namespace whose sends fail over to the secondary.",
+        ),
+    ],
+    secondary: Annotated[
+        str,
+        typer.Option(
+            "--secondary",
+            metavar="NS",
+            show_default=False,
+            help="The namespace holding the backlog queues (<PRIMARY>/x-servicebus-transfer/<i>).",
+        ),
+    ],
+    backlog_queue_count: Annotated[
+        int,
+        typer.Option(
+            "--backlog-queue-count",
+            metavar="N",
+            min=1,
+            max=100,
+            help="Backlog queues in the secondary, created when missing.",
+        ),
+    ] = 10,
+    failover_interval: Annotated[
+        str,
+        typer.Option(
+            "--failover-interval",
+            metavar="DUR",
+            help="How long an entity's sends keep failing before they go to the backlog "
+            "queues, 0-60m (0: on the first failure).",
+        ),
+    ] = "PT1M",
+    ping_primary_interval: Annotated[
+        str,
+        typer.Option(
+            "--ping-primary-interval",
+            metavar="DUR",
+            help="How often a failed-over entity is pinged on the primary, 1s-30m.",
+        ),
+    ] = "PT1M",
+    enable_syphon: Annotated[
+        bool,
+        typer.Option(
+            "--enable-syphon",
+            help="Move backlog messages back to their entities once the primary answers.",
+        ),
+    ] = False,
+) -> None:
+    """Pair a primary namespace with a secondary for send availability."""
+    g = options.state(ctx)
+    failover_ms = options.duration_ms(failover_interval, "--failover-interval")
+    ping_ms = options.duration_ms(ping_primary_interval, "--ping-primary-interval")
+    assert failover_ms is not None and ping_ms is not None
+    with options.connect(ctx) as sb:
+        result = sb.namespace_pair(
+            name,
+            secondary,
+            backlog_queue_count=backlog_queue_count,
+            failover_interval_ms=failover_ms,
+            ping_primary_interval_ms=ping_ms,
+            enable_syphon=enable_syphon,
+        )
+    render.emit(g.output, result, render.pair_status)
+
+
+@group.command()
+def unpair(
+    ctx: typer.Context,
+    name: Annotated[
+        str, typer.Argument(metavar="PRIMARY", show_default=False, help="A paired primary.")
+    ],
+) -> None:
+    """Unpair a primary: its sends no longer fail over. The backlog queues stay."""
+    g = options.state(ctx)
+    with options.connect(ctx) as sb:
+        result = sb.namespace_unpair(name)
+    render.emit(
+        g.output,
+        result,
+        lambda r: (
+            f"unpaired namespace {render.escape(r['unpaired'])} from "
+            f"{render.escape(r['secondary'])} ({r['pending']} messages left in its backlog queues)"
+        ),
+    )
+
+
+@group.command("pair-status")
+def pair_status(
+    ctx: typer.Context,
+    name: Annotated[
+        str, typer.Argument(metavar="PRIMARY", show_default=False, help="A paired primary.")
+    ],
+    watch: WatchOption = False,
+) -> None:
+    """Show a pairing: state (Active, FailedOver, Faulted and why), failing entities,
+    backlog queues, messages diverted and moved, pings, failovers, the last error."""
+    g = options.state(ctx)
+    with options.connect(ctx) as sb:
+        if watch:
+            render.watch(g.output, lambda: sb.namespace_pair_status(name), render.pair_status)
+            return
+        result = sb.namespace_pair_status(name)
+    render.emit(g.output, result, render.pair_status)

@@ -295,3 +295,67 @@ def watch(
                 live.update(build(fetch()), refresh=True)
     except KeyboardInterrupt:
         return
+
+
+# -- paired namespaces (sbctl namespace pair-status)
+
+PAIR_COUNTERS = (
+    "diverted",
+    "moved",
+    "pending",
+    "dead_lettered",
+    "pings_sent",
+    "pings_failed",
+    "failovers",
+    "rotation_removals",
+)
+
+
+def pair_status(data: dict[str, Any]) -> RenderableType:
+    """``sbctl namespace pair-status``: the pairing, its failing entities, its backlog
+    queues."""
+    from rich.console import Group
+
+    summary = _table("pairing", "value")
+    keys = (
+        "primary",
+        "secondary",
+        "state",
+        "fault_reason",
+        "failover_interval",
+        "ping_primary_interval",
+        "enable_syphon",
+        *PAIR_COUNTERS,
+        "last_error",
+        "last_error_at_utc",
+    )
+    for key in keys:
+        if key == "fault_reason" and data.get(key) is None:
+            continue
+        summary.add_row(key.replace("_", " "), cell(key, data.get(key)))
+    parts: list[RenderableType] = [summary]
+    entities = data.get("entities") or []
+    if entities:
+        table = _table("entity", "state", "since", "next ping", "diverted", "last error")
+        for e in entities:
+            table.add_row(
+                cell("entity", e.get("entity")),
+                cell("state", e.get("state")),
+                cell("since", e.get("failed_over_at_utc") or e.get("failing_since_utc")),
+                cell("next ping", e.get("next_ping_utc")),
+                cell("diverted", e.get("diverted")),
+                cell("last error", e.get("last_error")),
+            )
+        parts.append(table)
+    queues = data.get("backlog_queues") or []
+    if queues:
+        table = _table("backlog queue", "status", "in rotation", "pending")
+        for q in queues:
+            table.add_row(
+                cell("name", q.get("name")),
+                cell("status", q.get("status")),
+                cell("in_rotation", q.get("in_rotation")),
+                cell("pending", q.get("pending")),
+            )
+        parts.append(table)
+    return Group(*parts)

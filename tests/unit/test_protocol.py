@@ -19,9 +19,13 @@ from sbctl.protocol import (
     EntityCreate,
     EntityPath,
     EntityRef,
+    FaultAdd,
+    FaultClear,
+    FaultList,
     LoadAdopt,
     LoadRef,
     NamespaceCreate,
+    NamespacePair,
     NamespaceRef,
     NamespaceScope,
     NamespaceUpdate,
@@ -125,6 +129,12 @@ SAMPLES: dict[str, list[msgspec.Struct]] = {
     ],
     "namespace_credits": [NamespaceRef("ns-one")],
     "namespace_metrics": [NamespaceRef("ns-one")],
+    "namespace_pair": [
+        NamespacePair("ns-one", "ns-two"),
+        NamespacePair("ns-one", "ns-two", 3, 0, 1000, True),
+    ],
+    "namespace_unpair": [NamespaceRef("ns-one")],
+    "namespace_pair_status": [NamespaceRef("ns-one")],
     "queue_create": [
         EntityCreate("ns", "q"),
         EntityCreate("ns", "a/b", {"lock_duration": 5000, "requires_session": True}),
@@ -174,6 +184,16 @@ SAMPLES: dict[str, list[msgspec.Struct]] = {
     "session_set_state": [
         SessionState("ns", "q", "s-1", b"\x00state"),
         SessionState("ns", "q", "s-1"),
+    ],
+    "fault_add": [
+        FaultAdd("ns"),
+        FaultAdd("ns", "q", [0, 15], "slow", 250),
+    ],
+    "fault_list": [FaultList(), FaultList("ns")],
+    "fault_clear": [
+        FaultClear("ns"),
+        FaultClear(ids=["f1", "f2"]),
+        FaultClear(all_namespaces=True),
     ],
 }
 
