@@ -382,7 +382,12 @@ def encode_frame(obj: Any) -> bytes:
 
 
 def encode_request(req_id: int, op: str, args: msgspec.Struct) -> bytes:
-    return encode_frame((PROTOCOL_VERSION, req_id, op, args))
+    try:
+        return encode_frame((PROTOCOL_VERSION, req_id, op, args))
+    except OverflowError:
+        raise BadRequest(
+            f"{op}: a number in the request is too large (at most 2**63 - 1)"
+        ) from None
 
 
 def decode_envelope(body: bytes | memoryview) -> Request:

@@ -32,6 +32,11 @@ THROTTLED_TEXT = (
 )
 
 
+class CreditQuotaExceeded(QuotaExceeded):
+    """A request costing more than a whole period's credits (SPEC §0.4.4): the caller's
+    mistake, not the entity's state (pairing does not fail over on it)."""
+
+
 class CreditMeter:
     def __init__(self, limit: int, *, premium: bool = False) -> None:
         self.limit = limit  # credits (or premium operations) per period; 0: unlimited
@@ -71,7 +76,7 @@ class CreditMeter:
             return
         if cost > self.limit:
             what = "operations per second" if self.premium else "credits per second"
-            raise QuotaExceeded(
+            raise CreditQuotaExceeded(
                 f"the request costs {cost} credits, more than the namespace's {self.limit} "
                 f"{what}: it can never be admitted (SPEC §0.4.4)"
             )

@@ -50,7 +50,7 @@ from sbctl.errors import (
 from sbctl.names import entity_key
 from sbctl.partitioning import partition_for_key
 from sbctld.config import MB, NOT_ON_BASIC
-from sbctld.credits import DATA_COST
+from sbctld.credits import DATA_COST, MANAGEMENT_COST
 from sbctld.pairing import (
     BACKLOG_QUEUE_OPTIONS,
     FAILOVER_PROPERTIES,
@@ -202,6 +202,8 @@ class PairedNamespaces:
         if s_ns.config.sku == "basic":
             for name in NOT_ON_BASIC:  # SPEC §15.1: Basic keeps its own TTL rules
                 wanted.pop(name, None)
+        # All or nothing: the secondary's credits must cover every create and read first.
+        s_ns.meter.check(MANAGEMENT_COST * options.backlog_queue_count, self.broker.clock.now_ms())
         for i in range(options.backlog_queue_count):
             name = backlog_name(options.primary, i)
             if entity_key(name) in s_ns.queues:
@@ -227,6 +229,7 @@ class PairedNamespaces:
         }
 
     def _pairing(self, primary: str) -> Pairing:
+        self.broker.namespace(primary)  # an unknown namespace is not found, not "not paired"
         pairing = self.by_primary.get(entity_key(primary))
         if pairing is None:
             raise MessagingEntityNotFound(f"namespace {primary!r} is not paired")
@@ -258,9 +261,11 @@ class PairedNamespaces:
         pending = self._pending(pairing)
         s_ns = self.broker.namespaces.get(entity_key(pairing.secondary))
         queues = []
+        unknown = False
         for i in range(opts.backlog_queue_count):
             name = backlog_name(opts.primary, i)
             queue = s_ns.queues.get(entity_key(name)) if s_ns else None
+            unknown = unknown or (queue is not None and pending[i] is None)
             queues.append(
                 {
                     "name": name,
@@ -284,7 +289,8 @@ class PairedNamespaces:
             "paired_at_utc": format_instant(opts.paired_at_ms),
             "entities": pairing.describe_entities(),
             "backlog_queues": queues,
-            "pending": sum(n for n in pending.values() if n is not None),
+            # None when a backlog queue's stores are down: its messages are not counted.
+            "pending": None if unknown else sum(n for n in pending.values() if n is not None),
             "diverted": c.diverted,
             "moved": c.moved,
             "dead_lettered": c.dead_lettered,
@@ -299,12 +305,16 @@ class PairedNamespaces:
         }
 
     def _pending(self, pairing: Pairing) -> dict[int, int | None]:
-        """Messages waiting in each backlog queue (None: the queue is missing)."""
+        """Messages waiting in each backlog queue (None: the queue is missing, or some of
+        its stores are down so the count is not known)."""
         s_ns = self.broker.namespaces.get(entity_key(pairing.secondary))
         out: dict[int, int | None] = {}
         for i in range(pairing.options.backlog_queue_count):
             queue = s_ns.queues.get(entity_key(backlog_name(pairing.primary, i))) if s_ns else None
-            out[i] = None if queue is None else queue.counts()["active_message_count"]
+            if queue is None or queue.availability_status != "Available":
+                out[i] = None
+            else:
+                out[i] = queue.counts()["active_message_count"]
         return out
 
     # ------------------------------------------------------------ sending (SPEC §0.3.2-3)
@@ -398,7 +408,9 @@ class PairedNamespaces:
             )
             if backlog is not None:
                 self.broker._touched.add(backlog.key)  # its receivers are woken
-            return seqs
+            # The numbers are the backlog queue's, meaningless in the primary (a schedule's
+            # number there would cancel someone else's message): 0, which names nothing.
+            return [0] * len(seqs)
 
     # ------------------------------------------------------------ time
 

@@ -41,6 +41,7 @@ import msgspec
 from sbctl.codec import Message, PropertyValue
 from sbctl.durations import MAX_TIMESPAN_MS, MS_PER_MINUTE, MS_PER_SECOND, format_instant
 from sbctl.errors import BadRequest, SbctlError
+from sbctld.credits import CreditQuotaExceeded
 
 # SPEC §0.3.7 defaults and ranges [decomp].
 DEFAULT_BACKLOG_QUEUE_COUNT = 10
@@ -99,6 +100,8 @@ KEEPS_ROTATION = frozenset({"ServerBusy", "MessageSizeExceeded", "BadRequest"})
 
 
 def counts_for_failover(err: SbctlError) -> bool:
+    if isinstance(err, CreditQuotaExceeded):
+        return False  # a request bigger than a credit period: the caller's mistake
     return err.code in FAILOVER_ERRORS
 
 
