@@ -447,6 +447,8 @@ class Client:
         self._sock: socket.socket | None = None
         self._ids = itertools.count(1)
         self._tx: Transaction | None = None
+        # SPEC §5.3: a peek without a start continues after the last message peeked.
+        self._peek_next: dict[str, int] = {}
 
     # -- plumbing
     def _connect(self) -> socket.socket:
@@ -717,7 +719,13 @@ class Client:
     def peek(
         self, entity: str, count: int = 1, from_sequence: int | None = None
     ) -> list[ReceivedMessage]:
-        return self._call(self._calls.peek(entity, count, from_sequence))
+        """Browse (SPEC §5); without ``from_sequence``, continue after the last message
+        this client peeked on ``entity``."""
+        start = self._peek_next.get(entity) if from_sequence is None else from_sequence
+        got: list[ReceivedMessage] = self._call(self._calls.peek(entity, count, start))
+        if got:
+            self._peek_next[entity] = got[-1].sequence_number + 1
+        return got
 
     def receive(
         self,
@@ -886,6 +894,8 @@ class AsyncClient:
         self._reader_task: asyncio.Task[None] | None = None
         self._ids = itertools.count(1)
         self._tx: Transaction | None = None
+        # SPEC §5.3: a peek without a start continues after the last message peeked.
+        self._peek_next: dict[str, int] = {}
         self._lock = asyncio.Lock()
 
     async def _connect(self) -> asyncio.StreamWriter:
@@ -1142,7 +1152,11 @@ class AsyncClient:
     async def peek(
         self, entity: str, count: int = 1, from_sequence: int | None = None
     ) -> list[ReceivedMessage]:
-        return await self._call(self._calls.peek(entity, count, from_sequence))
+        start = self._peek_next.get(entity) if from_sequence is None else from_sequence
+        got: list[ReceivedMessage] = await self._call(self._calls.peek(entity, count, start))
+        if got:
+            self._peek_next[entity] = got[-1].sequence_number + 1
+        return got
 
     async def receive(
         self,

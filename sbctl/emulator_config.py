@@ -11,8 +11,10 @@ emulator") are thin wrappers over the three steps here:
   offending value: ``UserConfig.Namespaces[0].Queues[1].Properties.LockDuration: ...``.
 - :func:`apply_config` makes the daemon hold what a plan describes, idempotently: it
   creates what is missing, updates the properties that differ and leaves equal ones alone.
-  It reads everything first and refuses an impossible plan (a property fixed at creation
-  that differs) before it changes anything.
+  It reads everything first and refuses, before it changes anything (and in a dry run),
+  whatever the daemon would: a property fixed at creation that differs, a value out of
+  range or not for the tier, a forward target that exists nowhere, SQL that does not
+  compile (with the daemon's own ``sbctld.config`` and ``sbctld.filters`` checks).
 - :func:`export_config` writes namespaces back in the same schema; its output parses, and
   imports into a fresh data directory give the same export again.
 
@@ -158,6 +160,7 @@ _HINTS: Final = {"Subject": "Label"}  # names users bring from the SDKs
 _CALENDAR_RE: Final = re.compile(r"P(?:(\d+)Y)?(?:(\d+)M)?(?:(\d+)D)?(T.*)?", re.IGNORECASE)
 _IDENTIFIER_RE: Final = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
 LOGGING_DEFAULT: Final = {"Type": "File"}
+INT64_MAX: Final = 2**63 - 1
 
 
 # -- the typed plan
@@ -323,6 +326,8 @@ class _Parser:
         if prop.kind == "count":
             if isinstance(raw, bool) or not isinstance(raw, int) or raw < 1:
                 raise _fail(path, f"expected a positive integer, got {_shown(raw)}")
+            if raw > INT64_MAX:  # the wire (and every count the daemon keeps) is an Int64
+                raise _fail(path, f"{raw} is out of range: expected at most {INT64_MAX}")
             return raw
         text = self.string(raw, path)
         if prop.kind == "duration":
@@ -517,6 +522,7 @@ class _Step:
     changes: list[str] = field(default_factory=list)
     run: list[Callable[[], Any]] = field(default_factory=list)
     late: list[Callable[[], Any]] = field(default_factory=list)  # after every entity exists
+    last: list[Callable[[], Any]] = field(default_factory=list)  # rule deletes: at the end
     props: dict[str, str] = field(default_factory=dict)  # option key → JSON name
 
     def row(self, done: bool) -> dict[str, Any]:
@@ -545,11 +551,15 @@ def apply_config(
     """Make the daemon hold what ``plan`` describes; return one report row per entity
     (``path``, ``kind``, ``namespace``, ``entity``, ``action``, ``changes``).
 
-    Everything is read and checked first; with ``dry_run`` nothing more happens and the
+    Everything is read and checked first, with the daemon's own checks (:func:`_check_entity`,
+    :func:`_check_rule`), so a config the daemon would refuse is refused before anything
+    changes, and ``dry_run`` refuses it too; with ``dry_run`` nothing more happens and the
     actions are the planned ones (``create``), else they are what was done (``created``).
-    Forwarding (ForwardTo, ForwardDeadLetteredMessagesTo) is set last, once every entity
-    of the config exists, so entities may forward to each other in any order. A daemon
-    error is re-raised, same class, prefixed with the path of the item being applied.
+    Forwarding (ForwardTo, ForwardDeadLetteredMessagesTo) is set once every entity of the
+    config exists, so entities may forward to each other in any order; rules are deleted
+    (and changed rules re-created) after that, so that anything the daemon still refuses
+    (a quota, a concurrent change) stops the import before a rule is gone. A daemon error
+    is re-raised, same class, prefixed with the path of the item being applied.
     """
     clients: list[Client] = []
     try:
@@ -565,6 +575,9 @@ def apply_config(
             for step in steps:
                 for call in step.late:
                     _guarded(step, call)
+            for step in steps:
+                for call in step.last:
+                    _guarded(step, call)
         return [step.row(done=not dry_run) for step in steps]
     finally:
         for sb in clients:
@@ -575,9 +588,124 @@ def _guarded(step: _Step, call: Callable[[], Any]) -> None:
     try:
         call()
     except SbctlError as err:
-        named = [key for key in step.props if re.search(rf"\b{key}\b", err.message)]
-        path = f"{step.path}.Properties.{step.props[named[0]]}" if len(named) == 1 else step.path
-        raise type(err)(f"{path}: {err.message}", retry_after=err.retry_after) from None
+        raise _at(step, err) from None
+
+
+def _at(step: _Step, err: SbctlError) -> SbctlError:
+    """``err``, same class, behind the path of the property its message names (else of
+    the item)."""
+    named = [key for key in step.props if re.search(rf"\b{key}\b", err.message)]
+    path = f"{step.path}.Properties.{step.props[named[0]]}" if len(named) == 1 else step.path
+    return type(err)(f"{path}: {err.message}", retry_after=err.retry_after)
+
+
+@dataclass
+class _Target:
+    """One namespace as the checks before any change see it: its tier and the queues and
+    topics forwarding may point at (the config's, then the daemon's, read once if needed)."""
+
+    sb: Client
+    name: str
+    sku: str
+    partitions: int
+    exists: bool
+    planned: set[str]  # the config's queue and topic names, lower-case
+    queues: dict[str, dict[str, Any]] | None = None
+    topics: dict[str, dict[str, Any]] | None = None
+
+    def has(self, entity: str) -> bool:
+        key = entity.lower()
+        if key in self.planned:
+            return True
+        if not self.exists:
+            return False
+        if self.queues is None:
+            self.queues = _by_name(self.sb.queue_list())
+        if self.topics is None:
+            self.topics = _by_name(self.sb.topic_list())
+        return key in self.queues or key in self.topics
+
+
+def _check_entity(
+    kind: str,
+    step: _Step,
+    plan: EntityPlan,
+    target: _Target,
+    sending: dict[str, Any],
+    current: dict[str, Any] | None,
+) -> None:
+    """Refuse, before any change, what the daemon's create or update would refuse: its
+    own range and tier checks (``sbctld.config``) on the options sent, and forwarding to a
+    queue or topic that is neither in the config nor in the namespace."""
+    from sbctld import config as daemon
+
+    classes: dict[str, type[daemon.QueueConfig]] = {
+        "queue": daemon.QueueConfig,
+        "topic": daemon.TopicConfig,
+        "subscription": daemon.SubscriptionConfig,
+    }
+    try:
+        if current is None and kind == "topic" and target.sku == "basic":
+            raise InvalidOperation("topics are not supported on the Basic tier (SPEC §15.1)")
+        if (
+            current is None
+            and target.sku == "premium"
+            and sending.get("enable_partitioning")
+            and target.partitions == 1
+        ):
+            raise InvalidOperation(
+                "enable_partitioning: premium namespaces do not partition entities one by one; "
+                "create the namespace with PremiumMessagingPartitions 2 or 4 (SPEC §15.3)"
+            )
+        # Every check is of one value against its range and the tier, so the defaults
+        # stand in for the values an update keeps.
+        cfg = daemon.merge_options(classes[kind](name=plan.name), sending, creating=True)
+        daemon.check_queue(cfg, target.sku, set(sending))
+        forwards = {
+            k: _current(QUEUE_PROPS["ForwardTo"], (current or {}).get(k)) for k in FORWARD_KEYS
+        }
+        forwards.update((k, v) for k, v in sending.items() if k in FORWARD_KEYS)
+        for key, entity in forwards.items():
+            if entity is None:
+                continue
+            if kind == "queue" and str(entity).lower() == plan.name.lower():
+                raise InvalidOperation(f"{key} cannot point an entity at itself")
+            if not target.has(str(entity)):
+                raise MessagingEntityNotFound(
+                    f"{key} destination {str(entity)!r} is not a queue or topic of the "
+                    f"config, nor of namespace {target.name!r}"
+                )
+    except SbctlError as err:
+        raise _at(step, err) from None
+
+
+def _check_rule(rule: RulePlan) -> None:
+    """Compile a rule's filter and action as the daemon will (its own functions), so a
+    rule it would refuse is refused before any change."""
+    from sbctld.filters import compile_action, compile_filter
+
+    try:
+        compile_filter(rule.filter)
+        compile_action(rule.action)
+    except SbctlError as err:
+        raise type(err)(f"{rule.path}: {err.message}", retry_after=err.retry_after) from None
+
+
+def _check_namespace(step: _Step, sku: str, options: dict[str, Any], creating: bool) -> None:
+    """The daemon's namespace checks (sbctld.broker namespace_create, namespace_update)."""
+    try:
+        partitions = options.get("premium_messaging_partitions")
+        if partitions is not None and partitions not in (1, 2, 4):
+            raise BadRequest("premium_messaging_partitions must be 1, 2 or 4")
+        if creating and sku != "premium" and partitions not in (None, 1):
+            raise InvalidOperation("premium_messaging_partitions needs the premium sku")
+        capacity = options.get("capacity")
+        if capacity is not None and capacity not in (1, 2, 4, 8, 16):
+            raise BadRequest("capacity must be 1, 2, 4, 8 or 16 messaging units")
+        if not creating and capacity is not None and sku != "premium":
+            raise InvalidOperation("capacity (messaging units) needs the premium sku")
+    except SbctlError as err:
+        raise _at(step, err) from None
 
 
 def _by_name(items: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -639,20 +767,23 @@ def _diff(
 def _entity_step(
     kind: str,
     plan: EntityPlan,
-    ns: str,
+    target: _Target,
     entity: str,
     table: dict[str, Prop],
     current: dict[str, Any] | None,
     create: Callable[..., Any],
     update: Callable[..., Any],
 ) -> _Step:
-    step = _Step(plan.path, kind, ns, entity, "create", props=_json_names(table))
+    step = _Step(plan.path, kind, target.name, entity, "create", props=_json_names(table))
     if current is None:
+        _check_entity(kind, step, plan, target, plan.options, None)
         first = {k: v for k, v in plan.options.items() if k not in FORWARD_KEYS}
         later = {k: v for k, v in plan.options.items() if k in FORWARD_KEYS and v is not None}
     else:
         changed = _diff(kind, step, table, plan.options, current)
         step.action = "update" if changed else "unchanged"
+        if changed:
+            _check_entity(kind, step, plan, target, changed, current)
         first = {k: v for k, v in changed.items() if k not in FORWARD_KEYS}
         later = {k: v for k, v in changed.items() if k in FORWARD_KEYS}
     if current is None:
@@ -676,25 +807,36 @@ def _plan_namespace(client: Client, sb: Client, ns: NamespacePlan) -> list[_Step
     step = _Step(
         ns.path, "namespace", ns.name, ns.name, "create", props=_json_names(NAMESPACE_PROPS)
     )
+    planned = {e.name.lower() for e in (*ns.queues, *ns.topics)}
     if current is None:
+        sku = str(ns.options.get("sku", "standard"))
+        _check_namespace(step, sku, ns.options, creating=True)
         step.run.append(lambda: client.namespace_create(ns.name, **ns.options))
+        partitions = int(ns.options.get("premium_messaging_partitions", 1))
+        target = _Target(sb, ns.name, sku, partitions, False, planned)
         queues: dict[str, dict[str, Any]] = {}
         topics: dict[str, dict[str, Any]] = {}
     else:
         changed = _diff("namespace", step, NAMESPACE_PROPS, ns.options, current)
         step.action = "update" if changed else "unchanged"
+        sku = str(_current(NAMESPACE_PROPS["Sku"], current.get("sku")) or "standard")
+        _check_namespace(step, sku, changed, creating=False)
         if changed:
             step.run.append(lambda: client.namespace_update(ns.name, **changed))
         # Only what the config names is read: fewer management credits (SPEC §0.2.1).
         queues = _by_name(sb.queue_list()) if ns.queues else {}
         topics = _by_name(sb.topic_list()) if ns.topics else {}
+        partitions = int(current.get("premium_messaging_partitions") or 1)
+        target = _Target(sb, ns.name, sku, partitions, True, planned)
+        target.queues = queues if ns.queues else None
+        target.topics = topics if ns.topics else None
     steps = [step]
     for queue in ns.queues:
         steps.append(
             _entity_step(
                 "queue",
                 queue,
-                ns.name,
+                target,
                 queue.name,
                 QUEUE_PROPS,
                 queues.get(queue.name.lower()),
@@ -708,7 +850,7 @@ def _plan_namespace(client: Client, sb: Client, ns: NamespacePlan) -> list[_Step
             _entity_step(
                 "topic",
                 topic,
-                ns.name,
+                target,
                 topic.name,
                 TOPIC_PROPS,
                 existing,
@@ -718,12 +860,12 @@ def _plan_namespace(client: Client, sb: Client, ns: NamespacePlan) -> list[_Step
         )
         subs = _by_name(sb.subscription_list(topic.name)) if existing is not None else {}
         for sub in topic.subscriptions:
-            steps += _plan_subscription(sb, ns.name, topic.name, sub, subs.get(sub.name.lower()))
+            steps += _plan_subscription(sb, target, topic.name, sub, subs.get(sub.name.lower()))
     return steps
 
 
 def _plan_subscription(
-    sb: Client, ns: str, topic: str, sub: SubscriptionPlan, current: dict[str, Any] | None
+    sb: Client, target: _Target, topic: str, sub: SubscriptionPlan, current: dict[str, Any] | None
 ) -> list[_Step]:
     entity = f"{topic}/subscriptions/{sub.name}"
 
@@ -733,8 +875,11 @@ def _plan_subscription(
     def update(name: str, **options: Any) -> Any:
         return sb.subscription_update(topic, name, **options)
 
+    ns = target.name
     steps = [
-        _entity_step("subscription", sub, ns, entity, SUBSCRIPTION_PROPS, current, create, update)
+        _entity_step(
+            "subscription", sub, target, entity, SUBSCRIPTION_PROPS, current, create, update
+        )
     ]
     if sub.rules is None:
         return steps
@@ -748,17 +893,20 @@ def _plan_subscription(
         if have is not None and _same_rule(have, rule):
             step.action = "unchanged"
         else:
-            if have is not None:  # rules have no update: delete, then create
+            _check_rule(rule)  # so the create below cannot be refused for its text
+            if have is not None:  # rules have no update: delete, then create (at the end)
                 step.action = "recreate"
                 step.changes.append(f"{_rule_text(have)} -> {_rule_text(rule)}")
-                step.run.append(_rule_delete(sb, topic, sub.name, str(have["name"])))
-            step.run.append(_rule_create(sb, topic, sub.name, rule))
+                step.last.append(_rule_delete(sb, topic, sub.name, str(have["name"])))
+                step.last.append(_rule_create(sb, topic, sub.name, rule))
+            else:
+                step.run.append(_rule_create(sb, topic, sub.name, rule))
         steps.append(step)
     for have in rules.values():  # the subscription filters by exactly the listed rules
         name = str(have["name"])
         step = _Step(f"{sub.path}.Rules", "rule", ns, f"{entity}/rules/{name}", "delete")
         step.changes.append(f"not listed ({_rule_text(have)})")
-        step.run.append(_rule_delete(sb, topic, sub.name, name))
+        step.last.append(_rule_delete(sb, topic, sub.name, name))
         steps.append(step)
     return steps
 

@@ -20,6 +20,7 @@ from sbctld.storage.files import write_atomic
 T = TypeVar("T", bound=msgspec.Struct)
 MB = 1024 * 1024
 DAY_MS = 86_400_000
+INT32_MAX = 2**31 - 1  # MaxDeliveryCount is an Int32 in Azure's API
 BASIC_TTL_MS = 14 * DAY_MS  # SPEC §6.1, §15.1
 STATUSES = ("Active", "Disabled", "SendDisabled", "ReceiveDisabled")
 SKUS = ("basic", "standard", "premium")
@@ -168,8 +169,8 @@ def check_queue(cfg: QueueConfig, sku: str, explicit: set[str]) -> None:
             f"lock_duration {format_duration_iso(cfg.lock_duration)} is out of range: "
             "it must be between 5 seconds and 5 minutes"
         )
-    if cfg.max_delivery_count < 1:
-        raise BadRequest("max_delivery_count must be at least 1")
+    if not 1 <= cfg.max_delivery_count <= INT32_MAX:
+        raise BadRequest(f"max_delivery_count must be between 1 and {INT32_MAX} (an Int32)")
     if not 1_000 <= cfg.default_message_time_to_live <= MAX_TIMESPAN_MS:
         raise BadRequest("default_message_time_to_live must be at least 1 second")
     if not 20_000 <= cfg.duplicate_detection_history_time_window <= 7 * DAY_MS:

@@ -338,10 +338,23 @@ def _add(a: Any, b: Any) -> Any:
     if ta in _NUMERIC and tb in _NUMERIC:
         return float(a) + float(b)
     if ta is str and tb in _TEXTUAL:
-        return a + to_text(b)
+        return _text(a + to_text(b))
     if tb is str and ta in _TEXTUAL:
-        return to_text(a) + b
+        return _text(to_text(a) + b)
     raise _binary_error("Add", a, b)
+
+
+MAX_TEXT = 1024 * 1024  # no message can hold a longer string (SPEC §13.1: 1 MB on Premium)
+
+
+def _text(s: str) -> str:
+    """A joined string, refused once it outgrows any message: 32 statements of
+    ``SET v = v + v`` would otherwise build gigabytes in the daemon."""
+    if len(s) > MAX_TEXT:
+        raise FilterEvaluationError(
+            "MessageSizeExceeded", f"a string of {len(s)} characters is longer than any message"
+        )
+    return s
 
 
 def _sub(a: Any, b: Any) -> Any:
@@ -490,10 +503,57 @@ def like_plan(pattern: str, escape: str | None) -> tuple[str, Any]:
         return "suffix", texts[0]
     if shape == (_ANY, _LIT, _ANY):
         return "contains", texts[0]
-    regex = "".join(
-        re.escape(text) if kind == _LIT else ".*" if kind == _ANY else "." for kind, text in items
-    )
+    if _ANY in shape:
+        return "regex", _Glob(items)  # never a backtracking regex: see _Glob
+    regex = "".join(re.escape(text) if kind == _LIT else "." for kind, text in items)
     return "regex", re.compile(regex, re.DOTALL)
+
+
+class _Glob:
+    """A LIKE pattern with ``%`` matched in linear passes, never by a backtracking regex
+    (``.*a.*a.*a...`` would take exponential time on a long non-matching value, and one
+    send would stall the daemon). The pieces between ``%`` have fixed lengths (literals and
+    ``_``), so the leftmost place each middle piece fits is always a right one. Has the
+    ``fullmatch`` of a compiled regex: True or None."""
+
+    __slots__ = ("head", "middle", "min_length", "tail")
+
+    def __init__(self, items: list[tuple[int, str]]) -> None:
+        pieces: list[list[tuple[int, str]]] = [[]]
+        for kind, text in items:
+            if kind == _ANY:
+                pieces.append([])
+            else:
+                pieces[-1].append((kind, text))
+        compiled = [self._piece(p) for p in pieces]
+        self.head = compiled[0]
+        self.tail = compiled[-1]
+        self.middle = [c for c in compiled[1:-1] if c[1]]
+        self.min_length = sum(length for _rx, length in compiled)
+
+    @staticmethod
+    def _piece(items: list[tuple[int, str]]) -> tuple[re.Pattern[str], int]:
+        regex = "".join(re.escape(text) if kind == _LIT else "." for kind, text in items)
+        length = sum(len(text) if kind == _LIT else 1 for kind, text in items)
+        return re.compile(regex, re.DOTALL), length
+
+    def fullmatch(self, s: str) -> bool | None:
+        if len(s) < self.min_length:
+            return None
+        head, head_length = self.head
+        tail, tail_length = self.tail
+        end = len(s) - tail_length
+        if head_length and head.match(s) is None:
+            return None
+        if tail_length and tail.fullmatch(s, end) is None:
+            return None
+        pos = head_length
+        for rx, _length in self.middle:
+            m = rx.search(s, pos, end)
+            if m is None:
+                return None
+            pos = m.end()
+        return True
 
 
 @functools.lru_cache(maxsize=512)

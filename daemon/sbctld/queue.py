@@ -105,6 +105,9 @@ def decode_batch(
 
 
 class Queue:
+    kind = "queue"  # how errors name it (a Topic and a Subscription say so)
+    sessions_span_partitions = False  # see receive_session
+
     def __init__(
         self,
         directory: Path,
@@ -209,7 +212,9 @@ class Queue:
         messages, payloads = decode_batch(batch)
         cfg = self.config
         if cfg.status in ("Disabled", "SendDisabled"):
-            raise MessagingEntityDisabled(f"queue {cfg.name!r} is {cfg.status}: sends are refused")
+            raise MessagingEntityDisabled(
+                f"{self.kind} {cfg.name!r} is {cfg.status}: sends are refused"
+            )
         if not messages:
             raise BadRequest("a send needs at least one message")
         limit = self.max_message_bytes
@@ -386,7 +391,7 @@ class Queue:
         cfg = self.config
         if cfg.status in ("Disabled", "ReceiveDisabled"):
             raise MessagingEntityDisabled(
-                f"queue {cfg.name!r} is {cfg.status}: receives are refused"
+                f"{self.kind} {cfg.name!r} is {cfg.status}: receives are refused"
             )
         if cfg.forward_to is not None and not subqueue:
             # SPEC §11.2
@@ -484,8 +489,17 @@ class Queue:
         p = self._session_partition(session_id)
         until = sessions.locks[session_id][1]  # the session lock covers its messages
         p.take_session(session_id, count, now, lock_ms, out, self._expire, until)
+        if self.sessions_span_partitions and len(out) < count:
+            # A subscription copy whose SessionId a rule action set stays in the topic
+            # partition of its original (sbctld.topic): look in the others too.
+            for other in self.partitions:
+                if other is not p and other.fault is None and other.by_session.get(session_id):
+                    other.take_session(session_id, count, now, lock_ms, out, self._expire, until)
         if not delete:
-            sessions.own(token, [(p.id, d.sequence_number & LOCAL_MASK) for d in out])
+            sessions.own(
+                token,
+                [(d.partition_id or 0, d.sequence_number & LOCAL_MASK) for d in out],
+            )
         self.accessed_at_ms = now
         return out
 
@@ -617,7 +631,7 @@ class Queue:
         """SPEC §5, §0.1.7: the oldest messages of one partition."""
         if self.config.status in ("Disabled", "ReceiveDisabled"):
             raise MessagingEntityDisabled(
-                f"queue {self.config.name!r} is {self.config.status}: peeks are refused"
+                f"{self.kind} {self.config.name!r} is {self.config.status}: peeks are refused"
             )
         out: list[Delivered] = []
         n = len(self.partitions)
@@ -779,7 +793,7 @@ class Queue:
         if self.config.status in ("Disabled", "ReceiveDisabled"):
             # Settling is the receiver's side (SPEC §17).
             raise MessagingEntityDisabled(
-                f"queue {self.config.name!r} is {self.config.status}: settlements are refused"
+                f"{self.kind} {self.config.name!r} is {self.config.status}: settlements are refused"
             )
         changes = dict(properties or {})
         if changes and op not in ("abandon", "defer", "dead-letter"):
@@ -846,7 +860,7 @@ class Queue:
         if self.config.status in ("Disabled", "SendDisabled"):
             # Cancelling is a sender's operation (SPEC §17).
             raise MessagingEntityDisabled(
-                f"queue {self.config.name!r} is {self.config.status}: cancelling is refused"
+                f"{self.kind} {self.config.name!r} is {self.config.status}: cancelling is refused"
             )
         found = []
         for public in sequence_numbers:

@@ -103,6 +103,8 @@ class Rule:
 class Subscription(Queue):
     """A queue over a topic's stores (module docstring)."""
 
+    kind = "subscription"
+    sessions_span_partitions = True
     config: SubscriptionConfig
 
     def __init__(
@@ -200,6 +202,7 @@ class _Plan(NamedTuple):
 
 
 class Topic(Queue):
+    kind = "topic"
     config: TopicConfig
 
     def __init__(
@@ -389,10 +392,32 @@ class Topic(Queue):
                             RULE_NAME: rule.name,
                         },
                     )
+                    payload = encode_message(copy)
+                    if len(payload) > self.max_message_bytes:
+                        # The action grew the copy past the message size limit: the copy is
+                        # not stored; the message is dead-lettered there (if nothing else of
+                        # this subscription took it) like a failed evaluation.
+                        if not routes[s.id][k] and (
+                            s.config.dead_lettering_on_filter_evaluation_exceptions
+                        ):
+                            routes[s.id][k] = State.DEADLETTERED
+                            props.append(
+                                (
+                                    s.id,
+                                    k,
+                                    {
+                                        DEAD_LETTER_REASON: "MessageSizeExceeded",
+                                        DEAD_LETTER_DESCRIPTION: f"rule {rule.name!r} made a "
+                                        f"copy of {len(payload)} bytes, more than the "
+                                        f"{self.max_message_bytes // 1024} KB allowed",
+                                    },
+                                )
+                            )
+                        continue
                     ttl = copy.time_to_live_ms
                     ttl = default_ttl if ttl is None or ttl > default_ttl else ttl
                     idx = len(out)
-                    out.append(StagedRecord(encode_message(copy), ttl, NOT_SCHEDULED))
+                    out.append(StagedRecord(payload, ttl, NOT_SCHEDULED))
                     session_ids.append(copy.session_id)
                     for states in routes.values():
                         states.append(0)
