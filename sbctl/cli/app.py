@@ -124,6 +124,9 @@ def root(
 
         typer.echo(f"sbctl {__version__}")
         raise typer.Exit(0)
+    if not namespace.strip():
+        # An empty $NS in a script must not silently mean the default namespace.
+        raise typer.BadParameter("must not be empty", param_hint="'-n' / '--namespace'")
     ctx.obj = Globals(namespace, output, socket, data_dir, 0 if no_retry else retry_total)
     options.show_help_without_command(ctx)
 

@@ -598,3 +598,11 @@ def test_global_options_may_follow_the_command(argv: list[str], hoisted: list[st
     from sbctl.cli.app import hoist_globals
 
     assert hoist_globals(argv) == hoisted
+
+
+def test_an_empty_namespace_is_a_usage_error_not_the_default(sbctl: Any) -> None:
+    """An empty $NS in a script must not silently act on sbemulatorns."""
+    for argv in (("-n", "", "queue", "list"), ("queue", "list", "--namespace", " ")):
+        result = sbctl(*argv)
+        assert result.code == 2, result
+        assert "'-n' / '--namespace': must not be empty" in result.err, result
