@@ -448,13 +448,13 @@ class Topic(Queue):
             routes[s.id][k] = State.ACTIVE
 
     def _write(self, pid: int, plan: _Plan, now: int) -> int:
-        log = self.logs()[pid]
+        log = self.partitions[pid].log
+        assert isinstance(log, TopicLog)
         routes = {sub_id: bytes(states) for sub_id, states in plan.routes.items()}
         first = log.append_routed(plan.records, now, routes, plan.props)
-        by_id = {s.id: s for s in self.subscriptions.values()}
-        for sub_id, states in routes.items():
-            sub = by_id.get(sub_id)
-            if sub is None or sub.sessions is None:
+        for sub in self.subscriptions.values():  # session indexes of session subscriptions
+            states = routes.get(sub.id)
+            if sub.sessions is None or states is None:
                 continue
             part = sub.partitions[pid]
             for k, st in enumerate(states):
