@@ -6,6 +6,7 @@ a missing pyspark is one line telling how to install the ``spark`` extra.
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated, Any
 
 import typer
@@ -13,6 +14,7 @@ import typer
 from sbctl.cli import options, render
 
 MASTER_HELP = "Spark master URL (local[*]: every core of this machine)."
+SPARK_LOG = "spark.log"  # in the data dir: the JVM's output (log4j, start-up warnings)
 
 
 def register(app: typer.Typer) -> None:
@@ -188,10 +190,18 @@ def spark_load(
         load_id=load_id,
         max_rejects=max_rejects,
         rejects_file=rejects_file,
+        log_file=str(data_dir / SPARK_LOG),
     )
     with options.connect(ctx) as sb, render.progress(g.output, "spark-load") as report:
         summary = run(sb, request, report)
     render.emit(g.output, summary, render.record)
+    rejected = summary.get("rejected") or 0
+    if rejected:  # on stderr even when the load succeeded: rows were left out
+        rows = "1 row was" if rejected == 1 else f"{rejected} rows were"
+        sys.stderr.write(
+            f"warning: {rows} rejected and not loaded; rows and reasons in "
+            f"{render.escape(str(summary.get('rejects_file')))}\n"
+        )
 
 
 def spark_export(
@@ -219,7 +229,7 @@ def spark_export(
     from sbctl.spark.session import parse_pairs
 
     g = options.state(ctx)
-    _, socket = options.daemon_paths(g)
+    data_dir, socket = options.daemon_paths(g)
     with render.progress(g.output, "spark-export") as report:
         summary = run_export(
             str(socket),
@@ -230,5 +240,6 @@ def spark_export(
             master,
             parse_pairs(spark_conf or [], "--spark-conf"),
             report,
+            log=data_dir / SPARK_LOG,
         )
     render.emit(g.output, summary, render.record)

@@ -7,12 +7,23 @@ PySpark is an optional extra: :func:`require_pyspark` explains how to get it.
 
 from __future__ import annotations
 
+import shlex
+import sys
+
 from sbctl.errors import GeneralError
 
+# The distribution is `sbctl-emulator` (`sbctl` on PyPI is an unrelated project), and it is
+# installed from a checkout, so the hint names commands that work from here.
 INSTALL_HINT = (
-    "PySpark is not installed: install the spark extra with `pip install 'sbctl[spark]'` "
-    "(it also needs a Java 17 runtime, e.g. `apt-get install openjdk-17-jre-headless`)"
+    "PySpark is not installed for {python}: install it into that environment with "
+    "`{python} -m pip install 'pyspark>=3.5'` (or run `pip install -e '.[spark]'` in the "
+    "sbctl checkout); Spark also needs a Java 17 runtime, e.g. "
+    "`apt-get install openjdk-17-jre-headless`"
 )
+
+
+def install_hint() -> str:
+    return INSTALL_HINT.format(python=shlex.quote(sys.executable or "python3"))
 
 
 def require_pyspark() -> None:
@@ -20,4 +31,4 @@ def require_pyspark() -> None:
     try:
         import pyspark  # noqa: F401
     except ImportError:
-        raise GeneralError(INSTALL_HINT) from None
+        raise GeneralError(install_hint()) from None

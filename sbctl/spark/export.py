@@ -14,6 +14,7 @@ import os
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from sbctl.client import Client
@@ -86,8 +87,10 @@ def run_export(
     conf: dict[str, str],
     report: session.Progress | None = None,
     spark: Any = None,
+    log: Path | None = None,
 ) -> dict[str, Any]:
-    """Export; ``spark`` as in :func:`sbctl.spark.load.run`."""
+    """Export; ``spark`` as in :func:`sbctl.spark.load.run`; ``log``: where Spark's JVM
+    output goes (None: the terminal)."""
     started = time.monotonic()
     parsed = parse_entity_path(entity)
     with Client(socket, namespace=namespace) as sb:
@@ -97,7 +100,7 @@ def run_export(
         raise BadRequest(f"--to {to!r} already exists: choose a new path")
     own = spark is None
     if own:
-        spark = session.start(master, conf, "sbctl spark-export")
+        spark = session.start(master, conf, "sbctl spark-export", log)
     try:
         job = functools.partial(
             export_partition,

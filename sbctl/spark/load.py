@@ -69,6 +69,7 @@ class LoadRequest:
     load_id: str | None = None
     max_rejects: int | None = None
     rejects_file: str | None = None
+    log_file: str | None = None  # where Spark's JVM output goes (None: the terminal)
 
 
 def _local(path: str) -> str | None:
@@ -226,7 +227,8 @@ def run(
     work.mkdir(parents=True, mode=0o700)
     own = spark is None
     if own:
-        spark = session.start(req.master, req.spark_conf, "sbctl spark-load")
+        log = Path(req.log_file) if req.log_file else None
+        spark = session.start(req.master, req.spark_conf, "sbctl spark-load", log)
     try:
         source = _read(spark, req, fmt)
         staged = plan(source, req, rules)
@@ -236,7 +238,8 @@ def run(
             # text is the fastest way to hand rows to Python tasks.
             warnings.simplefilter("ignore", UserWarning)
             lines = staged.toJSON()
-        job = lines.mapPartitionsWithIndex(functools.partial(_stage, target=target))
+        # The tasks import only sbctl.spark.stage (and the codec): what executors need.
+        job = lines.mapPartitionsWithIndex(functools.partial(stage_rows, target=target))
         with session.watching(spark, report, "staging record batches"):
             out = job.collect()
         files = sorted((r[1], r[2]) for r in out if r[0] == "file")
@@ -247,7 +250,8 @@ def run(
         rejects_path = None
         if rejected:
             rejects_path = Path(req.rejects_file or Path(staging) / f"rejects-{load_id}.jsonl")
-            _write_rejects(spark, source, work / "rejects", rejects_path)
+            with session.watching(spark, None, "writing the rejects file"):
+                _write_rejects(spark, source, work / "rejects", rejects_path)
         if req.max_rejects is not None and rejected > req.max_rejects:
             raise QuotaExceeded(
                 f"{rejected} rows were rejected, more than --max-rejects {req.max_rejects}: "
@@ -269,10 +273,6 @@ def run(
         if own:
             spark.stop()
         shutil.rmtree(work, ignore_errors=True)
-
-
-def _stage(task: int, lines: Any, target: Target) -> Any:
-    return stage_rows(task, lines, target)
 
 
 def _write_rejects(spark: Any, source: Any, folder: Path, path: Path) -> None:

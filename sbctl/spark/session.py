@@ -1,14 +1,33 @@
-"""The Spark session spark-load and spark-export run in, and its job progress."""
+"""The Spark session spark-load and spark-export run in, and its job progress.
+
+- Workers run the command's own Python (``sys.executable``), not whichever ``python3``
+  comes first on PATH, unless the user chose one (``PYSPARK_PYTHON`` or
+  ``--spark-conf spark.pyspark.python=...``): a venv's ``bin/sbctl`` works unactivated.
+- sbctl ships its own code with the job (a zip given to ``addPyFile``), so executors on
+  a cluster need only Python and the libraries the tasks import
+  (:data:`sbctl.spark.failures.WORKER_LIBRARIES`).
+- The JVM's output (log4j, the JDK's start-up warnings, Python workers' stderr) goes to a
+  log file (``spark.log`` in the data dir) instead of the terminal, where it would break
+  the progress bar.
+"""
 
 from __future__ import annotations
 
+import atexit
+import os
+import shutil
+import sys
+import tempfile
 import threading
+import zipfile
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sbctl.errors import BadRequest
+from sbctl.errors import BadRequest, SbctlError
+from sbctl.spark import failures
 
 # (done tasks, total tasks, what runs) -> None
 Progress = Callable[[int, int, str], None]
@@ -19,8 +38,12 @@ QUIET = {
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.shuffle.partitions": "16",
     "spark.driver.extraJavaOptions": _LOG4J,
-    "spark.executor.extraJavaOptions": _LOG4J,
 }
+PYTHON_CONF = "spark.pyspark.python"
+LOG_BYTES = 8 * 1024 * 1024  # spark.log is moved to spark.log.1 past this size
+
+# Where the running session's JVM writes its output (None: the terminal).
+_log: Path | None = None
 
 
 def parse_pairs(items: Sequence[str], flag: str) -> dict[str, str]:
@@ -34,54 +57,158 @@ def parse_pairs(items: Sequence[str], flag: str) -> dict[str, str]:
     return out
 
 
-def start(master: str, conf: dict[str, str], app: str) -> Any:
-    """A SparkSession (one per command); ``conf`` wins over sbctl's quiet defaults."""
+def is_local(master: str) -> bool:
+    """Whether ``master`` runs the tasks in this process's JVM (``local``, ``local[N]``)."""
+    return master in ("", "local") or master.startswith("local[")
+
+
+def worker_python(conf: dict[str, str]) -> str:
+    """The Python Spark's workers run: the user's choice, else this command's own."""
+    chosen = conf.get(PYTHON_CONF) or os.environ.get("PYSPARK_PYTHON")
+    return chosen or sys.executable or "python3"
+
+
+def code_zip() -> str:
+    """sbctl's own package as a zip for ``addPyFile`` (removed when this process exits)."""
+    root = Path(__file__).resolve().parents[1]  # the sbctl package
+    folder = tempfile.mkdtemp(prefix="sbctl-code-")
+    atexit.register(shutil.rmtree, folder, True)
+    path = Path(folder) / "sbctl.zip"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        for file in sorted(root.rglob("*")):
+            if file.is_file() and "__pycache__" not in file.parts and file.suffix != ".pyc":
+                zf.write(file, Path("sbctl") / file.relative_to(root))
+    return str(path)
+
+
+def _open_log(log: Path, app: str, master: str) -> Any:
+    log.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        if log.stat().st_size > LOG_BYTES:
+            os.replace(log, log.with_name(log.name + ".1"))
+    except FileNotFoundError:
+        pass
+    fh = log.open("ab")
+    stamp = datetime.now(UTC).isoformat(timespec="seconds")
+    fh.write(f"--- {stamp} {app} --master {master} (pid {os.getpid()})\n".encode())
+    fh.flush()
+    return fh
+
+
+def _last_line(log: Path, offset: int) -> str:
+    """The last non-empty line the JVM wrote to ``log`` after ``offset``."""
+    try:
+        with log.open("rb") as fh:
+            fh.seek(offset)
+            text = fh.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else ""
+
+
+def _launch_jvm(settings: dict[str, str], master: str, app: str, log: Path) -> None:
+    """Start Spark's JVM with its stdout and stderr in ``log`` (once per process)."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    if SparkContext._gateway is not None or "PYSPARK_GATEWAY_PORT" in os.environ:
+        return  # a JVM already runs (an earlier session of this process, or a notebook)
+    conf = SparkConf(loadDefaults=False).setMaster(master).setAppName(app)
+    conf.setAll(list(settings.items()))
+    fh = _open_log(log, app, master)
+    offset = fh.tell()
+    try:
+        gateway = launch_gateway(conf, popen_kwargs={"stdout": fh, "stderr": fh})
+    except Exception as exc:
+        said = _last_line(log, offset)
+        reason = failures.cause(exc) + (f"; the JVM said: {said}" if said else "")
+        raise BadRequest(
+            f"Spark did not start (--master {master}): {reason} (log: {log})"
+        ) from None
+    finally:
+        fh.close()
+    SparkContext._ensure_initialized(gateway=gateway)
+
+
+def start(master: str, conf: dict[str, str], app: str, log: Path | None = None) -> Any:
+    """A SparkSession (one per command); ``conf`` wins over sbctl's quiet defaults.
+
+    ``log``: the file the JVM's output goes to (None: this process's stdout and stderr).
+    """
+    global _log
     from pyspark.sql import SparkSession
 
-    builder = SparkSession.builder.master(master).appName(app)
-    for key, value in {**QUIET, **conf}.items():
-        builder = builder.config(key, value)
+    settings = {**QUIET, **conf}
+    python = worker_python(conf)
+    saved = os.environ.get("PYSPARK_PYTHON")
+    os.environ["PYSPARK_PYTHON"] = python  # read once, when the SparkContext starts
     try:
-        spark = builder.getOrCreate()
-    except Exception as exc:  # the JVM did not start: no java, bad master URL
-        raise BadRequest(f"Spark did not start (--master {master}): {first_line(exc)}") from None
-    spark.sparkContext.setLogLevel("ERROR")
+        if log is not None:
+            _launch_jvm(settings, master, app, log)
+        builder = SparkSession.builder.master(master).appName(app)
+        for key, value in settings.items():
+            builder = builder.config(key, value)
+        try:
+            spark = builder.getOrCreate()
+        except Exception as exc:  # the JVM did not start: no java, bad master URL
+            where = f" (log: {log})" if log is not None else ""
+            raise BadRequest(
+                f"Spark did not start (--master {master}): {failures.cause(exc)}{where}"
+            ) from None
+    finally:
+        if saved is None:
+            os.environ.pop("PYSPARK_PYTHON", None)
+        else:
+            os.environ["PYSPARK_PYTHON"] = saved
+    _log = log
+    if log is None:
+        spark.sparkContext.setLogLevel("ERROR")
+    # Also in local mode, where it costs a few milliseconds: a Python the user chose for the
+    # workers then needs only the libraries, as on a cluster.
+    spark.sparkContext.addPyFile(code_zip())
     return spark
 
 
 def first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
+    """``exc`` in one line: the Python or Java cause, not the stack traces."""
+    return failures.cause(exc)
 
 
 @contextmanager
 def watching(spark: Any, report: Progress | None, what: str) -> Iterator[None]:
-    """Feed ``report`` with the running job's task counts while the block runs."""
-    if report is None:
-        yield
-        return
-    tracker = spark.sparkContext.statusTracker()
+    """Run a Spark job: feed ``report`` with its task counts while the block runs, and turn
+    a failure into one line naming its cause (:func:`sbctl.spark.failures.job_failed`)."""
     stop = threading.Event()
-    group = f"sbctl-{id(stop)}"
-    spark.sparkContext.setJobGroup(group, what)
+    thread = None
+    if report is not None:
+        tracker = spark.sparkContext.statusTracker()
+        group = f"sbctl-{id(stop)}"
+        spark.sparkContext.setJobGroup(group, what)
 
-    def poll() -> None:
-        while not stop.wait(0.2):
-            done = total = 0
-            for job in tracker.getJobIdsForGroup(group):
-                info = tracker.getJobInfo(job)
-                for stage in info.stageIds if info else ():
-                    s = tracker.getStageInfo(stage)
-                    if s is not None:
-                        done += s.numCompletedTasks
-                        total += s.numTasks
-            if total:
-                report(done, total, what)
+        def poll() -> None:
+            while not stop.wait(0.2):
+                done = total = 0
+                for job in tracker.getJobIdsForGroup(group):
+                    info = tracker.getJobInfo(job)
+                    for stage in info.stageIds if info else ():
+                        s = tracker.getStageInfo(stage)
+                        if s is not None:
+                            done += s.numCompletedTasks
+                            total += s.numTasks
+                if total:
+                    report(done, total, what)
 
-    thread = threading.Thread(target=poll, daemon=True)
-    thread.start()
+        thread = threading.Thread(target=poll, daemon=True)
+        thread.start()
     try:
         yield
+    except SbctlError:
+        raise
+    except Exception as exc:
+        python = str(getattr(spark.sparkContext, "pythonExec", "") or worker_python({}))
+        raise failures.job_failed(exc, python, str(_log) if _log else None) from None
     finally:
         stop.set()
-        thread.join()
+        if thread is not None:
+            thread.join()

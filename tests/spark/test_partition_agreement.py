@@ -7,17 +7,13 @@ pre-partition data exactly as the daemon routes it.
 
 from __future__ import annotations
 
-import os
 import random
-import shutil
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from sbctl.partitioning import STANDARD_PARTITION_COUNT, key_hash, partition_for_key
-
-pytest.importorskip("pyspark")
 
 pytestmark = pytest.mark.spark
 
@@ -88,8 +84,6 @@ def _keys() -> list[str]:
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[Any]:
-    if shutil.which("java") is None and "JAVA_HOME" not in os.environ:
-        pytest.skip("no JVM: Spark needs java on PATH or JAVA_HOME")
     from pyspark.sql import SparkSession
 
     session = (

@@ -7,8 +7,6 @@ the real CLI in a subprocess, as a user would.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -23,8 +21,6 @@ from sbctl.codec import Message
 from sbctl.errors import QuotaExceeded
 from sbctl.partitioning import partition_for_key
 
-pytest.importorskip("pyspark")
-
 pytestmark = pytest.mark.spark
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,8 +29,6 @@ NS = "sbemulatorns"
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[Any]:
-    if shutil.which("java") is None and "JAVA_HOME" not in os.environ:
-        pytest.skip("no JVM: Spark needs java on PATH or JAVA_HOME")
     from sbctl.spark import session
 
     s = session.start(
@@ -197,6 +191,34 @@ def test_csv_with_column_flags_and_properties(daemon: Any, spark: Any, tmp_path:
         load(daemon, spark, source, "cq", mapping=bad)
     with pytest.raises(BadRequest, match="does not exist"):
         load(daemon, spark, tmp_path / "missing.csv", "cq")
+
+
+def test_a_failing_task_is_one_line_naming_its_python_cause(
+    spark: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from sbctl.errors import GeneralError
+    from sbctl.spark import session
+
+    def job() -> Any:  # a lambda is shipped by value: the worker needs no test module
+        return spark.sparkContext.parallelize([7], 1).map(lambda x: int(f"bad {x}")).collect()
+
+    monkeypatch.delenv("SBCTL_DEBUG", raising=False)
+    with pytest.raises(GeneralError) as failed, session.watching(spark, None, "a test job"):
+        job()
+    message = str(failed.value)
+    assert message.startswith(
+        "the Spark job failed: ValueError: invalid literal for int() with base 10: 'bad 7' ("
+    ), message
+    assert "\n" not in message and "org.apache" not in message and "Traceback" not in message
+    assert "SBCTL_DEBUG=1 shows the Spark trace" in message
+    assert capsys.readouterr().err == ""
+
+    monkeypatch.setenv("SBCTL_DEBUG", "1")  # the rest: the worker's traceback
+    with pytest.raises(GeneralError), session.watching(spark, None, "a test job"):
+        job()
+    shown = capsys.readouterr().err
+    assert "Traceback (most recent call last)" in shown
+    assert "ValueError: invalid literal for int() with base 10: 'bad 7'" in shown
 
 
 def test_export_then_load_round_trips(daemon: Any, spark: Any, tmp_path: Path) -> None:
