@@ -80,6 +80,8 @@ def only_the_libraries(folder: Path) -> Path:
         if spec.submodule_search_locations:
             source = source.parent
         (folder / source.name).symlink_to(source)
+        for info in source.parent.glob(f"{name}-*.dist-info"):  # crc32c reads its version
+            (folder / info.name).symlink_to(info)
     return folder
 
 
@@ -93,12 +95,17 @@ def bare_env(daemon: Any, home: Path) -> dict[str, str]:
         "SBCTL_DATA_DIR": daemon.env["SBCTL_DATA_DIR"],
         "SBCTL_SOCKET": daemon.env["SBCTL_SOCKET"],
     }
+    return {**env, **java_home()}
+
+
+def java_home() -> dict[str, str]:
+    """JAVA_HOME, where java is not in the bare PATH."""
     java = shutil.which("java")
     if os.environ.get("JAVA_HOME"):
-        env["JAVA_HOME"] = os.environ["JAVA_HOME"]
-    elif java and os.path.dirname(java) not in BARE_PATH.split(":"):
-        env["JAVA_HOME"] = str(Path(os.path.realpath(java)).parents[1])
-    return env
+        return {"JAVA_HOME": os.environ["JAVA_HOME"]}
+    if java and os.path.dirname(java) not in BARE_PATH.split(":"):
+        return {"JAVA_HOME": str(Path(os.path.realpath(java)).parents[1])}
+    return {}
 
 
 def run_with_terminal_stderr(
@@ -271,8 +278,9 @@ def standalone_cluster(tmp_path: Path) -> Iterator[str]:
     import pyspark
 
     spark_class = Path(pyspark.__file__).parent / "bin" / "spark-class"
+    # The workers' own python3 (on a bare PATH) has no sbctl, as on a real cluster.
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "SPARK_HOME")}
-    env["SPARK_LOCAL_IP"] = "127.0.0.1"
+    env.update(PATH=BARE_PATH, SPARK_LOCAL_IP="127.0.0.1", **java_home())
     port = free_port()
     url = f"spark://127.0.0.1:{port}"
     logs = tmp_path / "cluster-logs"
