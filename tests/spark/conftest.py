@@ -6,7 +6,6 @@ CI (``CI=true``), where a missing prerequisite must not pass as green.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
 
@@ -19,7 +18,9 @@ def in_ci() -> bool:
 
 def missing_prerequisite() -> str | None:
     """Why the Spark tests cannot run here (None: they can)."""
-    if importlib.util.find_spec("pyspark") is None:
+    try:
+        import pyspark  # noqa: F401
+    except ImportError:
         return "pyspark is not installed (pip install -e '.[spark]')"
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
         return "no Java runtime: Spark needs java on PATH or JAVA_HOME"

@@ -53,3 +53,44 @@ def test_without_pyspark_the_command_explains_the_install(tmp_path: Path, args: 
     assert "pip install -e '.[spark]'" in proc.stderr
     assert "sbctl[spark]" not in proc.stderr
     assert proc.stderr.count("\n") == 1, "one line, no traceback"
+
+
+@pytest.mark.parametrize("missing", ["pyspark", "java"])
+@pytest.mark.parametrize("ci", [True, False])
+def test_spark_tests_fail_in_ci_and_skip_elsewhere_without_prerequisites(
+    tmp_path: Path, missing: str, ci: bool
+) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("CI", "JAVA_HOME")}
+    env["PYTHONPATH"] = os.pathsep.join(
+        [*([str(tmp_path)] if missing == "pyspark" else []), str(ROOT), str(ROOT / "daemon")]
+    )
+    if missing == "pyspark":
+        (tmp_path / "sitecustomize.py").write_text(HIDE_PYSPARK)
+    else:
+        env["PATH"] = str(tmp_path)  # no java on it (python is run by its absolute path)
+    if ci:
+        env["CI"] = "true"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "tests/spark/test_partition_agreement.py",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=120,
+    )
+    why = "pyspark is not installed" if missing == "pyspark" else "no Java runtime"
+    if ci:
+        assert proc.returncode == 1, proc.stdout
+        assert f"CI=true and the Spark tests cannot run: {why}" in proc.stdout
+        assert " passed" not in proc.stdout and " skipped" not in proc.stdout
+    else:
+        assert proc.returncode == 0, proc.stdout
+        assert " skipped" in proc.stdout and " passed" not in proc.stdout, proc.stdout
