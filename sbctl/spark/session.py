@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -95,15 +96,20 @@ def _open_log(log: Path, app: str, master: str) -> Any:
     return fh
 
 
-def _last_line(log: Path, offset: int) -> str:
-    """The last non-empty line the JVM wrote to ``log`` after ``offset``."""
+def _jvm_said(log: Path, offset: int) -> str:
+    """The line explaining why the JVM stopped, from what it wrote to ``log`` after
+    ``offset``: the first error or exception line, else the last line (no stack frames)."""
     try:
         with log.open("rb") as fh:
             fh.seek(offset)
             text = fh.read().decode("utf-8", "replace")
     except OSError:
         return ""
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    lines = [line.strip() for line in text.splitlines()]
+    lines = [line for line in lines if line and not line.startswith(("at ", "..."))]
+    for line in lines:
+        if re.search(r"Exception|Error|No such file|not found|not set", line):
+            return line.removeprefix('Exception in thread "main" ')
     return lines[-1] if lines else ""
 
 
@@ -121,7 +127,7 @@ def _launch_jvm(settings: dict[str, str], master: str, app: str, log: Path) -> N
     try:
         gateway = launch_gateway(conf, popen_kwargs={"stdout": fh, "stderr": fh})
     except Exception as exc:
-        said = _last_line(log, offset)
+        said = _jvm_said(log, offset)
         reason = failures.cause(exc) + (f"; the JVM said: {said}" if said else "")
         raise BadRequest(
             f"Spark did not start (--master {master}): {reason} (log: {log})"

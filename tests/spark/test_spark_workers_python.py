@@ -254,6 +254,26 @@ def test_worker_python_without_a_library_fails_in_one_line(daemon: Any, tmp_path
     assert shown["total_message_count"] == 0
 
 
+def test_a_jvm_that_does_not_start_is_one_line_saying_why(daemon: Any, tmp_path: Path) -> None:
+    daemon.cli("queue", "create", "q", check=True)
+    env = {**daemon.env, "JAVA_HOME": str(tmp_path / "no-java")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "sbctl.cli.app", "spark-load", str(SAMPLE), "--entity", "q"],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    log = Path(daemon.env["SBCTL_DATA_DIR"]) / "spark.log"
+    assert proc.returncode == 5, proc
+    assert proc.stderr.count("\n") == 1, proc.stderr
+    assert proc.stderr.startswith("error: Spark did not start (--master local[*]): "), proc.stderr
+    assert f"{tmp_path / 'no-java'}/bin/java: No such file or directory" in proc.stderr
+    assert proc.stderr.endswith(f"(log: {log})\n")
+    assert "No such file or directory" in log.read_text()
+
+
 # -- a standalone cluster on loopback
 
 
