@@ -78,6 +78,8 @@ def test_spark_tests_fail_in_ci_and_skip_elsewhere_without_prerequisites(
             "-q",
             "-p",
             "no:cacheprovider",
+            "-o",
+            "addopts=",
             "tests/spark/test_partition_agreement.py",
         ],
         capture_output=True,
