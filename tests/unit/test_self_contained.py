@@ -109,6 +109,29 @@ def test_reference_links_resolve() -> None:
     assert not broken, f"daemon/README.md links to anchors it does not have: {broken}"
 
 
+def _github_slug(heading: str) -> str:
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+def test_readme_links_resolve() -> None:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    prose = re.sub(r"^```.*?^```", "", text, flags=re.M | re.S)  # code blocks hold no headings
+    slugs = {_github_slug(h) for h in re.findall(r"^#{1,6} (.+)$", prose, flags=re.M)}
+    broken = [f"#{a}" for a in re.findall(r"\]\(#([^)]+)\)", text) if a not in slugs]
+    for target in re.findall(r"\]\(([^#)][^)]*)\)", text):
+        path, _, anchor = target.partition("#")
+        if target.startswith(("http://", "https://")):
+            continue
+        file = ROOT / path
+        missing = not file.exists()
+        if not missing and anchor:
+            missing = f'<a id="{anchor}"></a>' not in file.read_text(encoding="utf-8")
+        if missing:
+            broken.append(target)
+    assert not broken, f"README.md links that go nowhere: {broken}"
+
+
 def test_readme_cites_no_section_numbers() -> None:
     # sbctl/cli/REFERENCE.md is generated from the help texts, checked below.
     text = (ROOT / "README.md").read_text(encoding="utf-8")
