@@ -4,9 +4,10 @@ A block fenced with ```sh, ```bash or a bare ``` is run with ``bash -e -o pipefa
 ```python block with this interpreter. Blocks with any other info string (```text,
 ```console, ```json, ...) are output or syntax, not run. ``sbctl`` resolves to the tree under
 test (a wrapper running ``sys.executable -m sbctl.cli.app``), ``python`` to this interpreter,
-and the daemon uses a temporary data dir and socket. Installing is the environment's job: lines
-that start with ``pip install`` are left out, and so is the quick start's leading
-``pip install ... &&``. The test-command block (the whole suite) is not run.
+and the daemon uses a temporary data dir and socket (and free ports). Blocks are bounded by a
+timeout each; README keeps live views (``--watch``) out of runnable blocks. Installing is the
+environment's job: lines that start with ``pip install`` are left out, and so is the quick
+start's leading ``pip install ... &&``. The test-command block (the whole suite) is not run.
 
 The run stops at the first block that fails and names it (its number, its line in README
 and its first command), with its output. Only exit statuses are checked, never output text.
@@ -142,6 +143,9 @@ def _environment(tmp: Path) -> dict[str, str]:
         HOME=str(home),
         SBCTL_DATA_DIR=str(data),
         SBCTL_SOCKET=str(data / "sbctld.sock"),
+        # Any network endpoint the daemon opens takes a free port, never the well-known one
+        # (other tests and a developer's own daemon may hold it).
+        SBCTL_AMQP_PORT="0",
         TMPDIR=str(tmp),
     )
     return env
