@@ -31,8 +31,6 @@ README = ROOT / "README.md"
 SHELL_INFO = {"", "sh", "bash", "shell"}
 BLOCK_TIMEOUT_S = 300  # the Spark block starts a JVM up to three times
 
-pytestmark = pytest.mark.spark  # the tour loads and exports with Spark
-
 
 @dataclass(frozen=True)
 class Block:
@@ -170,6 +168,7 @@ def _stop_daemon(env: dict[str, str]) -> None:
         pass
 
 
+@pytest.mark.spark  # the tour loads and exports with Spark
 @pytest.mark.timeout(1200)
 def test_readme_walkthrough_runs_in_order(tmp_path: Path) -> None:
     if shutil.which("bash") is None:
