@@ -1,24 +1,32 @@
-"""The CLI reference, generated from the typer app: README's ``CLI reference`` section.
+"""The command reference, generated from the typer app: ``sbctl/cli/REFERENCE.md``.
 
 :func:`tree` reads the command tree once into plain :class:`Node` records, which both this
 module (Markdown) and :mod:`sbctl.cli.completions` (shell scripts) render, so the help, the
-README and the completions cannot disagree. The output depends on nothing but the app: no
-terminal width, no environment. ``python -m sbctl.cli.docs`` prints the Markdown;
-tests/unit/test_cli_static.py fails when README's block between the markers differs.
+reference and the completions cannot disagree. The output depends on nothing but the app: no
+terminal width, no environment. ``python -m sbctl.cli.docs`` prints the Markdown,
+``python -m sbctl.cli.docs --write`` rewrites REFERENCE.md; tests/unit/test_cli_static.py
+fails when the file differs from :func:`reference`.
 """
 
 from __future__ import annotations
 
 import inspect
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import typer
 import typer.main
 
-START_MARKER = "<!-- cli-reference:start -->"
-END_MARKER = "<!-- cli-reference:end -->"
 PROG = "sbctl"
+REFERENCE = Path(__file__).with_name("REFERENCE.md")
+REFERENCE_HEADER = (
+    "# sbctl command reference\n\n"
+    "Every command and option of `sbctl`, generated from the CLI itself by\n"
+    "`python -m sbctl.cli.docs --write` (a test fails when this file is stale). For what the\n"
+    "commands do, start with the [README](../../README.md).\n"
+)
 
 
 @dataclass(frozen=True)
@@ -184,5 +192,13 @@ def render(app: typer.Typer | None = None) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
+def reference(app: typer.Typer | None = None) -> str:
+    """The whole of REFERENCE.md: a short header, then :func:`render`."""
+    return REFERENCE_HEADER + "\n" + render(app)
+
+
 if __name__ == "__main__":
-    print(render(), end="")
+    if sys.argv[1:] == ["--write"]:
+        REFERENCE.write_text(reference(), encoding="utf-8")
+    else:
+        print(render(), end="")

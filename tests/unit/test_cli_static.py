@@ -1,7 +1,6 @@
-"""Generated CLI artefacts match the typer app, and the CLI starts light (DESIGN §6, STYLE 8).
+"""Generated CLI artefacts match the typer app, and the CLI starts light (daemon/README.md §25.5).
 
-Regenerate with ``python -m sbctl.cli.completions`` and ``python -m sbctl.cli.docs``
-(paste the latter between README's cli-reference markers).
+Regenerate with ``python -m sbctl.cli.completions`` and ``python -m sbctl.cli.docs --write``.
 """
 
 from __future__ import annotations
@@ -37,15 +36,17 @@ def test_completion_script_is_not_stale(name: str) -> None:
     )
 
 
-def test_readme_cli_reference_is_not_stale() -> None:
-    if not README.exists():
-        pytest.skip("README.md is not written yet")
-    text = README.read_text(encoding="utf-8")
-    assert docs.START_MARKER in text and docs.END_MARKER in text, "README lacks the markers"
-    block = text.split(docs.START_MARKER, 1)[1].split(docs.END_MARKER, 1)[0]
-    assert block.strip() == docs.render().strip(), (
-        "README's CLI reference is stale: paste `python -m sbctl.cli.docs` between the markers"
+def test_command_reference_is_not_stale() -> None:
+    fix = "run `python -m sbctl.cli.docs --write`"
+    assert docs.REFERENCE.exists(), f"sbctl/cli/REFERENCE.md is missing: {fix}"
+    assert docs.REFERENCE.read_text(encoding="utf-8") == docs.reference(), (
+        f"sbctl/cli/REFERENCE.md is stale: {fix}"
     )
+
+
+def test_readme_links_the_command_reference() -> None:
+    text = README.read_text(encoding="utf-8")
+    assert "(sbctl/cli/REFERENCE.md)" in text, "README must link sbctl/cli/REFERENCE.md"
 
 
 def test_generated_text_ignores_terminal_and_environment() -> None:
