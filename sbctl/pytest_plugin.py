@@ -20,6 +20,7 @@ Fixture names all start with ``sbctl_`` so they cannot clash with a project's ow
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import os
 import shutil
@@ -124,10 +125,10 @@ class Faults:
         finally:
             self.clear([fault["id"]])
 
-    def list(self) -> list[dict[str, Any]]:
+    def list(self) -> builtins.list[dict[str, Any]]:
         return self._client.fault_list()
 
-    def clear(self, ids: Sequence[str] = ()) -> list[str]:
+    def clear(self, ids: Sequence[str] = ()) -> builtins.list[str]:
         """Clear the faults ``ids``, or all of this namespace's; returns the ids cleared."""
         return list(self._client.fault_clear(ids).get("cleared", []))
 
