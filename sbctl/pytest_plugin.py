@@ -281,8 +281,8 @@ def sbctl_namespace(
             yield ns
         finally:
             ns.client.close()
-            with contextlib.suppress(Exception):
-                admin.using(name).fault_clear()
+            with contextlib.suppress(Exception), admin.using(name) as scoped:
+                scoped.fault_clear()
             admin.namespace_delete(name)
 
 

@@ -96,6 +96,10 @@ def namespaces_table(rows: list[dict[str, Any]], current: str) -> Table:
         table.add_column(heading, justify="left" if heading in ("", "NAMESPACE") else "right")
     for heading in ("CREDITS USED", "THROTTLED", "PAIRING", "FAULTS"):
         table.add_column(heading, justify="right")
+    longest = max((len(str(r["name"])) for r in rows), default=4)
+    table.columns[1].min_width = min(longest, 40)
+    for column in table.columns:
+        column.no_wrap = True
     for r in rows:
         mark = "▶" if r["name"] == current else ""
         budget = r["credits_per_second"]
@@ -131,9 +135,15 @@ def entities_table(
     if state.filter or state.editing_filter:
         title += f" · filter /{state.filter}" + ("▏" if state.editing_filter else "")
     table = Table(title=t(title, "bold"), box=box.SIMPLE_HEAD, pad_edge=False, title_justify="left")
+    longest = max((len(str(r["name"])) for r in rows), default=4)
     for key, heading in COLUMNS:
         shown = heading + ("*" if key == state.sort_key else "")
-        table.add_column(shown, justify="right" if key in NUMERIC else "left")
+        table.add_column(
+            shown,
+            justify="right" if key in NUMERIC else "left",
+            no_wrap=True,
+            min_width=min(longest, 40) if key == "name" else None,
+        )
     start = 0
     if height is not None and len(rows) > height > 0:
         start = min(max(0, state.selected - height + 1), len(rows) - height)
