@@ -43,7 +43,15 @@ class Pane:
     def start(self, command: str, env: dict[str, str]) -> None:
         exports = " ".join(f"{k}={v!s}" for k, v in env.items())
         self.tmux(
-            "new-session", "-d", "-s", "top", "-x", "160", "-y", "50", f"env -u COLUMNS -u LINES {exports} {command}"
+            "new-session",
+            "-d",
+            "-s",
+            "top",
+            "-x",
+            "160",
+            "-y",
+            "50",
+            f"env -u COLUMNS -u LINES {exports} {command}",
         )
 
     def screen(self) -> str:
@@ -64,9 +72,7 @@ class Pane:
             time.sleep(0.05)
 
     def kill(self) -> None:
-        subprocess.run(
-            ["tmux", "-L", self.server, "kill-server"], capture_output=True, timeout=10
-        )
+        subprocess.run(["tmux", "-L", self.server, "kill-server"], capture_output=True, timeout=10)
 
 
 @pytest.fixture
@@ -179,10 +185,12 @@ def test_top_in_a_terminal(
     pane.keys("/", "o", "r", "d", "Enter", "Enter")
     pane.wait(
         "the entity",
-        lambda s: f"queue orders in {ns.name}" in s
-        and "partitions" in s
-        and "order number 2" in s
-        and "dead-lettered" in s,
+        lambda s: (
+            f"queue orders in {ns.name}" in s
+            and "partitions" in s
+            and "order number 2" in s
+            and "dead-lettered" in s
+        ),
         3,
     )
     pane.keys("Escape")
@@ -192,8 +200,10 @@ def test_top_in_a_terminal(
     pane.tmux("resize-window", "-t", "top", "-x", "90", "-y", "30")
     pane.wait(
         "narrower",
-        lambda s: f"entities of {ns.name}" in s
-        and max(len(line.rstrip()) for line in s.splitlines()) <= 90,
+        lambda s: (
+            f"entities of {ns.name}" in s
+            and max(len(line.rstrip()) for line in s.splitlines()) <= 90
+        ),
         3,
     )
 
