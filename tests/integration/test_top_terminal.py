@@ -218,3 +218,28 @@ def test_top_in_a_terminal(
     modes = text.split()
     assert "echo" in modes and "icanon" in modes and "isig" in modes, text
     assert "-echo" not in modes and "-icanon" not in modes
+
+
+def test_sigterm_restores_the_terminal(
+    pane: Pane, sbctl_namespace: SbctlNamespace, tmp_path: Path
+) -> None:
+    import psutil
+
+    after = tmp_path / "after.txt"
+    env = {**sbctl_namespace.env, "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
+    pane.start(
+        f"{sys.executable} -m sbctl.cli.app top; echo exit=$? > {after}; stty -a >> {after}; "
+        "sleep 60",
+        {**env, "TERM": "xterm-256color"},
+    )
+    pane.wait("the live view", lambda s: "entities of" in s, 30)
+    shell = psutil.Process(int(pane.tmux("display", "-p", "-t", "top", "#{pane_pid}")))
+    [top] = [p for p in shell.children(recursive=True) if "top" in p.cmdline()]
+    top.terminate()
+    deadline = time.monotonic() + 10
+    while not (after.exists() and "icanon" in after.read_text()):
+        assert time.monotonic() < deadline, pane.screen()
+        time.sleep(0.05)
+    modes = after.read_text().split()
+    assert modes[0] == "exit=0"
+    assert "echo" in modes and "icanon" in modes and "-echo" not in modes
