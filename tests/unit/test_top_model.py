@@ -220,3 +220,33 @@ def test_wait_gives_up_after_its_timeout_with_one_line(silent_socket: Path) -> N
     assert err.value.message.startswith("the sbctl daemon was not ready within 0.5 s:")
     with pytest.raises(ServiceTimeout, match="does not answer"):
         wait_ready(silent_socket.parent / "nobody.sock", 0.2)
+
+
+def test_message_bodies_cannot_drive_the_terminal() -> None:
+    from io import StringIO
+
+    from rich.console import Console
+
+    from sbctl.top.view import detail_screen
+
+    state = ViewState(namespace="ns", detail="q")
+    body = "\x1b[31mred\x1b[0m [bold]markup[/bold] \u202eevil"
+    state.detail_data = {
+        "messages": [
+            {
+                "seq": 1,
+                "enqueued": "12:00:00",
+                "partition": 0,
+                "deliveries": 0,
+                "state": "active",
+                "message_id": "[blink]id",
+                "body": body,
+            }
+        ]
+    }
+    entity = {"kind": "queue", "name": "q", "partitions": []}
+    out = StringIO()
+    Console(file=out, width=200, color_system=None).print(detail_screen(entity, state))
+    text = out.getvalue()
+    assert "\x1b" not in text and "\u202e" not in text
+    assert "\\x1b[31mred" in text and "[bold]markup[/bold]" in text and "[blink]id" in text
