@@ -3,7 +3,7 @@
 
 _sbctl_children() {
     case "$1" in
-        "") echo "credits import-config export-config send peek receive receive-deferred schedule cancel-scheduled purge spark-load spark-export bench daemon namespace queue topic subscription rule fault message dlq session" ;;
+        "") echo "credits import-config export-config send peek receive receive-deferred schedule cancel-scheduled purge spark-load spark-export bench top daemon namespace queue topic subscription rule fault message dlq session" ;;
         "daemon") echo "start stop status" ;;
         "namespace") echo "create update metrics list show delete pair unpair pair-status" ;;
         "queue") echo "create update list show delete" ;;
@@ -33,8 +33,9 @@ _sbctl_options() {
         "spark-load") echo "--entity --format --option --body-column --message-id-column --session-id-column --partition-key-column --correlation-id-column --subject-column --content-type-column --ttl-column --scheduled-enqueue-time-column --property-columns --all-other-columns-as-properties --body-format --master --spark-conf --staging-dir --load-id --max-rejects --rejects-file -h --help" ;;
         "spark-export") echo "--to --format --master --spark-conf -h --help" ;;
         "bench") echo "--messages --size --batch --clients --entity --partitioned --workers --skip-raw --skip-start --topic --subscriptions --stored -h --help" ;;
+        "top") echo "--once --interval --sort --reverse --filter -h --help" ;;
         "daemon") echo "-h --help" ;;
-        "daemon start") echo "--data-dir --socket --foreground --durability --default-credits-per-second -h --help" ;;
+        "daemon start") echo "--data-dir --socket --foreground --durability --default-credits-per-second --wait --wait-timeout -h --help" ;;
         "daemon stop") echo "--data-dir --socket -h --help" ;;
         "daemon status") echo "--data-dir --socket -h --help" ;;
         "namespace") echo "-h --help" ;;
@@ -102,7 +103,8 @@ _sbctl_value_options() {
         "spark-load") echo "--entity --format --option --body-column --message-id-column --session-id-column --partition-key-column --correlation-id-column --subject-column --content-type-column --ttl-column --scheduled-enqueue-time-column --property-columns --body-format --master --spark-conf --staging-dir --load-id --max-rejects --rejects-file" ;;
         "spark-export") echo "--to --format --master --spark-conf" ;;
         "bench") echo "--messages --size --batch --clients --entity --workers --subscriptions --stored" ;;
-        "daemon start") echo "--data-dir --socket --durability --default-credits-per-second" ;;
+        "top") echo "--interval --sort --filter" ;;
+        "daemon start") echo "--data-dir --socket --durability --default-credits-per-second --wait-timeout" ;;
         "daemon stop") echo "--data-dir --socket" ;;
         "daemon status") echo "--data-dir --socket" ;;
         "namespace create") echo "--sku --premium-messaging-partitions --capacity --credits-per-second --ops-per-unit" ;;
@@ -207,10 +209,14 @@ _sbctl_option_values() {
         "bench --workers") COMPREPLY=() ;;
         "bench --subscriptions") COMPREPLY=() ;;
         "bench --stored") COMPREPLY=() ;;
+        "top --interval") COMPREPLY=() ;;
+        "top --sort") COMPREPLY=() ;;
+        "top --filter") COMPREPLY=() ;;
         "daemon start --data-dir") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -d -- "$cur")) ;;
         "daemon start --socket") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")) ;;
         "daemon start --durability") COMPREPLY=($(compgen -W "fsync os" -- "$cur")) ;;
         "daemon start --default-credits-per-second") COMPREPLY=() ;;
+        "daemon start --wait-timeout") COMPREPLY=() ;;
         "daemon stop --data-dir") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -d -- "$cur")) ;;
         "daemon stop --socket") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")) ;;
         "daemon status --data-dir") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -d -- "$cur")) ;;

@@ -3,7 +3,7 @@
 function __sbctl_children
     switch $argv[1]
         case ''
-            printf '%s\n' credits import-config export-config send peek receive receive-deferred schedule cancel-scheduled purge spark-load spark-export bench daemon namespace queue topic subscription rule fault message dlq session
+            printf '%s\n' credits import-config export-config send peek receive receive-deferred schedule cancel-scheduled purge spark-load spark-export bench top daemon namespace queue topic subscription rule fault message dlq session
         case 'credits'
         case 'import-config'
         case 'export-config'
@@ -17,6 +17,7 @@ function __sbctl_children
         case 'spark-load'
         case 'spark-export'
         case 'bench'
+        case 'top'
         case 'daemon'
             printf '%s\n' start stop status
         case 'daemon start'
@@ -110,9 +111,11 @@ function __sbctl_value_options
             printf '%s\n' --to --format --master --spark-conf
         case 'bench'
             printf '%s\n' --messages --size --batch --clients --entity --workers --subscriptions --stored
+        case 'top'
+            printf '%s\n' --interval --sort --filter
         case 'daemon'
         case 'daemon start'
-            printf '%s\n' --data-dir --socket --durability --default-credits-per-second
+            printf '%s\n' --data-dir --socket --durability --default-credits-per-second --wait-timeout
         case 'daemon stop'
             printf '%s\n' --data-dir --socket
         case 'daemon status'
@@ -222,6 +225,7 @@ complete -c sbctl -n '__sbctl_using \'\'' -a purge -d 'Delete every message of E
 complete -c sbctl -n '__sbctl_using \'\'' -a spark-load -d 'Bulk-load messages with Spark: partition-aligned, all or nothing, exactly once'
 complete -c sbctl -n '__sbctl_using \'\'' -a spark-export -d 'Write an entity\'s messages (with system properties) as a Spark dataset'
 complete -c sbctl -n '__sbctl_using \'\'' -a bench -d 'Benchmark the running daemon: durable send and receive-and-complete throughput and latency in a throwaway namespace (deleted afterwards), beside this machine\'s raw append+fdatasync and Unix-socket'
+complete -c sbctl -n '__sbctl_using \'\'' -a top -d 'Watch namespaces and entities live: counts, rates, credits, faults, pairing'
 complete -c sbctl -n '__sbctl_using \'\'' -a daemon -d 'Start, stop and inspect the sbctl daemon'
 complete -c sbctl -n '__sbctl_using \'\'' -a namespace -d 'Create, list, show, update and delete namespaces'
 complete -c sbctl -n '__sbctl_using \'\'' -a queue -d 'Create, update, list, show and delete queues'
@@ -340,6 +344,12 @@ complete -c sbctl -n '__sbctl_using \'bench\'' -l topic -d 'Send to a topic with
 complete -c sbctl -n '__sbctl_using \'bench\'' -l subscriptions -x -d 'Subscriptions with --topic'
 complete -c sbctl -n '__sbctl_using \'bench\'' -l stored -x -d 'Instead: fill a private daemon with this many messages of --size bytes and report its memory above idle and its restart times (clean, and after SIGKILL with no checkpoint)'
 complete -c sbctl -n '__sbctl_using \'bench\'' -s h -l help -d 'Show this message and exit'
+complete -c sbctl -n '__sbctl_using \'top\'' -l once -d 'Print one snapshot (table, or JSON with -o json) and exit'
+complete -c sbctl -n '__sbctl_using \'top\'' -l interval -x -d 'Refresh period; with --once, the time between the two samples its rates come from'
+complete -c sbctl -n '__sbctl_using \'top\'' -l sort -x -d 'Sort entities by this column first'
+complete -c sbctl -n '__sbctl_using \'top\'' -l reverse -d 'Sort descending'
+complete -c sbctl -n '__sbctl_using \'top\'' -l filter -x -d 'Only entities whose name contains TEXT'
+complete -c sbctl -n '__sbctl_using \'top\'' -s h -l help -d 'Show this message and exit'
 complete -c sbctl -n '__sbctl_using \'daemon\'' -a start -d 'Start the daemon (in the background unless --foreground); a no-op if it runs'
 complete -c sbctl -n '__sbctl_using \'daemon\'' -a stop -d 'Stop the daemon and wait until it has exited; a no-op if it is not running'
 complete -c sbctl -n '__sbctl_using \'daemon\'' -a status -d 'Show the daemon\'s status; exits 9 when it is not running'
@@ -349,6 +359,8 @@ complete -c sbctl -n '__sbctl_using \'daemon start\'' -l socket -r -F -d 'Daemon
 complete -c sbctl -n '__sbctl_using \'daemon start\'' -l foreground -d 'Run in this process, logging to stderr, until stopped'
 complete -c sbctl -n '__sbctl_using \'daemon start\'' -l durability -x -a 'fsync os' -d 'fsync: acknowledge a send once it is on disk; os: once the OS has it (faster, for throwaway CI data)'
 complete -c sbctl -n '__sbctl_using \'daemon start\'' -l default-credits-per-second -x -d 'Credits per second of namespaces created without --credits-per-second (default 1000, as Azure; 0: unlimited)'
+complete -c sbctl -n '__sbctl_using \'daemon start\'' -l wait -d 'Return only once the daemon is ready: its socket answers a status request and every endpoint it reports accepts connections; exit 11 with one line after --wait-timeout'
+complete -c sbctl -n '__sbctl_using \'daemon start\'' -l wait-timeout -x -d 'Bound of --wait'
 complete -c sbctl -n '__sbctl_using \'daemon start\'' -s h -l help -d 'Show this message and exit'
 complete -c sbctl -n '__sbctl_using \'daemon stop\'' -l data-dir -r -F -d 'Daemon data directory (overrides the global --data-dir and SBCTL_DATA_DIR)'
 complete -c sbctl -n '__sbctl_using \'daemon stop\'' -l socket -r -F -d 'Daemon Unix socket (overrides the global --socket and SBCTL_SOCKET)'

@@ -599,6 +599,11 @@ class Client:
         """Throttled and served requests, and the daemon's CPU and memory."""
         return self._call(self._calls.namespace_metrics(name or self.namespace))
 
+    def overview(self, name: str | None = None) -> dict[str, Any]:
+        """A namespace at a glance (``sbctl top``): credits, every entity with its
+        partitions, faults, pairing. Costs the namespace no credits."""
+        return self._call(("overview", NamespaceRef(name or self.namespace), _plain))
+
     def namespace_pair(
         self,
         primary: str,

@@ -326,6 +326,7 @@ OPS: dict[str, type[_Args]] = {
     "namespace_update": NamespaceUpdate,
     "namespace_credits": NamespaceRef,
     "namespace_metrics": NamespaceRef,
+    "overview": NamespaceRef,  # uncharged, for `sbctl top` (sbctld.overview)
     "namespace_pair": NamespacePair,
     "namespace_unpair": NamespaceRef,
     "namespace_pair_status": NamespaceRef,

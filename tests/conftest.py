@@ -29,6 +29,16 @@ from sbctld.clock import FakeClock
 from sbctld.storage.sync import Syncer
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # The sbctl pytest plugin (sbctl_daemon, sbctl_namespace) loads through the package's
+    # pytest11 entry point; an environment installed before the entry point existed (or a
+    # checkout on PYTHONPATH) loads it here.
+    if not config.pluginmanager.has_plugin("sbctl"):
+        import sbctl.pytest_plugin
+
+        config.pluginmanager.register(sbctl.pytest_plugin, "sbctl")
+
+
 @pytest.fixture
 def clock() -> FakeClock:
     return FakeClock()

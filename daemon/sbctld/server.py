@@ -341,6 +341,13 @@ class Server:
     def op_namespace_credits(self, conn: Connection, req_id: int, a: Any) -> None:
         self.reply_now(conn, req_id, self.broker.namespace_credits(a.name))
 
+    # --- overview (sbctl top; sbctld.overview) ---
+    def op_overview(self, conn: Connection, req_id: int, a: Any) -> None:
+        from sbctld.overview import overview
+
+        self.reply_now(conn, req_id, overview(self.broker, a.name))
+
+    # --- end overview ---
     def op_namespace_metrics(self, conn: Connection, req_id: int, a: Any) -> None:
         """Premium-style metrics (SPEC §20.3): throttled and served requests, and the
         daemon's own CPU and memory (shared by every namespace it serves)."""

@@ -35,6 +35,7 @@ COMMAND_MODULES = (
     "session",
     "spark",
     "bench",
+    "top",
 )
 
 EXIT_INTERRUPTED = 130

@@ -49,12 +49,27 @@ def start(
             "(default 1000, as Azure; 0: unlimited).",
         ),
     ] = None,
+    wait: Annotated[
+        bool,
+        typer.Option(
+            "--wait",
+            help="Return only once the daemon is ready: its socket answers a status request "
+            "and every endpoint it reports accepts connections; exit 11 with one line "
+            "after --wait-timeout.",
+        ),
+    ] = False,
+    wait_timeout: Annotated[
+        float,
+        typer.Option("--wait-timeout", metavar="SECONDS", min=0.1, help="Bound of --wait."),
+    ] = 60.0,
 ) -> None:
     """Start the daemon (in the background unless --foreground); a no-op if it runs."""
     from sbctl import daemonctl
 
     g = options.state(ctx)
     where, socket_path = options.daemon_paths(g, data_dir, socket)
+    if wait and foreground:
+        raise typer.BadParameter("cannot be used with --foreground", param_hint="'--wait'")
     result = daemonctl.start(
         where,
         socket_path,
@@ -62,6 +77,12 @@ def start(
         durability=durability,
         default_credits_per_second=default_credits_per_second,
     )
+    if wait:
+        from sbctl.ready import wait_ready
+
+        info = wait_ready(socket_path, wait_timeout)
+        result["ready_seconds"] = info["ready_seconds"]
+        result["pid"] = info.get("pid", result.get("pid"))
     render.emit(g.output, result, lambda r: _started(r, foreground))
 
 

@@ -129,6 +129,7 @@ SAMPLES: dict[str, list[msgspec.Struct]] = {
     ],
     "namespace_credits": [NamespaceRef("ns-one")],
     "namespace_metrics": [NamespaceRef("ns-one")],
+    "overview": [NamespaceRef("ns-one")],
     "namespace_pair": [
         NamespacePair("ns-one", "ns-two"),
         NamespacePair("ns-one", "ns-two", 3, 0, 1000, True),
