@@ -22,7 +22,7 @@ import traceback
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from sbctl import __version__
 from sbctl.errors import BadRequest, GeneralError, SbctlError, ServiceTimeout
@@ -36,6 +36,7 @@ from sbctl.protocol import (
     decode_envelope,
     encode_reply,
 )
+from sbctld import loads
 from sbctld.broker import Broker
 from sbctld.storage.sync import Syncer, sync_fds
 
@@ -43,6 +44,7 @@ log = logging.getLogger("sbctld")
 TICK_SECONDS = 0.05
 CHECKPOINT_SECONDS = 5.0
 CHECKPOINT_MIN_CHANGES = 50_000
+DEFAULT_REPLY_BUFFER_BYTES = 64 * 1024 * 1024
 
 
 class Committer:
@@ -116,14 +118,26 @@ class Waiter:
 
 
 class Connection(asyncio.Protocol):
+    """One client connection; requests may be pipelined.
+
+    Back-pressure (daemon/README.md §0.4): when the replies the client has not read yet
+    exceed the server's ``reply_buffer_bytes``, the transport calls :meth:`pause_writing`;
+    the connection then stops reading and dispatching its requests (those already read
+    wait in ``buf``) until the client has drained them below a quarter of the bound. A
+    client that never reads costs the daemon at most about that bound plus one reply.
+    """
+
     def __init__(self, server: Server) -> None:
         self.server = server
         self.transport: asyncio.Transport | None = None
         self.buf = bytearray()
         self.closed = False
+        self.paused = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
+        bound = self.server.reply_buffer_bytes
+        self.transport.set_write_buffer_limits(high=bound, low=bound // 4)
         sock = transport.get_extra_info("socket")
         if sock is not None and not self.server.peer_allowed(sock):
             log.warning("refused a connection from another user")
@@ -131,14 +145,31 @@ class Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        self.buf = bytearray()
         self.server.forget(self)
 
+    def pause_writing(self) -> None:
+        self.paused = True
+        if self.transport is not None and not self.closed:
+            self.transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        self.paused = False
+        if self.transport is None or self.closed:
+            return
+        self.transport.resume_reading()
+        self._dispatch_buffered()
+
     def data_received(self, data: bytes) -> None:
+        self.buf += data
+        if not self.paused:
+            self._dispatch_buffered()
+
+    def _dispatch_buffered(self) -> None:
         buf = self.buf
-        buf += data
         pos = 0
         end = len(buf)
-        while end - pos >= 4:
+        while end - pos >= 4 and not self.paused and not self.closed:
             (n,) = LENGTH.unpack_from(buf, pos)
             if n > MAX_REQUEST_BYTES:
                 # The stream cannot be resynchronised after a bad length: answer, then close.
@@ -157,7 +188,7 @@ class Connection(asyncio.Protocol):
             body = bytes(buf[pos + 4 : pos + 4 + n])
             pos += 4 + n
             self.server.dispatch(self, body)
-        if pos:
+        if pos and buf is self.buf:
             del buf[:pos]
 
     def send(self, frame: bytes) -> None:
@@ -169,8 +200,16 @@ class Connection(asyncio.Protocol):
 
 
 class Server:
-    def __init__(self, broker: Broker, syncer: Syncer, socket_path: Path) -> None:
+    def __init__(
+        self,
+        broker: Broker,
+        syncer: Syncer,
+        socket_path: Path,
+        *,
+        reply_buffer_bytes: int = DEFAULT_REPLY_BUFFER_BYTES,
+    ) -> None:
         self.broker = broker
+        self.reply_buffer_bytes = reply_buffer_bytes
         self.faults = broker.faults
         self.syncer = syncer
         self.committer = Committer(syncer)
@@ -182,6 +221,8 @@ class Server:
         self.requests = 0
         self._proc: Any = None  # psutil.Process, made on the first metrics request
         self._tasks: list[asyncio.Task[None]] = []
+        self._adoptions: set[asyncio.Task[None]] = set()  # loads being checked (sbctld.loads)
+        self._load_locks: dict[tuple[Any, str], asyncio.Lock] = {}
         self._handlers: dict[str, Callable[[Connection, int, Any], None]] = {
             name[3:]: getattr(self, name) for name in dir(self) if name.startswith("op_")
         }
@@ -208,6 +249,8 @@ class Server:
     async def stop(self) -> None:
         if self._server is not None:
             self._server.close()
+        for task in list(self._adoptions):  # nothing of a load is stored before its commit
+            task.cancel()
         for waiters in self.waiters.values():
             for w in waiters:
                 if w.handle:
@@ -565,8 +608,48 @@ class Server:
             self.wake(self._key(a.namespace, a.to or a.entity))
 
     def op_load_adopt(self, conn: Connection, req_id: int, a: Any) -> None:
+        """Check the staged files off the loop, then commit in one step (sbctld.loads)."""
         files = [(f.partition, f.path) for f in a.files]
-        result = self.broker.load_adopt(a.namespace, a.entity, a.load_id, files)
+        self.broker.load_queue(a.namespace, a.entity, files)  # refuse what is refused now
+        task = asyncio.get_running_loop().create_task(self._load_adopt(conn, req_id, a, files))
+        self._adoptions.add(task)
+        task.add_done_callback(self._adoptions.discard)
+
+    async def _load_adopt(
+        self, conn: Connection, req_id: int, a: Any, files: list[tuple[int, str]]
+    ) -> None:
+        try:
+            queue = self.broker.load_queue(a.namespace, a.entity, files)
+            self.faults.delay_ms = 0
+            lock = self._load_locks.setdefault((queue.key, a.load_id), asyncio.Lock())
+            async with lock:  # the same load sent twice: the second sees it committed
+                prepared = await loads.check(queue, a.load_id, files, self.broker.clock.now_ms)
+                self.faults.delay_ms = 0
+                if self.broker.load_queue(a.namespace, a.entity, files) is not queue:
+                    raise BadRequest(
+                        f"load {a.load_id!r} refused, nothing adopted: {a.entity!r} was "
+                        f"deleted or replaced while the load was being checked"
+                    )
+                if isinstance(prepared, dict):
+                    result = prepared
+                else:
+                    result = self.broker.load_adopted(
+                        queue, loads.commit(queue, a.load_id, prepared)
+                    )
+            if not lock.locked():
+                self._load_locks.pop((queue.key, a.load_id), None)
+        except SbctlError as err:
+            if self.faults.delay_ms:
+                self._send_late(
+                    conn, encode_reply(req_id, False, err.to_wire()), self._take_delay()
+                )
+            else:
+                conn.reply_error(req_id, err)
+            return
+        except Exception as exc:
+            log.error("load %r failed:\n%s", a.load_id, traceback.format_exc())
+            conn.reply_error(req_id, GeneralError(f"internal error: {exc}"))
+            return
         self.reply_durable(conn, req_id, result)
         self.wake(self._key(a.namespace, a.entity))
 

@@ -6,6 +6,7 @@ so that ``sbctl daemon start --data-dir X`` and ``sbctl daemon stop --data-dir X
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated, Any, Literal
 
 import typer
@@ -49,6 +50,18 @@ def start(
             "(default 1000, as Azure; 0: unlimited).",
         ),
     ] = None,
+    reply_buffer_mb: Annotated[
+        int | None,
+        typer.Option(
+            "--reply-buffer-mb",
+            envvar="SBCTL_REPLY_BUFFER_MB",
+            metavar="MB",
+            min=1,
+            show_default=False,
+            help="Stop reading a connection's requests while this many MB of its replies are "
+            "unsent, until the client reads them (default 64).",
+        ),
+    ] = None,
 ) -> None:
     """Start the daemon (in the background unless --foreground); a no-op if it runs."""
     from sbctl import daemonctl
@@ -61,7 +74,10 @@ def start(
         foreground=foreground,
         durability=durability,
         default_credits_per_second=default_credits_per_second,
+        reply_buffer_bytes=None if reply_buffer_mb is None else reply_buffer_mb * 1024 * 1024,
     )
+    for warning in result.get("warnings") or ():
+        print(f"warning: {warning}", file=sys.stderr)
     render.emit(g.output, result, lambda r: _started(r, foreground))
 
 

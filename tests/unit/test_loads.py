@@ -14,7 +14,7 @@ import pytest
 from sbctl.codec import NOT_SCHEDULED, Message, StagedRecord, encode_batch, encode_message
 from sbctl.errors import BadRequest
 from sbctl.partitioning import partition_for_key
-from sbctld import loads
+from sbctld import loads, staged
 from sbctld.broker import Broker
 from sbctld.clock import FakeClock
 from sbctld.storage.log import PartitionLog, State, rollback_adoption
@@ -34,6 +34,12 @@ def stage(path: Path, bodies: list[bytes], per_batch: int = 2, ttl: int = -1) ->
     return path
 
 
+def prepare(log: PartitionLog, files: list[Path], now_ms: int, max_payload: int) -> list[Any]:
+    """Check and number staged files as the daemon does before linking them."""
+    checked = [staged.check_now(f, max_payload) for f in files]
+    return staged.number_now(checked, log.next_seq, now_ms)[0]
+
+
 def bodies_of(log: PartitionLog) -> list[bytes]:
     from sbctl.codec import decode_message
 
@@ -48,7 +54,7 @@ def test_partition_log_adoption_appends_after_existing_messages(tmp_path: Path) 
         stage(tmp_path / "stage" / "t0.sbb", [b"a", b"b", b"c"]),
         stage(tmp_path / "stage" / "t1.sbb", [b"d"]),
     ]
-    prepared = log.prepare_adoption(files, 10, 1024)
+    prepared = prepare(log, files, 10, 1024)
     assert [st.base for st in prepared] == [2, 5]
     log.link_adoption(prepared)
     assert bodies_of(log) == [b"sent"], "linked but not committed: invisible"
@@ -69,7 +75,7 @@ def test_fake_crash_after_linking_rolls_back_to_before(tmp_path: Path) -> None:
     log = PartitionLog.open(tmp_path / "p00", syncer)
     log.append([StagedRecord(encode_message(Message(body=b"sent")), -1, NOT_SCHEDULED)], 5)
     before = log.next_seq
-    prepared = log.prepare_adoption([stage(tmp_path / "s" / "t0.sbb", [b"x", b"y"])], 9, 1024)
+    prepared = prepare(log, [stage(tmp_path / "s" / "t0.sbb", [b"x", b"y"])], 9, 1024)
     log.link_adoption(prepared)
     log.close()  # the crash: never committed
     syncer.sync_now()
@@ -88,7 +94,7 @@ def test_a_corrupt_staged_file_is_refused(tmp_path: Path) -> None:
     data[-1] ^= 0xFF
     path.write_bytes(bytes(data))
     with pytest.raises(Exception, match="CRC mismatch"):
-        log.prepare_adoption([path], 1, 1024)
+        prepare(log, [path], 1, 1024)
     assert log.next_seq == 1 and not list(log.seqs_in(State.ACTIVE))
     log.close()
 

@@ -35,7 +35,6 @@ from sbctl.codec import (
     StagedRecord,
     encode_batch,
     iter_records,
-    rewrite_header,
     scan_batches,
 )
 from sbctl.limits import MAX_TIME_MS
@@ -74,7 +73,8 @@ ACTIVE_BYTE = bytes([State.ACTIVE])
 
 
 class StagedSegment(NamedTuple):
-    """A staged file checked and numbered for adoption (spark-load), not yet visible."""
+    """A staged file checked and numbered for adoption (spark-load, sbctld.staged), not
+    yet visible."""
 
     source: Path
     base: int
@@ -494,51 +494,6 @@ class PartitionLog(StateIndex):
         self.head = h
 
     # ---------------------------------------------------------------- adoption
-
-    def prepare_adoption(
-        self, sources: Sequence[Path], now_ms: int, max_payload: int
-    ) -> list[StagedSegment]:
-        """Check staged files and number them from ``next_seq``, in place, durably.
-
-        Every batch must pass its CRC and length checks (the whole file, no torn tail) and
-        every record fit ``max_payload``. The batch headers are rewritten with their sequence
-        numbers and enqueue time (DESIGN.md §2) and the files fdatasynced. Nothing of this
-        store changes: :meth:`link_adoption` and :meth:`commit_adoption` follow.
-        """
-        staged = []
-        seq = self.next_seq
-        for source in sources:
-            fd = os.open(source, os.O_RDWR)
-            try:
-                size = os.fstat(fd).st_size
-                buf = bytearray(os.pread(fd, size, 0))
-                batches, valid_end, problem = scan_batches(memoryview(buf))
-                if problem or valid_end != size or not batches:
-                    why = problem or ("empty" if not batches else "trailing bytes")
-                    raise AdoptionError(f"{source}: not a valid staged file ({why} at {valid_end})")
-                offs, lens, ttls, scheds = array("I"), array("I"), array("q"), array("q")
-                base = seq
-                for info in batches:
-                    for k, rec in enumerate(iter_records(memoryview(buf), info)):
-                        if rec.rel_seq != k:
-                            raise AdoptionError(f"{source}: record {k} is numbered {rec.rel_seq}")
-                        if rec.payload_length > max_payload:
-                            raise AdoptionError(
-                                f"{source}: a record of {rec.payload_length} bytes is over the "
-                                f"{max_payload} byte message limit"
-                            )
-                        offs.append(rec.payload_offset)
-                        lens.append(rec.payload_length)
-                        ttls.append(rec.ttl_ms)
-                        scheds.append(rec.scheduled_ms)
-                    rewrite_header(memoryview(buf)[info.offset :], seq, now_ms)
-                    os.pwrite(fd, bytes(buf[info.offset : info.offset + 16]), info.offset)
-                    seq += info.record_count
-                os.fdatasync(fd)
-            finally:
-                os.close(fd)
-            staged.append(StagedSegment(source, base, size, offs, lens, ttls, scheds))
-        return staged
 
     def link_adoption(self, staged: Sequence[StagedSegment]) -> None:
         """Move prepared files into this store as segments; still invisible (not indexed).
