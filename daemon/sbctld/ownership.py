@@ -78,6 +78,8 @@ def claim(data_dir: Path, socket_path: Path) -> Claim:
 
 def prepare_data_dir(data_dir: Path) -> list[str]:
     """Create (0700) or check a data dir this user can own; returns warnings."""
+    if data_dir.exists() and not data_dir.is_dir():
+        raise BadRequest(f"data dir {data_dir} is not a directory")
     try:
         data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     except OSError as exc:
