@@ -232,7 +232,7 @@ def commit(queue: Queue, load_id: str, prepared: Prepared) -> dict[str, Any]:
     manifest_path = _path(queue.directory, load_id)
     quota = cfg.max_size_in_megabytes * MB
     for pid, segs in segments.items():
-        added = sum(sum(st.lengths) for st in segs)
+        added = sum(st.payload_bytes for st in segs)
         if queue.partitions[pid].log.live_bytes + added > quota:
             # SPEC §0.1.3: each partition holds up to the entity's max size.
             raise QuotaExceeded(

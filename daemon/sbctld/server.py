@@ -623,7 +623,9 @@ class Server:
             self.faults.delay_ms = 0
             lock = self._load_locks.setdefault((queue.key, a.load_id), asyncio.Lock())
             async with lock:  # the same load sent twice: the second sees it committed
+                t0 = time.perf_counter()
                 prepared = await loads.check(queue, a.load_id, files, self.broker.clock.now_ms)
+                t1 = time.perf_counter()
                 self.faults.delay_ms = 0
                 if self.broker.load_queue(a.namespace, a.entity, files) is not queue:
                     raise BadRequest(
@@ -635,6 +637,13 @@ class Server:
                 else:
                     result = self.broker.load_adopted(
                         queue, loads.commit(queue, a.load_id, prepared)
+                    )
+                    log.info(
+                        "load %r: %d messages checked in %.2f s, committed in %.3f s",
+                        a.load_id,
+                        result["messages"],
+                        t1 - t0,
+                        time.perf_counter() - t1,
                     )
             if not lock.locked():
                 self._load_locks.pop((queue.key, a.load_id), None)

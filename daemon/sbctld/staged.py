@@ -29,7 +29,7 @@ import aiofiles
 import crc32c
 
 from sbctl.codec import BATCH_HEADER, BATCH_INNER, CRC_START, MAGIC, MAX_BATCH_BYTES, RECORD_HEADER
-from sbctld.storage.log import AdoptionError, StagedSegment
+from sbctld.storage.log import AdoptionError, StagedSegment, expiries
 
 CRC_SLICE = 1024 * 1024  # bytes checksummed between two pauses
 RECORD_SLICE = 2048  # records parsed between two pauses
@@ -51,10 +51,28 @@ class CheckedFile(NamedTuple):
     lengths: array
     ttls: array
     scheds: array
+    payload_bytes: int
+    scheduled: list[int]  # indexes of the scheduled records
+    one_ttl: int | None  # the TTL of every record, or None when they differ
 
-    def segment(self, base: int) -> StagedSegment:
+    def segment(self, base: int, now_ms: int) -> StagedSegment:
+        """The segment to link, with what indexing it needs worked out ahead."""
+        n = len(self.offsets)
+        if self.one_ttl is None:
+            exp = expiries(self.ttls, now_ms)
+        else:
+            exp = expiries(array("q", [self.one_ttl]), now_ms) * n
         return StagedSegment(
-            self.source, base, self.size, self.offsets, self.lengths, self.ttls, self.scheds
+            self.source,
+            base,
+            self.size,
+            self.offsets,
+            self.lengths,
+            self.ttls,
+            self.scheds,
+            exp,
+            self.payload_bytes,
+            self.scheduled,
         )
 
 
@@ -72,6 +90,10 @@ def _checker(source: Path, size: int, max_payload: int) -> Checker:
         raise bad("empty", 0)
     offs, lens, ttls, scheds = array("I"), array("I"), array("q"), array("q")
     batches: list[tuple[int, int]] = []
+    payload_bytes = 0
+    scheduled: list[int] = []
+    first_ttl: int | None = None
+    one_ttl = True
     pos = 0
     while pos < size:
         if size - pos < CRC_START + BATCH_INNER.size:
@@ -116,15 +138,33 @@ def _checker(source: Path, size: int, max_payload: int) -> Checker:
                     f"{source}: a record of {payload} bytes is over the {max_payload} byte "
                     f"message limit"
                 )
+            if scheduled_ms >= 0:
+                scheduled.append(len(offs))
+            if first_ttl is None:
+                first_ttl = ttl_ms
+            elif ttl_ms != first_ttl:
+                one_ttl = False
             offs.append(base_at + at + RECORD_HEADER.size)
             lens.append(payload)
             ttls.append(ttl_ms)
             scheds.append(scheduled_ms)
+            payload_bytes += payload
             at += 4 + rec_len
         batches.append((pos, count))
         pos += batch_size
         yield None
-    return CheckedFile(source, size, batches, offs, lens, ttls, scheds)
+    return CheckedFile(
+        source,
+        size,
+        batches,
+        offs,
+        lens,
+        ttls,
+        scheds,
+        payload_bytes,
+        scheduled,
+        first_ttl if one_ttl else None,
+    )
 
 
 def check_now(source: Path, max_payload: int) -> CheckedFile:
@@ -187,7 +227,7 @@ def number_now(
             os.fdatasync(fd)
         finally:
             os.close(fd)
-        segments.append(f.segment(seq - len(f.offsets)))
+        segments.append(f.segment(seq - len(f.offsets), now_ms))
         ids.append(identity(f.source))
     return segments, ids
 

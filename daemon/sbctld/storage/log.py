@@ -83,6 +83,10 @@ class StagedSegment(NamedTuple):
     lengths: array
     ttls: array
     scheds: array
+    # Worked out ahead (off the event loop) by sbctld.staged, or here when None / -1.
+    exp: array | None = None  # expiry times
+    payload_bytes: int = -1
+    scheduled: list[int] | None = None  # indexes of the scheduled records
 
 
 class AdoptionError(Exception):
@@ -545,16 +549,13 @@ class PartitionLog(StateIndex):
             n = len(st.offsets)
             self.offset.extend(st.offsets)
             self.length.extend(st.lengths)
-            self.live_bytes += sum(st.lengths)
-            self.exp.extend(
-                array(
-                    "q",
-                    [min(now_ms + t, MAX_TIME_MS) if t >= 0 else MAX_TIME_MS for t in st.ttls],
-                )
-            )
+            self.live_bytes += st.payload_bytes if st.payload_bytes >= 0 else sum(st.lengths)
+            self.exp.extend(st.exp if st.exp is not None else expiries(st.ttls, now_ms))
             self.enq.extend(array("q", [now_ms]) * n)
             self.dc.extend(array("I", [0]) * n)
-            sched_idx = [k for k, when in enumerate(st.scheds) if when >= 0]
+            sched_idx = st.scheduled
+            if sched_idx is None:
+                sched_idx = [k for k, when in enumerate(st.scheds) if when >= 0]
             if sched_idx:
                 self.state.extend(
                     bytes(State.SCHEDULED if when >= 0 else State.ACTIVE for when in st.scheds)
@@ -672,6 +673,11 @@ class PartitionLog(StateIndex):
         """Close and delete this store's files (entity deletion)."""
         self.close()
         shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def expiries(ttls: array, now_ms: int) -> array:
+    """Expiry times of records with these TTLs (-1: none) enqueued at ``now_ms``."""
+    return array("q", [min(now_ms + t, MAX_TIME_MS) if t >= 0 else MAX_TIME_MS for t in ttls])
 
 
 def rollback_adoption(directory: Path, next_seq: int) -> int:
