@@ -17,7 +17,7 @@ from sbctl.partitioning import partition_for_key
 from sbctld import loads, staged
 from sbctld.broker import Broker
 from sbctld.clock import FakeClock
-from sbctld.storage.log import PartitionLog, State, rollback_adoption
+from sbctld.storage.log import AdoptionError, PartitionLog, State, rollback_adoption
 from sbctld.storage.sync import Syncer
 
 
@@ -177,3 +177,53 @@ def test_bad_input_refuses_the_whole_load(broker: Broker, partitioned: Any, tmp_
     with pytest.raises(BadRequest, match="load id"):
         broker.load_adopt("sbemulatorns", "q", "", files)
     assert partitioned.counts()["active_message_count"] == 0
+
+
+def test_a_partition_that_took_sends_during_the_check_is_renumbered(
+    broker: Broker, tmp_path: Path
+) -> None:
+    """The daemon checks a load off its loop while sends go on: the commit numbers the load
+    after them, and a restart reads back the same messages in the same order."""
+    import asyncio
+
+    broker.queue_create("sbemulatorns", "q", {})
+    queue = broker.queue("sbemulatorns", "q")
+    broker.send("sbemulatorns", "q", [Message(body=b"first")])
+    files = [(0, str(stage(tmp_path / "s" / "t0.sbb", [b"a", b"b", b"c"], per_batch=2)))]
+    prepared = asyncio.run(loads.check(queue, "L1", files, broker.clock.now_ms))
+    assert isinstance(prepared, loads.Prepared)
+    broker.send("sbemulatorns", "q", [Message(body=b"during")])  # next_seq moved on
+    result = loads.commit(queue, "L1", prepared)
+    assert result["messages"] == 3
+    log = queue.partitions[0].log
+    assert bodies_of(log) == [b"first", b"during", b"a", b"b", b"c"]
+    data_dir = broker.data_dir
+    broker.close()
+    again = Broker(data_dir, FakeClock(), Syncer("fsync"))
+    assert bodies_of(again.queue("sbemulatorns", "q").partitions[0].log) == [
+        b"first",
+        b"during",
+        b"a",
+        b"b",
+        b"c",
+    ]
+    again.close()
+
+
+def test_the_streamed_check_matches_the_plain_one_and_refuses_damage(tmp_path: Path) -> None:
+    import asyncio
+
+    path = stage(tmp_path / "t0.sbb", [bytes([k % 256]) * 3000 for k in range(5000)], per_batch=700)
+    plain = staged.check_now(path, 4096)
+    streamed = asyncio.run(staged.check(path, 4096))
+    assert plain == streamed and len(plain.offsets) == 5000
+    assert plain.payload_bytes == sum(plain.lengths) and plain.one_ttl == -1
+    whole = path.read_bytes()
+    data = bytearray(whole)
+    data[len(data) // 2] ^= 0x01
+    path.write_bytes(bytes(data))
+    with pytest.raises(AdoptionError, match="CRC mismatch"):
+        asyncio.run(staged.check(path, 4096))
+    path.write_bytes(whole[:-10])
+    with pytest.raises(AdoptionError, match="bad length"):
+        asyncio.run(staged.check(path, 4096))
