@@ -112,7 +112,7 @@ function __sbctl_value_options
             printf '%s\n' --messages --size --batch --clients --entity --workers --subscriptions --stored
         case 'daemon'
         case 'daemon start'
-            printf '%s\n' --data-dir --socket --durability --default-credits-per-second
+            printf '%s\n' --data-dir --socket --durability --default-credits-per-second --reply-buffer-mb
         case 'daemon stop'
             printf '%s\n' --data-dir --socket
         case 'daemon status'
@@ -349,6 +349,7 @@ complete -c sbctl -n '__sbctl_using \'daemon start\'' -l socket -r -F -d 'Daemon
 complete -c sbctl -n '__sbctl_using \'daemon start\'' -l foreground -d 'Run in this process, logging to stderr, until stopped'
 complete -c sbctl -n '__sbctl_using \'daemon start\'' -l durability -x -a 'fsync os' -d 'fsync: acknowledge a send once it is on disk; os: once the OS has it (faster, for throwaway CI data)'
 complete -c sbctl -n '__sbctl_using \'daemon start\'' -l default-credits-per-second -x -d 'Credits per second of namespaces created without --credits-per-second (default 1000, as Azure; 0: unlimited)'
+complete -c sbctl -n '__sbctl_using \'daemon start\'' -l reply-buffer-mb -x -d 'Stop reading a connection\'s requests while this many MB of its replies are unsent, until the client reads them (default 64)'
 complete -c sbctl -n '__sbctl_using \'daemon start\'' -s h -l help -d 'Show this message and exit'
 complete -c sbctl -n '__sbctl_using \'daemon stop\'' -l data-dir -r -F -d 'Daemon data directory (overrides the global --data-dir and SBCTL_DATA_DIR)'
 complete -c sbctl -n '__sbctl_using \'daemon stop\'' -l socket -r -F -d 'Daemon Unix socket (overrides the global --socket and SBCTL_SOCKET)'

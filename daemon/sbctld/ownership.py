@@ -49,14 +49,17 @@ class Claim:
     notes: list[str] = field(default_factory=list)  # warnings for the log and the starter
 
     def release(self) -> None:
+        """Forget the pid (while still holding the lock, so no successor's is removed)."""
+        if not self.lock_fds:
+            return
+        with contextlib.suppress(OSError):
+            os.unlink(self.data_dir / paths.PIDFILE)
         with contextlib.suppress(OSError):
             os.ftruncate(self.lock_fds[0], 0)
         for fd in self.lock_fds:
             with contextlib.suppress(OSError):
                 os.close(fd)
         self.lock_fds = []
-        with contextlib.suppress(OSError):
-            os.unlink(self.data_dir / paths.PIDFILE)
 
 
 def claim(data_dir: Path, socket_path: Path) -> Claim:
@@ -116,10 +119,10 @@ def tighten_permissions(root: Path) -> list[str]:
 
     def fix(path: str, st: os.stat_result) -> None:
         if st.st_mode & 0o077 and st.st_uid == os.getuid():
-            os.chmod(path, stat.S_IMODE(st.st_mode) & 0o700, follow_symlinks=False)
+            os.chmod(path, stat.S_IMODE(st.st_mode) & 0o700)  # never a link (lstat below)
             changed.append(os.path.relpath(path, root))
 
-    fix(str(root), os.lstat(root))
+    fix(str(root), os.stat(root))  # the data dir itself may be a symbolic link
     for top, dirs, files in os.walk(root):
         for name in dirs + files:
             path = os.path.join(top, name)

@@ -38,6 +38,7 @@ from sbctl.protocol import (
 )
 from sbctld import loads
 from sbctld.broker import Broker
+from sbctld.queue import Queue
 from sbctld.storage.sync import Syncer, sync_fds
 
 log = logging.getLogger("sbctld")
@@ -222,7 +223,7 @@ class Server:
         self._proc: Any = None  # psutil.Process, made on the first metrics request
         self._tasks: list[asyncio.Task[None]] = []
         self._adoptions: set[asyncio.Task[None]] = set()  # loads being checked (sbctld.loads)
-        self._load_locks: dict[tuple[Any, str], asyncio.Lock] = {}
+        self._load_locks: dict[tuple[Any, str], tuple[asyncio.Lock, int]] = {}  # (lock, users)
         self._handlers: dict[str, Callable[[Connection, int, Any], None]] = {
             name[3:]: getattr(self, name) for name in dir(self) if name.startswith("op_")
         }
@@ -352,6 +353,7 @@ class Server:
             "data_dir": str(self.broker.data_dir),
             "socket": str(self.socket_path),
             "durability": "fsync" if self.syncer.durable else "os",
+            "reply_buffer_bytes": self.reply_buffer_bytes,
             "uptime_s": round(time.time() - self.started, 3),
             "requests": self.requests,
             "commit_rounds": self.committer.rounds,
@@ -621,32 +623,18 @@ class Server:
         try:
             queue = self.broker.load_queue(a.namespace, a.entity, files)
             self.faults.delay_ms = 0
-            lock = self._load_locks.setdefault((queue.key, a.load_id), asyncio.Lock())
-            async with lock:  # the same load sent twice: the second sees it committed
-                t0 = time.perf_counter()
-                prepared = await loads.check(queue, a.load_id, files, self.broker.clock.now_ms)
-                t1 = time.perf_counter()
-                self.faults.delay_ms = 0
-                if self.broker.load_queue(a.namespace, a.entity, files) is not queue:
-                    raise BadRequest(
-                        f"load {a.load_id!r} refused, nothing adopted: {a.entity!r} was "
-                        f"deleted or replaced while the load was being checked"
-                    )
-                if isinstance(prepared, dict):
-                    result = prepared
+            key = (queue.key, a.load_id)
+            lock, users = self._load_locks.get(key) or (asyncio.Lock(), 0)
+            self._load_locks[key] = (lock, users + 1)
+            try:
+                async with lock:  # the same load sent twice: the second sees it committed
+                    result = await self._adopt_locked(a, files, queue)
+            finally:
+                lock, users = self._load_locks[key]
+                if users > 1:
+                    self._load_locks[key] = (lock, users - 1)
                 else:
-                    result = self.broker.load_adopted(
-                        queue, loads.commit(queue, a.load_id, prepared)
-                    )
-                    log.info(
-                        "load %r: %d messages checked in %.2f s, committed in %.3f s",
-                        a.load_id,
-                        result["messages"],
-                        t1 - t0,
-                        time.perf_counter() - t1,
-                    )
-            if not lock.locked():
-                self._load_locks.pop((queue.key, a.load_id), None)
+                    del self._load_locks[key]
         except SbctlError as err:
             if self.faults.delay_ms:
                 self._send_late(
@@ -661,6 +649,30 @@ class Server:
             return
         self.reply_durable(conn, req_id, result)
         self.wake(self._key(a.namespace, a.entity))
+
+    async def _adopt_locked(
+        self, a: Any, files: list[tuple[int, str]], queue: Queue
+    ) -> dict[str, Any]:
+        t0 = time.perf_counter()
+        prepared = await loads.check(queue, a.load_id, files, self.broker.clock.now_ms)
+        t1 = time.perf_counter()
+        self.faults.delay_ms = 0
+        if self.broker.load_queue(a.namespace, a.entity, files) is not queue:
+            raise BadRequest(
+                f"load {a.load_id!r} refused, nothing adopted: {a.entity!r} was deleted or "
+                f"replaced while the load was being checked"
+            )
+        if isinstance(prepared, dict):
+            return prepared  # this load id had already committed
+        result = self.broker.load_adopted(queue, loads.commit(queue, a.load_id, prepared))
+        log.info(
+            "load %r: %d messages checked in %.2f s, committed in %.3f s",
+            a.load_id,
+            result["messages"],
+            t1 - t0,
+            time.perf_counter() - t1,
+        )
+        return result
 
     def op_load_status(self, conn: Connection, req_id: int, a: Any) -> None:
         self.reply_now(conn, req_id, self.broker.load_status(a.namespace, a.entity, a.load_id))

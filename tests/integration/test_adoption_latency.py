@@ -94,3 +94,29 @@ def test_other_clients_are_served_during_a_large_adoption(daemon: Any) -> None:
         last = c.peek("bulk", count=1, from_sequence=MESSAGES)
         assert last[0].sequence_number == MESSAGES and last[0].body == b"x" * BODY
     assert p99 < 2.0, f"p99 {p99 * 1000:.0f} ms during the adoption"
+
+
+def test_the_same_load_sent_twice_at_once_is_adopted_once(daemon: Any) -> None:
+    with daemon.client() as c:
+        c.queue_create("bulk", max_size_in_megabytes=5120)
+    files = stage_files(daemon.data_dir.parent / "stage", 100_000)
+    results: list[dict[str, Any]] = []
+    errors: list[BaseException] = []
+
+    def adopt() -> None:
+        try:
+            with daemon.client() as c:
+                results.append(c.load_adopt("bulk", "twice", files))
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=adopt) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not errors, errors
+    assert sorted(r["adopted"] for r in results) == [False, False, True]
+    assert {r["messages"] for r in results} == {100_000}
+    with daemon.client() as c:
+        assert c.queue_get("bulk")["active_message_count"] == 100_000
