@@ -46,6 +46,10 @@ TICK_SECONDS = 0.05
 CHECKPOINT_SECONDS = 5.0
 CHECKPOINT_MIN_CHANGES = 50_000
 DEFAULT_REPLY_BUFFER_BYTES = 64 * 1024 * 1024
+# One connection's pipelined requests are handled in bursts of at most this many requests or
+# reply bytes; then the loop serves everyone else before the next burst.
+BURST_REQUESTS = 256
+BURST_BYTES = 1024 * 1024
 
 
 class Committer:
@@ -126,6 +130,8 @@ class Connection(asyncio.Protocol):
     the connection then stops reading and dispatching its requests (those already read
     wait in ``buf``) until the client has drained them below a quarter of the bound. A
     client that never reads costs the daemon at most about that bound plus one reply.
+    Requests already read are handled in bursts (``BURST_REQUESTS``, ``BURST_BYTES``) so
+    that one pipelining client cannot hold the loop while others wait.
     """
 
     def __init__(self, server: Server) -> None:
@@ -133,7 +139,9 @@ class Connection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.buf = bytearray()
         self.closed = False
-        self.paused = False
+        self.paused = False  # by back-pressure: resumed by resume_writing
+        self.yielding = False  # after a burst: resumed by the next loop iteration
+        self.burst_bytes = 0
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
@@ -163,14 +171,33 @@ class Connection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.buf += data
-        if not self.paused:
+        if not self.paused and not self.yielding:
             self._dispatch_buffered()
+
+    def _yield_burst(self) -> None:
+        assert self.transport is not None
+        self.yielding = True
+        self.transport.pause_reading()
+        asyncio.get_running_loop().call_soon(self._after_burst)
+
+    def _after_burst(self) -> None:
+        self.yielding = False
+        if self.closed or self.paused or self.transport is None:
+            return  # resume_writing carries on
+        self.transport.resume_reading()
+        self._dispatch_buffered()
 
     def _dispatch_buffered(self) -> None:
         buf = self.buf
         pos = 0
         end = len(buf)
+        handled = 0
+        self.burst_bytes = 0
         while end - pos >= 4 and not self.paused and not self.closed:
+            if handled >= BURST_REQUESTS or self.burst_bytes >= BURST_BYTES:
+                self._yield_burst()
+                break
+            handled += 1
             (n,) = LENGTH.unpack_from(buf, pos)
             if n > MAX_REQUEST_BYTES:
                 # The stream cannot be resynchronised after a bad length: answer, then close.
@@ -194,6 +221,7 @@ class Connection(asyncio.Protocol):
 
     def send(self, frame: bytes) -> None:
         if not self.closed and self.transport is not None:
+            self.burst_bytes += len(frame)
             self.transport.write(frame)
 
     def reply_error(self, req_id: int, err: SbctlError) -> None:
