@@ -41,6 +41,11 @@ def stage_files(folder: Path, messages: int) -> list[tuple[int, str]]:
     return files
 
 
+def percentile(ordered: list[float], q: float) -> float:
+    """Nearest-rank percentile of a sorted list."""
+    return ordered[max(0, math.ceil(len(ordered) * q) - 1)]
+
+
 def test_other_clients_are_served_during_a_large_adoption(daemon: Any) -> None:
     with daemon.client() as c:
         c.queue_create("bulk", max_size_in_megabytes=5120)
@@ -61,8 +66,23 @@ def test_other_clients_are_served_during_a_large_adoption(daemon: Any) -> None:
         except BaseException as exc:  # reported below, not swallowed
             errors.append(exc)
 
+    pings: list[tuple[float, float]] = []  # the same for a request that writes nothing
+
+    def pinger() -> None:
+        try:
+            with daemon.client() as c:
+                while not stop.is_set():
+                    t0 = time.perf_counter()
+                    c.ping()
+                    pings.append((t0, time.perf_counter() - t0))
+                    time.sleep(0.002)
+        except BaseException as exc:
+            errors.append(exc)
+
     thread = threading.Thread(target=sender)
     thread.start()
+    ping_thread = threading.Thread(target=pinger)
+    ping_thread.start()
     try:
         time.sleep(0.3)
         with daemon.client() as c:
@@ -73,16 +93,23 @@ def test_other_clients_are_served_during_a_large_adoption(daemon: Any) -> None:
     finally:
         stop.set()
         thread.join(timeout=60)
+        ping_thread.join(timeout=60)
     assert not errors, errors
     assert result["messages"] == MESSAGES
-    during = sorted(lat for t0, lat in samples if t_start <= t0 + lat and t0 <= t_end)
+
+    def overlapping(got: list[tuple[float, float]]) -> list[float]:
+        return sorted(lat for t0, lat in got if t_start <= t0 + lat and t0 <= t_end)
+
+    during = overlapping(samples)
     assert during, "no send overlapped the adoption"
-    p50 = during[len(during) // 2]
-    p99 = during[max(0, math.ceil(len(during) * 0.99) - 1)]  # nearest rank
+    p99 = percentile(during, 0.99)
+    ping_during = overlapping(pings)
     print(
         f"\nadoption of {MESSAGES:,} x {BODY} B in {FILES} files: {t_end - t_start:.2f} s; "
-        f"{len(during)} single-message sends during it: p50 {p50 * 1000:.1f} ms, "
-        f"p99 {p99 * 1000:.1f} ms, max {during[-1] * 1000:.1f} ms"
+        f"{len(during)} single-message sends during it: p50 {percentile(during, 0.5) * 1000:.1f}"
+        f" ms, p99 {p99 * 1000:.1f} ms, max {during[-1] * 1000:.1f} ms; {len(ping_during)} "
+        f"pings: p50 {percentile(ping_during, 0.5) * 1000:.1f} ms, p99 "
+        f"{percentile(ping_during, 0.99) * 1000:.1f} ms, max {ping_during[-1] * 1000:.1f} ms"
     )
     logged = [
         ln for ln in (daemon.data_dir / "sbctld.log").read_text().splitlines() if "big-load" in ln
