@@ -1,4 +1,4 @@
-"""Claiming a data dir and a socket before the daemon serves (daemon/README.md §0.4).
+"""Claiming a data dir and a socket before the daemon serves.
 
 - The data dir is owned by whoever holds an exclusive ``flock`` on ``<data>/sbctld.lock``
   (and on the data dir itself, so deleting the lock file frees nothing). The kernel drops

@@ -125,7 +125,7 @@ class Waiter:
 class Connection(asyncio.Protocol):
     """One client connection; requests may be pipelined.
 
-    Back-pressure (daemon/README.md §0.4): when the replies the client has not read yet
+    Back-pressure: when the replies the client has not read yet
     exceed the server's ``reply_buffer_bytes``, the transport calls :meth:`pause_writing`;
     the connection then stops reading and dispatching its requests (those already read
     wait in ``buf``) until the client has drained them below a quarter of the bound. A
