@@ -349,7 +349,7 @@ complete -c sbctl -n '__sbctl_using \'daemon start\'' -l socket -r -F -d 'Daemon
 complete -c sbctl -n '__sbctl_using \'daemon start\'' -l foreground -d 'Run in this process, logging to stderr, until stopped'
 complete -c sbctl -n '__sbctl_using \'daemon start\'' -l durability -x -a 'fsync os' -d 'fsync: acknowledge a send once it is on disk; os: once the OS has it (faster, for throwaway CI data)'
 complete -c sbctl -n '__sbctl_using \'daemon start\'' -l default-credits-per-second -x -d 'Credits per second of namespaces created without --credits-per-second (default 1000, as Azure; 0: unlimited)'
-complete -c sbctl -n '__sbctl_using \'daemon start\'' -l reply-buffer-mb -x -d 'Stop reading a connection\'s requests while this many MB of its replies are unsent, until the client reads them (default 64)'
+complete -c sbctl -n '__sbctl_using \'daemon start\'' -l reply-buffer-mb -x -d 'Memory a connection\'s unread replies may take: past half of it the daemon stops reading that connection\'s requests until the client reads (default 64)'
 complete -c sbctl -n '__sbctl_using \'daemon start\'' -s h -l help -d 'Show this message and exit'
 complete -c sbctl -n '__sbctl_using \'daemon stop\'' -l data-dir -r -F -d 'Daemon data directory (overrides the global --data-dir and SBCTL_DATA_DIR)'
 complete -c sbctl -n '__sbctl_using \'daemon stop\'' -l socket -r -F -d 'Daemon Unix socket (overrides the global --socket and SBCTL_SOCKET)'

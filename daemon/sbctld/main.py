@@ -168,8 +168,9 @@ def main(argv: list[str] | None = None) -> int:
         "--reply-buffer-mb",
         type=int,
         default=reply_buffer_mb_from_env(),
-        help="stop reading a connection's requests while this many MB of its replies are "
-        "unsent (default 64; env SBCTL_REPLY_BUFFER_MB)",
+        help="memory a connection's unread replies may take: past half of it the daemon "
+        "stops reading that connection's requests until it reads (default 64; env "
+        "SBCTL_REPLY_BUFFER_MB)",
     )
     args = parser.parse_args(argv)
     if args.reply_buffer_mb < 1:

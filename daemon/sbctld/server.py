@@ -125,11 +125,13 @@ class Waiter:
 class Connection(asyncio.Protocol):
     """One client connection; requests may be pipelined.
 
-    Back-pressure: when the replies the client has not read yet
-    exceed the server's ``reply_buffer_bytes``, the transport calls :meth:`pause_writing`;
-    the connection then stops reading and dispatching its requests (those already read
-    wait in ``buf``) until the client has drained them below a quarter of the bound. A
-    client that never reads costs the daemon at most about that bound plus one reply.
+    Back-pressure: ``reply_buffer_bytes`` bounds what a connection's unread replies may
+    cost the daemon. When they exceed half of it, the transport calls
+    :meth:`pause_writing`; the connection then stops reading and dispatching its requests
+    (those already read wait in ``buf``) until the client has read them down to an eighth.
+    The other half covers the reply that crossed the mark and the buffers made while
+    encoding it, so a client that never reads grows the daemon by about the bound at most
+    (unless one reply alone is larger).
     Requests already read are handled in bursts (``BURST_REQUESTS``, ``BURST_BYTES``) so
     that one pipelining client cannot hold the loop while others wait.
     """
@@ -146,7 +148,7 @@ class Connection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
         bound = self.server.reply_buffer_bytes
-        self.transport.set_write_buffer_limits(high=bound, low=bound // 4)
+        self.transport.set_write_buffer_limits(high=bound // 2, low=bound // 8)
         sock = transport.get_extra_info("socket")
         if sock is not None and not self.server.peer_allowed(sock):
             log.warning("refused a connection from another user")

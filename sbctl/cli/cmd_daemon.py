@@ -58,8 +58,8 @@ def start(
             metavar="MB",
             min=1,
             show_default=False,
-            help="Stop reading a connection's requests while this many MB of its replies are "
-            "unsent, until the client reads them (default 64).",
+            help="Memory a connection's unread replies may take: past half of it the daemon "
+            "stops reading that connection's requests until the client reads (default 64).",
         ),
     ] = None,
 ) -> None:
