@@ -85,9 +85,8 @@ def start(
         from sbctld.main import run
         from sbctld.ownership import claim
 
-        claimed = claim(data_dir, socket_path)  # a refusal is the command's error line
-        for note in claimed.notes:
-            print(f"warning: {note}", file=sys.stderr)
+        # A refusal is the command's error line; warnings go to the log, on stderr here.
+        claimed = claim(data_dir, socket_path)
         code = run(
             data_dir,
             socket_path,
