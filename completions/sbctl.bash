@@ -35,7 +35,7 @@ _sbctl_options() {
         "bench") echo "--messages --size --batch --clients --entity --partitioned --workers --skip-raw --skip-start --topic --subscriptions --stored -h --help" ;;
         "top") echo "--once --interval --sort --reverse --filter -h --help" ;;
         "daemon") echo "-h --help" ;;
-        "daemon start") echo "--data-dir --socket --foreground --durability --default-credits-per-second --wait --wait-timeout -h --help" ;;
+        "daemon start") echo "--data-dir --socket --foreground --durability --default-credits-per-second --wait --wait-timeout --reply-buffer-mb -h --help" ;;
         "daemon stop") echo "--data-dir --socket -h --help" ;;
         "daemon status") echo "--data-dir --socket -h --help" ;;
         "namespace") echo "-h --help" ;;
@@ -104,7 +104,7 @@ _sbctl_value_options() {
         "spark-export") echo "--to --format --master --spark-conf" ;;
         "bench") echo "--messages --size --batch --clients --entity --workers --subscriptions --stored" ;;
         "top") echo "--interval --sort --filter" ;;
-        "daemon start") echo "--data-dir --socket --durability --default-credits-per-second --wait-timeout" ;;
+        "daemon start") echo "--data-dir --socket --durability --default-credits-per-second --wait-timeout --reply-buffer-mb" ;;
         "daemon stop") echo "--data-dir --socket" ;;
         "daemon status") echo "--data-dir --socket" ;;
         "namespace create") echo "--sku --premium-messaging-partitions --capacity --credits-per-second --ops-per-unit" ;;
@@ -217,6 +217,7 @@ _sbctl_option_values() {
         "daemon start --durability") COMPREPLY=($(compgen -W "fsync os" -- "$cur")) ;;
         "daemon start --default-credits-per-second") COMPREPLY=() ;;
         "daemon start --wait-timeout") COMPREPLY=() ;;
+        "daemon start --reply-buffer-mb") COMPREPLY=() ;;
         "daemon stop --data-dir") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -d -- "$cur")) ;;
         "daemon stop --socket") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")) ;;
         "daemon status --data-dir") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -d -- "$cur")) ;;

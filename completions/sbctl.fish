@@ -115,7 +115,7 @@ function __sbctl_value_options
             printf '%s\n' --interval --sort --filter
         case 'daemon'
         case 'daemon start'
-            printf '%s\n' --data-dir --socket --durability --default-credits-per-second --wait-timeout
+            printf '%s\n' --data-dir --socket --durability --default-credits-per-second --wait-timeout --reply-buffer-mb
         case 'daemon stop'
             printf '%s\n' --data-dir --socket
         case 'daemon status'
@@ -361,6 +361,7 @@ complete -c sbctl -n '__sbctl_using \'daemon start\'' -l durability -x -a 'fsync
 complete -c sbctl -n '__sbctl_using \'daemon start\'' -l default-credits-per-second -x -d 'Credits per second of namespaces created without --credits-per-second (default 1000, as Azure; 0: unlimited)'
 complete -c sbctl -n '__sbctl_using \'daemon start\'' -l wait -d 'Return only once the daemon is ready: its socket answers a status request and every endpoint it reports accepts connections; exit 11 with one line after --wait-timeout'
 complete -c sbctl -n '__sbctl_using \'daemon start\'' -l wait-timeout -x -d 'Bound of --wait'
+complete -c sbctl -n '__sbctl_using \'daemon start\'' -l reply-buffer-mb -x -d 'Memory a connection\'s unread replies may take: past half of it the daemon stops reading that connection\'s requests until the client reads (default 64)'
 complete -c sbctl -n '__sbctl_using \'daemon start\'' -s h -l help -d 'Show this message and exit'
 complete -c sbctl -n '__sbctl_using \'daemon stop\'' -l data-dir -r -F -d 'Daemon data directory (overrides the global --data-dir and SBCTL_DATA_DIR)'
 complete -c sbctl -n '__sbctl_using \'daemon stop\'' -l socket -r -F -d 'Daemon Unix socket (overrides the global --socket and SBCTL_SOCKET)'

@@ -8,8 +8,6 @@ and returns once the daemon reports through a pipe that its socket accepts reque
 from __future__ import annotations
 
 import contextlib
-import errno
-import fcntl
 import os
 import select
 import signal
@@ -33,25 +31,19 @@ def _ping(socket_path: Path) -> dict[str, Any] | None:
         return None
 
 
+def _status(socket_path: Path) -> dict[str, Any] | None:
+    try:
+        with Client(socket_path, timeout=5) as client:
+            return client.status()
+    except SbctlError:
+        return None
+
+
 def _pidfile_owner(data_dir: Path) -> int | None:
     """The pid holding the data dir's lock, or None when nobody holds it."""
-    path = data_dir / paths.PIDFILE
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return None
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except OSError as exc:
-            if exc.errno in (errno.EAGAIN, errno.EACCES):
-                text = os.pread(fd, 64, 0).decode(errors="replace").strip()
-                return int(text) if text.isdigit() else -1
-            raise
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return None
-    finally:
-        os.close(fd)
+    from sbctld.ownership import lock_owner
+
+    return lock_owner(data_dir)
 
 
 def start(
@@ -61,15 +53,26 @@ def start(
     foreground: bool = False,
     durability: str = "fsync",
     default_credits_per_second: int | None = None,
+    reply_buffer_bytes: int | None = None,
 ) -> dict[str, Any]:
     """``default_credits_per_second``: what namespaces created without their own figure
-    get (None: 1000, SPEC §0.2.1; 0: unlimited)."""
+    get (None: 1000, SPEC §0.2.1; 0: unlimited). ``reply_buffer_bytes``: unsent replies a
+    connection may have before the daemon stops reading its requests (None: 64 MB).
+
+    The result's ``warnings`` are what the daemon said while starting (e.g. permissions it
+    tightened); a refused start raises with the daemon's reason."""
     t0 = time.perf_counter()
     paths.check_socket_path(socket_path)
     base = {"data_dir": str(data_dir), "socket": str(socket_path)}
     log_file = str(data_dir / paths.LOGFILE)
-    running = _ping(socket_path)
+    running = _status(socket_path)
     if running is not None:
+        theirs = running.get("data_dir")
+        if theirs is not None and Path(theirs) != data_dir:
+            raise GeneralError(
+                f"socket {socket_path} is in use by the sbctl daemon of another data dir "
+                f"({theirs}, pid {running.get('pid')}); choose another --socket for {data_dir}"
+            )
         return {**base, "already_running": True, "pid": running.get("pid"), "log_file": log_file}
     owner = _pidfile_owner(data_dir)
     if owner is not None:
@@ -80,13 +83,18 @@ def start(
         )
     if foreground:
         from sbctld.main import run
+        from sbctld.ownership import claim
 
+        # A refusal is the command's error line; warnings go to the log, on stderr here.
+        claimed = claim(data_dir, socket_path)
         code = run(
             data_dir,
             socket_path,
             durability,
             foreground=True,
             default_credits_per_second=default_credits_per_second,
+            reply_buffer_bytes=reply_buffer_bytes,
+            claimed=claimed,
         )
         if code:
             raise GeneralError(f"the daemon exited with status {code}; see {log_file}")
@@ -95,9 +103,16 @@ def start(
     pid = os.fork()
     if pid == 0:  # pragma: no cover - runs in the child
         os.close(read_fd)
-        _daemonize(data_dir, socket_path, durability, write_fd, default_credits_per_second)
+        _daemonize(
+            data_dir,
+            socket_path,
+            durability,
+            write_fd,
+            default_credits_per_second,
+            reply_buffer_bytes,
+        )
     os.close(write_fd)
-    line = _read_ready(read_fd)
+    warnings, line = _read_ready(read_fd)
     os.waitpid(pid, 0)
     if line.startswith("ok "):
         return {
@@ -106,7 +121,10 @@ def start(
             "pid": int(line.split()[1]),
             "seconds": round(time.perf_counter() - t0, 3),
             "log_file": log_file,
+            "warnings": warnings,
         }
+    for warning in warnings:
+        print(f"warning: {warning}", file=sys.stderr)
     raise GeneralError(line.removeprefix("error ").strip() or f"the daemon failed; see {log_file}")
 
 
@@ -116,6 +134,7 @@ def _daemonize(
     durability: str,
     ready_fd: int,
     default_credits_per_second: int | None,
+    reply_buffer_bytes: int | None,
 ) -> None:
     """Second half of the double fork; never returns."""
     code = 1
@@ -137,6 +156,7 @@ def _daemonize(
             durability,
             ready_fd=ready_fd,
             default_credits_per_second=default_credits_per_second,
+            reply_buffer_bytes=reply_buffer_bytes,
         )
     except BaseException as exc:
         with contextlib.suppress(OSError):
@@ -146,11 +166,19 @@ def _daemonize(
         os._exit(code)
 
 
-def _read_ready(fd: int) -> str:
+def _read_ready(fd: int) -> tuple[list[str], str]:
+    """The daemon's ``warn ...`` lines, then its final ``ok <pid>`` / ``error ...`` line."""
     deadline = time.monotonic() + READY_TIMEOUT
     chunks = b""
+    warnings: list[str] = []
     try:
-        while b"\n" not in chunks:
+        while True:
+            while b"\n" in chunks:
+                raw, chunks = chunks.split(b"\n", 1)
+                line = raw.decode(errors="replace").strip()
+                if not line.startswith("warn "):
+                    return warnings, line
+                warnings.append(line.removeprefix("warn "))
             left = deadline - time.monotonic()
             if left <= 0:
                 raise ServiceTimeout(f"the daemon did not become ready in {READY_TIMEOUT:.0f} s")
@@ -159,11 +187,10 @@ def _read_ready(fd: int) -> str:
                 continue
             data = os.read(fd, 4096)
             if not data:
-                break
+                return warnings, chunks.decode(errors="replace").strip()
             chunks += data
     finally:
         os.close(fd)
-    return chunks.decode(errors="replace").strip()
 
 
 def stop(data_dir: Path, socket_path: Path, timeout: float = 30.0) -> dict[str, Any]:

@@ -1203,7 +1203,14 @@ class Broker:
     def load_adopt(
         self, namespace: str, path: str, load_id: str, files: Sequence[tuple[int, str]]
     ) -> dict[str, Any]:
-        """Adopt a spark-load's staged batches atomically (sbctld.loads; SPEC §0.4.6)."""
+        """Adopt a spark-load's staged batches atomically, in one call (sbctld.loads; SPEC
+        §0.4.6). The daemon checks them off the loop instead (:meth:`load_queue`,
+        ``loads.check``, ``loads.commit``, :meth:`load_adopted`)."""
+        queue = self.load_queue(namespace, path, files)
+        return self.load_adopted(queue, loads.adopt(queue, load_id, files, self.clock.now_ms()))
+
+    def load_queue(self, namespace: str, path: str, files: Sequence[tuple[int, str]]) -> Queue:
+        """The queue a load goes to, every partition it touches available."""
         queue, dlq = self._reader(namespace, path)
         if dlq:
             raise InvalidOperation("messages cannot be loaded into a dead-letter queue")
@@ -1212,7 +1219,9 @@ class Broker:
                 fault = queue.partitions[pid].fault
                 if fault is not None:
                     fault.touch()  # all or nothing: no partition may be unavailable
-        result = loads.adopt(queue, load_id, files, self.clock.now_ms())
+        return queue
+
+    def load_adopted(self, queue: Queue, result: dict[str, Any]) -> dict[str, Any]:
         if queue.scheduled_pending:
             self._note_scheduled(*queue.key, queue)
         return result

@@ -2,12 +2,16 @@
 
 SPEC §0.4.6: bulk import is an emulator-only administrative path, charged no credits.
 
-A load is adopted in one synchronous call on the event loop, so nothing else runs, and no
-reader sees any of it, until it returns. Crash safety comes from a manifest per load in
-``<entity>/loads/``, written with write-temp-then-rename:
+Adoption has two halves. :func:`check` runs while the daemon keeps serving: it streams every
+staged file (CRC, lengths, record numbering, message size; :mod:`sbctld.staged`), then
+numbers the files in place from each partition's next sequence number and fdatasyncs them
+in a worker thread. Nothing of the store changes. :func:`commit` is one synchronous call on
+the event loop, so no reader sees any of the load until it returns; it renumbers a
+partition that took other messages in the meantime, then does steps 2-5 below. Crash
+safety comes from a manifest per load in ``<entity>/loads/``, written with
+write-temp-then-rename:
 
-1. every staged file is checked (CRC, lengths, record numbering, message size) and
-   numbered in place from its partition's next sequence number, then fdatasynced;
+1. every staged file is checked and numbered, then fdatasynced (as above);
 2. the manifest says ``adopting`` and records each partition's next sequence number;
 3. the files are renamed into the partition folders as new segments;
 4. the manifest says ``committed`` (with the load's result); only then
@@ -26,13 +30,15 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 
 from sbctl.errors import BadRequest, MessagingEntityDisabled, QuotaExceeded
+from sbctld import staged
 from sbctld.config import MB
 from sbctld.queue import Queue
+from sbctld.staged import CheckedFile
 from sbctld.storage.files import write_atomic
 from sbctld.storage.log import AdoptionError, PartitionLog, StagedSegment, rollback_adoption
 from sbctld.storage.topic import TopicLog
@@ -100,14 +106,24 @@ def status(queue: Queue, load_id: str) -> dict[str, Any]:
     return {**manifest.result, "load_id": load_id, "state": "committed"}
 
 
-def adopt(
-    queue: Queue, load_id: str, files: Sequence[tuple[int, str]], now_ms: int
-) -> dict[str, Any]:
-    """Adopt staged files ``(partition, path)`` (in order) as one atomic load."""
+class Prepared(NamedTuple):
+    """A load checked and numbered off the loop, waiting for :func:`commit`."""
+
+    logs: dict[int, PartitionLog]
+    files: dict[int, list[CheckedFile]]
+    segments: dict[int, list[StagedSegment]]
+    ids: dict[int, list[tuple[int, int, int, int]]]
+    bases: dict[int, int]  # each partition's next_seq the numbering started from
+    now_ms: int
+
+
+def _start(
+    queue: Queue, load_id: str, files: Sequence[tuple[int, str]]
+) -> dict[str, Any] | tuple[dict[int, PartitionLog], dict[int, list[Path]]]:
+    """Validate the request; the earlier result when this load id already committed."""
     check_load_id(load_id)
     cfg = queue.config
-    manifest_path = _path(queue.directory, load_id)
-    done = _read(manifest_path)
+    done = _read(_path(queue.directory, load_id))
     if done is not None and done.state == "committed":
         return {**done.result, "load_id": load_id, "adopted": False}
     if cfg.status in ("Disabled", "SendDisabled"):
@@ -125,17 +141,98 @@ def adopt(
         if not path.is_absolute() or not path.is_file():
             raise BadRequest(f"staged file {name!r} is not a file the daemon can read")
         by_partition.setdefault(pid, []).append(path)
+    return {pid: logs[pid] for pid in by_partition}, by_partition
 
-    # 1. Check and number everything; a bad file refuses the whole load, nothing changed.
-    prepared: dict[int, list[StagedSegment]] = {}
+
+def _refused(load_id: str, exc: Exception) -> BadRequest:
+    return BadRequest(f"load {load_id!r} refused, nothing adopted: {exc}")
+
+
+def adopt(
+    queue: Queue, load_id: str, files: Sequence[tuple[int, str]], now_ms: int
+) -> dict[str, Any]:
+    """Adopt staged files ``(partition, path)`` (in order) as one atomic load, in one call
+    (tests and tools; the daemon uses :func:`check` then :func:`commit`)."""
+    started = _start(queue, load_id, files)
+    if isinstance(started, dict):
+        return started
+    logs, by_partition = started
     try:
-        for pid, paths in by_partition.items():
-            prepared[pid] = logs[pid].prepare_adoption(paths, now_ms, queue.max_message_bytes)
+        checked = {
+            pid: [staged.check_now(path, queue.max_message_bytes) for path in paths]
+            for pid, paths in by_partition.items()
+        }
+        numbered = {
+            pid: staged.number_now(fs, logs[pid].next_seq, now_ms) for pid, fs in checked.items()
+        }
     except (AdoptionError, OSError) as exc:
-        raise BadRequest(f"load {load_id!r} refused, nothing adopted: {exc}") from None
+        raise _refused(load_id, exc) from None
+    prepared = Prepared(
+        logs,
+        checked,
+        {pid: segs for pid, (segs, _ids) in numbered.items()},
+        {pid: ids for pid, (_segs, ids) in numbered.items()},
+        {pid: logs[pid].next_seq for pid in checked},
+        now_ms,
+    )
+    return commit(queue, load_id, prepared)
+
+
+async def check(
+    queue: Queue, load_id: str, files: Sequence[tuple[int, str]], clock: Callable[[], int]
+) -> dict[str, Any] | Prepared:
+    """Step 1 off the loop: check every staged file (streamed, yielding between chunks),
+    then number them from each partition's current next_seq in a worker thread.
+
+    Nothing of the store changes; :func:`commit` follows (or the earlier result when this
+    load id already committed)."""
+    started = _start(queue, load_id, files)
+    if isinstance(started, dict):
+        return started
+    logs, by_partition = started
+    try:
+        checked: dict[int, list[CheckedFile]] = {}
+        for pid, paths in by_partition.items():
+            checked[pid] = [await staged.check(path, queue.max_message_bytes) for path in paths]
+        now_ms = clock()
+        bases = {pid: logs[pid].next_seq for pid in checked}
+        segments, ids = {}, {}
+        for pid, fs in checked.items():
+            segments[pid], ids[pid] = await staged.number_in_thread(fs, bases[pid], now_ms)
+    except (AdoptionError, OSError) as exc:
+        raise _refused(load_id, exc) from None
+    return Prepared(logs, checked, segments, ids, bases, now_ms)
+
+
+def commit(queue: Queue, load_id: str, prepared: Prepared) -> dict[str, Any]:
+    """Steps 2-5, atomic on the loop: renumber any partition that took other messages since
+    :func:`check`, then record, link, commit and index the load."""
+    started = _start(queue, load_id, [])
+    if isinstance(started, dict):
+        return started  # the same load id committed meanwhile
+    cfg = queue.config
+    now_ms = prepared.now_ms
+    logs = prepared.logs
+    segments = dict(prepared.segments)
+    for pid, log in logs.items():
+        if queue.partitions[pid].log is not log:
+            raise BadRequest(
+                f"load {load_id!r} refused, nothing adopted: queue {cfg.name!r} changed while "
+                f"the load was being checked"
+            )
+    try:
+        for pid, fs in prepared.files.items():
+            for f, before in zip(fs, prepared.ids[pid], strict=True):
+                if staged.identity(f.source) != before:
+                    raise AdoptionError(f"{f.source}: changed while the load was being checked")
+            if logs[pid].next_seq != prepared.bases[pid]:
+                segments[pid] = staged.number_now(fs, logs[pid].next_seq, now_ms)[0]
+    except (AdoptionError, OSError) as exc:
+        raise _refused(load_id, exc) from None
+    manifest_path = _path(queue.directory, load_id)
     quota = cfg.max_size_in_megabytes * MB
-    for pid, staged in prepared.items():
-        added = sum(sum(st.lengths) for st in staged)
+    for pid, segs in segments.items():
+        added = sum(st.payload_bytes for st in segs)
         if queue.partitions[pid].log.live_bytes + added > quota:
             # SPEC §0.1.3: each partition holds up to the entity's max size.
             raise QuotaExceeded(
@@ -144,16 +241,16 @@ def adopt(
             )
 
     # 2-3. Record where each partition stood, then link the files in.
-    next_seq = {logs[pid].directory.name: logs[pid].next_seq for pid in prepared}
+    next_seq = {logs[pid].directory.name: logs[pid].next_seq for pid in segments}
     _write(manifest_path, Manifest(load_id=load_id, state="adopting", next_seq=next_seq))
     pause = float(os.environ.get(PAUSE_ENV) or 0)
-    for k, (pid, staged) in enumerate(prepared.items()):
-        logs[pid].link_adoption(staged)
+    for k, (pid, segs) in enumerate(segments.items()):
+        logs[pid].link_adoption(segs)
         if k == 0 and pause:
             time.sleep(pause)
 
     # 4. Commit durably, 5. then make it visible.
-    counts = {pid: sum(len(st.offsets) for st in staged) for pid, staged in prepared.items()}
+    counts = {pid: sum(len(st.offsets) for st in segs) for pid, segs in segments.items()}
     result: dict[str, Any] = {
         "messages": sum(counts.values()),
         "partitions": len(counts),
@@ -164,9 +261,9 @@ def adopt(
         manifest_path,
         Manifest(load_id=load_id, state="committed", next_seq=next_seq, result=result),
     )
-    for pid, staged in prepared.items():
+    for pid, segs in segments.items():
         p = queue.partitions[pid]
-        for when, seq in logs[pid].commit_adoption(staged, now_ms):
+        for when, seq in logs[pid].commit_adoption(segs, now_ms):
             p.schedule(when, seq)
     queue.accessed_at_ms = now_ms
     return {**result, "load_id": load_id, "adopted": True}

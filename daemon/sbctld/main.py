@@ -1,8 +1,8 @@
 """The daemon process: own the data dir, recover, serve until SIGTERM.
 
-Ownership is an exclusive ``flock`` on ``<data>/sbctld.pid`` held for the daemon's life:
-the kernel drops it when the process dies, even by SIGKILL, so a pidfile whose lock is free
-is stale by definition and is simply taken over.
+Ownership (:mod:`sbctld.ownership`) is an exclusive ``flock`` on ``<data>/sbctld.lock`` held
+for the daemon's life: the kernel drops it when the process dies, even by SIGKILL, so a lock
+that is free means no daemon runs there; ``sbctld.pid`` is information only.
 """
 
 from __future__ import annotations
@@ -10,8 +10,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import errno
-import fcntl
 import logging
 import os
 import resource
@@ -21,58 +19,16 @@ import time
 from pathlib import Path
 
 from sbctl import paths
-from sbctl.errors import BadRequest, SbctlError
+from sbctl.errors import SbctlError
 from sbctld.broker import Broker
 from sbctld.clock import SystemClock
 from sbctld.credits import DEFAULT_CREDITS_PER_SECOND
-from sbctld.server import Server
+from sbctld.ownership import Claim, claim
+from sbctld.server import DEFAULT_REPLY_BUFFER_BYTES, Server
 from sbctld.storage.sync import Syncer
 
 log = logging.getLogger("sbctld")
-
-
-class DataDirBusy(SbctlError):
-    code = "DataDirBusy"
-    exit_code = 1
-
-
-def prepare_data_dir(data_dir: Path) -> None:
-    """Create (0700) or check a data dir this user can own."""
-    try:
-        data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-    except OSError as exc:
-        raise BadRequest(f"cannot create data dir {data_dir}: {exc.strerror}") from None
-    st = data_dir.stat()
-    if not data_dir.is_dir():
-        raise BadRequest(f"data dir {data_dir} is not a directory")
-    if st.st_uid != os.getuid():
-        raise BadRequest(
-            f"data dir {data_dir} belongs to uid {st.st_uid}, not to you (uid {os.getuid()})"
-        )
-    if not os.access(data_dir, os.W_OK | os.X_OK):
-        raise BadRequest(f"data dir {data_dir} is not writable")
-
-
-def lock_pidfile(data_dir: Path) -> tuple[int, str | None]:
-    """Take the data dir; returns (fd, note about a stale pidfile or None)."""
-    path = data_dir / paths.PIDFILE
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    old = os.pread(fd, 64, 0).decode(errors="replace").strip()
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError as exc:
-        os.close(fd)
-        if exc.errno in (errno.EAGAIN, errno.EACCES):
-            raise DataDirBusy(
-                f"data dir {data_dir} is in use by another sbctl daemon (pid {old or '?'})"
-            ) from None
-        raise
-    note = None
-    if old:
-        note = f"stale pidfile {path} (pid {old} is not running) taken over; recovering"
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-    return fd, note
+MB = 1024 * 1024
 
 
 def setup_logging(data_dir: Path, foreground: bool) -> None:
@@ -99,25 +55,42 @@ def run(
     ready_fd: int | None = None,
     foreground: bool = False,
     default_credits_per_second: int | None = None,
+    reply_buffer_bytes: int | None = None,
+    claimed: Claim | None = None,
 ) -> int:
-    """Run the daemon until stopped. ``ready_fd`` gets ``ok <pid>`` or ``error <message>``."""
+    """Run the daemon until stopped.
 
-    def tell(line: str) -> None:
+    ``ready_fd`` gets ``warn <message>`` lines, then ``ok <pid>`` or ``error <message>``;
+    without it, a refused start and the warnings are printed on stderr. ``claimed``: the
+    data dir and socket already taken by the caller (:func:`sbctld.ownership.claim`).
+    """
+
+    def say(line: str) -> None:
         if ready_fd is not None:
             with contextlib.suppress(OSError):
                 os.write(ready_fd, (line + "\n").encode())
+        elif line.startswith("error ") or (line.startswith("warn ") and not foreground):
+            # In the foreground the log (on stderr too) carries the warnings.
+            kind, _, text = line.partition(" ")
+            print(f"sbctld: {'warning' if kind == 'warn' else 'error'}: {text}", file=sys.stderr)
+
+    def tell(line: str) -> None:
+        say(line)
+        if ready_fd is not None:
+            with contextlib.suppress(OSError):
                 os.close(ready_fd)
 
     t0 = time.perf_counter()
-    try:
-        paths.check_socket_path(socket_path)
-        prepare_data_dir(data_dir)
-        pid_fd, note = lock_pidfile(data_dir)
-    except SbctlError as exc:
-        tell(f"error {exc.message}")
-        return 1
+    if claimed is None:
+        try:
+            claimed = claim(data_dir, socket_path)
+        except SbctlError as exc:
+            tell(f"error {exc.message}")
+            return 1
+        for note in claimed.notes:
+            say(f"warn {note}")
     setup_logging(data_dir, foreground)
-    if note:
+    for note in claimed.notes:
         log.warning(note)
     raise_fd_limit()
     with contextlib.suppress(ImportError):
@@ -126,16 +99,22 @@ def run(
         asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
     try:
         return asyncio.run(
-            _serve(data_dir, socket_path, durability, tell, t0, default_credits_per_second)
+            _serve(
+                data_dir,
+                socket_path,
+                durability,
+                tell,
+                t0,
+                default_credits_per_second,
+                reply_buffer_bytes or DEFAULT_REPLY_BUFFER_BYTES,
+            )
         )
     except Exception as exc:
         log.exception("daemon failed")
         tell(f"error {exc}")
         return 1
     finally:
-        with contextlib.suppress(OSError):
-            os.ftruncate(pid_fd, 0)
-        os.close(pid_fd)
+        claimed.release()
 
 
 async def _serve(
@@ -144,7 +123,8 @@ async def _serve(
     durability: str,
     tell: object,
     t0: float,
-    default_credits_per_second: int | None = None,
+    default_credits_per_second: int | None,
+    reply_buffer_bytes: int,
 ) -> int:
     syncer = Syncer(durability)
     credits = DEFAULT_CREDITS_PER_SECOND
@@ -153,17 +133,18 @@ async def _serve(
     broker = Broker(
         data_dir, SystemClock(), syncer, report=log.warning, default_credits_per_second=credits
     )
-    server = Server(broker, syncer, socket_path)
+    server = Server(broker, syncer, socket_path, reply_buffer_bytes=reply_buffer_bytes)
     await server.start()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, server.stopping.set)
     log.info(
-        "sbctld %s serving %s on %s (durability %s) after %.3f s; %s",
+        "sbctld %s serving %s on %s (durability %s, reply buffer %d MB) after %.3f s; %s",
         os.getpid(),
         data_dir,
         socket_path,
         durability,
+        reply_buffer_bytes // MB,
         time.perf_counter() - t0,
         broker.stats(),
     )
@@ -183,7 +164,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--durability", choices=("fsync", "os"), default="fsync")
     parser.add_argument("--ready-fd", type=int)
     parser.add_argument("--default-credits-per-second", type=int)
+    parser.add_argument(
+        "--reply-buffer-mb",
+        type=int,
+        default=reply_buffer_mb_from_env(),
+        help="memory a connection's unread replies may take: past half of it the daemon "
+        "stops reading that connection's requests until it reads (default 64; env "
+        "SBCTL_REPLY_BUFFER_MB)",
+    )
     args = parser.parse_args(argv)
+    if args.reply_buffer_mb < 1:
+        parser.error("--reply-buffer-mb must be at least 1")
     data_dir = paths.resolve_data_dir(args.data_dir)
     socket_path = Path(args.socket).absolute() if args.socket else paths.default_socket(data_dir)
     return run(
@@ -193,4 +184,17 @@ def main(argv: list[str] | None = None) -> int:
         ready_fd=args.ready_fd,
         foreground=True,
         default_credits_per_second=args.default_credits_per_second,
+        reply_buffer_bytes=args.reply_buffer_mb * MB,
     )
+
+
+def reply_buffer_mb_from_env() -> int:
+    """``$SBCTL_REPLY_BUFFER_MB``, else the default (64)."""
+    value = os.environ.get("SBCTL_REPLY_BUFFER_MB", "").strip()
+    if not value:
+        return DEFAULT_REPLY_BUFFER_BYTES // MB
+    if not value.isdigit() or int(value) < 1:
+        raise SystemExit(
+            f"sbctld: error: SBCTL_REPLY_BUFFER_MB must be a whole number >= 1, not {value!r}"
+        )
+    return int(value)

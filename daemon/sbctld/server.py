@@ -22,7 +22,7 @@ import traceback
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from sbctl import __version__
 from sbctl.errors import BadRequest, GeneralError, SbctlError, ServiceTimeout
@@ -36,13 +36,20 @@ from sbctl.protocol import (
     decode_envelope,
     encode_reply,
 )
+from sbctld import loads
 from sbctld.broker import Broker
+from sbctld.queue import Queue
 from sbctld.storage.sync import Syncer, sync_fds
 
 log = logging.getLogger("sbctld")
 TICK_SECONDS = 0.05
 CHECKPOINT_SECONDS = 5.0
 CHECKPOINT_MIN_CHANGES = 50_000
+DEFAULT_REPLY_BUFFER_BYTES = 64 * 1024 * 1024
+# One connection's pipelined requests are handled in bursts of at most this many requests or
+# reply bytes; then the loop serves everyone else before the next burst.
+BURST_REQUESTS = 256
+BURST_BYTES = 1024 * 1024
 
 
 class Committer:
@@ -116,14 +123,32 @@ class Waiter:
 
 
 class Connection(asyncio.Protocol):
+    """One client connection; requests may be pipelined.
+
+    Back-pressure: ``reply_buffer_bytes`` bounds what a connection's unread replies may
+    cost the daemon. When they exceed half of it, the transport calls
+    :meth:`pause_writing`; the connection then stops reading and dispatching its requests
+    (those already read wait in ``buf``) until the client has read them down to an eighth.
+    The other half covers the reply that crossed the mark and the buffers made while
+    encoding it, so a client that never reads grows the daemon by about the bound at most
+    (unless one reply alone is larger).
+    Requests already read are handled in bursts (``BURST_REQUESTS``, ``BURST_BYTES``) so
+    that one pipelining client cannot hold the loop while others wait.
+    """
+
     def __init__(self, server: Server) -> None:
         self.server = server
         self.transport: asyncio.Transport | None = None
         self.buf = bytearray()
         self.closed = False
+        self.paused = False  # by back-pressure: resumed by resume_writing
+        self.yielding = False  # after a burst: resumed by the next loop iteration
+        self.burst_bytes = 0
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
+        bound = self.server.reply_buffer_bytes
+        self.transport.set_write_buffer_limits(high=bound // 2, low=bound // 8)
         sock = transport.get_extra_info("socket")
         if sock is not None and not self.server.peer_allowed(sock):
             log.warning("refused a connection from another user")
@@ -131,14 +156,50 @@ class Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        self.buf = bytearray()
         self.server.forget(self)
 
+    def pause_writing(self) -> None:
+        self.paused = True
+        if self.transport is not None and not self.closed:
+            self.transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        self.paused = False
+        if self.transport is None or self.closed:
+            return
+        self.transport.resume_reading()
+        self._dispatch_buffered()
+
     def data_received(self, data: bytes) -> None:
+        self.buf += data
+        if not self.paused and not self.yielding:
+            self._dispatch_buffered()
+
+    def _yield_burst(self) -> None:
+        assert self.transport is not None
+        self.yielding = True
+        self.transport.pause_reading()
+        asyncio.get_running_loop().call_soon(self._after_burst)
+
+    def _after_burst(self) -> None:
+        self.yielding = False
+        if self.closed or self.paused or self.transport is None:
+            return  # resume_writing carries on
+        self.transport.resume_reading()
+        self._dispatch_buffered()
+
+    def _dispatch_buffered(self) -> None:
         buf = self.buf
-        buf += data
         pos = 0
         end = len(buf)
-        while end - pos >= 4:
+        handled = 0
+        self.burst_bytes = 0
+        while end - pos >= 4 and not self.paused and not self.closed:
+            if handled >= BURST_REQUESTS or self.burst_bytes >= BURST_BYTES:
+                self._yield_burst()
+                break
+            handled += 1
             (n,) = LENGTH.unpack_from(buf, pos)
             if n > MAX_REQUEST_BYTES:
                 # The stream cannot be resynchronised after a bad length: answer, then close.
@@ -157,11 +218,12 @@ class Connection(asyncio.Protocol):
             body = bytes(buf[pos + 4 : pos + 4 + n])
             pos += 4 + n
             self.server.dispatch(self, body)
-        if pos:
+        if pos and buf is self.buf:
             del buf[:pos]
 
     def send(self, frame: bytes) -> None:
         if not self.closed and self.transport is not None:
+            self.burst_bytes += len(frame)
             self.transport.write(frame)
 
     def reply_error(self, req_id: int, err: SbctlError) -> None:
@@ -169,8 +231,16 @@ class Connection(asyncio.Protocol):
 
 
 class Server:
-    def __init__(self, broker: Broker, syncer: Syncer, socket_path: Path) -> None:
+    def __init__(
+        self,
+        broker: Broker,
+        syncer: Syncer,
+        socket_path: Path,
+        *,
+        reply_buffer_bytes: int = DEFAULT_REPLY_BUFFER_BYTES,
+    ) -> None:
         self.broker = broker
+        self.reply_buffer_bytes = reply_buffer_bytes
         self.faults = broker.faults
         self.syncer = syncer
         self.committer = Committer(syncer)
@@ -182,6 +252,8 @@ class Server:
         self.requests = 0
         self._proc: Any = None  # psutil.Process, made on the first metrics request
         self._tasks: list[asyncio.Task[None]] = []
+        self._adoptions: set[asyncio.Task[None]] = set()  # loads being checked (sbctld.loads)
+        self._load_locks: dict[tuple[Any, str], tuple[asyncio.Lock, int]] = {}  # (lock, users)
         self._handlers: dict[str, Callable[[Connection, int, Any], None]] = {
             name[3:]: getattr(self, name) for name in dir(self) if name.startswith("op_")
         }
@@ -208,6 +280,8 @@ class Server:
     async def stop(self) -> None:
         if self._server is not None:
             self._server.close()
+        for task in list(self._adoptions):  # nothing of a load is stored before its commit
+            task.cancel()
         for waiters in self.waiters.values():
             for w in waiters:
                 if w.handle:
@@ -309,6 +383,7 @@ class Server:
             "data_dir": str(self.broker.data_dir),
             "socket": str(self.socket_path),
             "durability": "fsync" if self.syncer.durable else "os",
+            "reply_buffer_bytes": self.reply_buffer_bytes,
             "uptime_s": round(time.time() - self.started, 3),
             "requests": self.requests,
             "commit_rounds": self.committer.rounds,
@@ -572,10 +647,69 @@ class Server:
             self.wake(self._key(a.namespace, a.to or a.entity))
 
     def op_load_adopt(self, conn: Connection, req_id: int, a: Any) -> None:
+        """Check the staged files off the loop, then commit in one step (sbctld.loads)."""
         files = [(f.partition, f.path) for f in a.files]
-        result = self.broker.load_adopt(a.namespace, a.entity, a.load_id, files)
+        self.broker.load_queue(a.namespace, a.entity, files)  # refuse what is refused now
+        task = asyncio.get_running_loop().create_task(self._load_adopt(conn, req_id, a, files))
+        self._adoptions.add(task)
+        task.add_done_callback(self._adoptions.discard)
+
+    async def _load_adopt(
+        self, conn: Connection, req_id: int, a: Any, files: list[tuple[int, str]]
+    ) -> None:
+        try:
+            queue = self.broker.load_queue(a.namespace, a.entity, files)
+            self.faults.delay_ms = 0
+            key = (queue.key, a.load_id)
+            lock, users = self._load_locks.get(key) or (asyncio.Lock(), 0)
+            self._load_locks[key] = (lock, users + 1)
+            try:
+                async with lock:  # the same load sent twice: the second sees it committed
+                    result = await self._adopt_locked(a, files, queue)
+            finally:
+                lock, users = self._load_locks[key]
+                if users > 1:
+                    self._load_locks[key] = (lock, users - 1)
+                else:
+                    del self._load_locks[key]
+        except SbctlError as err:
+            if self.faults.delay_ms:
+                self._send_late(
+                    conn, encode_reply(req_id, False, err.to_wire()), self._take_delay()
+                )
+            else:
+                conn.reply_error(req_id, err)
+            return
+        except Exception as exc:
+            log.error("load %r failed:\n%s", a.load_id, traceback.format_exc())
+            conn.reply_error(req_id, GeneralError(f"internal error: {exc}"))
+            return
         self.reply_durable(conn, req_id, result)
         self.wake(self._key(a.namespace, a.entity))
+
+    async def _adopt_locked(
+        self, a: Any, files: list[tuple[int, str]], queue: Queue
+    ) -> dict[str, Any]:
+        t0 = time.perf_counter()
+        prepared = await loads.check(queue, a.load_id, files, self.broker.clock.now_ms)
+        t1 = time.perf_counter()
+        self.faults.delay_ms = 0
+        if self.broker.load_queue(a.namespace, a.entity, files) is not queue:
+            raise BadRequest(
+                f"load {a.load_id!r} refused, nothing adopted: {a.entity!r} was deleted or "
+                f"replaced while the load was being checked"
+            )
+        if isinstance(prepared, dict):
+            return prepared  # this load id had already committed
+        result = self.broker.load_adopted(queue, loads.commit(queue, a.load_id, prepared))
+        log.info(
+            "load %r: %d messages checked in %.2f s, committed in %.3f s",
+            a.load_id,
+            result["messages"],
+            t1 - t0,
+            time.perf_counter() - t1,
+        )
+        return result
 
     def op_load_status(self, conn: Connection, req_id: int, a: Any) -> None:
         self.reply_now(conn, req_id, self.broker.load_status(a.namespace, a.entity, a.load_id))

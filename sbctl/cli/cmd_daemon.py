@@ -6,6 +6,7 @@ so that ``sbctl daemon start --data-dir X`` and ``sbctl daemon stop --data-dir X
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated, Any, Literal
 
 import typer
@@ -62,6 +63,18 @@ def start(
         float,
         typer.Option("--wait-timeout", metavar="SECONDS", min=0.1, help="Bound of --wait."),
     ] = 60.0,
+    reply_buffer_mb: Annotated[
+        int | None,
+        typer.Option(
+            "--reply-buffer-mb",
+            envvar="SBCTL_REPLY_BUFFER_MB",
+            metavar="MB",
+            min=1,
+            show_default=False,
+            help="Memory a connection's unread replies may take: past half of it the daemon "
+            "stops reading that connection's requests until the client reads (default 64).",
+        ),
+    ] = None,
 ) -> None:
     """Start the daemon (in the background unless --foreground); a no-op if it runs."""
     from sbctl import daemonctl
@@ -76,6 +89,7 @@ def start(
         foreground=foreground,
         durability=durability,
         default_credits_per_second=default_credits_per_second,
+        reply_buffer_bytes=None if reply_buffer_mb is None else reply_buffer_mb * 1024 * 1024,
     )
     if wait:
         from sbctl.ready import wait_ready
@@ -83,6 +97,8 @@ def start(
         info = wait_ready(socket_path, wait_timeout)
         result["ready_seconds"] = info["ready_seconds"]
         result["pid"] = info.get("pid", result.get("pid"))
+    for warning in result.get("warnings") or ():
+        print(f"warning: {warning}", file=sys.stderr)
     render.emit(g.output, result, lambda r: _started(r, foreground))
 
 

@@ -14,10 +14,10 @@ import pytest
 from sbctl.codec import NOT_SCHEDULED, Message, StagedRecord, encode_batch, encode_message
 from sbctl.errors import BadRequest
 from sbctl.partitioning import partition_for_key
-from sbctld import loads
+from sbctld import loads, staged
 from sbctld.broker import Broker
 from sbctld.clock import FakeClock
-from sbctld.storage.log import PartitionLog, State, rollback_adoption
+from sbctld.storage.log import AdoptionError, PartitionLog, State, rollback_adoption
 from sbctld.storage.sync import Syncer
 
 
@@ -34,6 +34,12 @@ def stage(path: Path, bodies: list[bytes], per_batch: int = 2, ttl: int = -1) ->
     return path
 
 
+def prepare(log: PartitionLog, files: list[Path], now_ms: int, max_payload: int) -> list[Any]:
+    """Check and number staged files as the daemon does before linking them."""
+    checked = [staged.check_now(f, max_payload) for f in files]
+    return staged.number_now(checked, log.next_seq, now_ms)[0]
+
+
 def bodies_of(log: PartitionLog) -> list[bytes]:
     from sbctl.codec import decode_message
 
@@ -48,7 +54,7 @@ def test_partition_log_adoption_appends_after_existing_messages(tmp_path: Path) 
         stage(tmp_path / "stage" / "t0.sbb", [b"a", b"b", b"c"]),
         stage(tmp_path / "stage" / "t1.sbb", [b"d"]),
     ]
-    prepared = log.prepare_adoption(files, 10, 1024)
+    prepared = prepare(log, files, 10, 1024)
     assert [st.base for st in prepared] == [2, 5]
     log.link_adoption(prepared)
     assert bodies_of(log) == [b"sent"], "linked but not committed: invisible"
@@ -69,7 +75,7 @@ def test_fake_crash_after_linking_rolls_back_to_before(tmp_path: Path) -> None:
     log = PartitionLog.open(tmp_path / "p00", syncer)
     log.append([StagedRecord(encode_message(Message(body=b"sent")), -1, NOT_SCHEDULED)], 5)
     before = log.next_seq
-    prepared = log.prepare_adoption([stage(tmp_path / "s" / "t0.sbb", [b"x", b"y"])], 9, 1024)
+    prepared = prepare(log, [stage(tmp_path / "s" / "t0.sbb", [b"x", b"y"])], 9, 1024)
     log.link_adoption(prepared)
     log.close()  # the crash: never committed
     syncer.sync_now()
@@ -88,7 +94,7 @@ def test_a_corrupt_staged_file_is_refused(tmp_path: Path) -> None:
     data[-1] ^= 0xFF
     path.write_bytes(bytes(data))
     with pytest.raises(Exception, match="CRC mismatch"):
-        log.prepare_adoption([path], 1, 1024)
+        prepare(log, [path], 1, 1024)
     assert log.next_seq == 1 and not list(log.seqs_in(State.ACTIVE))
     log.close()
 
@@ -171,3 +177,53 @@ def test_bad_input_refuses_the_whole_load(broker: Broker, partitioned: Any, tmp_
     with pytest.raises(BadRequest, match="load id"):
         broker.load_adopt("sbemulatorns", "q", "", files)
     assert partitioned.counts()["active_message_count"] == 0
+
+
+def test_a_partition_that_took_sends_during_the_check_is_renumbered(
+    broker: Broker, tmp_path: Path
+) -> None:
+    """The daemon checks a load off its loop while sends go on: the commit numbers the load
+    after them, and a restart reads back the same messages in the same order."""
+    import asyncio
+
+    broker.queue_create("sbemulatorns", "q", {})
+    queue = broker.queue("sbemulatorns", "q")
+    broker.send("sbemulatorns", "q", [Message(body=b"first")])
+    files = [(0, str(stage(tmp_path / "s" / "t0.sbb", [b"a", b"b", b"c"], per_batch=2)))]
+    prepared = asyncio.run(loads.check(queue, "L1", files, broker.clock.now_ms))
+    assert isinstance(prepared, loads.Prepared)
+    broker.send("sbemulatorns", "q", [Message(body=b"during")])  # next_seq moved on
+    result = loads.commit(queue, "L1", prepared)
+    assert result["messages"] == 3
+    log = queue.partitions[0].log
+    assert bodies_of(log) == [b"first", b"during", b"a", b"b", b"c"]
+    data_dir = broker.data_dir
+    broker.close()
+    again = Broker(data_dir, FakeClock(), Syncer("fsync"))
+    assert bodies_of(again.queue("sbemulatorns", "q").partitions[0].log) == [
+        b"first",
+        b"during",
+        b"a",
+        b"b",
+        b"c",
+    ]
+    again.close()
+
+
+def test_the_streamed_check_matches_the_plain_one_and_refuses_damage(tmp_path: Path) -> None:
+    import asyncio
+
+    path = stage(tmp_path / "t0.sbb", [bytes([k % 256]) * 3000 for k in range(5000)], per_batch=700)
+    plain = staged.check_now(path, 4096)
+    streamed = asyncio.run(staged.check(path, 4096))
+    assert plain == streamed and len(plain.offsets) == 5000
+    assert plain.payload_bytes == sum(plain.lengths) and plain.one_ttl == -1
+    whole = path.read_bytes()
+    data = bytearray(whole)
+    data[len(data) // 2] ^= 0x01
+    path.write_bytes(bytes(data))
+    with pytest.raises(AdoptionError, match="CRC mismatch"):
+        asyncio.run(staged.check(path, 4096))
+    path.write_bytes(whole[:-10])
+    with pytest.raises(AdoptionError, match="bad length"):
+        asyncio.run(staged.check(path, 4096))

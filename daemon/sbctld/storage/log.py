@@ -35,7 +35,6 @@ from sbctl.codec import (
     StagedRecord,
     encode_batch,
     iter_records,
-    rewrite_header,
     scan_batches,
 )
 from sbctl.limits import MAX_TIME_MS
@@ -74,7 +73,8 @@ ACTIVE_BYTE = bytes([State.ACTIVE])
 
 
 class StagedSegment(NamedTuple):
-    """A staged file checked and numbered for adoption (spark-load), not yet visible."""
+    """A staged file checked and numbered for adoption (spark-load, sbctld.staged), not
+    yet visible."""
 
     source: Path
     base: int
@@ -83,6 +83,10 @@ class StagedSegment(NamedTuple):
     lengths: array
     ttls: array
     scheds: array
+    # Worked out ahead (off the event loop) by sbctld.staged, or here when None / -1.
+    exp: array | None = None  # expiry times
+    payload_bytes: int = -1
+    scheduled: list[int] | None = None  # indexes of the scheduled records
 
 
 class AdoptionError(Exception):
@@ -495,51 +499,6 @@ class PartitionLog(StateIndex):
 
     # ---------------------------------------------------------------- adoption
 
-    def prepare_adoption(
-        self, sources: Sequence[Path], now_ms: int, max_payload: int
-    ) -> list[StagedSegment]:
-        """Check staged files and number them from ``next_seq``, in place, durably.
-
-        Every batch must pass its CRC and length checks (the whole file, no torn tail) and
-        every record fit ``max_payload``. The batch headers are rewritten with their sequence
-        numbers and enqueue time (DESIGN.md §2) and the files fdatasynced. Nothing of this
-        store changes: :meth:`link_adoption` and :meth:`commit_adoption` follow.
-        """
-        staged = []
-        seq = self.next_seq
-        for source in sources:
-            fd = os.open(source, os.O_RDWR)
-            try:
-                size = os.fstat(fd).st_size
-                buf = bytearray(os.pread(fd, size, 0))
-                batches, valid_end, problem = scan_batches(memoryview(buf))
-                if problem or valid_end != size or not batches:
-                    why = problem or ("empty" if not batches else "trailing bytes")
-                    raise AdoptionError(f"{source}: not a valid staged file ({why} at {valid_end})")
-                offs, lens, ttls, scheds = array("I"), array("I"), array("q"), array("q")
-                base = seq
-                for info in batches:
-                    for k, rec in enumerate(iter_records(memoryview(buf), info)):
-                        if rec.rel_seq != k:
-                            raise AdoptionError(f"{source}: record {k} is numbered {rec.rel_seq}")
-                        if rec.payload_length > max_payload:
-                            raise AdoptionError(
-                                f"{source}: a record of {rec.payload_length} bytes is over the "
-                                f"{max_payload} byte message limit"
-                            )
-                        offs.append(rec.payload_offset)
-                        lens.append(rec.payload_length)
-                        ttls.append(rec.ttl_ms)
-                        scheds.append(rec.scheduled_ms)
-                    rewrite_header(memoryview(buf)[info.offset :], seq, now_ms)
-                    os.pwrite(fd, bytes(buf[info.offset : info.offset + 16]), info.offset)
-                    seq += info.record_count
-                os.fdatasync(fd)
-            finally:
-                os.close(fd)
-            staged.append(StagedSegment(source, base, size, offs, lens, ttls, scheds))
-        return staged
-
     def link_adoption(self, staged: Sequence[StagedSegment]) -> None:
         """Move prepared files into this store as segments; still invisible (not indexed).
 
@@ -590,16 +549,13 @@ class PartitionLog(StateIndex):
             n = len(st.offsets)
             self.offset.extend(st.offsets)
             self.length.extend(st.lengths)
-            self.live_bytes += sum(st.lengths)
-            self.exp.extend(
-                array(
-                    "q",
-                    [min(now_ms + t, MAX_TIME_MS) if t >= 0 else MAX_TIME_MS for t in st.ttls],
-                )
-            )
+            self.live_bytes += st.payload_bytes if st.payload_bytes >= 0 else sum(st.lengths)
+            self.exp.extend(st.exp if st.exp is not None else expiries(st.ttls, now_ms))
             self.enq.extend(array("q", [now_ms]) * n)
             self.dc.extend(array("I", [0]) * n)
-            sched_idx = [k for k, when in enumerate(st.scheds) if when >= 0]
+            sched_idx = st.scheduled
+            if sched_idx is None:
+                sched_idx = [k for k, when in enumerate(st.scheds) if when >= 0]
             if sched_idx:
                 self.state.extend(
                     bytes(State.SCHEDULED if when >= 0 else State.ACTIVE for when in st.scheds)
@@ -717,6 +673,11 @@ class PartitionLog(StateIndex):
         """Close and delete this store's files (entity deletion)."""
         self.close()
         shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def expiries(ttls: array, now_ms: int) -> array:
+    """Expiry times of records with these TTLs (-1: none) enqueued at ``now_ms``."""
+    return array("q", [min(now_ms + t, MAX_TIME_MS) if t >= 0 else MAX_TIME_MS for t in ttls])
 
 
 def rollback_adoption(directory: Path, next_seq: int) -> int:
