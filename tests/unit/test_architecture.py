@@ -12,7 +12,9 @@ and under ``if TYPE_CHECKING`` included):
 - no import cycle between modules (a strongly connected component of the import graph).
 
 Sizes: no module over :data:`MAX_LINES` lines and no function over cyclomatic complexity
-:data:`MAX_COMPLEXITY` (as ``ruff check --select C901`` measures it).
+:data:`MAX_COMPLEXITY`, taking the higher of two measures: ``ruff check --select C901`` (which
+adds nested functions to their parent) and radon's ``cc`` (which adds each ``and``/``or``
+operand and comprehension clause, so it reads higher on long conditions).
 
 The ``ALLOWED_*`` tables hold today's exceptions with today's figures. A new exception, or an
 existing one growing, fails; so does an entry that no longer applies (delete it, or lower its
@@ -31,6 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from radon.complexity import cc_visit
+from radon.visitors import Class, Function
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = {"sbctl": ROOT / "sbctl", "sbctld": ROOT / "daemon" / "sbctld"}
@@ -57,7 +61,10 @@ ALLOWED_OVERSIZE: dict[str, int] = {
 
 # Functions over MAX_COMPLEXITY: "module:Class.function" -> its complexity today.
 ALLOWED_COMPLEX: dict[str, int] = {
-    "sbctld.queue:Queue.send": 27,
+    "sbctl.bench:run_bench": 28,
+    "sbctl.spark.columns:transport": 27,
+    "sbctld.loads:adopt": 26,
+    "sbctld.queue:Queue.send": 44,
 }
 
 # Import cycles today: each is the exact set of modules of one strongly connected component.
@@ -270,8 +277,8 @@ def _qualified_names(tree: ast.Module) -> dict[int, str]:
     return names
 
 
-def complex_functions(modules: dict[str, Module]) -> dict[str, int]:
-    """Every function above MAX_COMPLEXITY: "module:qualified.name" -> its complexity."""
+def ruff_complexity(modules: dict[str, Module]) -> dict[tuple[str, int], int]:
+    """(module, line of the def) -> ruff's C901 complexity, for those above MAX_COMPLEXITY."""
     by_path = {module.path.resolve(): module for module in modules.values()}
     completed = subprocess.run(
         [
@@ -295,14 +302,42 @@ def complex_functions(modules: dict[str, Module]) -> dict[str, int]:
         timeout=120,
         check=True,
     )
-    found: dict[str, int] = {}
+    found: dict[tuple[str, int], int] = {}
     for item in json.loads(completed.stdout):
         module = by_path[Path(item["filename"]).resolve()]
         match = _TOO_COMPLEX.fullmatch(item["message"])
         assert match is not None, item["message"]
-        row = item["location"]["row"]
-        qualified = _qualified_names(module.tree).get(row, f"{match['name']}@{row}")
-        found[f"{module.name}:{qualified}"] = int(match["value"])
+        found[module.name, item["location"]["row"]] = int(match["value"])
+    return found
+
+
+def radon_complexity(module: Module) -> dict[int, int]:
+    """Line of each def -> radon's complexity, methods and closures included."""
+    found: dict[int, int] = {}
+    blocks: list[Function | Class] = list(cc_visit(module.path.read_text(encoding="utf-8")))
+    while blocks:
+        block = blocks.pop()
+        if isinstance(block, Class):
+            blocks += [*block.methods, *block.inner_classes]
+        else:
+            found[block.lineno] = block.complexity
+            blocks += block.closures
+    return found
+
+
+def complex_functions(modules: dict[str, Module]) -> dict[str, int]:
+    """Every function above MAX_COMPLEXITY by either measure: "module:Class.function" -> the
+    higher figure."""
+    figures = ruff_complexity(modules)
+    for module in modules.values():
+        for line, value in radon_complexity(module).items():
+            if value > MAX_COMPLEXITY:
+                key = (module.name, line)
+                figures[key] = max(value, figures.get(key, 0))
+    found: dict[str, int] = {}
+    for (name, line), value in figures.items():
+        qualified = _qualified_names(modules[name].tree).get(line, f"<line {line}>")
+        found[f"{name}:{qualified}"] = value
     return found
 
 
@@ -432,7 +467,7 @@ if __name__ == "__main__":
     for name, m in sorted(loaded.items(), key=lambda kv: -kv[1].lines):
         if m.lines > MAX_LINES:
             print(f"- `{name}`: {m.lines}")
-    print(f"\n## Functions over cyclomatic complexity {MAX_COMPLEXITY} (ruff C901)")
+    print(f"\n## Functions over cyclomatic complexity {MAX_COMPLEXITY} (ruff C901, radon cc)")
     for name, value in sorted(complex_functions(loaded).items(), key=lambda kv: -kv[1]):
         print(f"- `{name}`: {value}")
     print("\n## Import cycles (strongly connected components)")

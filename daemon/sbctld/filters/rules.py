@@ -104,7 +104,12 @@ def _check_spec(spec: dict[str, Any] | None) -> tuple[dict[str, Any], Node | Non
             raise BadRequest("filter: a sql filter needs a non-empty 'sql_expression'")
         tree = parse("sql_expression", text, action=False)
         return {"type": "sql", "sql_expression": text}, tree
-    _check_keys(spec, kind, ("type", *CORRELATION_FIELDS, "label", "properties"))
+    return _check_correlation(spec), None
+
+
+def _check_correlation(spec: dict[str, Any]) -> dict[str, Any]:
+    """The canonical form of a correlation filter spec."""
+    _check_keys(spec, "correlation", ("type", *CORRELATION_FIELDS, "label", "properties"))
     if spec.get("label") is not None and spec.get("subject") is not None:
         raise BadRequest("filter: give 'subject' or its alias 'label', not both")
     canonical: dict[str, Any] = {"type": "correlation"}
@@ -122,15 +127,7 @@ def _check_spec(spec: dict[str, Any] | None) -> tuple[dict[str, Any], Node | Non
         if not isinstance(properties, dict):
             raise BadRequest("filter: 'properties' must be an object of name: value")
         for name, value in properties.items():
-            if not isinstance(name, str) or not name:
-                raise BadRequest("filter: correlation property names must be non-empty strings")
-            if value is not None and type(value) not in TEXTUAL:
-                raise BadRequest(
-                    f"filter: correlation property {name!r} must be a string, number, "
-                    f"boolean or null, not {type(value).__name__}"
-                )
-            if type(value) is int and not INT64_MIN <= value <= INT64_MAX:
-                raise BadRequest(f"filter: correlation property {name!r} is out of the Int64 range")
+            _check_correlation_property(name, value)
         if properties:
             canonical["properties"] = dict(properties)
     if len(canonical) == 1:
@@ -138,7 +135,19 @@ def _check_spec(spec: dict[str, Any] | None) -> tuple[dict[str, Any], Node | Non
             "filter: a correlation filter needs at least one field or property to match; "
             'use {"type": "true"} to take every message'
         )
-    return canonical, None
+    return canonical
+
+
+def _check_correlation_property(name: Any, value: Any) -> None:
+    if not isinstance(name, str) or not name:
+        raise BadRequest("filter: correlation property names must be non-empty strings")
+    if value is not None and type(value) not in TEXTUAL:
+        raise BadRequest(
+            f"filter: correlation property {name!r} must be a string, number, "
+            f"boolean or null, not {type(value).__name__}"
+        )
+    if type(value) is int and not INT64_MIN <= value <= INT64_MAX:
+        raise BadRequest(f"filter: correlation property {name!r} is out of the Int64 range")
 
 
 def normalize_filter(spec: dict[str, Any] | None) -> dict[str, Any]:
