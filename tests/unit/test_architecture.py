@@ -9,7 +9,9 @@ and under ``if TYPE_CHECKING`` included):
 - only the entry point imports a front-end (front-ends may import one another's modules);
 - the client and CLI package ``sbctl`` imports ``sbctld`` only where it must run daemon code
   itself, each such import listed in :data:`ALLOWED_CLIENT_TO_DAEMON` with the reason;
-- no import cycle between modules (a strongly connected component of the import graph).
+- no import cycle between modules (a strongly connected component of the import graph);
+- every module opens with a docstring saying what it owns (and, as h11's modules do, the
+  rules it keeps).
 
 Sizes: no module over :data:`MAX_LINES` lines and no function over cyclomatic complexity
 :data:`MAX_COMPLEXITY`, taking the higher of two measures: ``ruff check --select C901`` (which
@@ -372,6 +374,13 @@ def test_the_graph_sees_the_packages_and_their_imports(modules: dict[str, Module
     assert "sbctld.storage.log" in modules["sbctld.storage"].imports
     assert "sbctld.filters" in modules["sbctld.topic"].imports
     assert modules["sbctl.emulator_config"].imports.get("sbctld.filters") == "lazy"
+
+
+def test_every_module_opens_with_a_docstring_saying_what_it_owns(
+    modules: dict[str, Module],
+) -> None:
+    missing = [name for name, m in sorted(modules.items()) if not ast.get_docstring(m.tree)]
+    assert not missing, "modules without a docstring:\n" + "\n".join(missing)
 
 
 def test_the_domain_imports_no_front_end_or_entry_point(modules: dict[str, Module]) -> None:
