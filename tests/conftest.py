@@ -120,6 +120,12 @@ class Daemon:
     def start(self) -> CliResult:
         return self.cli("daemon", "start", check=True)
 
+    def parked_receives(self) -> int:
+        return parked_receives(self.socket)
+
+    def wait_parked(self, n: int = 1, timeout: float = 30.0) -> None:
+        wait_parked(self.socket, n, timeout)
+
     def stop(self) -> CliResult:
         return self.cli("daemon", "stop", check=True)
 
@@ -140,6 +146,22 @@ class Daemon:
                 return
             time.sleep(0.01)
         raise AssertionError(f"pid {pid} survived SIGKILL")
+
+
+def parked_receives(socket_path: Path) -> int:
+    """How many receives the daemon holds waiting for a message (``daemon status``)."""
+    with Client(socket_path) as c:
+        return int(c.status()["parked_receives"])
+
+
+def wait_parked(socket_path: Path, n: int = 1, timeout: float = 30.0) -> None:
+    """Poll the daemon until at least ``n`` receives are parked (never a fixed sleep: on a
+    slow machine a sleep lets a test pass without the receive having waited at all)."""
+    deadline = time.monotonic() + timeout
+    while (parked := parked_receives(socket_path)) < n:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{parked} receives parked after {timeout} s, wanted {n}")
+        time.sleep(0.01)
 
 
 @pytest.fixture

@@ -108,7 +108,7 @@ def test_long_poll_receive(daemon: Any) -> None:
     async def run() -> list[Any]:
         async with AsyncClient(daemon.socket) as ac:
             waiting = asyncio.ensure_future(ac.receive("poll", count=1, max_wait=30))
-            await asyncio.sleep(0.3)
+            await asyncio.to_thread(daemon.wait_parked)  # the daemon holds the receive
             assert not waiting.done(), "receive returned before anything was sent"
             await asyncio.to_thread(send_one, daemon, b"wake up")
             got: list[Any] = await waiting
@@ -121,7 +121,12 @@ def test_long_poll_receive(daemon: Any) -> None:
     # The blocking client too, woken by a send from another thread.
     with daemon.client() as c:
         c.complete("poll", [got[0].lock_token])
-        timer = threading.Timer(0.3, send_one, (daemon, b"again"))
+
+        def send_when_parked() -> None:
+            daemon.wait_parked()
+            send_one(daemon, b"again")
+
+        timer = threading.Thread(target=send_when_parked)
         timer.start()
         try:
             got = c.receive("poll", count=1, max_wait=30, mode="receive-and-delete")

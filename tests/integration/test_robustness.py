@@ -25,6 +25,7 @@ from typing import Any
 import msgspec
 import pytest
 
+from conftest import parked_receives, wait_parked
 from sbctl import Client
 from sbctl.client import AsyncClient
 from sbctl.codec import Message
@@ -90,6 +91,12 @@ class SharedDaemon:
 
     def pid(self) -> int:
         return int((self.data_dir / "sbctld.pid").read_text().strip())
+
+    def parked_receives(self) -> int:
+        return parked_receives(self.socket)
+
+    def wait_parked(self, n: int = 1, timeout: float = 30.0) -> None:
+        wait_parked(self.socket, n, timeout)
 
 
 @pytest.fixture(scope="module")
@@ -423,11 +430,14 @@ def test_disconnect_during_long_poll(daemon: Any, mode: str) -> None:
     for _ in range(3):
         sock = connect(daemon)
         sock.sendall(encode_request(1, "receive", Receive(NS, queue, 1, 30_000, mode)))
-        time.sleep(0.2)  # parked in the daemon
+        daemon.wait_parked(1)  # parked in the daemon (the earlier ones were dropped)
         sock.close()
+        deadline = time.monotonic() + 30
+        while daemon.parked_receives():  # the daemon noticed the hang-up
+            assert time.monotonic() < deadline, "a hung-up receive stayed parked"
+            time.sleep(0.01)
     with daemon.client() as c:
         c.ping()
-        time.sleep(0.2)  # let the daemon notice the hang-ups
         c.send(queue, [Message(body=b"for the living")])
         # The message went to nobody: a fresh receiver gets it, delivered for the first time.
         got = c.receive(queue, count=10, max_wait=10)

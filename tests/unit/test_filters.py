@@ -1404,9 +1404,7 @@ def test_like_agrees_with_a_reference_matcher(s: str, pattern: str, escape: str 
 
 def regex_like(s: str, pattern: str) -> bool:
     """A second, independent reference for LIKE without ESCAPE: a translated regex."""
-    translated = "".join(
-        ".*" if c == "%" else "." if c == "_" else re.escape(c) for c in pattern
-    )
+    translated = "".join(".*" if c == "%" else "." if c == "_" else re.escape(c) for c in pattern)
     return re.fullmatch(translated, s, re.DOTALL) is not None
 
 
