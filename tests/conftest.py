@@ -8,6 +8,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import inspect
 import json
 import os
 import shutil
@@ -23,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from sbctl import Client
+from sbctl import AsyncClient, Client
 from sbctld.broker import Broker
 from sbctld.clock import FakeClock
 from sbctld.storage.sync import Syncer
@@ -164,26 +167,51 @@ def wait_parked(socket_path: Path, n: int = 1, timeout: float = 30.0) -> None:
         time.sleep(0.01)
 
 
+def new_daemon(start: bool = True) -> Daemon:
+    """A daemon on a fresh data dir (short paths, so sockets fit); see :func:`dispose`."""
+    root = Path(tempfile.mkdtemp(prefix="sbt-"))
+    data_dir = root / "data"
+    socket_path = root / "s.sock"
+    env = dict(os.environ)
+    env.update(
+        SBCTL_DATA_DIR=str(data_dir),
+        SBCTL_SOCKET=str(socket_path),
+        NO_COLOR="1",
+        COLUMNS="200",
+        # Namespaces without their own --credits-per-second are unthrottled in tests.
+        SBCTL_DEFAULT_CREDITS_PER_SECOND="0",
+    )
+    env.pop("SBCTL_NAMESPACE", None)
+    d = Daemon(data_dir, socket_path, env)
+    if start:
+        d.start()
+    return d
+
+
+def dispose(d: Daemon) -> None:
+    """Stop a daemon made by :func:`new_daemon` (SIGKILL if it will not stop); remove its
+    directory."""
+    stopped = subprocess.run(
+        [sys.executable, "-m", "sbctl.cli.app", "daemon", "stop"],
+        env=d.env,
+        capture_output=True,
+        timeout=60,
+    )
+    if stopped.returncode != 0 and (d.data_dir / "sbctld.pid").exists():
+        try:  # never leak a daemon past the test
+            d.kill()
+        except (ValueError, ProcessLookupError, AssertionError):
+            pass
+    shutil.rmtree(d.data_dir.parent, ignore_errors=True)
+
+
 @pytest.fixture
 def daemon_factory() -> Iterator[Any]:
     """Make daemons on fresh data dirs (short paths, so sockets fit); stop them after."""
     made: list[Daemon] = []
 
     def make(start: bool = True) -> Daemon:
-        root = Path(tempfile.mkdtemp(prefix="sbt-"))
-        data_dir = root / "data"
-        socket_path = root / "s.sock"
-        env = dict(os.environ)
-        env.update(
-            SBCTL_DATA_DIR=str(data_dir),
-            SBCTL_SOCKET=str(socket_path),
-            NO_COLOR="1",
-            COLUMNS="200",
-            # Namespaces without their own --credits-per-second are unthrottled in tests.
-            SBCTL_DEFAULT_CREDITS_PER_SECOND="0",
-        )
-        env.pop("SBCTL_NAMESPACE", None)
-        d = Daemon(data_dir, socket_path, env)
+        d = new_daemon(start=False)
         made.append(d)
         if start:
             d.start()
@@ -191,18 +219,97 @@ def daemon_factory() -> Iterator[Any]:
 
     yield make
     for d in made:
-        stopped = subprocess.run(
-            [sys.executable, "-m", "sbctl.cli.app", "daemon", "stop"],
-            env=d.env,
-            capture_output=True,
-            timeout=60,
-        )
-        if stopped.returncode != 0 and (d.data_dir / "sbctld.pid").exists():
-            try:  # never leak a daemon past the test
-                d.kill()
-            except (ValueError, ProcessLookupError, AssertionError):
-                pass
-        shutil.rmtree(d.data_dir.parent, ignore_errors=True)
+        dispose(d)
+
+
+@pytest.fixture(scope="module")
+def module_daemon() -> Iterator[Daemon]:
+    """One daemon shared by a module's tests (they use their own entity names, or
+    namespaces, so they stay independent): saves a daemon start and stop per test.
+    Tests that stop, kill or fault the daemon as a whole use ``daemon`` instead."""
+    d = new_daemon()
+    try:
+        yield d
+    finally:
+        dispose(d)
+
+
+class BlockingAsyncClient:
+    """An :class:`AsyncClient` behind blocking calls: every coroutine method runs to
+    completion on this object's own event loop, so one test body checks both clients
+    (``make_client`` fixture). ``transaction()`` and ``using()`` are wrapped too."""
+
+    def __init__(
+        self, inner: AsyncClient, runner: asyncio.Runner | None = None, owns: bool = True
+    ) -> None:
+        self.inner = inner
+        self.runner = runner or asyncio.Runner()
+        self.owns = owns
+        self.closed = False
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self.inner, name)
+        if inspect.iscoroutinefunction(attr):
+            return lambda *args, **kwargs: self.runner.run(attr(*args, **kwargs))
+        return attr
+
+    def using(self, namespace: str) -> BlockingAsyncClient:
+        return BlockingAsyncClient(self.inner.using(namespace), self.runner, owns=False)
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[Any]:
+        manager = self.inner.transaction()
+        tx = self.runner.run(manager.__aenter__())
+        try:
+            yield tx
+        except BaseException as exc:
+            if not self.runner.run(manager.__aexit__(type(exc), exc, exc.__traceback__)):
+                raise
+        else:
+            self.runner.run(manager.__aexit__(None, None, None))
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self.runner.run(self.inner.aclose())
+        if self.owns:
+            self.runner.close()
+
+    def __enter__(self) -> BlockingAsyncClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+MakeClient = Callable[..., Any]
+
+
+@pytest.fixture(params=["Client", "AsyncClient"])
+def client_kind(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def make_client(client_kind: str) -> Iterator[MakeClient]:
+    """``make_client(socket, namespace=..., retry_total=...)``: a :class:`Client`, or an
+    :class:`AsyncClient` behind :class:`BlockingAsyncClient`; each test runs with both.
+    Clients left open are closed after the test."""
+    made: list[Any] = []
+
+    def make(socket_path: Any, **kwargs: Any) -> Any:
+        if client_kind == "Client":
+            c: Any = Client(socket_path, **kwargs)
+        else:
+            kwargs.pop("timeout", None)  # AsyncClient has no socket timeout
+            c = BlockingAsyncClient(AsyncClient(socket_path, **kwargs))
+        made.append(c)
+        return c
+
+    yield make
+    for c in made:
+        c.close()
 
 
 @pytest.fixture
