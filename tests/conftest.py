@@ -26,7 +26,9 @@ from typing import Any
 
 import pytest
 
-from sbctl import AsyncClient, Client
+import forkcli
+from sbctl import AsyncClient, Client, daemonctl
+from sbctl.errors import SbctlError
 from sbctld.broker import Broker
 from sbctld.clock import FakeClock
 from sbctld.storage.sync import Syncer
@@ -95,6 +97,23 @@ class CliResult:
         return [json.loads(line) for line in self.stdout.splitlines() if line.strip()]
 
 
+FRESH_CLI = os.environ.get("SBCTL_TEST_FRESH_CLI", "") not in ("", "0")
+
+
+def run_cli(args: list[str], env: dict[str, str], input: str | None = None) -> CliResult:
+    if FRESH_CLI:
+        proc = subprocess.run(
+            [sys.executable, "-m", "sbctl.cli.app", *args],
+            input=input,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
+        return CliResult(proc.returncode, proc.stdout, proc.stderr)
+    return CliResult(*forkcli.run(args, env, input, timeout=120))
+
+
 @dataclass
 class Daemon:
     """A real sbctld process. ``cli(...)`` runs the real CLI against it."""
@@ -102,18 +121,15 @@ class Daemon:
     data_dir: Path
     socket: Path
     env: dict[str, str] = field(default_factory=dict)
+    # The daemon process the fixture spawned (None once reaped, or when started by the CLI).
+    spawned: subprocess.Popen[bytes] | None = field(default=None, repr=False)
 
     def cli(self, *args: str, input: str | None = None, check: bool = False) -> CliResult:
-        proc = subprocess.run(
-            [sys.executable, "-m", "sbctl.cli.app", *args],
-            input=input,
-            capture_output=True,
-            text=True,
-            env=self.env,
-            timeout=120,
-        )
-        result = CliResult(proc.returncode, proc.stdout, proc.stderr)
-        if check and proc.returncode != 0:
+        """``python -m sbctl.cli.app ARGS`` in a new process with this daemon's environment
+        (forked from a process that imported the CLI once, see forkcli.py; a fresh
+        interpreter per call with ``SBCTL_TEST_FRESH_CLI=1``)."""
+        result = run_cli(list(args), self.env, input)
+        if check and result.code != 0:
             raise AssertionError(f"sbctl {' '.join(args)} failed: {result}")
         return result
 
@@ -122,6 +138,47 @@ class Daemon:
 
     def start(self) -> CliResult:
         return self.cli("daemon", "start", check=True)
+
+    def spawn(self) -> None:
+        """Start the daemon without the CLI (what ``sbctl daemon start`` runs, minus a
+        Python start-up for the CLI itself): ``python -m sbctld`` in its own session,
+        ready when it says so on a pipe. The fixtures start daemons this way; tests that
+        check ``daemon start`` itself use :meth:`start`."""
+        read_fd, write_fd = os.pipe()
+        credits = self.env.get("SBCTL_DEFAULT_CREDITS_PER_SECOND")
+        args = [sys.executable, "-m", "sbctld", "--data-dir", str(self.data_dir)]
+        args += ["--socket", str(self.socket), "--ready-fd", str(write_fd)]
+        if credits is not None:
+            args += ["--default-credits-per-second", credits]
+        try:
+            self.spawned = subprocess.Popen(
+                args,
+                env=self.env,
+                cwd="/",
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                pass_fds=(write_fd,),
+                start_new_session=True,
+            )
+        finally:
+            os.close(write_fd)
+        with os.fdopen(read_fd, "rb") as ready:
+            line = ready.readline().decode(errors="replace").strip()
+        if not line.startswith("ok "):
+            self.reap(timeout=10)
+            raise AssertionError(f"the daemon did not start: {line or 'no answer'}")
+
+    def reap(self, timeout: float = 60.0) -> None:
+        """Wait for the spawned process to exit (SIGKILL after ``timeout``)."""
+        proc, self.spawned = self.spawned, None
+        if proc is None:
+            return
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
 
     def parked_receives(self) -> int:
         return parked_receives(self.socket)
@@ -184,24 +241,22 @@ def new_daemon(start: bool = True) -> Daemon:
     env.pop("SBCTL_NAMESPACE", None)
     d = Daemon(data_dir, socket_path, env)
     if start:
-        d.start()
+        d.spawn()
     return d
 
 
 def dispose(d: Daemon) -> None:
-    """Stop a daemon made by :func:`new_daemon` (SIGKILL if it will not stop); remove its
-    directory."""
-    stopped = subprocess.run(
-        [sys.executable, "-m", "sbctl.cli.app", "daemon", "stop"],
-        env=d.env,
-        capture_output=True,
-        timeout=60,
-    )
-    if stopped.returncode != 0 and (d.data_dir / "sbctld.pid").exists():
-        try:  # never leak a daemon past the test
-            d.kill()
-        except (ValueError, ProcessLookupError, AssertionError):
-            pass
+    """Stop a daemon made by :func:`new_daemon`, however the test left it (running, stopped,
+    killed, restarted by the CLI); SIGKILL if it will not stop; remove its directory."""
+    try:
+        daemonctl.stop(d.data_dir, d.socket, timeout=60)
+    except (SbctlError, OSError, ValueError):
+        if (d.data_dir / "sbctld.pid").exists():
+            try:  # never leak a daemon past the test
+                d.kill()
+            except (ValueError, ProcessLookupError, AssertionError):
+                pass
+    d.reap()
     shutil.rmtree(d.data_dir.parent, ignore_errors=True)
 
 
@@ -214,7 +269,7 @@ def daemon_factory() -> Iterator[Any]:
         d = new_daemon(start=False)
         made.append(d)
         if start:
-            d.start()
+            d.spawn()
         return d
 
     yield make

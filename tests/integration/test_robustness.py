@@ -14,7 +14,6 @@ import random
 import shutil
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 import uuid
@@ -25,7 +24,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from conftest import parked_receives, wait_parked
+from conftest import parked_receives, run_cli, wait_parked
 from sbctl import Client
 from sbctl.client import AsyncClient
 from sbctl.codec import Message
@@ -74,13 +73,9 @@ class SharedDaemon:
         self.env.pop("SBCTL_NAMESPACE", None)
 
     def cli(self, *args: str, input: str | None = None, check: bool = False) -> Any:
-        proc = subprocess.run(
-            [sys.executable, "-m", "sbctl.cli.app", *args],
-            input=input,
-            capture_output=True,
-            text=True,
-            env=self.env,
-            timeout=120,
+        result = run_cli(list(args), self.env, input)
+        proc = subprocess.CompletedProcess(
+            ["sbctl", *args], result.code, result.stdout, result.stderr
         )
         if check:
             assert proc.returncode == 0, proc
