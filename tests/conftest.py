@@ -34,6 +34,15 @@ from sbctld.clock import FakeClock
 from sbctld.storage.sync import Syncer
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under xdist (``--dist loadgroup``), every Spark test runs on the same worker: one
+    JVM and one Spark session instead of one per worker, and no two local clusters
+    competing for ports."""
+    for item in items:
+        if "spark" in item.keywords or item.path.parent.name == "spark":
+            item.add_marker(pytest.mark.xdist_group("spark"))
+
+
 @pytest.fixture
 def clock() -> FakeClock:
     return FakeClock()
