@@ -199,11 +199,29 @@ class _Zygote:
 _zygote = _Zygote()
 
 
+def _startup_env(env: Any) -> dict[str, str]:
+    return {
+        k: v for k, v in env.items() if k.startswith(("PYTHON", "LC_")) or k in ("LANG", "LANGUAGE")
+    }
+
+
 def run(
     args: list[str], env: dict[str, str], input: str | None, timeout: float
 ) -> tuple[int, str, str]:
     """Like ``subprocess.run([python, -m, sbctl.cli.app, *args], env=env, input=input,
-    capture_output=True, text=True, timeout=timeout)``: (status, stdout, stderr)."""
+    capture_output=True, text=True, timeout=timeout)``: (status, stdout, stderr).
+    An environment that changes what Python reads only at start-up (``PYTHON*``,
+    ``LANG``, ``LC_*``) gets a fresh interpreter, as it would not reach a forked child."""
+    if _startup_env(env) != _startup_env(os.environ):
+        proc = subprocess.run(
+            [sys.executable, "-m", MODULE, *args],
+            input=input,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=timeout,
+        )
+        return proc.returncode, proc.stdout, proc.stderr
     path = _zygote.ensure()
     with (
         tempfile.TemporaryFile() as stdin,
