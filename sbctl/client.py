@@ -320,8 +320,9 @@ class _Calls:
     def rule_delete(self, topic: str, subscription: str, name: str) -> Call:
         return "rule_delete", RuleRef(self.namespace, topic, subscription, name), _plain
 
-    def send(self, entity: str, messages: Sendable) -> Call:
-        return "send", Send(self.namespace, entity, convert.messages(messages)), _plain
+    def send(self, entity: str, messages: Sequence[Message]) -> Call:
+        # The clients' send() already turned what the caller passed into Messages.
+        return "send", Send(self.namespace, entity, list(messages)), _plain
 
     def peek(self, entity: str, count: int, from_sequence: int | None) -> Call:
         return "peek", Peek(self.namespace, entity, count, from_sequence), _delivered
