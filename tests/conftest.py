@@ -34,15 +34,6 @@ from sbctld.clock import FakeClock
 from sbctld.storage.sync import Syncer
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Under xdist (``--dist loadgroup``), a Spark test module runs whole on one worker: one
-    JVM and Spark session per module (its module-scoped fixture), not one per worker. Two
-    modules may run at once, on different workers (Spark picks free ports itself)."""
-    for item in items:
-        if "spark" in item.keywords or item.path.parent.name == "spark":
-            item.add_marker(pytest.mark.xdist_group(f"spark-{item.path.stem}"))
-
-
 @pytest.fixture
 def clock() -> FakeClock:
     return FakeClock()
