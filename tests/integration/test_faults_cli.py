@@ -190,6 +190,9 @@ def test_a_parked_receive_gets_the_messages_when_the_store_is_back(daemon: Any) 
         thread = threading.Thread(target=wait)
         thread.start()
         daemon.wait_parked()
+        assert (
+            daemon.cli("-o", "json", "daemon", "status", check=True).json()["parked_receives"] == 1
+        )
         assert not got
         sb.fault_clear()
         thread.join(timeout=20)
