@@ -22,12 +22,14 @@ import os
 import socket
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from typing import Any
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from sbctl import paths
+from sbctl import convert, paths
 from sbctl.codec import Message
+from sbctl.convert import Duration, Instant, Sendable
 from sbctl.errors import GeneralError, InvalidOperation, SbctlError, ServiceCommunicationProblem
 from sbctl.messages import ReceivedMessage
 from sbctl.protocol import (
@@ -72,6 +74,9 @@ from sbctl.protocol import (
     encode_request,
 )
 from sbctl.retry import DEFAULT_BACKOFF, DEFAULT_MAX, DEFAULT_TOTAL, RetryPolicy
+
+if TYPE_CHECKING:
+    from sbctl.convert import Tokens
 
 DEFAULT_NAMESPACE = "sbemulatorns"
 
@@ -151,11 +156,12 @@ def _refuse_in_transaction(tx: Transaction | None, what: str) -> None:
 
 def _tx_settlements(
     op: str,
-    tokens: Sequence[str],
+    lock_tokens: Tokens,
     properties: dict[str, Any] | None,
     reason: str | None,
     description: str | None,
 ) -> tuple[list[TxSettle], list[dict[str, Any]]]:
+    tokens = convert.lock_tokens(lock_tokens)
     settles = [TxSettle(op, t, properties, reason, description) for t in tokens]
     return settles, [{"lock_token": t, "pending": True} for t in tokens]
 
@@ -218,16 +224,16 @@ class _Calls:
         primary: str,
         secondary: str,
         backlog_queue_count: int,
-        failover_interval_ms: int,
-        ping_primary_interval_ms: int,
+        failover_interval_ms: Duration,
+        ping_primary_interval_ms: Duration,
         enable_syphon: bool,
     ) -> Call:
         args = NamespacePair(
             primary,
             secondary,
             backlog_queue_count,
-            failover_interval_ms,
-            ping_primary_interval_ms,
+            convert.duration_ms(failover_interval_ms, "failover_interval_ms"),
+            convert.duration_ms(ping_primary_interval_ms, "ping_primary_interval_ms"),
             enable_syphon,
         )
         return "namespace_pair", args, _plain
@@ -248,10 +254,10 @@ class _Calls:
         return "namespace_delete", NamespaceRef(name), _plain
 
     def queue_create(self, name: str, options: dict[str, Any]) -> Call:
-        return "queue_create", EntityCreate(self.namespace, name, options), _plain
+        return "queue_create", EntityCreate(self.namespace, name, convert.options(options)), _plain
 
     def queue_update(self, name: str, options: dict[str, Any]) -> Call:
-        return "queue_update", EntityCreate(self.namespace, name, options), _plain
+        return "queue_update", EntityCreate(self.namespace, name, convert.options(options)), _plain
 
     def queue_get(self, name: str) -> Call:
         return "queue_get", EntityRef(self.namespace, name), _plain
@@ -263,10 +269,10 @@ class _Calls:
         return "queue_delete", EntityRef(self.namespace, name), _plain
 
     def topic_create(self, name: str, options: dict[str, Any]) -> Call:
-        return "topic_create", EntityCreate(self.namespace, name, options), _plain
+        return "topic_create", EntityCreate(self.namespace, name, convert.options(options)), _plain
 
     def topic_update(self, name: str, options: dict[str, Any]) -> Call:
-        return "topic_update", EntityCreate(self.namespace, name, options), _plain
+        return "topic_update", EntityCreate(self.namespace, name, convert.options(options)), _plain
 
     def topic_get(self, name: str) -> Call:
         return "topic_get", EntityRef(self.namespace, name), _plain
@@ -278,11 +284,11 @@ class _Calls:
         return "topic_delete", EntityRef(self.namespace, name), _plain
 
     def subscription_create(self, topic: str, name: str, options: dict[str, Any]) -> Call:
-        args = SubscriptionCreate(self.namespace, topic, name, options)
+        args = SubscriptionCreate(self.namespace, topic, name, convert.options(options))
         return "subscription_create", args, _plain
 
     def subscription_update(self, topic: str, name: str, options: dict[str, Any]) -> Call:
-        args = SubscriptionCreate(self.namespace, topic, name, options)
+        args = SubscriptionCreate(self.namespace, topic, name, convert.options(options))
         return "subscription_update", args, _plain
 
     def subscription_get(self, topic: str, name: str) -> Call:
@@ -315,15 +321,21 @@ class _Calls:
         return "rule_delete", RuleRef(self.namespace, topic, subscription, name), _plain
 
     def send(self, entity: str, messages: Sequence[Message]) -> Call:
+        # The clients' send() already turned what the caller passed into Messages.
         return "send", Send(self.namespace, entity, list(messages)), _plain
 
     def peek(self, entity: str, count: int, from_sequence: int | None) -> Call:
         return "peek", Peek(self.namespace, entity, count, from_sequence), _delivered
 
     def receive(
-        self, entity: str, count: int, max_wait: float, mode: str, session: str | None = None
+        self,
+        entity: str,
+        count: int,
+        max_wait: float | timedelta,
+        mode: str,
+        session: str | None = None,
     ) -> Call:
-        wait_ms = max(0, int(max_wait * 1000))
+        wait_ms = max(0, int(convert.wait_seconds(max_wait) * 1000))
         args = Receive(self.namespace, entity, count, wait_ms, mode, session)
         return "receive", args, _delivered
 
@@ -339,22 +351,21 @@ class _Calls:
     def session_get_state(self, entity: str, session_id: str) -> Call:
         return "session_get_state", SessionRef(self.namespace, entity, session_id), _state
 
-    def session_set_state(self, entity: str, session_id: str, state: bytes | None) -> Call:
-        args = SessionState(self.namespace, entity, session_id, state)
+    def session_set_state(self, entity: str, session_id: str, state: bytes | str | None) -> Call:
+        args = SessionState(self.namespace, entity, session_id, convert.state_bytes(state))
         return "session_set_state", args, _plain
 
     def settle(
         self,
         entity: str,
         op: str,
-        lock_tokens: Sequence[str],
+        lock_tokens: Tokens,
         properties: dict[str, Any] | None = None,
         reason: str | None = None,
         description: str | None = None,
     ) -> Call:
-        args = Settle(
-            self.namespace, entity, op, list(lock_tokens), properties, reason, description
-        )
+        tokens = convert.lock_tokens(lock_tokens)
+        args = Settle(self.namespace, entity, op, tokens, properties, reason, description)
         return "settle", args, _plain
 
     def receive_deferred(self, entity: str, sequence_numbers: Sequence[int], mode: str) -> Call:
@@ -372,9 +383,14 @@ class _Calls:
         return "dlq_resubmit", Resubmit(self.namespace, entity, count, to), _plain
 
     def fault_add(
-        self, entity: str | None, partitions: Sequence[int], kind: str, latency_ms: int | None
+        self,
+        entity: str | None,
+        partitions: Sequence[int],
+        kind: str,
+        latency_ms: Duration | None,
     ) -> Call:
-        args = FaultAdd(self.namespace, entity, list(partitions), kind, latency_ms)
+        latency = None if latency_ms is None else convert.duration_ms(latency_ms, "latency_ms")
+        args = FaultAdd(self.namespace, entity, list(partitions), kind, latency)
         return "fault_add", args, _plain
 
     def fault_list(self, all_namespaces: bool) -> Call:
@@ -396,8 +412,11 @@ class _Calls:
 ADOPT_TIMEOUT = 1800.0
 
 
-def _scheduled(messages: Sequence[Message], at_ms: int) -> list[Message]:
-    return [msgspec.structs.replace(m, scheduled_enqueue_time_ms=at_ms) for m in messages]
+def _scheduled(messages: Sendable, at_ms: Instant) -> list[Message]:
+    at = convert.instant_ms(at_ms, "at_ms")
+    return [
+        msgspec.structs.replace(m, scheduled_enqueue_time_ms=at) for m in convert.messages(messages)
+    ]
 
 
 def _policy(total: int, backoff: float, backoff_max: float) -> RetryPolicy:
@@ -610,8 +629,8 @@ class Client:
         secondary: str,
         *,
         backlog_queue_count: int = 10,
-        failover_interval_ms: int = 60_000,
-        ping_primary_interval_ms: int = 60_000,
+        failover_interval_ms: Duration = 60_000,
+        ping_primary_interval_ms: Duration = 60_000,
         enable_syphon: bool = False,
     ) -> dict[str, Any]:
         """Pair ``primary`` with ``secondary`` for send availability (SPEC §0.3): the
@@ -714,8 +733,10 @@ class Client:
         return self._call(self._calls.rule_delete(topic, subscription, name))
 
     # -- data plane
-    def send(self, entity: str, messages: Sequence[Message]) -> list[int]:
-        """Send a batch (atomically stored); returns the sequence numbers assigned."""
+    def send(self, entity: str, messages: Sendable) -> list[int]:
+        """Send a batch (atomically stored); returns the sequence numbers assigned.
+        ``messages``: Messages or bodies (bytes, or str sent as UTF-8), or just one."""
+        messages = convert.messages(messages)
         if self._tx is not None:
             self._tx.add(entity, messages=messages)
             return []
@@ -736,21 +757,22 @@ class Client:
         self,
         entity: str,
         count: int = 1,
-        max_wait: float = 0.0,
+        max_wait: float | timedelta = 0.0,
         mode: str = "peek-lock",
         session_lock_token: str | None = None,
     ) -> list[ReceivedMessage]:
         """Receive; with ``session_lock_token`` (from :meth:`accept_session`), that
         session's messages in order."""
         _refuse_in_transaction(self._tx, "receive")
-        call = self._calls.receive(entity, count, max_wait, mode, session_lock_token)
-        return self._call(call, timeout=max_wait + 30)
+        wait = convert.wait_seconds(max_wait)
+        call = self._calls.receive(entity, count, wait, mode, session_lock_token)
+        return self._call(call, timeout=wait + 30)
 
     def settle(
         self,
         entity: str,
         op: str,
-        lock_tokens: Sequence[str],
+        lock_tokens: Tokens,
         properties: dict[str, Any] | None = None,
         reason: str | None = None,
         description: str | None = None,
@@ -763,33 +785,33 @@ class Client:
         call = self._calls.settle(entity, op, lock_tokens, properties, reason, description)
         return self._call(call)
 
-    def complete(self, entity: str, lock_tokens: Sequence[str]) -> list[dict[str, Any]]:
+    def complete(self, entity: str, lock_tokens: Tokens) -> list[dict[str, Any]]:
         return self.settle(entity, "complete", lock_tokens)
 
     def abandon(
         self,
         entity: str,
-        lock_tokens: Sequence[str],
+        lock_tokens: Tokens,
         properties: dict[str, Any] | None = None,
     ) -> list[dict[str, Any]]:
         return self.settle(entity, "abandon", lock_tokens, properties)
 
     def defer(
-        self, entity: str, lock_tokens: Sequence[str], properties: dict[str, Any] | None = None
+        self, entity: str, lock_tokens: Tokens, properties: dict[str, Any] | None = None
     ) -> list[dict[str, Any]]:
         return self.settle(entity, "defer", lock_tokens, properties)
 
     def dead_letter(
         self,
         entity: str,
-        lock_tokens: Sequence[str],
+        lock_tokens: Tokens,
         reason: str | None = None,
         description: str | None = None,
         properties: dict[str, Any] | None = None,
     ) -> list[dict[str, Any]]:
         return self.settle(entity, "dead-letter", lock_tokens, properties, reason, description)
 
-    def renew_lock(self, entity: str, lock_tokens: Sequence[str]) -> list[dict[str, Any]]:
+    def renew_lock(self, entity: str, lock_tokens: Tokens) -> list[dict[str, Any]]:
         return self.settle(entity, "renew-lock", lock_tokens)
 
     def receive_deferred(
@@ -798,7 +820,7 @@ class Client:
         _refuse_in_transaction(self._tx, "receive_deferred")
         return self._call(self._calls.receive_deferred(entity, sequence_numbers, mode))
 
-    def schedule(self, entity: str, messages: Sequence[Message], at_ms: int) -> list[int]:
+    def schedule(self, entity: str, messages: Sendable, at_ms: Instant) -> list[int]:
         """Send messages to appear at ``at_ms`` (SPEC §7.1); returns their numbers."""
         return self.send(entity, _scheduled(messages, at_ms))
 
@@ -822,7 +844,7 @@ class Client:
         partitions: Sequence[int] = (),
         *,
         kind: str = "unavailable",
-        latency_ms: int | None = None,
+        latency_ms: Duration | None = None,
     ) -> dict[str, Any]:
         """Make this namespace's stores unavailable (or, with ``kind="slow"``, answer
         ``latency_ms`` late): every one, ``entity``'s (a queue or topic), or only its
@@ -859,7 +881,7 @@ class Client:
         return self._call(self._calls.session_get_state(entity, session_id))
 
     def set_session_state(
-        self, entity: str, session_id: str, state: bytes | None
+        self, entity: str, session_id: str, state: bytes | str | None
     ) -> dict[str, Any]:
         """Set (or, with None, clear) a session's state (SPEC §9.8)."""
         return self._call(self._calls.session_set_state(entity, session_id, state))
@@ -1052,8 +1074,8 @@ class AsyncClient:
         secondary: str,
         *,
         backlog_queue_count: int = 10,
-        failover_interval_ms: int = 60_000,
-        ping_primary_interval_ms: int = 60_000,
+        failover_interval_ms: Duration = 60_000,
+        ping_primary_interval_ms: Duration = 60_000,
         enable_syphon: bool = False,
     ) -> dict[str, Any]:
         return await self._call(
@@ -1148,7 +1170,8 @@ class AsyncClient:
     async def rule_delete(self, topic: str, subscription: str, name: str) -> dict[str, Any]:
         return await self._call(self._calls.rule_delete(topic, subscription, name))
 
-    async def send(self, entity: str, messages: Sequence[Message]) -> list[int]:
+    async def send(self, entity: str, messages: Sendable) -> list[int]:
+        messages = convert.messages(messages)
         if self._tx is not None:
             self._tx.add(entity, messages=messages)
             return []
@@ -1167,7 +1190,7 @@ class AsyncClient:
         self,
         entity: str,
         count: int = 1,
-        max_wait: float = 0.0,
+        max_wait: float | timedelta = 0.0,
         mode: str = "peek-lock",
         session_lock_token: str | None = None,
     ) -> list[ReceivedMessage]:
@@ -1181,7 +1204,7 @@ class AsyncClient:
         self,
         entity: str,
         op: str,
-        lock_tokens: Sequence[str],
+        lock_tokens: Tokens,
         properties: dict[str, Any] | None = None,
         reason: str | None = None,
         description: str | None = None,
@@ -1193,26 +1216,26 @@ class AsyncClient:
         call = self._calls.settle(entity, op, lock_tokens, properties, reason, description)
         return await self._call(call)
 
-    async def complete(self, entity: str, lock_tokens: Sequence[str]) -> list[dict[str, Any]]:
+    async def complete(self, entity: str, lock_tokens: Tokens) -> list[dict[str, Any]]:
         return await self.settle(entity, "complete", lock_tokens)
 
     async def abandon(
         self,
         entity: str,
-        lock_tokens: Sequence[str],
+        lock_tokens: Tokens,
         properties: dict[str, Any] | None = None,
     ) -> list[dict[str, Any]]:
         return await self.settle(entity, "abandon", lock_tokens, properties)
 
     async def defer(
-        self, entity: str, lock_tokens: Sequence[str], properties: dict[str, Any] | None = None
+        self, entity: str, lock_tokens: Tokens, properties: dict[str, Any] | None = None
     ) -> list[dict[str, Any]]:
         return await self.settle(entity, "defer", lock_tokens, properties)
 
     async def dead_letter(
         self,
         entity: str,
-        lock_tokens: Sequence[str],
+        lock_tokens: Tokens,
         reason: str | None = None,
         description: str | None = None,
         properties: dict[str, Any] | None = None,
@@ -1221,7 +1244,7 @@ class AsyncClient:
             entity, "dead-letter", lock_tokens, properties, reason, description
         )
 
-    async def renew_lock(self, entity: str, lock_tokens: Sequence[str]) -> list[dict[str, Any]]:
+    async def renew_lock(self, entity: str, lock_tokens: Tokens) -> list[dict[str, Any]]:
         return await self.settle(entity, "renew-lock", lock_tokens)
 
     async def receive_deferred(
@@ -1230,7 +1253,7 @@ class AsyncClient:
         _refuse_in_transaction(self._tx, "receive_deferred")
         return await self._call(self._calls.receive_deferred(entity, sequence_numbers, mode))
 
-    async def schedule(self, entity: str, messages: Sequence[Message], at_ms: int) -> list[int]:
+    async def schedule(self, entity: str, messages: Sendable, at_ms: Instant) -> list[int]:
         """Send messages to appear at ``at_ms`` (SPEC §7.1); returns their numbers."""
         return await self.send(entity, _scheduled(messages, at_ms))
 
@@ -1255,7 +1278,7 @@ class AsyncClient:
         partitions: Sequence[int] = (),
         *,
         kind: str = "unavailable",
-        latency_ms: int | None = None,
+        latency_ms: Duration | None = None,
     ) -> dict[str, Any]:
         return await self._call(self._calls.fault_add(entity, partitions, kind, latency_ms))
 
@@ -1287,7 +1310,7 @@ class AsyncClient:
         return await self._call(self._calls.session_get_state(entity, session_id))
 
     async def set_session_state(
-        self, entity: str, session_id: str, state: bytes | None
+        self, entity: str, session_id: str, state: bytes | str | None
     ) -> dict[str, Any]:
         """Set (or, with None, clear) a session's state (SPEC §9.8)."""
         return await self._call(self._calls.session_set_state(entity, session_id, state))

@@ -9,12 +9,14 @@ from __future__ import annotations
 import base64
 import binascii
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import msgspec
 
 from sbctl.codec import STRING_FIELDS, Message, PropertyValue, decode_message
+from sbctl.convert import instant_ms
 from sbctl.durations import format_instant, parse_duration_ms, parse_instant_ms
 from sbctl.errors import BadRequest
 from sbctl.protocol import Delivered
@@ -98,24 +100,136 @@ def parse_property(text: str) -> tuple[str, PropertyValue]:
     return key, raw
 
 
-@dataclass
+@dataclass(init=False)
 class ReceivedMessage:
-    """A peeked or received message (SPEC §1.8 broker properties included)."""
+    """A peeked or received message (SPEC §1.8 broker properties included).
+
+    Reads like the azure-servicebus SDK's ``ServiceBusReceivedMessage``: ``body``,
+    ``message_id``, ``session_id`` and the other sender fields, ``dead_letter_reason``,
+    ``dead_letter_error_description``, ``delivery_count``, ``sequence_number``,
+    ``enqueued_time_utc`` (an aware UTC datetime), ``time_to_live`` (a timedelta),
+    ``application_properties``; ``str(msg)`` is the body as text. The raw epoch
+    milliseconds stay available as ``enqueued_time_ms``, ``locked_until_ms`` and
+    ``expires_at_ms``, and the sent fields as ``message``."""
 
     sequence_number: int
-    enqueued_time_utc: int
+    enqueued_time_ms: int
     delivery_count: int
     lock_token: str | None
-    locked_until_utc: int | None
-    expires_at_utc: int
+    locked_until_ms: int | None
+    expires_at_ms: int
     partition_id: int | None
     state: str
     message: Message
-    application_properties: dict[str, PropertyValue] = field(default_factory=dict)
+    application_properties: dict[str, PropertyValue]
+
+    def __init__(
+        self,
+        sequence_number: int,
+        enqueued_time_utc: int | datetime,
+        delivery_count: int,
+        lock_token: str | None,
+        locked_until_utc: int | datetime | None,
+        expires_at_utc: int | datetime,
+        partition_id: int | None,
+        state: str,
+        message: Message,
+        application_properties: dict[str, PropertyValue] | None = None,
+    ) -> None:
+        self.sequence_number = sequence_number
+        self.enqueued_time_ms = instant_ms(enqueued_time_utc)
+        self.delivery_count = delivery_count
+        self.lock_token = lock_token
+        self.locked_until_ms = None if locked_until_utc is None else instant_ms(locked_until_utc)
+        self.expires_at_ms = instant_ms(expires_at_utc)
+        self.partition_id = partition_id
+        self.state = state
+        self.message = message
+        self.application_properties = dict(application_properties or {})
+
+    def __str__(self) -> str:
+        return self.body.decode(errors="replace")
 
     @property
     def body(self) -> bytes:
         return self.message.body
+
+    # -- times, as the SDK gives them (aware UTC datetimes)
+    @property
+    def enqueued_time_utc(self) -> datetime:
+        return _utc(self.enqueued_time_ms)
+
+    @property
+    def locked_until_utc(self) -> datetime | None:
+        return None if self.locked_until_ms is None else _utc(self.locked_until_ms)
+
+    @property
+    def expires_at_utc(self) -> datetime:
+        return _utc(self.expires_at_ms)
+
+    @property
+    def scheduled_enqueue_time_utc(self) -> datetime | None:
+        at = self.message.scheduled_enqueue_time_ms
+        return None if at is None else _utc(at)
+
+    @property
+    def time_to_live(self) -> timedelta | None:
+        ttl = self.message.time_to_live_ms
+        return None if ttl is None else timedelta(milliseconds=ttl)
+
+    # -- what the sender set
+    @property
+    def message_id(self) -> str | None:
+        return self.message.message_id
+
+    @property
+    def session_id(self) -> str | None:
+        return self.message.session_id
+
+    @property
+    def partition_key(self) -> str | None:
+        return self.message.partition_key
+
+    @property
+    def correlation_id(self) -> str | None:
+        return self.message.correlation_id
+
+    @property
+    def subject(self) -> str | None:
+        return self.message.subject
+
+    @property
+    def content_type(self) -> str | None:
+        return self.message.content_type
+
+    @property
+    def to(self) -> str | None:
+        return self.message.to
+
+    @property
+    def reply_to(self) -> str | None:
+        return self.message.reply_to
+
+    @property
+    def reply_to_session_id(self) -> str | None:
+        return self.message.reply_to_session_id
+
+    # -- set by the broker
+    @property
+    def dead_letter_reason(self) -> str | None:
+        return _text(self.application_properties.get("DeadLetterReason"))
+
+    @property
+    def dead_letter_error_description(self) -> str | None:
+        return _text(self.application_properties.get("DeadLetterErrorDescription"))
+
+    @property
+    def dead_letter_source(self) -> str | None:
+        return self.message.dead_letter_source
+
+    @property
+    def enqueued_sequence_number(self) -> int | None:
+        return self.message.enqueued_sequence_number
 
     @classmethod
     def from_wire(cls, d: Delivered) -> ReceivedMessage:
@@ -158,18 +272,26 @@ class ReceivedMessage:
             "DeadLetterErrorDescription"
         )
         out["sequence_number"] = self.sequence_number
-        out["enqueued_time_utc"] = format_instant(self.enqueued_time_utc)
+        out["enqueued_time_utc"] = format_instant(self.enqueued_time_ms)
         out["delivery_count"] = self.delivery_count
         out["lock_token"] = self.lock_token
         out["locked_until_utc"] = (
-            format_instant(self.locked_until_utc) if self.locked_until_utc is not None else None
+            format_instant(self.locked_until_ms) if self.locked_until_ms is not None else None
         )
-        out["expires_at_utc"] = format_instant(self.expires_at_utc)
+        out["expires_at_utc"] = format_instant(self.expires_at_ms)
         out["partition_id"] = self.partition_id
         out["enqueued_sequence_number"] = m.enqueued_sequence_number
         out["dead_letter_source"] = m.dead_letter_source
         out["state"] = self.state
         return out
+
+
+def _utc(ms: int) -> datetime:
+    return datetime.fromtimestamp(ms / 1000, tz=UTC)
+
+
+def _text(value: PropertyValue) -> str | None:
+    return None if value is None else str(value)
 
 
 def lock_token_for(public_seq: int, nonce: int) -> str:

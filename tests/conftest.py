@@ -8,6 +8,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import inspect
 import json
 import os
 import shutil
@@ -23,7 +26,9 @@ from typing import Any
 
 import pytest
 
-from sbctl import Client
+import forkcli
+from sbctl import AsyncClient, Client, daemonctl
+from sbctl.errors import SbctlError
 from sbctld.broker import Broker
 from sbctld.clock import FakeClock
 from sbctld.storage.sync import Syncer
@@ -102,6 +107,23 @@ class CliResult:
         return [json.loads(line) for line in self.stdout.splitlines() if line.strip()]
 
 
+FRESH_CLI = os.environ.get("SBCTL_TEST_FRESH_CLI", "") not in ("", "0")
+
+
+def run_cli(args: list[str], env: dict[str, str], input: str | None = None) -> CliResult:
+    if FRESH_CLI:
+        proc = subprocess.run(
+            [sys.executable, "-m", "sbctl.cli.app", *args],
+            input=input,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
+        return CliResult(proc.returncode, proc.stdout, proc.stderr)
+    return CliResult(*forkcli.run(args, env, input, timeout=120))
+
+
 @dataclass
 class Daemon:
     """A real sbctld process. ``cli(...)`` runs the real CLI against it."""
@@ -111,16 +133,11 @@ class Daemon:
     env: dict[str, str] = field(default_factory=dict)
 
     def cli(self, *args: str, input: str | None = None, check: bool = False) -> CliResult:
-        proc = subprocess.run(
-            [sys.executable, "-m", "sbctl.cli.app", *args],
-            input=input,
-            capture_output=True,
-            text=True,
-            env=self.env,
-            timeout=120,
-        )
-        result = CliResult(proc.returncode, proc.stdout, proc.stderr)
-        if check and proc.returncode != 0:
+        """``python -m sbctl.cli.app ARGS`` in a new process with this daemon's environment
+        (forked from a process that imported the CLI once, see forkcli.py; a fresh
+        interpreter per call with ``SBCTL_TEST_FRESH_CLI=1``)."""
+        result = run_cli(list(args), self.env, input)
+        if check and result.code != 0:
             raise AssertionError(f"sbctl {' '.join(args)} failed: {result}")
         return result
 
@@ -129,6 +146,12 @@ class Daemon:
 
     def start(self) -> CliResult:
         return self.cli("daemon", "start", check=True)
+
+    def parked_receives(self) -> int:
+        return parked_receives(self.socket)
+
+    def wait_parked(self, n: int = 1, timeout: float = 30.0) -> None:
+        wait_parked(self.socket, n, timeout)
 
     def stop(self) -> CliResult:
         return self.cli("daemon", "stop", check=True)
@@ -152,26 +175,64 @@ class Daemon:
         raise AssertionError(f"pid {pid} survived SIGKILL")
 
 
+def parked_receives(socket_path: Path) -> int:
+    """How many receives the daemon holds waiting for a message (``daemon status``)."""
+    with Client(socket_path) as c:
+        return int(c.status()["parked_receives"])
+
+
+def wait_parked(socket_path: Path, n: int = 1, timeout: float = 30.0) -> None:
+    """Poll the daemon until at least ``n`` receives are parked (never a fixed sleep: on a
+    slow machine a sleep lets a test pass without the receive having waited at all)."""
+    deadline = time.monotonic() + timeout
+    while (parked := parked_receives(socket_path)) < n:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{parked} receives parked after {timeout} s, wanted {n}")
+        time.sleep(0.01)
+
+
+def new_daemon(start: bool = True) -> Daemon:
+    """A daemon on a fresh data dir (short paths, so sockets fit); see :func:`dispose`."""
+    root = Path(tempfile.mkdtemp(prefix="sbt-"))
+    data_dir = root / "data"
+    socket_path = root / "s.sock"
+    env = dict(os.environ)
+    env.update(
+        SBCTL_DATA_DIR=str(data_dir),
+        SBCTL_SOCKET=str(socket_path),
+        NO_COLOR="1",
+        COLUMNS="200",
+        # Namespaces without their own --credits-per-second are unthrottled in tests.
+        SBCTL_DEFAULT_CREDITS_PER_SECOND="0",
+    )
+    env.pop("SBCTL_NAMESPACE", None)
+    d = Daemon(data_dir, socket_path, env)
+    if start:
+        d.start()  # `sbctl daemon start`: ~0.1 s through forkcli, which has sbctld imported
+    return d
+
+
+def dispose(d: Daemon) -> None:
+    """Stop a daemon made by :func:`new_daemon`, however the test left it (running, stopped,
+    killed, restarted by the CLI); SIGKILL if it will not stop; remove its directory."""
+    try:
+        daemonctl.stop(d.data_dir, d.socket, timeout=60)
+    except (SbctlError, OSError, ValueError):
+        if (d.data_dir / "sbctld.pid").exists():
+            try:  # never leak a daemon past the test
+                d.kill()
+            except (ValueError, ProcessLookupError, AssertionError):
+                pass
+    shutil.rmtree(d.data_dir.parent, ignore_errors=True)
+
+
 @pytest.fixture
 def daemon_factory() -> Iterator[Any]:
     """Make daemons on fresh data dirs (short paths, so sockets fit); stop them after."""
     made: list[Daemon] = []
 
     def make(start: bool = True) -> Daemon:
-        root = Path(tempfile.mkdtemp(prefix="sbt-"))
-        data_dir = root / "data"
-        socket_path = root / "s.sock"
-        env = dict(os.environ)
-        env.update(
-            SBCTL_DATA_DIR=str(data_dir),
-            SBCTL_SOCKET=str(socket_path),
-            NO_COLOR="1",
-            COLUMNS="200",
-            # Namespaces without their own --credits-per-second are unthrottled in tests.
-            SBCTL_DEFAULT_CREDITS_PER_SECOND="0",
-        )
-        env.pop("SBCTL_NAMESPACE", None)
-        d = Daemon(data_dir, socket_path, env)
+        d = new_daemon(start=False)
         made.append(d)
         if start:
             d.start()
@@ -179,18 +240,97 @@ def daemon_factory() -> Iterator[Any]:
 
     yield make
     for d in made:
-        stopped = subprocess.run(
-            [sys.executable, "-m", "sbctl.cli.app", "daemon", "stop"],
-            env=d.env,
-            capture_output=True,
-            timeout=60,
-        )
-        if stopped.returncode != 0 and (d.data_dir / "sbctld.pid").exists():
-            try:  # never leak a daemon past the test
-                d.kill()
-            except (ValueError, ProcessLookupError, AssertionError):
-                pass
-        shutil.rmtree(d.data_dir.parent, ignore_errors=True)
+        dispose(d)
+
+
+@pytest.fixture(scope="module")
+def module_daemon() -> Iterator[Daemon]:
+    """One daemon shared by a module's tests (they use their own entity names, or
+    namespaces, so they stay independent): saves a daemon start and stop per test.
+    Tests that stop, kill or fault the daemon as a whole use ``daemon`` instead."""
+    d = new_daemon()
+    try:
+        yield d
+    finally:
+        dispose(d)
+
+
+class BlockingAsyncClient:
+    """An :class:`AsyncClient` behind blocking calls: every coroutine method runs to
+    completion on this object's own event loop, so one test body checks both clients
+    (``make_client`` fixture). ``transaction()`` and ``using()`` are wrapped too."""
+
+    def __init__(
+        self, inner: AsyncClient, runner: asyncio.Runner | None = None, owns: bool = True
+    ) -> None:
+        self.inner = inner
+        self.runner = runner or asyncio.Runner()
+        self.owns = owns
+        self.closed = False
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self.inner, name)
+        if inspect.iscoroutinefunction(attr):
+            return lambda *args, **kwargs: self.runner.run(attr(*args, **kwargs))
+        return attr
+
+    def using(self, namespace: str) -> BlockingAsyncClient:
+        return BlockingAsyncClient(self.inner.using(namespace), self.runner, owns=False)
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[Any]:
+        manager = self.inner.transaction()
+        tx = self.runner.run(manager.__aenter__())
+        try:
+            yield tx
+        except BaseException as exc:
+            if not self.runner.run(manager.__aexit__(type(exc), exc, exc.__traceback__)):
+                raise
+        else:
+            self.runner.run(manager.__aexit__(None, None, None))
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self.runner.run(self.inner.aclose())
+        if self.owns:
+            self.runner.close()
+
+    def __enter__(self) -> BlockingAsyncClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+MakeClient = Callable[..., Any]
+
+
+@pytest.fixture(params=["Client", "AsyncClient"])
+def client_kind(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def make_client(client_kind: str) -> Iterator[MakeClient]:
+    """``make_client(socket, namespace=..., retry_total=...)``: a :class:`Client`, or an
+    :class:`AsyncClient` behind :class:`BlockingAsyncClient`; each test runs with both.
+    Clients left open are closed after the test."""
+    made: list[Any] = []
+
+    def make(socket_path: Any, **kwargs: Any) -> Any:
+        if client_kind == "Client":
+            c: Any = Client(socket_path, **kwargs)
+        else:
+            kwargs.pop("timeout", None)  # AsyncClient has no socket timeout
+            c = BlockingAsyncClient(AsyncClient(socket_path, **kwargs))
+        made.append(c)
+        return c
+
+    yield make
+    for c in made:
+        c.close()
 
 
 @pytest.fixture

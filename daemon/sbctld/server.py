@@ -387,6 +387,8 @@ class Server:
             "uptime_s": round(time.time() - self.started, 3),
             "requests": self.requests,
             "commit_rounds": self.committer.rounds,
+            # receives waiting for a message (tests poll this instead of sleeping)
+            "parked_receives": sum(len(w) for w in self.waiters.values()),
             **self.broker.stats(),
         }
         info.update(self._process_stats())

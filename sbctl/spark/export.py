@@ -66,9 +66,9 @@ def export_partition(
                         _time(msg.scheduled_enqueue_time_ms),
                         json.dumps(props, ensure_ascii=False) if props else None,
                         m.sequence_number,
-                        _time(m.enqueued_time_utc),
+                        _time(m.enqueued_time_ms),
                         m.delivery_count,
-                        _time(m.expires_at_utc),
+                        _time(m.expires_at_ms),
                         m.partition_id,
                         m.state,
                     )

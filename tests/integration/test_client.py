@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from conftest import MakeClient
 from sbctl import Client
 from sbctl.client import AsyncClient
 from sbctl.codec import Message
@@ -108,7 +109,7 @@ def test_long_poll_receive(daemon: Any) -> None:
     async def run() -> list[Any]:
         async with AsyncClient(daemon.socket) as ac:
             waiting = asyncio.ensure_future(ac.receive("poll", count=1, max_wait=30))
-            await asyncio.sleep(0.3)
+            await asyncio.to_thread(daemon.wait_parked)  # the daemon holds the receive
             assert not waiting.done(), "receive returned before anything was sent"
             await asyncio.to_thread(send_one, daemon, b"wake up")
             got: list[Any] = await waiting
@@ -121,7 +122,12 @@ def test_long_poll_receive(daemon: Any) -> None:
     # The blocking client too, woken by a send from another thread.
     with daemon.client() as c:
         c.complete("poll", [got[0].lock_token])
-        timer = threading.Timer(0.3, send_one, (daemon, b"again"))
+
+        def send_when_parked() -> None:
+            daemon.wait_parked()
+            send_one(daemon, b"again")
+
+        timer = threading.Thread(target=send_when_parked)
         timer.start()
         try:
             got = c.receive("poll", count=1, max_wait=30, mode="receive-and-delete")
@@ -137,8 +143,8 @@ def send_one(daemon: Any, body: bytes) -> None:
 
 
 @pytest.mark.slow
-def test_lock_expiry_redelivers(daemon: Any) -> None:
-    with daemon.client() as c:
+def test_lock_expiry_redelivers(daemon: Any, make_client: MakeClient) -> None:
+    with make_client(daemon.socket) as c:
         info = c.queue_create("locks", lock_duration=5000)
         assert info["lock_duration"] == "PT5S"
         (seq,) = c.send("locks", [Message(body=b"slow consumer", message_id="m-1")])
@@ -151,8 +157,10 @@ def test_lock_expiry_redelivers(daemon: Any) -> None:
         (peeked,) = c.peek("locks", from_sequence=seq)
         assert peeked.delivery_count == 1
 
-        time.sleep(5.5)
-        (second,) = c.receive("locks", max_wait=5)
+        # A receive parked until the lock expires: the daemon redelivers at expiry.
+        t0 = time.monotonic()
+        (second,) = c.receive("locks", max_wait=30)
+        assert time.monotonic() - t0 > 3.5  # not before the 5 s lock ran out
         assert second.sequence_number == seq
         assert second.message.message_id == "m-1"
         assert second.delivery_count == 2
@@ -166,13 +174,13 @@ def test_lock_expiry_redelivers(daemon: Any) -> None:
         assert c.queue_get("locks")["active_message_count"] == 0
 
 
-def list_in(c: Client, namespace: str) -> list[dict[str, Any]]:
+def list_in(c: Any, namespace: str) -> list[dict[str, Any]]:
     with c.using(namespace) as other:
         return other.queue_list()
 
 
-def test_errors_are_typed(daemon: Any) -> None:
-    with daemon.client() as c:
+def test_errors_are_typed(daemon: Any, make_client: MakeClient) -> None:
+    with make_client(daemon.socket) as c:
         c.queue_create("errs")
         cases: list[tuple[type[SbctlError], Any]] = [
             (MessagingEntityNotFound, lambda: c.queue_get("missing")),
@@ -218,7 +226,7 @@ def test_errors_are_typed(daemon: Any) -> None:
         assert seq
 
     # The connection survives server-side errors.
-    with daemon.client() as c:
+    with make_client(daemon.socket) as c:
         for _ in range(3):
             with pytest.raises(MessagingEntityNotFound):
                 c.queue_get("missing")

@@ -19,7 +19,10 @@ from sbctl.partitioning import partition_for_key
 
 SENDERS = 3
 RECEIVERS = 2
-WORKLOAD_SECONDS = 1.5
+# Kill once this much was acknowledged (polled, not a fixed sleep); at most this long.
+MIN_ACKED_SENDS = 300
+MIN_ACKED_COMPLETIONS = 50
+WORKLOAD_DEADLINE_SECONDS = 60
 NS = "sbemulatorns"
 
 
@@ -34,6 +37,7 @@ class Workload:
         self.socket = socket
         self.queue = queue
         self.stop = threading.Event()
+        self.killed = threading.Event()  # set just before the SIGKILL
         self.lock = threading.Lock()
         self.attempted: set[str] = set()
         self.acked_sends: set[str] = set()
@@ -53,8 +57,11 @@ class Workload:
         client = Client(self.socket, timeout=30)
         try:
             body(client, i)
-        except SbctlError:
-            pass  # the daemon died under us: expected after the kill
+        except SbctlError as exc:
+            if not self.killed.is_set():  # before the kill every error is a failure
+                with self.lock:
+                    self.unexpected.append(exc)
+            # after it, the daemon died under us: expected
         except BaseException as exc:  # recorded, never raised in a thread
             with self.lock:
                 self.unexpected.append(exc)
@@ -96,6 +103,15 @@ class Workload:
         for t in self.threads:
             t.start()
 
+    def wait_for_progress(self) -> None:
+        deadline = time.monotonic() + WORKLOAD_DEADLINE_SECONDS
+        while time.monotonic() < deadline and not self.unexpected:
+            with self.lock:
+                sends, completions = len(self.acked_sends), len(self.acked_completed)
+            if sends >= MIN_ACKED_SENDS and completions >= MIN_ACKED_COMPLETIONS:
+                return
+            time.sleep(0.02)
+
     def join(self) -> None:
         self.stop.set()
         for t in self.threads:
@@ -126,11 +142,12 @@ def test_sigkill_mid_workload_loses_nothing_acknowledged(daemon: Any, partitione
 
     work = Workload(daemon.socket, queue)
     work.start()
-    time.sleep(WORKLOAD_SECONDS)
+    work.wait_for_progress()
+    work.killed.set()
     daemon.kill()  # mid-workload: the threads are still sending and completing
     work.join()
     assert not work.unexpected, work.unexpected
-    assert work.acked_sends, "no send was acknowledged before the kill"
+    assert len(work.acked_sends) >= MIN_ACKED_SENDS, "too few sends acknowledged before the kill"
     assert work.acked_completed, "no completion was acknowledged before the kill"
 
     daemon.start()

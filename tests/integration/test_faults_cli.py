@@ -189,7 +189,10 @@ def test_a_parked_receive_gets_the_messages_when_the_store_is_back(daemon: Any) 
 
         thread = threading.Thread(target=wait)
         thread.start()
-        time.sleep(0.3)
+        daemon.wait_parked()
+        assert (
+            daemon.cli("-o", "json", "daemon", "status", check=True).json()["parked_receives"] == 1
+        )
         assert not got
         sb.fault_clear()
         thread.join(timeout=20)
@@ -209,7 +212,7 @@ def test_a_parked_receive_fails_when_its_only_store_goes_down(daemon: Any) -> No
 
     thread = threading.Thread(target=wait)
     thread.start()
-    time.sleep(0.3)
+    daemon.wait_parked()
     with daemon.client() as sb:
         sb.fault_add("q")
     thread.join(timeout=20)

@@ -14,7 +14,6 @@ import random
 import shutil
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 import uuid
@@ -25,6 +24,7 @@ from typing import Any
 import msgspec
 import pytest
 
+from conftest import parked_receives, run_cli, wait_parked
 from sbctl import Client
 from sbctl.client import AsyncClient
 from sbctl.codec import Message
@@ -73,13 +73,9 @@ class SharedDaemon:
         self.env.pop("SBCTL_NAMESPACE", None)
 
     def cli(self, *args: str, input: str | None = None, check: bool = False) -> Any:
-        proc = subprocess.run(
-            [sys.executable, "-m", "sbctl.cli.app", *args],
-            input=input,
-            capture_output=True,
-            text=True,
-            env=self.env,
-            timeout=120,
+        result = run_cli(list(args), self.env, input)
+        proc = subprocess.CompletedProcess(
+            ["sbctl", *args], result.code, result.stdout, result.stderr
         )
         if check:
             assert proc.returncode == 0, proc
@@ -90,6 +86,12 @@ class SharedDaemon:
 
     def pid(self) -> int:
         return int((self.data_dir / "sbctld.pid").read_text().strip())
+
+    def parked_receives(self) -> int:
+        return parked_receives(self.socket)
+
+    def wait_parked(self, n: int = 1, timeout: float = 30.0) -> None:
+        wait_parked(self.socket, n, timeout)
 
 
 @pytest.fixture(scope="module")
@@ -423,11 +425,14 @@ def test_disconnect_during_long_poll(daemon: Any, mode: str) -> None:
     for _ in range(3):
         sock = connect(daemon)
         sock.sendall(encode_request(1, "receive", Receive(NS, queue, 1, 30_000, mode)))
-        time.sleep(0.2)  # parked in the daemon
+        daemon.wait_parked(1)  # parked in the daemon (the earlier ones were dropped)
         sock.close()
+        deadline = time.monotonic() + 30
+        while daemon.parked_receives():  # the daemon noticed the hang-up
+            assert time.monotonic() < deadline, "a hung-up receive stayed parked"
+            time.sleep(0.01)
     with daemon.client() as c:
         c.ping()
-        time.sleep(0.2)  # let the daemon notice the hang-ups
         c.send(queue, [Message(body=b"for the living")])
         # The message went to nobody: a fresh receiver gets it, delivered for the first time.
         got = c.receive(queue, count=10, max_wait=10)

@@ -104,12 +104,19 @@ def test_cli_no_retry_exits_throttled(daemon: Any) -> None:
     thread = threading.Thread(target=hammer, daemon=True)
     thread.start()
     try:
-        time.sleep(0.2)
-        for _ in range(5):  # the load leaves a few ms per period; try a few times
+        # The load leaves a few ms per period: once the daemon reports the hammer throttled,
+        # try until a send lands in a spent period (polled, not a fixed number of tries, so a
+        # slow or a fast machine both get there).
+        deadline = time.monotonic() + 60
+        with daemon.client("busyns") as sb:
+            while not sb.namespace_credits("busyns")["throttled_requests"]:
+                assert time.monotonic() < deadline, "the hammer was never throttled"
+                time.sleep(0.01)
+        while True:
             result = daemon.cli(
                 "--no-retry", "-n", "busyns", "-o", "json", "send", "q", "--body", "b"
             )
-            if result.code != 0:
+            if result.code != 0 or time.monotonic() > deadline:
                 break
     finally:
         stop.set()

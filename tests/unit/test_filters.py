@@ -8,6 +8,7 @@ text at all compiles or fails with BadRequest only.
 from __future__ import annotations
 
 import math
+import re
 import uuid
 from fractions import Fraction
 from typing import Any
@@ -319,6 +320,20 @@ def test_in_evaluates_every_item() -> None:
         ("a", "[ab]", None, False),
         ("x.y?z", "%.y?%", None, True),
         ("xzy?z", "%.y?%", None, False),
+        # several %: the pieces between them must match in order without overlapping
+        ("abxx", "%ab%ab%", None, False),
+        ("abab", "%ab%ab%", None, True),
+        ("aab", "%ab%ab%", None, False),
+        ("ab", "%a%a%", None, False),
+        ("aa", "%a%a%", None, True),
+        ("aba", "a%ba%a", None, False),
+        ("abaa", "a%ba%a", None, True),
+        ("xaxbxc", "%a%b%c%", None, True),
+        ("xcxbxa", "%a%b%c%", None, False),
+        ("abc", "%a%_%c", None, True),
+        ("ac", "%a%_%c", None, False),
+        ("a%b%", "%!%%!%", "!", True),
+        ("a%b", "%!%%!%", "!", False),
     ],
 )
 def test_like(value: str, pattern: str, escape: str | None, expected: bool) -> None:
@@ -1385,6 +1400,34 @@ def test_like_agrees_with_a_reference_matcher(s: str, pattern: str, escape: str 
         assert expected == ("error", "ArgumentException")
     else:
         assert outcome(lambda: compiled.matches(v)) == expected
+
+
+def regex_like(s: str, pattern: str) -> bool:
+    """A second, independent reference for LIKE without ESCAPE: a translated regex."""
+    translated = "".join(".*" if c == "%" else "." if c == "_" else re.escape(c) for c in pattern)
+    return re.fullmatch(translated, s, re.DOTALL) is not None
+
+
+# Patterns built as pieces joined by %, so several % (and pieces that could overlap) are common.
+like_pieces = st.lists(st.text(alphabet="ab_", max_size=3), min_size=1, max_size=5)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    s=st.text(alphabet="ab\n", max_size=10),
+    pieces=like_pieces,
+    edges=st.sampled_from(["", "%"]),
+)
+def test_like_with_several_percents_agrees_with_a_regex(
+    s: str, pieces: list[str], edges: str
+) -> None:
+    pattern = edges + "%".join(pieces) + edges
+    expected = regex_like(s, pattern)
+    assert ref_like(s, pattern, None) == expected, pattern
+    v = view({"s": s, "p": pattern})
+    assert sql("s LIKE p").matches(v) is expected, pattern
+    literal = "'" + pattern + "'"
+    assert sql(f"s LIKE {literal}").matches(v) is expected, pattern
 
 
 correlation_specs = st.fixed_dictionaries(

@@ -693,6 +693,27 @@ def test_after_the_window_a_message_id_is_stored_again(
     expect(broker, active=2)
 
 
+@pytest.mark.parametrize("crash", [None, False, True], ids=["open", "reopened", "crashed"])
+def test_the_window_edge_is_inside(
+    broker: Broker, clock: FakeClock, reopen: Reopen, partitioned: bool, crash: bool | None
+) -> None:
+    """A repeat exactly one window after the original is still a duplicate ("within" the
+    window includes its end; Azure's documentation does not say which side the edge is on);
+    one millisecond later it is stored. Pruning the history (each send prunes first, and a
+    restart reloads it) keeps the entry that sits exactly on the edge."""
+    dedup_queue(broker, partitioned)
+    (s,) = send(broker, Message(b"1", message_id="e"))
+    clock.advance(WINDOW)
+    b = broker if crash is None else reopen(crash=crash)
+    send(b, Message(b"other", message_id="other"))  # a send that prunes at the edge
+    assert send(b, Message(b"2", message_id="e")) == [s]
+    expect(b, active=2)
+    clock.advance(1)
+    (s2,) = send(b, Message(b"3", message_id="e"))
+    assert s2 != s
+    expect(b, active=3)
+
+
 def test_duplicates_within_one_batch(broker: Broker, partitioned: bool) -> None:
     dedup_queue(broker, partitioned)
     seqs = send(
