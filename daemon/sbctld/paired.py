@@ -69,6 +69,7 @@ from sbctld.pairing import (
 from sbctld.queue import DEAD_LETTER_DESCRIPTION, DEAD_LETTER_REASON, decode_batch
 from sbctld.storage.files import write_atomic
 from sbctld.storage.log import State
+from sbctld.storage.space import CorruptRecord
 from sbctld.topic import Subscription
 
 if TYPE_CHECKING:
@@ -701,7 +702,7 @@ def _landed(target: Queue, marks: list[int], payload: bytes) -> bool:
             try:
                 if log.read_payload(seq) == payload:
                     return True
-            except (IndexError, OSError):
+            except (IndexError, OSError, CorruptRecord):
                 continue
     return False
 
