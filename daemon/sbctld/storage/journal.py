@@ -19,7 +19,7 @@ from typing import NamedTuple
 
 import crc32c
 
-from sbctld.storage.files import JOURNAL_SUFFIX, journal_name, numbered, write_all
+from sbctld.storage.files import JOURNAL_SUFFIX, fsync_dir, journal_name, numbered, write_all
 from sbctld.storage.space import SPACE_ERRNOS, Reserve, storage_error
 
 BATCH = struct.Struct("<II")
@@ -129,6 +129,7 @@ class Journal:
             try:
                 if self.fd is None:
                     self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+                    fsync_dir(self.directory)  # the new file's entry (once a generation)
                 write_all(self.fd, data)
             except OSError as exc:
                 if self.fd is not None:
