@@ -33,8 +33,9 @@ import msgspec
 from sbctl.errors import BadRequest, MessagingEntityDisabled, QuotaExceeded
 from sbctld.config import MB
 from sbctld.queue import Queue
+from sbctld.storage.adoption import AdoptionError, StagedSegment, rollback_adoption
 from sbctld.storage.files import write_atomic
-from sbctld.storage.log import AdoptionError, PartitionLog, StagedSegment, rollback_adoption
+from sbctld.storage.log import PartitionLog
 from sbctld.storage.topic import TopicLog
 
 LOADS_DIR = "loads"

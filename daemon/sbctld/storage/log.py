@@ -15,17 +15,16 @@ Only the daemon's event-loop thread uses a PartitionLog.
 
 from __future__ import annotations
 
-import errno
 import logging
 import os
 import shutil
 from array import array
 from bisect import bisect_right
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from enum import IntEnum
 from itertools import compress
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import crc32c
 import msgspec
@@ -35,7 +34,6 @@ from sbctl.codec import (
     StagedRecord,
     encode_batch,
     iter_records,
-    rewrite_header,
     scan_batches,
 )
 from sbctl.limits import MAX_TIME_MS
@@ -50,6 +48,9 @@ from sbctld.storage.files import (
 )
 from sbctld.storage.space import CorruptRecord, StorageError, storage_error
 from sbctld.storage.sync import Syncer
+
+if TYPE_CHECKING:
+    from sbctld.storage.adoption import StagedSegment
 
 DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024
 
@@ -81,23 +82,6 @@ class State(IntEnum):
 
 STATE_COUNT = len(State)
 ACTIVE_BYTE = bytes([State.ACTIVE])
-
-
-class StagedSegment(NamedTuple):
-    """A staged file checked and numbered for adoption (spark-load), not yet visible."""
-
-    source: Path
-    base: int
-    size: int
-    offsets: array  # payload offsets in the file
-    lengths: array
-    ttls: array
-    scheds: array
-    crcs: array
-
-
-class AdoptionError(Exception):
-    """A staged file that is not whole, valid record batches."""
 
 
 class Segment:
@@ -275,6 +259,7 @@ class PartitionLog(StateIndex):
                         crc[i] = record_crc(buf, r.payload_offset, r.payload_length)
                         found[i] = 1
         self.crc = crc
+        self.changes_since_checkpoint += 1  # keep them in the next checkpoint
         for i in range(n):
             if not found[i] and self.state[i] != State.GONE:
                 self.state[i] = State.GONE
@@ -334,13 +319,12 @@ class PartitionLog(StateIndex):
     def _truncate_segment(self, k: int, valid_end: int, problem: str) -> None:
         """Cut segment ``k`` at ``valid_end`` (a torn tail)."""
         seg = self.segments[k]
-        dropped = seg.size - valid_end
+        dropped, seg.size = seg.size - valid_end, valid_end
         os.ftruncate(seg.fd, valid_end)
-        seg.size = valid_end
+        os.fsync(seg.fd)
         self.notes.append(
             f"{seg.path}: {problem} at byte {valid_end}; truncated {dropped} torn bytes"
         )
-        os.fsync(seg.fd)
 
     def _scan_segments(self, scan_from: tuple[int, ...]) -> None:
         """Index the batches after the checkpoint, isolating damage (daemon/README.md §0.4).
@@ -646,129 +630,26 @@ class PartitionLog(StateIndex):
         self.head = h
 
     # ---------------------------------------------------------------- adoption
+    # (sbctld.storage.adoption; methods here so that loads.py works on any store)
 
     def prepare_adoption(
         self, sources: Sequence[Path], now_ms: int, max_payload: int
     ) -> list[StagedSegment]:
-        """Check staged files and number them from ``next_seq``, in place, durably.
+        from sbctld.storage import adoption
 
-        Every batch must pass its CRC and length checks (the whole file, no torn tail) and
-        every record fit ``max_payload``. The batch headers are rewritten with their sequence
-        numbers and enqueue time (DESIGN.md §2) and the files fdatasynced. Nothing of this
-        store changes: :meth:`link_adoption` and :meth:`commit_adoption` follow.
-        """
-        staged = []
-        seq = self.next_seq
-        for source in sources:
-            fd = os.open(source, os.O_RDWR)
-            try:
-                size = os.fstat(fd).st_size
-                buf = bytearray(os.pread(fd, size, 0))
-                batches, valid_end, problem = scan_batches(memoryview(buf))
-                if problem or valid_end != size or not batches:
-                    why = problem or ("empty" if not batches else "trailing bytes")
-                    raise AdoptionError(f"{source}: not a valid staged file ({why} at {valid_end})")
-                offs, lens, ttls, scheds = array("I"), array("I"), array("q"), array("q")
-                crcs = array("I")
-                base = seq
-                for info in batches:
-                    for k, rec in enumerate(iter_records(memoryview(buf), info)):
-                        if rec.rel_seq != k:
-                            raise AdoptionError(f"{source}: record {k} is numbered {rec.rel_seq}")
-                        if rec.payload_length > max_payload:
-                            raise AdoptionError(
-                                f"{source}: a record of {rec.payload_length} bytes is over the "
-                                f"{max_payload} byte message limit"
-                            )
-                        offs.append(rec.payload_offset)
-                        lens.append(rec.payload_length)
-                        ttls.append(rec.ttl_ms)
-                        scheds.append(rec.scheduled_ms)
-                        crcs.append(record_crc(buf, rec.payload_offset, rec.payload_length))
-                    rewrite_header(memoryview(buf)[info.offset :], seq, now_ms)
-                    os.pwrite(fd, bytes(buf[info.offset : info.offset + 16]), info.offset)
-                    seq += info.record_count
-                os.fdatasync(fd)
-            finally:
-                os.close(fd)
-            staged.append(StagedSegment(source, base, size, offs, lens, ttls, scheds, crcs))
-        return staged
+        return adoption.prepare_adoption(self, sources, now_ms, max_payload)
 
     def link_adoption(self, staged: Sequence[StagedSegment]) -> None:
-        """Move prepared files into this store as segments; still invisible (not indexed).
+        from sbctld.storage import adoption
 
-        A crash from here until the load's manifest says committed is undone by
-        :func:`rollback_adoption` on the next start.
-        """
-        if not staged:
-            return
-        if (
-            self.segments
-            and self.segments[-1].size == 0
-            and self.segments[-1].base == staged[0].base
-        ):
-            # An empty segment named like the first adopted one (a crash right after a roll).
-            empty = self.segments.pop()
-            self._bases.pop()
-            self.seg_live.pop(empty.base, None)
-            os.close(empty.fd)
-            empty.path.unlink()
-        for st in staged:
-            target = self.directory / segment_name(st.base)
-            try:
-                os.rename(st.source, target)
-            except OSError as exc:
-                if exc.errno != errno.EXDEV:
-                    raise
-                tmp = target.with_name(target.name + ".adopting")
-                shutil.copyfile(st.source, tmp)
-                with open(tmp, "rb") as fh:
-                    os.fsync(fh.fileno())
-                os.rename(tmp, target)
-                st.source.unlink()
-        fsync_dir(self.directory)
+        adoption.link_adoption(self, staged)
 
     def commit_adoption(
         self, staged: Sequence[StagedSegment], now_ms: int
     ) -> list[tuple[int, int]]:
-        """Index linked segments: their messages become visible.
+        from sbctld.storage import adoption
 
-        Returns ``(scheduled time, seq)`` of the scheduled ones, for the broker's timers.
-        """
-        scheduled: list[tuple[int, int]] = []
-        for st in staged:
-            path = self.directory / segment_name(st.base)
-            fd = os.open(path, os.O_RDWR | os.O_APPEND)
-            self.segments.append(Segment(st.base, path, fd, st.size))
-            self._bases.append(st.base)
-            n = len(st.offsets)
-            self.offset.extend(st.offsets)
-            self.length.extend(st.lengths)
-            self.crc.extend(st.crcs)
-            self.live_bytes += sum(st.lengths)
-            self.exp.extend(
-                array(
-                    "q",
-                    [min(now_ms + t, MAX_TIME_MS) if t >= 0 else MAX_TIME_MS for t in st.ttls],
-                )
-            )
-            self.enq.extend(array("q", [now_ms]) * n)
-            self.dc.extend(array("I", [0]) * n)
-            sched_idx = [k for k, when in enumerate(st.scheds) if when >= 0]
-            if sched_idx:
-                self.state.extend(
-                    bytes(State.SCHEDULED if when >= 0 else State.ACTIVE for when in st.scheds)
-                )
-                scheduled.extend((st.scheds[k], st.base + k) for k in sched_idx)
-            else:
-                self.state.extend(ACTIVE_BYTE * n)
-            self.counts[State.SCHEDULED] += len(sched_idx)
-            self.counts[State.ACTIVE] += n - len(sched_idx)
-            self.seg_live[st.base] = n
-            self.next_seq = st.base + n
-            self.changes_since_checkpoint += n
-        self._roll = False
-        return scheduled
+        return adoption.commit_adoption(self, staged, now_ms)
 
     # ---------------------------------------------------------------- reading
 
@@ -917,37 +798,3 @@ class PartitionLog(StateIndex):
         """Close and delete this store's files (entity deletion)."""
         self.close()
         shutil.rmtree(self.directory, ignore_errors=True)
-
-
-def rollback_adoption(directory: Path, next_seq: int) -> int:
-    """Undo an adoption that never committed: remove the segments from ``next_seq`` on.
-
-    Works on files only, before the store is opened; returns how many files it removed.
-    Adoption only adds segments numbered from the store's ``next_seq`` at the time, so the
-    store is left exactly as it was before.
-    """
-    removed = 0
-    if not directory.exists():
-        return 0
-    for base, path in numbered(directory, SEGMENT_SUFFIX):
-        if base >= next_seq:
-            path.unlink()
-            removed += 1
-    for leftover in directory.glob("*.adopting"):
-        leftover.unlink()
-        removed += 1
-    if removed:
-        fsync_dir(directory)
-    return removed
-
-
-def open_partitions(
-    directories: Iterable[Path], syncer: Syncer, report: Callable[[str], None]
-) -> list[PartitionLog]:
-    logs = []
-    for d in directories:
-        log = PartitionLog.open(d, syncer)
-        for note in log.notes:
-            report(note)
-        logs.append(log)
-    return logs
