@@ -84,7 +84,7 @@ from sbctld.faults import KINDS, MAX_LATENCY_MS, Fault, FaultRegistry
 from sbctld.paired import PairedNamespaces
 from sbctld.partition import Partition
 from sbctld.queue import DESCRIPTION, Queue
-from sbctld.storage.files import fsync_dir
+from sbctld.storage.files import exists_verified, fsync_dir, write_atomic
 from sbctld.storage.log import DEFAULT_SEGMENT_BYTES, PartitionLog, State
 from sbctld.storage.space import RESERVE_NAME, CorruptRecord, Reserve, StorageError
 from sbctld.storage.sync import Syncer
@@ -284,7 +284,7 @@ class Broker:
     def _load(self) -> None:
         for ns_dir in self._folders(self.root):
             desc = ns_dir / NAMESPACE_FILE
-            if not desc.exists():
+            if not exists_verified(desc):
                 continue
             ns = Namespace(ns_dir, load_toml(desc, NamespaceConfig))
             self.namespaces[entity_key(ns.name)] = ns
@@ -293,7 +293,7 @@ class Broker:
             if not queues.exists():
                 continue
             for q_dir in self._folders(queues):
-                if not (q_dir / DESCRIPTION).exists():
+                if not exists_verified(q_dir / DESCRIPTION):
                     continue  # an interrupted create or delete: nothing was acknowledged
                 cfg = load_toml(q_dir / DESCRIPTION, QueueConfig)
                 notes: list[str] = []
@@ -318,7 +318,7 @@ class Broker:
         if not parent.exists():
             return
         for t_dir in self._folders(parent):
-            if not (t_dir / TOPIC_DESCRIPTION).exists():
+            if not exists_verified(t_dir / TOPIC_DESCRIPTION):
                 continue
             cfg = load_toml(t_dir / TOPIC_DESCRIPTION, TopicConfig)
             notes: list[str] = []
@@ -528,7 +528,7 @@ class Broker:
         tmp.mkdir(mode=0o700)
         for file_name, content in files.items():
             if isinstance(content, bytes):
-                (tmp / file_name).write_bytes(content)
+                write_atomic(tmp / file_name, content)  # synced, with its seal
             else:
                 save_toml(tmp / file_name, content)
         os.rename(tmp, directory)

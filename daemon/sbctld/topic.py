@@ -55,7 +55,7 @@ from sbctld.filters import (
 )
 from sbctld.partition import Partition
 from sbctld.queue import DEAD_LETTER_DESCRIPTION, DEAD_LETTER_REASON, SCHEDULE_RETRY_MS, Queue
-from sbctld.storage.files import write_atomic
+from sbctld.storage.files import exists_verified, read_verified, write_atomic
 from sbctld.storage.log import State
 from sbctld.storage.space import CorruptRecord, StorageError
 from sbctld.storage.sync import Syncer
@@ -154,10 +154,10 @@ class Subscription(Queue):
 
     def load_rules(self) -> None:
         path = self.directory / RULES_FILE
-        if path.exists():
+        if exists_verified(path):
             self.rules = [
                 Rule(r["name"], r["filter"], r["action"], r["created_at_ms"])
-                for r in json.loads(path.read_text())
+                for r in json.loads(read_verified(path))
             ]
 
     def rule(self, name: str) -> Rule | None:
@@ -243,7 +243,7 @@ class Topic(Queue):
         subs_dir = directory / SUBSCRIPTIONS_DIR
         if subs_dir.exists():
             for d in folders(subs_dir):
-                if (d / SUBSCRIPTION_DESCRIPTION).exists():
+                if exists_verified(d / SUBSCRIPTION_DESCRIPTION):
                     sub_configs.append(
                         (d, load_toml(d / SUBSCRIPTION_DESCRIPTION, SubscriptionConfig))
                     )

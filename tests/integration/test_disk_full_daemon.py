@@ -62,7 +62,7 @@ def test_a_full_disk_refuses_sends_clearly_and_loses_nothing(daemon_factory: Any
         refused: set[str] = set()
         errors: list[str] = []
         n = 0
-        full = set()
+        full: set[str] = set()
         while len(full) < len(ENTITIES) and n < 20_000:
             for entity in ENTITIES:
                 ids = [f"{entity}-{n}-{k}" for k in range(4)]

@@ -1,7 +1,8 @@
 """Every file an acknowledged send, settlement or entity change wrote is synced before the
 acknowledgement goes out (and a directory after a create or rename in it).
 
-Spies on ``os.write`` / ``os.pwrite`` / ``os.ftruncate`` (what was written), ``os.rename`` /
+Spies on ``os.write`` / ``os.pwrite`` / ``os.ftruncate`` / ``open`` for writing (what was
+written), ``os.rename`` /
 ``os.replace`` / ``os.mkdir`` / ``os.open(O_CREAT)`` (directories changed) and ``os.fsync`` /
 ``os.fdatasync`` (what was synced), through the daemon's real group commit
 (sbctld.server.Committer). The last test shows the check fails when a commit round skips
@@ -11,6 +12,8 @@ its fdatasync.
 from __future__ import annotations
 
 import asyncio
+import builtins
+import io
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -75,6 +78,21 @@ class Spy:
             real_replace(src, dst, *args, **kw)
             dir_changed(dst)
 
+        real_io_open = io.open
+
+        def spy_io_open(file: Any, mode: str = "r", *args: Any, **kw: Any) -> Any:
+            # Python-level writes (Path.write_bytes, open(..., "w")) count as writes too.
+            if isinstance(file, (str, os.PathLike)) and set(mode) & set("wax+"):
+                path = os.path.abspath(os.fspath(file))
+                existed = os.path.exists(path)
+                if path.startswith(self.root) and not path.endswith((".log", ".corrupt")):
+                    self.unsynced[path] = f"open({mode!r})"
+                    if not existed:
+                        dir_changed(path)
+            return real_io_open(file, mode, *args, **kw)
+
+        monkeypatch.setattr(io, "open", spy_io_open)
+        monkeypatch.setattr(builtins, "open", spy_io_open)
         for name in ("write", "pwrite", "ftruncate"):
             monkeypatch.setattr(os, name, wrote(name))
         for name in ("fsync", "fdatasync"):

@@ -20,7 +20,13 @@ from typing import Any
 import crc32c
 import msgspec
 
-from sbctl.codec import BATCH_HEADER, BatchInfo, CorruptBatch, read_batch_header
+from sbctl.codec import (
+    BATCH_HEADER,
+    RECORD_OVERHEAD,
+    BatchInfo,
+    CorruptBatch,
+    read_batch_header,
+)
 from sbctld.storage.files import fsync_dir
 from sbctld.storage.space import storage_error
 
@@ -113,59 +119,58 @@ def write(directory: Path, body: dict[str, Any]) -> None:
 def scan_segment(
     buf: bytes | memoryview, expected: int
 ) -> tuple[list[BatchInfo], list[tuple[int, int]], int, str]:
-    """Valid batches of a segment buffer from the first one numbered ``expected`` on.
+    """Valid batches of a segment buffer whose first batch is numbered ``expected``.
 
     Returns (batches, damaged ranges skipped in the middle, valid end, first problem). A
-    batch that fails its checks (or is numbered out of order) is skipped by looking for the
-    next whole, CRC-valid batch numbered at or after the expected sequence number: one bad
-    batch costs only its own records. When none follows, the damage is a torn tail that
-    starts at ``valid end``.
+    batch that fails its checks is skipped by looking for the next whole, CRC-valid batch
+    numbered at most as many messages later as the skipped bytes can hold: one bad batch
+    costs only its own records. When none follows, the damage is a torn tail that starts
+    at ``valid end``. A batch that follows a valid one (or starts the buffer) is numbered
+    from it: its ``base_seq`` lies outside the CRC, so a flipped bit there is repaired.
     """
     end = len(buf)
     batches: list[BatchInfo] = []
     damaged: list[tuple[int, int]] = []
     problem = ""
     pos = 0
+    after_damage = False
     while pos < end:
-        info = _batch_at(buf, pos, end, expected)
-        if isinstance(info, BatchInfo):
-            batches.append(info)
-            expected = info.base_seq + info.record_count
-            pos += info.size
+        try:
+            info = read_batch_header(buf, pos, end)
+        except CorruptBatch as exc:
+            problem = problem or exc.reason
+            resync = _resync(buf, pos, end, expected)
+            if resync < 0:
+                return batches, damaged, pos, problem
+            damaged.append((pos, resync))
+            pos, after_damage = resync, True
             continue
-        problem = problem or info
-        resync = _resync(buf, pos + 1, end, expected)
-        if resync < 0:
-            return batches, damaged, pos, problem
-        damaged.append((pos, resync))
-        pos = resync
+        if info.base_seq != expected and not after_damage:
+            info = info._replace(base_seq=expected)
+        after_damage = False
+        batches.append(info)
+        expected = info.base_seq + info.record_count
+        pos += info.size
     return batches, damaged, pos, problem
-
-
-def _batch_at(buf: bytes | memoryview, pos: int, end: int, expected: int) -> BatchInfo | str:
-    try:
-        info = read_batch_header(buf, pos, end)
-    except CorruptBatch as exc:
-        return exc.reason
-    if info.base_seq < expected:
-        return f"batch numbered {info.base_seq}, expected {expected}"
-    return info
 
 
 _INNER = b"\x01\x00\x00\x00"  # magic 1, attributes 0, reserved 0: 24 bytes into a batch
 
 
-def _resync(buf: bytes | memoryview, start: int, end: int, expected: int) -> int:
-    """The offset of the next valid batch numbered from ``expected`` on, or -1."""
+def _resync(buf: bytes | memoryview, damage: int, end: int, expected: int) -> int:
+    """The offset of the next valid batch after the damage at ``damage``, or -1."""
     data = bytes(buf) if isinstance(buf, memoryview) else buf
-    probe = data.find(_INNER, start + 24)
+    probe = data.find(_INNER, damage + 1 + 24)
     while probe >= 0:
         pos = probe - 24
         if end - pos >= BATCH_HEADER.size:
             (base_seq,) = struct.unpack_from("<Q", data, pos)
-            if expected <= base_seq < expected + (1 << 40):
-                info = _batch_at(data, pos, end, expected)
-                if isinstance(info, BatchInfo):
+            # Each skipped message took at least a record header of the skipped bytes.
+            if expected <= base_seq <= expected + (pos - damage) // RECORD_OVERHEAD:
+                try:
+                    read_batch_header(data, pos, end)
                     return pos
+                except CorruptBatch:
+                    pass
         probe = data.find(_INNER, probe + 1)
     return -1

@@ -1,6 +1,8 @@
 """The settlement journal: an append-only record of what happened to stored messages.
 
-Each append is one CRC'd batch of entries. Layout (little-endian)::
+Each append is one CRC'd batch of entries, written twice in a row (one write, one sync): a
+damaged byte spoils one copy, and recovery applies the other (applying an entry twice is
+harmless: every entry sets a value). Layout (little-endian)::
 
     batch:  length u32 (bytes after this field) | crc32c u32 (of the entries) | entries
     entry:  op u8 | local_seq u64 | arg i64 | extra_len u32 | extra bytes
@@ -123,7 +125,8 @@ class Journal:
         disk ``reserve`` (the settlement reserve, sbctld.storage.space) is released and the
         write tried once more. Raises StorageError when it cannot be written.
         """
-        data = encode_entries(entries)
+        once = encode_entries(entries)
+        data = once + once  # module docstring
         path = self.directory / journal_name(self.generation)
         for attempt in (0, 1):
             try:

@@ -251,7 +251,7 @@ class PartitionLog(StateIndex):
         found = bytearray(n)
         for seg in self.segments:
             buf = os.pread(seg.fd, seg.size, 0)
-            batches, _damaged, _end, _problem = ckp.scan_segment(buf, 0)
+            batches, _damaged, _end, _problem = ckp.scan_segment(buf, seg.base)
             for info in batches:
                 for r in iter_records(buf, info):
                     i = info.base_seq + r.rel_seq - self.base
