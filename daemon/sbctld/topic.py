@@ -195,6 +195,7 @@ class Subscription(Queue):
             "transfer_message_count": 0,
             "transfer_dead_letter_message_count": counts["transfer_dead_letter_message_count"],
             "total_message_count": counts["total_message_count"],
+            "corrupt_message_count": counts["corrupt_message_count"],
             "availability_status": self.availability_status,  # the topic's stores (SPEC §0.1.10)
         }
 
@@ -547,6 +548,8 @@ class Topic(Queue):
             "subscription_count": len(self.subscriptions),
             "size_in_bytes": size,
             "scheduled_message_count": scheduled,
+            # Records that failed their CRC check, never served (daemon/README.md §0.4).
+            "corrupt_message_count": sum(p.log.corrupt_count for p in self.partitions),
             "partition_count": len(self.partitions),
             "availability_status": self.availability_status,
         }

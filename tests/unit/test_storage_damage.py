@@ -160,3 +160,27 @@ def test_recovery_checkpoints_so_the_next_restart_replays_nothing(
     assert log.journal.generation == gen  # type: ignore[union-attr]  # nothing to replay, nothing rewritten
     assert len(peek_all(b, "q")) == 30
     assert os.path.getsize(log.directory / CHECKPOINT) > 0
+
+
+def test_a_flipped_byte_in_a_topic_is_counted_in_every_subscription_holding_it(
+    open_broker: Callable[[], Broker],
+) -> None:
+    b = open_broker()
+    b.topic_create(NS, "t", {})
+    for name in ("a", "b"):
+        b.subscription_create(NS, "t", name, {})
+    b.send(NS, "t", [Message(f"message-{k:03d}".encode()) for k in range(10)])
+    b.checkpoint()
+    seg = b.topic(NS, "t").partitions[0].log.segments[0].path  # type: ignore[union-attr]
+    data = bytearray(seg.read_bytes())
+    data[data.find(b"message-007") + 10] ^= 0x01
+    seg.write_bytes(bytes(data))
+    assert len(peek_all(b, "t/subscriptions/a")) == 9
+    assert len(b.receive(NS, "t/subscriptions/b", 20, "peek-lock")) == 9
+    for name in ("a", "b"):
+        assert b.subscription_get(NS, "t", name)["corrupt_message_count"] == 1
+    assert b.topic_get(NS, "t")["corrupt_message_count"] == 1
+    crash(b)
+    b = open_broker()
+    assert b.subscription_get(NS, "t", "b")["corrupt_message_count"] == 1
+    assert len(peek_all(b, "t/subscriptions/b")) == 9

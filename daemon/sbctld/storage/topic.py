@@ -321,12 +321,12 @@ class TopicLog(PartitionLog):
 
     def _apply(self, entry: jnl.Entry) -> None:
         op = entry.op
-        if op < OP_ROUTE:
-            super()._apply(entry)
-            return
         seq = entry.seq
         if op == OP_CORRUPT:
             self._corrupt(seq)
+            return
+        if op < OP_ROUTE:
+            super()._apply(entry)
             return
         if op == OP_ROUTE:
             sub = self.subs.get(entry.arg)
