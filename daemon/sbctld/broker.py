@@ -84,8 +84,9 @@ from sbctld.faults import KINDS, MAX_LATENCY_MS, Fault, FaultRegistry
 from sbctld.paired import PairedNamespaces
 from sbctld.partition import Partition
 from sbctld.queue import DESCRIPTION, Queue
-from sbctld.storage.files import fsync_dir
-from sbctld.storage.log import DEFAULT_SEGMENT_BYTES, State
+from sbctld.storage.files import exists_verified, fsync_dir, write_atomic
+from sbctld.storage.log import DEFAULT_SEGMENT_BYTES, PartitionLog, State
+from sbctld.storage.space import RESERVE_NAME, CorruptRecord, Reserve, StorageError
 from sbctld.storage.sync import Syncer
 from sbctld.topic import (
     DEFAULT_RULE,
@@ -246,7 +247,11 @@ class Broker:
         self.paired = self.pairings.by_primary
         first_start = not self.root.exists()
         self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        # Space kept for settling on a full disk (sbctld.storage.space).
+        syncer.reserve = Reserve(data_dir / RESERVE_NAME)
+        syncer.reserve.ensure()
         self._load()
+        self._checkpoint_recovered()
         if first_start:
             self.namespace_create(DEFAULT_NAMESPACE, "standard")
         self.pairings.load()
@@ -263,10 +268,23 @@ class Broker:
                 out.append(p)
         return out
 
+    def _checkpoint_recovered(self) -> None:
+        """Checkpoint every store whose recovery replayed anything (restart time stays
+        flat across crashes: the next start does not redo it)."""
+        for ns in self.namespaces.values():
+            for queue in [*ns.queues.values(), *ns.topics.values()]:
+                for p in queue.partitions:
+                    log = p.log
+                    if isinstance(log, PartitionLog):
+                        log.checkpoint_recovered()
+                        for note in log.notes[-1:] if log.notes else ():
+                            if "not checkpointed" in note:
+                                self.report(note)
+
     def _load(self) -> None:
         for ns_dir in self._folders(self.root):
             desc = ns_dir / NAMESPACE_FILE
-            if not desc.exists():
+            if not exists_verified(desc):
                 continue
             ns = Namespace(ns_dir, load_toml(desc, NamespaceConfig))
             self.namespaces[entity_key(ns.name)] = ns
@@ -275,7 +293,7 @@ class Broker:
             if not queues.exists():
                 continue
             for q_dir in self._folders(queues):
-                if not (q_dir / DESCRIPTION).exists():
+                if not exists_verified(q_dir / DESCRIPTION):
                     continue  # an interrupted create or delete: nothing was acknowledged
                 cfg = load_toml(q_dir / DESCRIPTION, QueueConfig)
                 notes: list[str] = []
@@ -300,7 +318,7 @@ class Broker:
         if not parent.exists():
             return
         for t_dir in self._folders(parent):
-            if not (t_dir / TOPIC_DESCRIPTION).exists():
+            if not exists_verified(t_dir / TOPIC_DESCRIPTION):
                 continue
             cfg = load_toml(t_dir / TOPIC_DESCRIPTION, TopicConfig)
             notes: list[str] = []
@@ -510,7 +528,7 @@ class Broker:
         tmp.mkdir(mode=0o700)
         for file_name, content in files.items():
             if isinstance(content, bytes):
-                (tmp / file_name).write_bytes(content)
+                write_atomic(tmp / file_name, content)  # synced, with its seal
             else:
                 save_toml(tmp / file_name, content)
         os.rename(tmp, directory)
@@ -1079,7 +1097,11 @@ class Broker:
         now: int,
         from_dlq: bool,
     ) -> list[Queue]:
-        message = decode_message(p.log.read_payload(seq))
+        try:
+            message = decode_message(p.log.read_payload(seq))
+        except CorruptRecord:
+            p.log.discard_corrupt(seq)
+            return []
         hops = (message.transfer_hops or 0) + 1
         if from_dlq:
             props = {**(message.application_properties or {}), **p.log.props.get(seq, {})}
@@ -1105,8 +1127,8 @@ class Broker:
             try:
                 target.send([message], now, from_broker=True)
             except SbctlError as exc:  # disabled, full, needs a session...: SPEC §4.6
-                if exc.transient:
-                    return []  # an unavailable store: it stays, forwarded once it is back
+                if exc.transient or isinstance(exc, StorageError):
+                    return []  # an unavailable store or a full disk: it stays, forwarded later
                 failure = (exc.code, exc.message)
         if failure is None:
             p.log.set_state(seq, State.GONE)
@@ -1440,19 +1462,36 @@ class Broker:
             heapq.heappush(self._due, (when, ns_key, q_key))
 
     def checkpoint(self, *, min_changes: int = 1) -> int:
-        """Checkpoint every partition with at least ``min_changes`` changes; returns how many."""
+        """Checkpoint every partition with at least ``min_changes`` changes; returns how many.
+
+        On a full disk (the settlement reserve spent), and for ``min_changes`` 1, every
+        partition with any change or a settled segment is checkpointed, which deletes the
+        segments settled at its previous checkpoint and frees their space.
+        """
         done = 0
+        full = self.syncer.reserve.full
         for ns in self.namespaces.values():
             for queue in [*ns.queues.values(), *ns.topics.values()]:
                 for p in queue.partitions:
-                    if p.log.changes_since_checkpoint >= min_changes:
-                        p.log.checkpoint()
+                    log = p.log
+                    if log.changes_since_checkpoint >= min_changes or (
+                        (full or min_changes <= 1)
+                        and (log.changes_since_checkpoint or log.settled_segments)
+                    ):
+                        try:
+                            log.checkpoint()
+                        except StorageError as exc:
+                            self.report(f"checkpoint of {log.directory} not written: {exc}")
+                            continue
                         done += 1
         return done
 
     def close(self) -> None:
         self.pairings.close()
-        self.checkpoint()
+        try:
+            self.checkpoint()
+        except StorageError as exc:  # the journals still hold it all
+            self.report(f"final checkpoint not written: {exc}")
         for ns in self.namespaces.values():
             for queue in [*ns.queues.values(), *ns.topics.values()]:
                 queue.close()

@@ -15,7 +15,7 @@ import tomli_w
 
 from sbctl.durations import MAX_TIMESPAN_MS, format_duration_iso, parse_duration_ms
 from sbctl.errors import BadRequest, InvalidOperation
-from sbctld.storage.files import write_atomic
+from sbctld.storage.files import read_verified, write_atomic
 
 T = TypeVar("T", bound=msgspec.Struct)
 MB = 1024 * 1024
@@ -209,7 +209,7 @@ def save_toml(path: Path, struct: msgspec.Struct) -> None:
 
 
 def load_toml(path: Path, type_: type[T]) -> T:
-    data = tomllib.loads(path.read_text())
+    data = tomllib.loads(read_verified(path).decode())
     for key in DURATIONS:
         if isinstance(data.get(key), str):
             data[key] = parse_duration_ms(data[key])

@@ -10,6 +10,7 @@ newest changes that were never acknowledged.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections import OrderedDict
 from collections.abc import Iterable
@@ -20,6 +21,8 @@ import msgspec
 from sbctld.storage import journal as jnl
 from sbctld.storage.files import JOURNAL_SUFFIX, fsync_dir, journal_name, numbered, write_all
 from sbctld.storage.sync import Syncer
+
+log = logging.getLogger("sbctld")
 
 OP_SET = 1
 OP_DELETE = 2
@@ -44,7 +47,7 @@ class KeyedLog:
         files = numbered(directory, JOURNAL_SUFFIX) if directory.exists() else []
         for _generation, path in files:
             data = path.read_bytes()
-            spans, _end, _problem = jnl.scan(data)
+            spans, _end, _damaged, _problem = jnl.scan(data)
             for a, b in spans:
                 for entry in jnl.decode_entries(data, a, b):
                     key, value = msgspec.msgpack.decode(entry.extra)
@@ -52,27 +55,35 @@ class KeyedLog:
                     if entry.op == OP_SET:
                         log.items[key] = (entry.arg, entry.seq, value)
                     log._written += 1
-        log._journal = jnl.Journal(directory, files[-1][0] if files else 0, None, 0)
+        size = files[-1][1].stat().st_size if files else 0
+        log._journal = jnl.Journal(directory, files[-1][0] if files else 0, None, size)
         return log
 
     def set_many(self, changes: Iterable[tuple[str, Item | None]]) -> None:
         """Apply and journal changes; ``None`` deletes the key."""
         entries = []
+        changes = list(changes)
         for key, item in changes:
-            self.items.pop(key, None)
             if item is None:
                 entries.append(jnl.Entry(OP_DELETE, 0, 0, msgspec.msgpack.encode([key, b""])))
             else:
-                self.items[key] = item
                 arg, seq, value = item
                 entries.append(jnl.Entry(OP_SET, seq, arg, msgspec.msgpack.encode([key, value])))
         if not entries:
             return
         self.directory.mkdir(mode=0o700, exist_ok=True)
-        self.syncer.mark(self._journal.append(entries))
+        # Journaled first: a write the disk refuses (StorageError) changes nothing.
+        self.syncer.mark(self._journal.append(entries, self.syncer.reserve))
+        for key, item in changes:
+            self.items.pop(key, None)
+            if item is not None:
+                self.items[key] = item
         self._written += len(entries)
         if self._written > COMPACT_FACTOR * max(len(self.items), 1024):
-            self.rewrite()
+            try:
+                self.rewrite()
+            except OSError as exc:  # e.g. a full disk: the journal stays as it is
+                log.warning("could not compact %s: %s", self.directory, exc)
 
     def forget(self, keys: Iterable[str]) -> None:
         """Drop keys from memory only (they fall out on the next rewrite)."""

@@ -39,8 +39,9 @@ from sbctld import staged
 from sbctld.config import MB
 from sbctld.queue import Queue
 from sbctld.staged import CheckedFile
-from sbctld.storage.files import write_atomic
-from sbctld.storage.log import AdoptionError, PartitionLog, StagedSegment, rollback_adoption
+from sbctld.storage.adoption import AdoptionError, StagedSegment, rollback_adoption
+from sbctld.storage.files import read_verified, remove_verified, write_atomic
+from sbctld.storage.log import PartitionLog
 from sbctld.storage.topic import TopicLog
 
 LOADS_DIR = "loads"
@@ -64,7 +65,7 @@ def _path(entity_dir: Path, load_id: str) -> Path:
 
 def _read(path: Path) -> Manifest | None:
     try:
-        return msgspec.msgpack.decode(path.read_bytes(), type=Manifest)
+        return msgspec.msgpack.decode(read_verified(path), type=Manifest)
     except FileNotFoundError:
         return None
 
@@ -86,7 +87,7 @@ def recover(entity_dir: Path, report: Callable[[str], None]) -> None:
         removed = sum(
             rollback_adoption(entity_dir / part, seq) for part, seq in manifest.next_seq.items()
         )
-        path.unlink()
+        remove_verified(path)
         report(
             f"load {manifest.load_id!r} did not commit before the daemon stopped: rolled "
             f"back ({removed} staged segments removed); nothing of it is visible"

@@ -23,7 +23,6 @@ round's writes are durable, so one ledger (the last round's) is all recovery nee
 
 from __future__ import annotations
 
-import contextlib
 import json
 import random
 import tomllib
@@ -67,8 +66,9 @@ from sbctld.pairing import (
     restore_message,
 )
 from sbctld.queue import DEAD_LETTER_DESCRIPTION, DEAD_LETTER_REASON, decode_batch
-from sbctld.storage.files import write_atomic
+from sbctld.storage.files import exists_verified, read_verified, remove_verified, write_atomic
 from sbctld.storage.log import State
+from sbctld.storage.space import CorruptRecord
 from sbctld.topic import Subscription
 
 if TYPE_CHECKING:
@@ -123,9 +123,9 @@ class PairedNamespaces:
         """Reload every pairing, then finish the syphon rounds a crash interrupted."""
         for key, ns in self.broker.namespaces.items():
             path = ns.directory / PAIRING_FILE
-            if not path.exists():
+            if not exists_verified(path):
                 continue
-            data = tomllib.loads(path.read_text())
+            data = tomllib.loads(read_verified(path).decode())
             record = msgspec.convert(data, PairRecord)
             self.by_primary[key] = Pairing(record, random.Random(self.rng.getrandbits(64)))
         for key, pairing in self.by_primary.items():
@@ -219,8 +219,7 @@ class PairedNamespaces:
         pending = self._pending(pairing)
         del self.by_primary[entity_key(ns.name)]
         self._drop_ledger(pairing)
-        with contextlib.suppress(FileNotFoundError):
-            (ns.directory / PAIRING_FILE).unlink()
+        remove_verified(ns.directory / PAIRING_FILE)
         self.broker.report(f"unpaired namespace {pairing.primary} from {pairing.secondary}")
         return {
             "unpaired": pairing.primary,
@@ -634,8 +633,7 @@ class PairedNamespaces:
         self._ledgers.discard(p_key)
         ns = self.broker.namespaces.get(p_key)
         if ns is not None:
-            with contextlib.suppress(FileNotFoundError):
-                (ns.directory / LEDGER_FILE).unlink()
+            remove_verified(ns.directory / LEDGER_FILE)
 
     def _drop_ledger(self, pairing: Pairing) -> None:
         key = entity_key(pairing.primary)
@@ -647,10 +645,10 @@ class PairedNamespaces:
         broker = self.broker
         p_ns = broker.namespaces[p_key]
         path = p_ns.directory / LEDGER_FILE
-        if not path.exists():
+        if not exists_verified(path):
             return
         try:
-            data = json.loads(path.read_bytes())
+            data = json.loads(read_verified(path))
             moves = [(int(q), int(pid), int(seq)) for q, pid, seq in data["moves"]]
             marks = {str(k): [int(n) for n in v] for k, v in data["marks"].items()}
         except (ValueError, KeyError, TypeError) as exc:
@@ -690,7 +688,7 @@ class PairedNamespaces:
                 "reached the primary before the crash; completed them in the backlog"
             )
         broker.syncer.sync_now()
-        path.unlink()
+        remove_verified(path)
 
 
 def _landed(target: Queue, marks: list[int], payload: bytes) -> bool:
@@ -701,7 +699,7 @@ def _landed(target: Queue, marks: list[int], payload: bytes) -> bool:
             try:
                 if log.read_payload(seq) == payload:
                     return True
-            except (IndexError, OSError):
+            except (IndexError, OSError, CorruptRecord):
                 continue
     return False
 

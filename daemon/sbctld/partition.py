@@ -26,6 +26,7 @@ from sbctl.messages import lock_token_for
 from sbctl.protocol import Delivered
 from sbctld.storage.journal import Entry
 from sbctld.storage.log import OP_DELIVERY, OP_STATE, PartitionLog, State
+from sbctld.storage.space import CorruptRecord, StorageError
 from sbctld.storage.topic import SubLog
 
 if TYPE_CHECKING:
@@ -75,7 +76,12 @@ class Partition:
         # per session, SPEC §9.7 FIFO), and the session of every message indexed there.
         self.by_session: dict[str, list[int]] = {}
         self.session_of: dict[int, str] = {}
-        self.scheduled = [(log.record_header(s)[1], s) for s in log.seqs_in(State.SCHEDULED)]
+        self.scheduled = []
+        for s in list(log.seqs_in(State.SCHEDULED)):
+            try:
+                self.scheduled.append((log.record_header(s)[1], s))
+            except CorruptRecord:
+                log.discard_corrupt(s)
         heapq.heapify(self.scheduled)
 
     def view(self, subqueue: str) -> View:
@@ -126,8 +132,10 @@ class Partition:
             if view.state == State.ACTIVE and log.exp[i] <= now:
                 expire(self, seq)  # SPEC §6.2: an expired message can no longer be received
                 continue
-            out.append(self.deliver(seq, now, lock_ms, journal))
-        log.record(journal)
+            got = self.deliver(seq, now, lock_ms, journal)
+            if got is not None:
+                out.append(got)
+        self.record_delivered(journal)
 
     def deliver(
         self,
@@ -136,10 +144,19 @@ class Partition:
         lock_ms: int | None,
         journal: list[Entry],
         until: int | None = None,
-    ) -> Delivered:
+    ) -> Delivered | None:
         """Lock ``seq`` for ``lock_ms`` (until ``until`` if given; delete it when
-        ``lock_ms`` is None); the caller records ``journal``."""
+        ``lock_ms`` is None); the caller records ``journal``.
+
+        A record that fails its CRC is never served: discarded (counted), None returned,
+        nothing locked (daemon/README.md §0.4).
+        """
         log = self.log
+        try:
+            payload = log.read_payload(seq)
+        except CorruptRecord:
+            log.discard_corrupt(seq)
+            return None
         i = seq - log.base
         dc = log.dc[i] + 1
         if lock_ms is None:
@@ -158,9 +175,21 @@ class Partition:
             log.exp[i],
             self.id,
             log.state[i],
-            msgspec.Raw(log.read_payload(seq)),
+            msgspec.Raw(payload),
             log.props.get(seq),
         )
+
+    def record_delivered(self, journal: list[Entry]) -> None:
+        """Journal deliveries just handed out; if the disk refuses (StorageError), their
+        locks are released and they are handed out again later."""
+        try:
+            self.log.record(journal)
+        except StorageError:
+            for entry in journal:
+                if entry.op == OP_DELIVERY:
+                    self.locks.pop(entry.seq, None)
+                    self.give_back(entry.seq)
+            raise
 
     def lock(self, seq: int, until: int, nonce: int | None = None) -> int:
         """Take (or, with the holder's ``nonce``, renew) the lock on ``seq``."""
@@ -220,10 +249,12 @@ class Partition:
                         expire(self, other)
                 heap.clear()
                 break
-            out.append(self.deliver(seq, now, lock_ms, journal, until))
-            if lock_ms is None:
+            got = self.deliver(seq, now, lock_ms, journal, until)
+            if got is not None:
+                out.append(got)
+            if lock_ms is None or got is None:
                 self.session_of.pop(seq, None)
-        log.record(journal)
+        self.record_delivered(journal)
 
     def schedule(self, when_ms: int, seq: int) -> None:
         heapq.heappush(self.scheduled, (when_ms, seq))
@@ -272,6 +303,12 @@ class Partition:
             i = seq - base
             st = log.state[i]
             if st in states:
+                try:
+                    payload = log.read_payload(seq)
+                except CorruptRecord:
+                    log.discard_corrupt(seq)
+                    seq += 1
+                    continue
                 out.append(
                     Delivered(
                         self.shift | seq,
@@ -282,7 +319,7 @@ class Partition:
                         log.exp[i],
                         self.id,
                         st,
-                        msgspec.Raw(log.read_payload(seq)),
+                        msgspec.Raw(payload),
                         log.props.get(seq),
                     )
                 )

@@ -15,6 +15,7 @@ import msgspec
 
 from sbctl.codec import (
     NOT_SCHEDULED,
+    RECORD_HEADER,
     STRING_FIELDS,
     Message,
     StagedRecord,
@@ -57,6 +58,7 @@ from sbctld.storage.log import (
     PartitionLog,
     State,
 )
+from sbctld.storage.space import CorruptRecord, StorageError
 from sbctld.storage.sync import Syncer
 
 DESCRIPTION = "queue.toml"
@@ -76,6 +78,7 @@ DEAD_LETTER_SOURCE = "DeadLetterSource"
 LOCAL_MASK = (1 << 48) - 1
 PURGEABLE = (State.ACTIVE, State.DEFERRED, State.SCHEDULED)
 PURGE_CHUNK = 100_000
+SCHEDULE_RETRY_MS = 1_000  # a scheduled message the disk could not take: tried again
 DUPLICATE_OF_SEQ = -1  # in Queue.send's ``order``: (marker, the earlier sequence number)
 DUPLICATE_IN_BATCH = -2  # (marker, index of the first copy in ``order``)
 LOCK_LOST = (
@@ -352,7 +355,23 @@ class Queue:
         """Append each partition's records; returns each partition's first sequence number.
         (A topic routes them to its subscriptions here: sbctld.topic.)"""
         del messages, charge
-        return {pid: self.partitions[pid].log.append(recs, now) for pid, recs in groups.items()}
+        logs = {pid: self.partitions[pid].log for pid in groups}
+        if len(logs) == 1:  # one write: all or nothing by itself (a subscription's too)
+            ((pid, log1),) = logs.items()
+            return {pid: log1.append(groups[pid], now)}
+        staged = []
+        try:
+            for pid, recs in groups.items():
+                log = logs[pid]
+                assert isinstance(log, PartitionLog)
+                staged.append((log, log.stage(recs, now)))
+        except StorageError:
+            # daemon/README.md §0.4: a send that cannot be written fails whole, on every
+            # partition of the batch.
+            for log, batch in staged:
+                log.unstage(batch)
+            raise
+        return {pid: log.commit(batch) for pid, (log, batch) in zip(groups, staged, strict=True)}
 
     def _check(self, m: Message, size: int) -> str | None:
         """Per-message rules (SPEC §1.3, §1.4, §1.6, §1.7, §9.3); returns the partition key."""
@@ -598,9 +617,18 @@ class Queue:
             if p.fault is not None and p.fault.down:
                 continue  # its timers wait for the store (the broker revisits on clear)
             for seq in p.due_scheduled(now):
-                ttl, _when = p.log.record_header(seq)
-                payload = p.log.read_payload(seq)
-                new = p.log.append([StagedRecord(payload, ttl, NOT_SCHEDULED)], now)
+                try:
+                    raw = p.log.read_record(seq)
+                except CorruptRecord:
+                    p.log.discard_corrupt(seq)
+                    continue
+                ttl = RECORD_HEADER.unpack_from(raw)[2]
+                payload = raw[RECORD_HEADER.size :]
+                try:
+                    new = p.log.append([StagedRecord(payload, ttl, NOT_SCHEDULED)], now)
+                except StorageError:  # a full disk: it activates once there is space
+                    p.schedule(now + SCHEDULE_RETRY_MS, seq)
+                    continue
                 session_id = decode_message(payload).session_id if self.sessions else None
                 if session_id is not None:
                     p.index_session(new, session_id)
@@ -849,9 +877,11 @@ class Queue:
             if p.log.exp[seq - p.log.base] <= now:
                 self._expire(p, seq)
                 continue
-            out.append(p.deliver(seq, now, lock_ms, journals.setdefault(p.id, [])))
+            got = p.deliver(seq, now, lock_ms, journals.setdefault(p.id, []))
+            if got is not None:
+                out.append(got)
         for pid, entries in journals.items():
-            self.partitions[pid].log.record(entries)
+            self.partitions[pid].record_delivered(entries)
         self.accessed_at_ms = now
         return out
 
@@ -997,6 +1027,8 @@ class Queue:
             + c[State.SCHEDULED]
             + c[State.TRANSFER_DEADLETTERED],
             "size_in_bytes": size,
+            # Records that failed their CRC check: never served (daemon/README.md §0.4).
+            "corrupt_message_count": sum(p.log.corrupt_count for p in self.partitions),
         }
 
     def describe(self, *, partitions: bool = True) -> dict[str, Any]:

@@ -29,7 +29,7 @@ import aiofiles
 import crc32c
 
 from sbctl.codec import BATCH_HEADER, BATCH_INNER, CRC_START, MAGIC, MAX_BATCH_BYTES, RECORD_HEADER
-from sbctld.storage.log import AdoptionError, StagedSegment, expiries
+from sbctld.storage.adoption import AdoptionError, StagedSegment, expiries
 
 CRC_SLICE = 1024 * 1024  # bytes checksummed between two pauses
 RECORD_SLICE = 2048  # records parsed between two pauses
@@ -51,6 +51,7 @@ class CheckedFile(NamedTuple):
     lengths: array
     ttls: array
     scheds: array
+    crcs: array  # each record's CRC-32C (header and payload), checked on every read
     payload_bytes: int
     scheduled: list[int]  # indexes of the scheduled records
     one_ttl: int | None  # the TTL of every record, or None when they differ
@@ -70,6 +71,7 @@ class CheckedFile(NamedTuple):
             self.lengths,
             self.ttls,
             self.scheds,
+            self.crcs,
             exp,
             self.payload_bytes,
             self.scheduled,
@@ -89,6 +91,7 @@ def _checker(source: Path, size: int, max_payload: int) -> Checker:
     if size == 0:
         raise bad("empty", 0)
     offs, lens, ttls, scheds = array("I"), array("I"), array("q"), array("q")
+    crcs = array("I")
     batches: list[tuple[int, int]] = []
     payload_bytes = 0
     scheduled: list[int] = []
@@ -148,6 +151,7 @@ def _checker(source: Path, size: int, max_payload: int) -> Checker:
             lens.append(payload)
             ttls.append(ttl_ms)
             scheds.append(scheduled_ms)
+            crcs.append(crc32c.crc32c(inner[at : at + RECORD_HEADER.size + payload]))
             payload_bytes += payload
             at += 4 + rec_len
         batches.append((pos, count))
@@ -161,6 +165,7 @@ def _checker(source: Path, size: int, max_payload: int) -> Checker:
         lens,
         ttls,
         scheds,
+        crcs,
         payload_bytes,
         scheduled,
         first_ttl if one_ttl else None,

@@ -33,7 +33,14 @@ from typing import Any, NamedTuple
 
 import msgspec
 
-from sbctl.codec import NOT_SCHEDULED, Message, StagedRecord, decode_message, encode_message
+from sbctl.codec import (
+    NOT_SCHEDULED,
+    RECORD_HEADER,
+    Message,
+    StagedRecord,
+    decode_message,
+    encode_message,
+)
 from sbctl.durations import format_duration_iso, format_instant
 from sbctld.config import SubscriptionConfig, TopicConfig, load_toml, save_toml
 from sbctld.dedup import DuplicateHistory
@@ -47,9 +54,10 @@ from sbctld.filters import (
     normalize_filter,
 )
 from sbctld.partition import Partition
-from sbctld.queue import DEAD_LETTER_DESCRIPTION, DEAD_LETTER_REASON, Queue
-from sbctld.storage.files import write_atomic
+from sbctld.queue import DEAD_LETTER_DESCRIPTION, DEAD_LETTER_REASON, SCHEDULE_RETRY_MS, Queue
+from sbctld.storage.files import exists_verified, read_verified, write_atomic
 from sbctld.storage.log import State
+from sbctld.storage.space import CorruptRecord, StorageError
 from sbctld.storage.sync import Syncer
 from sbctld.storage.topic import SubLog, TopicLog
 
@@ -146,10 +154,10 @@ class Subscription(Queue):
 
     def load_rules(self) -> None:
         path = self.directory / RULES_FILE
-        if path.exists():
+        if exists_verified(path):
             self.rules = [
                 Rule(r["name"], r["filter"], r["action"], r["created_at_ms"])
-                for r in json.loads(path.read_text())
+                for r in json.loads(read_verified(path))
             ]
 
     def rule(self, name: str) -> Rule | None:
@@ -187,6 +195,7 @@ class Subscription(Queue):
             "transfer_message_count": 0,
             "transfer_dead_letter_message_count": counts["transfer_dead_letter_message_count"],
             "total_message_count": counts["total_message_count"],
+            "corrupt_message_count": counts["corrupt_message_count"],
             "availability_status": self.availability_status,  # the topic's stores (SPEC §0.1.10)
         }
 
@@ -235,7 +244,7 @@ class Topic(Queue):
         subs_dir = directory / SUBSCRIPTIONS_DIR
         if subs_dir.exists():
             for d in folders(subs_dir):
-                if (d / SUBSCRIPTION_DESCRIPTION).exists():
+                if exists_verified(d / SUBSCRIPTION_DESCRIPTION):
                     sub_configs.append(
                         (d, load_toml(d / SUBSCRIPTION_DESCRIPTION, SubscriptionConfig))
                     )
@@ -333,7 +342,7 @@ class Topic(Queue):
         plans = {pid: self._route(pid, recs, messages[pid], now) for pid, recs in groups.items()}
         if charge is not None:
             charge(sum(plan.evaluations for plan in plans.values()))
-        return {pid: self._write(pid, plan, now) for pid, plan in plans.items()}
+        return self._write_all(plans, now)
 
     def _route(
         self, pid: int, records: list[StagedRecord], messages: list[Message], now: int
@@ -447,11 +456,32 @@ class Topic(Queue):
         else:
             routes[s.id][k] = State.ACTIVE
 
+    def _write_all(self, plans: dict[int, _Plan], now: int) -> dict[int, int]:
+        """Write every partition's batch and routes, all or nothing: if the disk refuses
+        one (StorageError), the ones already written are taken back (daemon/README.md
+        §0.4)."""
+        staged = []
+        try:
+            for pid, plan in plans.items():
+                log = self.partitions[pid].log
+                assert isinstance(log, TopicLog)
+                routes = {sub_id: bytes(states) for sub_id, states in plan.routes.items()}
+                staged.append((pid, log, log.stage_routed(plan.records, now, routes, plan.props)))
+        except StorageError:
+            for _pid, log, batch in reversed(staged):
+                log.unstage_routed(batch)
+            raise
+        firsts = {}
+        for pid, log, batch in staged:
+            firsts[pid] = first = log.commit_routed(batch)
+            self._index_sessions(pid, plans[pid], first)
+        return firsts
+
     def _write(self, pid: int, plan: _Plan, now: int) -> int:
-        log = self.partitions[pid].log
-        assert isinstance(log, TopicLog)
-        routes = {sub_id: bytes(states) for sub_id, states in plan.routes.items()}
-        first = log.append_routed(plan.records, now, routes, plan.props)
+        return self._write_all({pid: plan}, now)[pid]
+
+    def _index_sessions(self, pid: int, plan: _Plan, first: int) -> None:
+        routes = plan.routes
         for sub in self.subscriptions.values():  # session indexes of session subscriptions
             states = routes.get(sub.id)
             if sub.sessions is None or states is None:
@@ -461,7 +491,6 @@ class Topic(Queue):
                 session_id = plan.session_ids[k]
                 if st == State.ACTIVE and session_id is not None:
                     part.index_session(first + k, session_id)
-        return first
 
     def activate_scheduled(self, now: int) -> bool:
         """Scheduled topic messages whose time came are routed now, with new sequence
@@ -471,11 +500,20 @@ class Topic(Queue):
             if p.fault is not None and p.fault.down:
                 continue  # its timers wait for the store (the broker revisits on clear)
             for seq in p.due_scheduled(now):
-                ttl, _when = p.log.record_header(seq)
-                payload = p.log.read_payload(seq)
+                try:
+                    raw = p.log.read_record(seq)
+                except CorruptRecord:
+                    p.log.discard_corrupt(seq)
+                    continue
+                ttl = RECORD_HEADER.unpack_from(raw)[2]
+                payload = raw[RECORD_HEADER.size :]
                 record = StagedRecord(payload, ttl, NOT_SCHEDULED)
                 plan = self._route(p.id, [record], [decode_message(payload)], now)
-                self._write(p.id, plan, now)
+                try:
+                    self._write(p.id, plan, now)
+                except StorageError:  # a full disk: it activates once there is space
+                    p.schedule(now + SCHEDULE_RETRY_MS, seq)
+                    continue
                 p.log.set_state(seq, State.GONE)
                 woke = True
         return woke
@@ -510,6 +548,8 @@ class Topic(Queue):
             "subscription_count": len(self.subscriptions),
             "size_in_bytes": size,
             "scheduled_message_count": scheduled,
+            # Records that failed their CRC check, never served (daemon/README.md §0.4).
+            "corrupt_message_count": sum(p.log.corrupt_count for p in self.partitions),
             "partition_count": len(self.partitions),
             "availability_status": self.availability_status,
         }

@@ -17,7 +17,8 @@ from sbctl.partitioning import partition_for_key
 from sbctld import loads, staged
 from sbctld.broker import Broker
 from sbctld.clock import FakeClock
-from sbctld.storage.log import AdoptionError, PartitionLog, State, rollback_adoption
+from sbctld.storage.adoption import AdoptionError, rollback_adoption
+from sbctld.storage.log import PartitionLog, State
 from sbctld.storage.sync import Syncer
 
 

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from sbctl.codec import BATCH_OVERHEAD, NOT_SCHEDULED, RECORD_OVERHEAD, StagedRecord
 from sbctld.storage import log as log_module
+from sbctld.storage.checkpoint import PREVIOUS
 from sbctld.storage.files import CHECKPOINT, journal_name, segment_name
 from sbctld.storage.journal import Entry
 from sbctld.storage.log import MAX_TIME_MS, OP_DELIVERY, OP_PROPS, PartitionLog, State
@@ -257,7 +258,8 @@ def test_journal_after_checkpoint_is_replayed(logs: Logs) -> None:
     log.append([rec(b"a"), rec(b"b"), rec(b"c"), rec(b"d")], NOW)
     log.set_state(1, State.GONE)
     log.checkpoint()
-    assert not (log.directory / journal_name(0)).exists()
+    # Kept for the previous checkpoint generation until the next checkpoint.
+    assert (log.directory / journal_name(0)).exists()
     log.set_state(2, State.DEFERRED, {"why": "later"})
     log.record([Entry(OP_DELIVERY, 3, 4, b"")])
     log.record([Entry(OP_PROPS, 3, 0, msgspec.msgpack.encode({"p": 1.5}))])
@@ -282,7 +284,7 @@ def test_unreadable_checkpoint_is_reported_and_logs_rebuilt(logs: Logs) -> None:
     data[-1] ^= 0xFF
     path.write_bytes(bytes(data))
     log = logs.reopen(log)
-    assert any("unreadable checkpoint" in n for n in log.notes)
+    assert any("unreadable" in n for n in log.notes)
     assert [log.read_payload(q) for q in (1, 2)] == [b"a", b"b"]
     assert log.next_seq == 3
 
@@ -379,16 +381,18 @@ def test_tear_in_an_earlier_segment_sets_later_ones_aside(logs: Logs) -> None:
     data[one + 30] ^= 1  # message 4, the second batch of the middle segment
     middle.write_bytes(bytes(data))
     log = logs.reopen(log)
-    assert log.next_seq == 4
-    assert f"truncated {one} torn bytes" in log.notes[0]
-    assert any("set aside as .corrupt" in n for n in log.notes)
-    assert (log.directory / segment_name(5)).with_suffix(".corrupt").exists()
-    assert segment_files(log.directory) == [segment_name(1), segment_name(3)]
-    assert [log.read_payload(q) for q in (1, 2, 3)] == [b"mmmmmmmmm0", b"mmmmmmmmm1", b"mmmmmmmmm2"]
-    assert log.append([rec(b"new")], NOW) == 4
+    # Only the damaged message is lost: the later segment is kept (daemon/README.md §0.4).
+    assert log.next_seq == 7
+    assert log.state_of(4) == State.GONE
+    assert log.corrupt_count == 1
+    assert any("copied to" in n for n in log.notes)
+    assert (log.directory / (segment_name(3) + ".corrupt")).stat().st_size == one
+    assert segment_files(log.directory) == [segment_name(b) for b in (1, 3, 5)]
+    kept = (1, 2, 3, 5, 6)
+    assert [log.read_payload(q) for q in kept] == [b"m" * 9 + bytes([47 + q]) for q in kept]
+    assert log.append([rec(b"new")], NOW) == 7
     log = logs.reopen(log)
-    assert log.notes == []
-    assert log.read_payload(4) == b"new"
+    assert log.read_payload(7) == b"new"
     check_invariants(log)
 
 
@@ -444,28 +448,50 @@ def assert_journal_prefix(log: PartitionLog) -> None:
 
 @pytest.mark.parametrize("damage", ["cut-1", "cut-4", "cut-9", "flip-first", "flip-last"])
 def test_torn_journal_tail(logs: Logs, damage: str) -> None:
+    """Each journal batch is written twice: damage to one copy loses nothing."""
     log = logs.open()
     sizes = journal_history(log)
     path = log.directory / journal_name(0)
     log = logs.reopen(log)
     data = bytearray(path.read_bytes())
     assert len(data) == sizes[-1]
+    copy = (sizes[3] - sizes[2]) // 2
     if damage.startswith("cut-"):
         data = data[: sizes[-1] - int(damage[4:])]
     else:
-        data[sizes[2] + (4 if damage == "flip-first" else sizes[3] - sizes[2] - 1)] ^= 0x10
+        data[sizes[2] + (4 if damage == "flip-first" else 2 * copy - 1)] ^= 0x10
     path.write_bytes(bytes(data))
     log = logs.reopen(log)
     assert len(log.notes) == 1, log.notes
-    assert f"truncated {len(data) - sizes[2]} torn bytes" in log.notes[0]
-    assert path.stat().st_size == sizes[2]
-    assert_journal_prefix(log)
+    if damage == "flip-first":
+        assert "1 damaged journal batches skipped" in log.notes[0]
+        assert path.stat().st_size == sizes[3]
+    else:
+        assert f"truncated {len(data) - sizes[2] - copy} torn bytes" in log.notes[0]
+        assert path.stat().st_size == sizes[2] + copy
+    assert log.state_of(4) == State.DEADLETTERED  # from the intact copy
+    assert log.props.get(4) == {"DeadLetterReason": "r"}
+    assert [log.state_of(q) for q in (1, 2)] == [State.GONE, State.DEFERRED]
+    assert log.dc[3 - log.base] == 2
+    check_invariants(log)
     # Later journal writes go after the truncation point and survive.
     log.set_state(5, State.GONE)
     log = logs.reopen(log)
-    assert log.notes == []
-    assert_journal_prefix(log)
+    # Damage in the middle stays (reported until a checkpoint moves past it).
+    assert log.notes == [] or damage == "flip-first"
     assert log.state_of(5) == State.GONE
+
+
+@pytest.mark.parametrize("cut", [1, 7])
+def test_a_journal_batch_torn_in_both_copies_is_lost(logs: Logs, cut: int) -> None:
+    log = logs.open()
+    sizes = journal_history(log)
+    path = log.directory / journal_name(0)
+    log = logs.reopen(log)
+    os.truncate(path, sizes[2] + (sizes[3] - sizes[2]) // 2 - cut)  # into the first copy
+    log = logs.reopen(log)
+    assert path.stat().st_size == sizes[2]
+    assert_journal_prefix(log)
 
 
 def test_garbage_after_the_journal(logs: Logs) -> None:
@@ -500,8 +526,12 @@ def test_checkpoint_deletes_settled_segments_and_old_journals(logs: Logs) -> Non
         log.set_state(q, State.GONE)
     assert files(log.directory) == [journal_name(0)] + [segment_name(b) for b in range(1, 7)]
     log.checkpoint()
-    # Segment 3 holds a live message; segment 6 is the one appends go to.
-    assert files(log.directory) == [segment_name(3), segment_name(6), CHECKPOINT]
+    # Settled segments and the journal stay for the previous checkpoint generation ...
+    assert segment_name(1) in files(log.directory)
+    assert journal_name(0) in files(log.directory)
+    log.checkpoint()
+    # ... until the next one. Segment 3 holds a live message; 6 is the one appends go to.
+    assert files(log.directory) == [segment_name(3), segment_name(6), CHECKPOINT, PREVIOUS]
     assert (log.base, log.head) == (3, 3)
     assert log.read_payload(3) == b"p" * 19 + b"2"
     check_invariants(log)
@@ -510,14 +540,16 @@ def test_checkpoint_deletes_settled_segments_and_old_journals(logs: Logs) -> Non
     assert log.append([rec(b"seven")], NOW) == 7
     log.set_state(3, State.GONE)
     assert files(log.directory) == [
-        journal_name(1),
+        journal_name(2),
         segment_name(3),
         segment_name(6),
         segment_name(7),
         CHECKPOINT,
+        PREVIOUS,
     ]
     log.checkpoint()
-    assert files(log.directory) == [segment_name(7), CHECKPOINT]
+    log.checkpoint()
+    assert files(log.directory) == [segment_name(7), CHECKPOINT, PREVIOUS]
     assert (log.base, log.head) == (7, 7)
     check_invariants(log)
     log = logs.reopen(log)
@@ -541,6 +573,7 @@ def test_gc_never_deletes_a_segment_with_a_live_message(
             log.set_state(q, State.GONE)
     log.set_state(1 + position, live_state)
     log.checkpoint()
+    log.checkpoint()  # settled segments go at the checkpoint after the one that saw them
     assert segment_files(log.directory) == [segment_name(1), segment_name(7)]
     assert log.read_payload(1 + position) == b"abc"[position : position + 1]
     log = logs.reopen(log)

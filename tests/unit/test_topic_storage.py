@@ -180,9 +180,10 @@ def test_a_message_body_is_written_once(brokers: Brokers, partitioned: bool) -> 
     want = record_bytes(*msgs)
     assert disk_bytes(one, SEGMENT_SUFFIX) == want
     assert disk_bytes(ten, SEGMENT_SUFFIX) == want  # not 10 copies
-    # Routing ten subscriptions costs journal bytes, a few per message, never a body.
+    # Routing ten subscriptions costs journal bytes, a few per message (each journal batch
+    # is written twice, sbctld.storage.journal), never a body.
     payload = sum(len(m.body) for m in msgs)
-    assert disk_bytes(ten, JOURNAL_SUFFIX) < payload // 10
+    assert disk_bytes(ten, JOURNAL_SUFFIX) < payload // 5
     assert size(b, "one") == size(b, "ten") == sum(len(encode_message(m)) for m in msgs)
     for k in range(10):
         assert len(peek(b, S(f"s{k}", "ten"))) == 12
@@ -246,11 +247,13 @@ def test_checkpoint_drops_segments_once_every_subscription_settled(brokers: Brok
     t = b.topic(NS, "t")
     settle(b, "complete", S("a"), recv(b, S("a")))
     b.checkpoint()
+    b.checkpoint()  # settled segments go one checkpoint later (generations)
     assert segments(t) == [segment_name(k) for k in range(1, 6)]  # "b" holds them all
     settle(b, "complete", S("b"), take(b, S("b"), "m0", "m1"))
     settle(b, "defer", S("b"), take(b, S("b"), "m2"))
     settle(b, "dead-letter", S("b"), take(b, S("b"), "m3"))
     b.checkpoint()
+    b.checkpoint()  # settled segments go one checkpoint later (generations)
     # m0, m1 settled everywhere; m2 deferred and m3 dead-lettered in "b" still count.
     assert segments(t) == [segment_name(k) for k in (3, 4, 5)]
     assert CHECKPOINT in os.listdir(t.logs()[0].directory)
@@ -265,10 +268,12 @@ def test_checkpoint_drops_segments_once_every_subscription_settled(brokers: Brok
     (m4,) = recv(b, S("b"))
     settle(b, "complete", S("b"), [m4])
     b.checkpoint()
+    b.checkpoint()  # settled segments go one checkpoint later (generations)
     assert segments(t) == [segment_name(3), segment_name(5)]  # the last one takes appends
     (m2,) = b.receive_deferred(NS, S("b"), [3], "receive-and-delete")
     assert body(m2) == "m2"
     b.checkpoint()
+    b.checkpoint()  # settled segments go one checkpoint later (generations)
     assert segments(t) == [segment_name(5)]
     assert size(b) == 0
     b = brokers.restart(b, crash=True)
@@ -299,6 +304,7 @@ def test_deleting_a_subscription_releases_its_references(brokers: Brokers, crash
     b.send(NS, "t", [M("m3")])
     settle(b, "complete", S("a"), recv(b, S("a")))
     b.checkpoint()
+    b.checkpoint()  # settled segments go one checkpoint later (generations)
     assert segments(t) == [segment_name(4)]
     sub(b, "b")  # the same name again: nothing of the old one
     assert peek(b, S("b")) == {} and peek(b, DL("b")) == {}
@@ -311,10 +317,12 @@ def test_a_checkpoint_after_deleting_the_last_holder_drops_its_segments(
     t = b.topic(NS, "t")
     settle(b, "complete", S("a"), recv(b, S("a")))
     b.checkpoint()
+    b.checkpoint()  # settled segments go one checkpoint later (generations)
     assert len(segments(t)) == 3  # "b" holds every message
     b.subscription_delete(NS, "t", "b")
     assert size(b) == 0
     b.checkpoint()
+    b.checkpoint()  # settled segments go one checkpoint later (generations)
     assert segments(t) == [segment_name(3)]
 
 
@@ -499,9 +507,9 @@ def test_torn_journal_tail_keeps_the_other_subscriptions_state(
 
     b = brokers.restart(b, crash=True, between=tear)
     assert any("torn bytes" in note for note in b.topic(NS, "t").logs()[0].notes)
-    # Garbage after the journal is cut away; any other damage loses the last batch
-    # ("a" defers m3).
-    want_a = {"m2": ACTIVE, "m3": DEFERRED if damage == "garbage" else ACTIVE}
+    # Garbage after the journal is cut away; the other damage hits the second copy of the
+    # last batch only ("a" defers m3): the first copy applies.
+    want_a = {"m2": ACTIVE, "m3": DEFERRED}
     assert peek(b, S("a")) == want_a
     assert peek(b, S("b")) == {"m1": ACTIVE, "m3": ACTIVE}
     assert peek(b, DL("b")) == {"m2": DEADLETTERED}

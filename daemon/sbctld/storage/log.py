@@ -15,17 +15,16 @@ Only the daemon's event-loop thread uses a PartitionLog.
 
 from __future__ import annotations
 
-import errno
+import logging
 import os
 import shutil
-import struct
 from array import array
 from bisect import bisect_right
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from enum import IntEnum
 from itertools import compress
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import crc32c
 import msgspec
@@ -38,25 +37,38 @@ from sbctl.codec import (
     scan_batches,
 )
 from sbctl.limits import MAX_TIME_MS
+from sbctld.storage import checkpoint as ckp
 from sbctld.storage import journal as jnl
 from sbctld.storage.files import (
-    CHECKPOINT,
     SEGMENT_SUFFIX,
     fsync_dir,
     numbered,
     segment_name,
     write_all,
-    write_atomic,
 )
+from sbctld.storage.space import CorruptRecord, StorageError, storage_error
 from sbctld.storage.sync import Syncer
 
+if TYPE_CHECKING:
+    from sbctld.storage.adoption import StagedSegment
+
 DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024
-CHECKPOINT_MAGIC = b"SBCK"
-CHECKPOINT_VERSION = 1
 
 OP_STATE = 1  # arg = new State; extra = property changes (msgpack map) or empty
 OP_DELIVERY = 2  # arg = delivery count
 OP_PROPS = 3  # extra = property changes (msgpack map)
+OP_CORRUPT = 4  # the record failed its CRC when read: never served again, counted
+
+log = logging.getLogger("sbctld")
+
+
+def record_crc(
+    buf: bytes | bytearray | memoryview, payload_offset: int, payload_length: int
+) -> int:
+    """CRC-32C of one record (header and payload), checked on every read."""
+    return crc32c.crc32c(
+        memoryview(buf)[payload_offset - RECORD_HEADER.size : payload_offset + payload_length]
+    )
 
 
 class State(IntEnum):
@@ -72,27 +84,6 @@ STATE_COUNT = len(State)
 ACTIVE_BYTE = bytes([State.ACTIVE])
 
 
-class StagedSegment(NamedTuple):
-    """A staged file checked and numbered for adoption (spark-load, sbctld.staged), not
-    yet visible."""
-
-    source: Path
-    base: int
-    size: int
-    offsets: array  # payload offsets in the file
-    lengths: array
-    ttls: array
-    scheds: array
-    # Worked out ahead (off the event loop) by sbctld.staged, or here when None / -1.
-    exp: array | None = None  # expiry times
-    payload_bytes: int = -1
-    scheduled: list[int] | None = None  # indexes of the scheduled records
-
-
-class AdoptionError(Exception):
-    """A staged file that is not whole, valid record batches."""
-
-
 class Segment:
     __slots__ = ("base", "fd", "path", "size")
 
@@ -101,6 +92,16 @@ class Segment:
         self.path = path
         self.fd = fd
         self.size = size
+
+
+class Staged(NamedTuple):
+    """A batch written to its segment but not yet indexed (:meth:`PartitionLog.stage`)."""
+
+    seg: Segment
+    offset: int  # where the batch starts in the segment
+    size: int
+    now_ms: int
+    recs: list[tuple[int, int, int, int, int]]
 
 
 class StateIndex:
@@ -112,6 +113,7 @@ class StateIndex:
     next_seq: int
     state: bytearray
     counts: list[int]
+    corrupt_count: int  # records found damaged (never served), daemon/README.md §0.4
 
     def state_of(self, seq: int) -> State:
         i = seq - self.base
@@ -149,8 +151,10 @@ class PartitionLog(StateIndex):
         self.exp = array("q")  # expiry time, ms since the epoch
         self.state = bytearray()  # State per message
         self.dc = array("I")  # delivery count
+        self.crc = array("I")  # CRC-32C of each record, checked on every read
         self.props: dict[int, dict[str, Any]] = {}  # property changes (abandon, dead-letter)
         self.counts = [0] * STATE_COUNT
+        self.corrupt_count = 0
         self.live_bytes = 0
         self.seg_live: dict[int, int] = {}
         self.journal = jnl.Journal(directory, 0, None, 0)
@@ -158,6 +162,13 @@ class PartitionLog(StateIndex):
         self._roll = False  # next append starts a new segment (after recovery cut one)
         self.synced_base = 0  # segments from this base on may hold unsynced appends
         self.notes: list[str] = []  # what recovery found, for the daemon log
+        # Checkpoint generations (sbctld.storage.checkpoint): the journal generation the
+        # current checkpoint starts from (older ones are kept for the previous generation
+        # until the next checkpoint), and the segments already settled at that checkpoint
+        # (deleted at the next one, when no kept checkpoint needs them any more).
+        self._ckpt_gen = 0
+        self._settled_at_ckpt: set[int] = set()
+        self._holes: list[tuple[int, int]] = []  # seqs lost to damage found by recovery
 
     # ---------------------------------------------------------------- opening
 
@@ -177,8 +188,17 @@ class PartitionLog(StateIndex):
         log._recover()
         return log
 
+    def checkpoint_recovered(self) -> None:
+        """Checkpoint what recovery rebuilt, so the next start need not redo it (the
+        daemon calls it once every store is open: restart time stays flat)."""
+        if self.changes_since_checkpoint:
+            try:
+                self.checkpoint()
+            except StorageError as exc:
+                self.notes.append(f"{self.directory}: recovered but not checkpointed: {exc}")
+
     def _recover(self) -> None:
-        ckpt = self._load_checkpoint()
+        ckpt, fallback = ckp.load(self.directory, self.notes)
         scan_from: tuple[int, ...] = (0, 0)
         jpos = (0, 0)
         if ckpt is not None:
@@ -190,11 +210,16 @@ class PartitionLog(StateIndex):
             self.exp.frombytes(ckpt["exp"])
             self.state.extend(ckpt["state"])
             self.dc.frombytes(ckpt["dc"])
+            self.crc.frombytes(ckpt.get("crc", b""))
+            self.corrupt_count = ckpt.get("corrupt", 0)
             self.props = {int(k): v for k, v in ckpt["props"].items()}
             self._restore_extra(ckpt)
             scan_from = tuple(ckpt["log"])
             self.synced_base = scan_from[0]
             jpos = tuple(ckpt["journal"])
+            self._ckpt_gen = jpos[0]
+            if fallback:
+                self.changes_since_checkpoint += 1  # write a current one
         for base, path in numbered(self.directory, SEGMENT_SUFFIX):
             fd = os.open(path, os.O_RDWR | os.O_APPEND)
             self.segments.append(Segment(base, path, fd, os.fstat(fd).st_size))
@@ -202,9 +227,12 @@ class PartitionLog(StateIndex):
         if ckpt is None and self.segments:
             self.base = self.head = self.next_seq = self.segments[0].base
         if ckpt is not None:
+            if "crc" not in ckpt:
+                self._crcs_from_segments()
             scan_from = self._check_checkpointed(scan_from)
         self._scan_segments(scan_from)
         stale = self._replay_journal(jpos)
+        self._holes = []
         self._rebuild_derived()
         if stale:
             # The journal names messages the log lost (a torn tail). Their sequence numbers
@@ -215,20 +243,28 @@ class PartitionLog(StateIndex):
             )
             self.checkpoint()
 
-    def _load_checkpoint(self) -> dict[str, Any] | None:
-        path = self.directory / CHECKPOINT
-        try:
-            data = path.read_bytes()
-        except FileNotFoundError:
-            return None
-        if len(data) >= 8 and data[:4] == CHECKPOINT_MAGIC:
-            (crc,) = struct.unpack_from("<I", data, 4)
-            if crc32c.crc32c(memoryview(data)[8:]) == crc:
-                ckpt: dict[str, Any] = msgspec.msgpack.decode(data[8:])
-                if ckpt.get("v") == CHECKPOINT_VERSION:
-                    return ckpt
-        self.notes.append(f"{path}: unreadable checkpoint ignored; rebuilding from the logs")
-        return None
+    def _crcs_from_segments(self) -> None:
+        """Per-record CRCs for a checkpoint written before they were kept: read from the
+        segments (their batch CRCs checked); a record in no valid batch is unreadable."""
+        n = len(self.state)
+        crc = array("I", bytes(4 * n))
+        found = bytearray(n)
+        for seg in self.segments:
+            buf = os.pread(seg.fd, seg.size, 0)
+            batches, _damaged, _end, _problem = ckp.scan_segment(buf, seg.base)
+            for info in batches:
+                for r in iter_records(buf, info):
+                    i = info.base_seq + r.rel_seq - self.base
+                    if 0 <= i < n and self.offset[i] == r.payload_offset:
+                        crc[i] = record_crc(buf, r.payload_offset, r.payload_length)
+                        found[i] = 1
+        self.crc = crc
+        self.changes_since_checkpoint += 1  # keep them in the next checkpoint
+        for i in range(n):
+            if not found[i] and self.state[i] != State.GONE:
+                self.state[i] = State.GONE
+                self.corrupt_count += 1
+                self._lost(i)
 
     # Hooks for stores that keep more per message (sbctld.storage.topic): what the
     # checkpoint adds, how it is restored, and what happens when recovery loses index ``j``.
@@ -273,64 +309,99 @@ class PartitionLog(StateIndex):
                     self.props.pop(self.base + j, None)
                     self._lost(j)
                     lost += 1
-            self._truncate_segment(
-                k, valid_end, problem or "segment shorter than indexed", set_aside=False
-            )
+            self._truncate_segment(k, valid_end, problem or "segment shorter than indexed")
             self.notes.append(f"{seg.path}: {lost} indexed messages were missing and are lost")
             self._roll = True
             if seg.base == scan_from[0]:
                 scan_from = (seg.base, seg.size)
         return scan_from
 
-    def _truncate_segment(
-        self, k: int, valid_end: int, problem: str, *, set_aside: bool = True
-    ) -> None:
-        """Cut segment ``k`` at ``valid_end`` and (by default) set later segments aside."""
+    def _truncate_segment(self, k: int, valid_end: int, problem: str) -> None:
+        """Cut segment ``k`` at ``valid_end`` (a torn tail)."""
         seg = self.segments[k]
-        dropped = seg.size - valid_end
+        dropped, seg.size = seg.size - valid_end, valid_end
         os.ftruncate(seg.fd, valid_end)
-        seg.size = valid_end
+        os.fsync(seg.fd)
         self.notes.append(
             f"{seg.path}: {problem} at byte {valid_end}; truncated {dropped} torn bytes"
         )
-        os.fsync(seg.fd)
-        if not set_aside:
-            return
-        for later in self.segments[k + 1 :]:
-            os.close(later.fd)
-            later.path.rename(later.path.with_suffix(".corrupt"))
-            self.notes.append(f"{later.path}: follows a torn batch; set aside as .corrupt")
-        del self.segments[k + 1 :]
-        del self._bases[k + 1 :]
 
     def _scan_segments(self, scan_from: tuple[int, ...]) -> None:
+        """Index the batches after the checkpoint, isolating damage (daemon/README.md §0.4).
+
+        A torn tail is cut off. A damaged batch in the middle is skipped, its bytes copied
+        to ``<segment>.corrupt`` beside it, its sequence numbers counted as corrupt and
+        every valid batch after it kept.
+        """
         start_base, start_pos = scan_from
+        torn = False
         for k, seg in enumerate(self.segments):
             if seg.base < start_base:
                 continue
             pos = start_pos if seg.base == start_base else 0
             if pos == 0 and seg.base > self.next_seq:
-                self._fill_gone(seg.base)  # a settled segment was deleted before it
+                if torn:  # the damaged end of the segment before held these
+                    self._lose(seg.base)
+                else:
+                    self._fill_gone(seg.base)  # a settled segment was deleted before it
             buf = os.pread(seg.fd, seg.size - pos, pos) if seg.size > pos else b""
-            batches, valid_end, problem = scan_batches(buf)
+            batches, damaged, valid_end, problem = ckp.scan_segment(buf, self.next_seq)
             for info in batches:
-                if info.base_seq != self.next_seq:
-                    problem = f"batch starts at seq {info.base_seq}, expected {self.next_seq}"
-                    valid_end = info.offset
-                    break
+                if info.base_seq > self.next_seq:
+                    self._lose(info.base_seq)
                 self._index_batch(
                     info.base_time_ms,
                     [
-                        (pos + r.payload_offset, r.payload_length, r.ttl_ms, r.scheduled_ms)
+                        (
+                            pos + r.payload_offset,
+                            r.payload_length,
+                            r.ttl_ms,
+                            r.scheduled_ms,
+                            record_crc(buf, r.payload_offset, r.payload_length),
+                        )
                         for r in iter_records(buf, info)
                     ],
                 )
-            if problem:
+                self.changes_since_checkpoint += info.record_count
+            torn = valid_end < len(buf) and k + 1 < len(self.segments)
+            if torn:  # not the last segment's: damage, not an interrupted append
+                damaged.append((valid_end, len(buf)))
+            if damaged:
+                self._set_aside(seg, buf, pos, damaged, problem)
+            if valid_end < len(buf):
                 self._truncate_segment(k, pos + valid_end, problem)
-                break
+
+    def _lose(self, upto: int) -> None:
+        """Sequence numbers up to ``upto`` whose records were damaged: gone, counted."""
+        lost = upto - self.next_seq
+        self._holes.append((self.next_seq, upto))
+        self.corrupt_count += lost
+        self._fill_gone(upto)
+        self.notes.append(f"{self.directory}: {lost} damaged messages skipped (counted corrupt)")
+
+    def _set_aside(
+        self, seg: Segment, buf: bytes, pos: int, damaged: list[tuple[int, int]], problem: str
+    ) -> None:
+        """Copy the damaged ranges of a segment to ``<segment>.corrupt`` for inspection."""
+        aside = seg.path.with_name(seg.path.name + ".corrupt")
+        try:
+            with open(aside, "ab") as fh:
+                for a, b in damaged:
+                    fh.write(bytes(buf[a:b]))
+        except OSError as exc:
+            self.notes.append(f"{aside}: could not keep the damaged bytes: {exc}")
+        for a, b in damaged:
+            self.notes.append(
+                f"{seg.path}: {problem}: bytes {pos + a}-{pos + b} damaged, skipped and "
+                f"copied to {aside.name}; the valid records after them are kept"
+            )
 
     def _replay_journal(self, jpos: tuple[int, ...]) -> int:
-        """Apply the journal after ``jpos``; returns how many entries were beyond the log."""
+        """Apply the journal after ``jpos``; returns how many entries were beyond the log.
+
+        A damaged journal batch loses only itself (copied to ``<journal>.corrupt``); a torn
+        tail is cut off.
+        """
         start_gen, start_off = jpos
         files = [(g, p) for g, p in self.journal.files() if g >= start_gen]
         generation, size = start_gen, 0
@@ -338,13 +409,24 @@ class PartitionLog(StateIndex):
         for g, path in files:
             data = path.read_bytes()
             off = start_off if g == start_gen else 0
-            spans, valid_end, problem = jnl.scan(data[off:])
+            spans, valid_end, damaged, problem = jnl.scan(data[off:])
             for a, b in spans:
                 for entry in jnl.decode_entries(data, off + a, off + b):
                     stale += entry.seq >= self.next_seq
                     self._apply(entry)
+                    self.changes_since_checkpoint += 1
             generation, size = g, off + valid_end
-            if problem:
+            if damaged:
+                aside = path.with_name(path.name + ".corrupt")
+                with open(aside, "ab") as fh:
+                    for a, b in damaged:
+                        fh.write(data[off + a : off + b])
+                self.notes.append(
+                    f"{path}: {problem}: {len(damaged)} damaged journal batches skipped and "
+                    f"copied to {aside.name}; the rest applied"
+                )
+                self.changes_since_checkpoint += 1
+            if size < len(data):
                 with open(path, "r+b") as fh:
                     fh.truncate(size)
                     os.fsync(fh.fileno())
@@ -373,22 +455,62 @@ class PartitionLog(StateIndex):
     # ---------------------------------------------------------------- writing
 
     def append(self, records: Sequence[StagedRecord], now_ms: int) -> int:
-        """Append one batch; returns its first local sequence number."""
+        """Append one batch; returns its first local sequence number.
+
+        Raises StorageError (nothing written, nothing indexed) if the disk refuses it.
+        """
+        return self.commit(self.stage(records, now_ms))
+
+    def stage(self, records: Sequence[StagedRecord], now_ms: int) -> Staged:
+        """Write one batch without indexing it: :meth:`commit` or :meth:`unstage` follows.
+
+        A write that fails is cut back to the segment's last good end and raises
+        StorageError, so a partial batch never stays in the file.
+        """
+        self.syncer.reserve.check_send()
         first = self.next_seq
         batch, offsets = encode_batch(first, now_ms, records)
-        seg = self._writable_segment(len(batch))
-        base_off = seg.size
-        write_all(seg.fd, batch)
-        seg.size += len(batch)
+        try:
+            seg = self._writable_segment(len(batch))
+        except OSError as exc:
+            raise storage_error(exc, self.directory / segment_name(first)) from exc
+        try:
+            write_all(seg.fd, batch)
+        except OSError as exc:
+            self._cut(seg, seg.size)
+            raise storage_error(exc, seg.path) from exc
+        view = memoryview(batch)
+        recs = [
+            (
+                seg.size + off,
+                len(rec.payload),
+                rec.ttl_ms,
+                rec.scheduled_ms,
+                record_crc(view, off, len(rec.payload)),
+            )
+            for off, rec in zip(offsets, records, strict=True)
+        ]
+        return Staged(seg, seg.size, len(batch), now_ms, recs)
+
+    def unstage(self, staged: Staged) -> None:
+        """Take back a staged batch (another part of the same request failed)."""
+        self._cut(staged.seg, staged.offset)
+
+    def _cut(self, seg: Segment, size: int) -> None:
+        try:
+            os.ftruncate(seg.fd, size)
+        except OSError as exc:  # cannot happen on a shrink; the next recovery would cut it
+            log.error("could not cut %s back to %d bytes: %s", seg.path, size, exc)
+            self._roll = True
+
+    def commit(self, staged: Staged) -> int:
+        """Index a staged batch: its messages become visible."""
+        first = self.next_seq
+        seg = staged.seg
+        seg.size += staged.size
         self.syncer.mark(seg.fd)
-        self._index_batch(
-            now_ms,
-            [
-                (base_off + off, len(rec.payload), rec.ttl_ms, rec.scheduled_ms)
-                for off, rec in zip(offsets, records, strict=True)
-            ],
-        )
-        n = len(records)
+        self._index_batch(staged.now_ms, staged.recs)
+        n = len(staged.recs)
         self.seg_live[seg.base] = self.seg_live.get(seg.base, 0) + n
         self.changes_since_checkpoint += n
         return first
@@ -401,15 +523,17 @@ class PartitionLog(StateIndex):
         self.enq.extend([0] * n)
         self.exp.extend([0] * n)
         self.dc.extend([0] * n)
+        self.crc.extend([0] * n)
         self.state.extend(bytes(n))
         self.next_seq = upto
 
-    def _index_batch(self, now_ms: int, recs: list[tuple[int, int, int, int]]) -> None:
-        """Index records given as (payload offset, payload length, ttl, scheduled)."""
+    def _index_batch(self, now_ms: int, recs: list[tuple[int, int, int, int, int]]) -> None:
+        """Index records given as (payload offset, payload length, ttl, scheduled, crc)."""
         n = len(recs)
-        offs, lens, ttls, scheds = zip(*recs, strict=True) if recs else ((), (), (), ())
+        offs, lens, ttls, scheds, crcs = zip(*recs, strict=True) if recs else ((),) * 5
         self.offset.extend(offs)
         self.length.extend(lens)
+        self.crc.extend(crcs)
         self.live_bytes += sum(lens)
         self.exp.extend(
             [min(now_ms + ttl, MAX_TIME_MS) if ttl >= 0 else MAX_TIME_MS for ttl in ttls]
@@ -440,12 +564,17 @@ class PartitionLog(StateIndex):
         self.seg_live.setdefault(seg.base, 0)
         return seg
 
-    def record(self, entries: Iterable[jnl.Entry]) -> None:
-        """Journal then apply state changes (one journal batch)."""
+    def record(self, entries: Iterable[jnl.Entry], *, reserve: bool = True) -> None:
+        """Journal then apply state changes (one journal batch).
+
+        Settlements may use the settlement reserve on a full disk (sbctld.storage.space);
+        a send's own entries (``reserve=False``) may not. Raises StorageError, with nothing
+        applied, if the journal cannot be written.
+        """
         entries = list(entries)
         if not entries:
             return
-        fd = self.journal.append(entries)
+        fd = self.journal.append(entries, self.syncer.reserve if reserve else None)
         self.syncer.mark(fd)
         for entry in entries:
             self._apply(entry)
@@ -484,6 +613,9 @@ class PartitionLog(StateIndex):
             self.dc[i] = arg
         elif op == OP_PROPS and self.state[i] != State.GONE:
             self._merge_props(seq, extra)
+        elif op == OP_CORRUPT and self.state[i] != State.GONE:
+            self.corrupt_count += 1
+            self._apply(jnl.Entry(OP_STATE, seq, State.GONE, b""))
 
     def _merge_props(self, seq: int, extra: bytes) -> None:
         changes = msgspec.msgpack.decode(extra)
@@ -498,93 +630,62 @@ class PartitionLog(StateIndex):
         self.head = h
 
     # ---------------------------------------------------------------- adoption
+    # (sbctld.storage.adoption; methods here so that loads.py works on any store)
 
     def link_adoption(self, staged: Sequence[StagedSegment]) -> None:
-        """Move prepared files into this store as segments; still invisible (not indexed).
+        from sbctld.storage import adoption
 
-        A crash from here until the load's manifest says committed is undone by
-        :func:`rollback_adoption` on the next start.
-        """
-        if not staged:
-            return
-        if (
-            self.segments
-            and self.segments[-1].size == 0
-            and self.segments[-1].base == staged[0].base
-        ):
-            # An empty segment named like the first adopted one (a crash right after a roll).
-            empty = self.segments.pop()
-            self._bases.pop()
-            self.seg_live.pop(empty.base, None)
-            os.close(empty.fd)
-            empty.path.unlink()
-        for st in staged:
-            target = self.directory / segment_name(st.base)
-            try:
-                os.rename(st.source, target)
-            except OSError as exc:
-                if exc.errno != errno.EXDEV:
-                    raise
-                tmp = target.with_name(target.name + ".adopting")
-                shutil.copyfile(st.source, tmp)
-                with open(tmp, "rb") as fh:
-                    os.fsync(fh.fileno())
-                os.rename(tmp, target)
-                st.source.unlink()
-        fsync_dir(self.directory)
+        adoption.link_adoption(self, staged)
 
     def commit_adoption(
         self, staged: Sequence[StagedSegment], now_ms: int
     ) -> list[tuple[int, int]]:
-        """Index linked segments: their messages become visible.
+        from sbctld.storage import adoption
 
-        Returns ``(scheduled time, seq)`` of the scheduled ones, for the broker's timers.
-        """
-        scheduled: list[tuple[int, int]] = []
-        for st in staged:
-            path = self.directory / segment_name(st.base)
-            fd = os.open(path, os.O_RDWR | os.O_APPEND)
-            self.segments.append(Segment(st.base, path, fd, st.size))
-            self._bases.append(st.base)
-            n = len(st.offsets)
-            self.offset.extend(st.offsets)
-            self.length.extend(st.lengths)
-            self.live_bytes += st.payload_bytes if st.payload_bytes >= 0 else sum(st.lengths)
-            self.exp.extend(st.exp if st.exp is not None else expiries(st.ttls, now_ms))
-            self.enq.extend(array("q", [now_ms]) * n)
-            self.dc.extend(array("I", [0]) * n)
-            sched_idx = st.scheduled
-            if sched_idx is None:
-                sched_idx = [k for k, when in enumerate(st.scheds) if when >= 0]
-            if sched_idx:
-                self.state.extend(
-                    bytes(State.SCHEDULED if when >= 0 else State.ACTIVE for when in st.scheds)
-                )
-                scheduled.extend((st.scheds[k], st.base + k) for k in sched_idx)
-            else:
-                self.state.extend(ACTIVE_BYTE * n)
-            self.counts[State.SCHEDULED] += len(sched_idx)
-            self.counts[State.ACTIVE] += n - len(sched_idx)
-            self.seg_live[st.base] = n
-            self.next_seq = st.base + n
-            self.changes_since_checkpoint += n
-        self._roll = False
-        return scheduled
+        return adoption.commit_adoption(self, staged, now_ms)
 
     # ---------------------------------------------------------------- reading
 
-    def read_payload(self, seq: int) -> bytes:
+    def read_record(self, seq: int) -> bytes:
+        """The stored record (header and payload) of ``seq``, its CRC checked.
+
+        Raises CorruptRecord when it fails: the caller skips it (:meth:`discard_corrupt`).
+        """
         i = seq - self.base
-        seg = self.segments[bisect_right(self._bases, seq) - 1]
-        return os.pread(seg.fd, self.length[i], self.offset[i])
+        off, n = self.offset[i], self.length[i]
+        k = bisect_right(self._bases, seq) - 1
+        if k < 0 or off < RECORD_HEADER.size:
+            raise CorruptRecord(seq, str(self.directory))
+        seg = self.segments[k]
+        try:
+            raw = os.pread(seg.fd, n + RECORD_HEADER.size, off - RECORD_HEADER.size)
+        except OSError as exc:
+            raise CorruptRecord(seq, f"{seg.path} ({exc})") from exc
+        if len(raw) != n + RECORD_HEADER.size or crc32c.crc32c(raw) != self.crc[i]:
+            raise CorruptRecord(seq, str(seg.path))
+        return raw
+
+    def read_payload(self, seq: int) -> bytes:
+        return self.read_record(seq)[RECORD_HEADER.size :]
 
     def record_header(self, seq: int) -> tuple[int, int]:
         """(ttl_ms, scheduled_ms) of a stored record, read from its segment."""
-        i = seq - self.base
-        seg = self.segments[bisect_right(self._bases, seq) - 1]
-        raw = os.pread(seg.fd, RECORD_HEADER.size, self.offset[i] - RECORD_HEADER.size)
-        _length, _rel, ttl_ms, scheduled_ms = RECORD_HEADER.unpack(raw)
+        raw = self.read_record(seq)
+        _length, _rel, ttl_ms, scheduled_ms = RECORD_HEADER.unpack_from(raw)
         return ttl_ms, scheduled_ms
+
+    def discard_corrupt(self, seq: int, where: str = "") -> None:
+        """A record failed its CRC: never served again, counted, reported."""
+        log.error(
+            "%s: message %d fails its CRC check: not served, counted in corrupt_message_count",
+            where or self.directory,
+            seq,
+        )
+        entry = jnl.Entry(OP_CORRUPT, seq, 0, b"")
+        try:
+            self.record([entry])
+        except StorageError:
+            self._apply(entry)  # not journaled: found again (and skipped) after a restart
 
     # ---------------------------------------------------------------- housekeeping
 
@@ -592,7 +693,9 @@ class PartitionLog(StateIndex):
         """Persist the index, rotate the journal and drop fully settled files.
 
         Everything the index reflects is made durable first, so the checkpoint never
-        describes bytes a crash could still lose.
+        describes bytes a crash could still lose. The checkpoint it replaces is kept as the
+        previous generation (sbctld.storage.checkpoint), with the journals after it and the
+        segments it still names. Raises StorageError (nothing changed) on a write error.
         """
         self._trim()
         # Every segment written since the last checkpoint, not only the last: a segment
@@ -604,44 +707,59 @@ class PartitionLog(StateIndex):
             self.synced_base = self.segments[-1].base
         if self.journal.fd is not None:
             os.fdatasync(self.journal.fd)
-        old_journal_fd = self.journal.rotate()
         last = self.segments[-1] if self.segments else None
-        body = msgspec.msgpack.encode(
+        generation = self.journal.generation + 1
+        ckp.write(
+            self.directory,
             {
-                "v": CHECKPOINT_VERSION,
+                "v": ckp.VERSION,
                 "base": self.base,
                 "next_seq": self.next_seq,
                 "log": [last.base, last.size] if last else [0, 0],
-                "journal": list(self.journal.position),
+                "journal": [generation, 0],
                 "offset": self.offset.tobytes(),
                 "length": self.length.tobytes(),
                 "enq": self.enq.tobytes(),
                 "exp": self.exp.tobytes(),
                 "state": bytes(self.state),
                 "dc": self.dc.tobytes(),
+                "crc": self.crc.tobytes(),
+                "corrupt": self.corrupt_count,
                 "props": {str(k): v for k, v in self.props.items()},
                 **self._checkpoint_extra(),
-            }
+            },
         )
-        crc = struct.pack("<I", crc32c.crc32c(body))
-        write_atomic(self.directory / CHECKPOINT, CHECKPOINT_MAGIC + crc + body)
+        old_journal_fd = self.journal.rotate()
         if old_journal_fd is not None:
             self.syncer.close_later(old_journal_fd)
         for g, path in self.journal.files():
-            if g < self.journal.generation:
+            if g < self._ckpt_gen:  # needed by neither kept generation
                 path.unlink()
+        self._ckpt_gen = generation
         self._drop_settled_segments()
         self.changes_since_checkpoint = 0
 
+    @property
+    def settled_segments(self) -> bool:
+        """Are there settled segments the next checkpoint deletes?"""
+        return bool(self._settled_at_ckpt)
+
     def _drop_settled_segments(self) -> None:
+        """Delete segments settled at the previous checkpoint already (so neither kept
+        checkpoint names a live message in them); the last one stays."""
         keep: list[Segment] = []
+        settled: set[int] = set()
         for seg in self.segments[:-1]:
-            if self.seg_live.get(seg.base, 0) == 0:
+            if self.seg_live.get(seg.base, 0) != 0:
+                keep.append(seg)
+            elif seg.base in self._settled_at_ckpt:
                 self.syncer.close_later(seg.fd)
                 seg.path.unlink()
                 self.seg_live.pop(seg.base, None)
             else:
+                settled.add(seg.base)
                 keep.append(seg)
+        self._settled_at_ckpt = settled
         if self.segments:
             keep.append(self.segments[-1])
         if len(keep) != len(self.segments):
@@ -654,7 +772,7 @@ class PartitionLog(StateIndex):
         k = self.head - self.base
         if k <= 0:
             return
-        for arr in (self.offset, self.length, self.enq, self.exp, self.dc):
+        for arr in (self.offset, self.length, self.enq, self.exp, self.dc, self.crc):
             del arr[:k]
         del self.state[:k]
         self.counts[State.GONE] -= k
@@ -673,42 +791,3 @@ class PartitionLog(StateIndex):
         """Close and delete this store's files (entity deletion)."""
         self.close()
         shutil.rmtree(self.directory, ignore_errors=True)
-
-
-def expiries(ttls: array, now_ms: int) -> array:
-    """Expiry times of records with these TTLs (-1: none) enqueued at ``now_ms``."""
-    return array("q", [min(now_ms + t, MAX_TIME_MS) if t >= 0 else MAX_TIME_MS for t in ttls])
-
-
-def rollback_adoption(directory: Path, next_seq: int) -> int:
-    """Undo an adoption that never committed: remove the segments from ``next_seq`` on.
-
-    Works on files only, before the store is opened; returns how many files it removed.
-    Adoption only adds segments numbered from the store's ``next_seq`` at the time, so the
-    store is left exactly as it was before.
-    """
-    removed = 0
-    if not directory.exists():
-        return 0
-    for base, path in numbered(directory, SEGMENT_SUFFIX):
-        if base >= next_seq:
-            path.unlink()
-            removed += 1
-    for leftover in directory.glob("*.adopting"):
-        leftover.unlink()
-        removed += 1
-    if removed:
-        fsync_dir(directory)
-    return removed
-
-
-def open_partitions(
-    directories: Iterable[Path], syncer: Syncer, report: Callable[[str], None]
-) -> list[PartitionLog]:
-    logs = []
-    for d in directories:
-        log = PartitionLog.open(d, syncer)
-        for note in log.notes:
-            report(note)
-        logs.append(log)
-    return logs

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import os
 
+from sbctld.storage.space import Reserve
+
 
 class Syncer:
     def __init__(self, durability: str = "fsync") -> None:
@@ -21,6 +23,8 @@ class Syncer:
         self.durable = durability == "fsync"
         self._dirty: set[int] = set()
         self._closing: list[int] = []
+        # The settlement reserve of the data dir (sbctld.storage.space); none by default.
+        self.reserve = Reserve(None, 0)
 
     @property
     def pending(self) -> bool:

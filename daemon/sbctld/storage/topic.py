@@ -37,14 +37,17 @@ from sbctl.limits import MAX_TIME_MS
 from sbctld.storage import journal as jnl
 from sbctld.storage.files import fsync_dir
 from sbctld.storage.log import (
+    OP_CORRUPT,
     OP_DELIVERY,
     OP_PROPS,
     OP_STATE,
     STATE_COUNT,
     PartitionLog,
+    Staged,
     State,
     StateIndex,
 )
+from sbctld.storage.space import StorageError
 from sbctld.storage.sync import Syncer
 
 OP_ROUTE = 10
@@ -67,6 +70,7 @@ class SubLog(StateIndex):
         self.props: dict[int, dict[str, Any]] = {}
         self.counts = [0] * STATE_COUNT
         self.counts[State.GONE] = n
+        self.corrupt_count = 0
         self.live_bytes = 0
         self.ttl_cap_ms = ttl_cap_ms
         self.own_exp: array[int] | None = None
@@ -132,16 +136,30 @@ class SubLog(StateIndex):
         self.counts[State.GONE] -= k
 
     # What the queue code calls.
+    @property
+    def directory(self) -> Path:
+        return self.topic.directory
+
+    settled_segments = False  # the topic's log checkpoints for every subscription
+
+    def read_record(self, seq: int) -> bytes:
+        return self.topic.read_record(seq)
+
     def read_payload(self, seq: int) -> bytes:
         return self.topic.read_payload(seq)
 
     def record_header(self, seq: int) -> tuple[int, int]:
         return self.topic.record_header(seq)
 
-    def record(self, entries: Iterable[jnl.Entry]) -> None:
+    def discard_corrupt(self, seq: int, where: str = "") -> None:
+        """The topic's record failed its CRC: gone from every subscription holding it."""
+        self.topic.discard_corrupt(seq, where)
+
+    def record(self, entries: Iterable[jnl.Entry], *, reserve: bool = True) -> None:
         tag = self.id << ID_SHIFT
         self.topic.record(
-            jnl.Entry(OP_SUB + op, seq, arg | tag, extra) for op, seq, arg, extra in entries
+            (jnl.Entry(OP_SUB + op, seq, arg | tag, extra) for op, seq, arg, extra in entries),
+            reserve=reserve,
         )
 
     def set_state(self, seq: int, state: State, changes: dict[str, Any] | None = None) -> None:
@@ -224,8 +242,22 @@ class TopicLog(PartitionLog):
     ) -> int:
         """Append one batch and route it: ``routes`` maps a subscription id to one State
         byte per record (0: not routed); ``props`` adds (subscription id, index, property
-        changes), e.g. dead-letter reasons. Returns the first sequence number."""
-        first = self.append(records, now_ms)
+        changes), e.g. dead-letter reasons. Returns the first sequence number.
+
+        All or nothing: if the disk refuses the batch or its routes, nothing is kept.
+        """
+        return self.commit_routed(self.stage_routed(records, now_ms, routes, props))
+
+    def stage_routed(
+        self,
+        records: Sequence[StagedRecord],
+        now_ms: int,
+        routes: dict[int, bytes],
+        props: Sequence[tuple[int, int, dict[str, Any]]] = (),
+    ) -> tuple[Staged, list[jnl.Entry], int]:
+        """Write the batch and its routes, applying neither (:meth:`commit_routed`)."""
+        staged = self.stage(records, now_ms)
+        first = self.next_seq
         entries = [
             jnl.Entry(OP_ROUTE, first, sub_id, states)
             for sub_id, states in routes.items()
@@ -240,15 +272,37 @@ class TopicLog(PartitionLog):
                     msgspec.msgpack.encode(changes),
                 )
             )
-        self.record(entries)
+        journal_size = self.journal.size
+        if entries:
+            try:
+                fd = self.journal.append(entries)
+            except StorageError:
+                self.unstage(staged)
+                raise
+            self.syncer.mark(fd)
+        return staged, entries, journal_size
+
+    def unstage_routed(self, staged: tuple[Staged, list[jnl.Entry], int]) -> None:
+        """Take back a staged batch and its routes (another partition's write failed)."""
+        batch, entries, journal_size = staged
+        self.unstage(batch)
+        if entries and self.journal.fd is not None:
+            self.journal.truncate(journal_size)
+
+    def commit_routed(self, staged: tuple[Staged, list[jnl.Entry], int]) -> int:
+        batch, entries, _size = staged
+        first = self.commit(batch)
+        for entry in entries:
+            self._apply(entry)
+        self.changes_since_checkpoint += len(entries)
         base = self.base
-        for seq in range(first, first + len(records)):
+        for seq in range(first, first + len(batch.recs)):
             i = seq - base
             if self.refs[i] == 0 and self.state[i] == State.ACTIVE:
                 self._drop(seq)  # matched no subscription: dropped (SPEC §10.2)
         return first
 
-    def _index_batch(self, now_ms: int, recs: list[tuple[int, int, int, int]]) -> None:
+    def _index_batch(self, now_ms: int, recs: list[tuple[int, int, int, int, int]]) -> None:
         start = len(self.state)
         super()._index_batch(now_ms, recs)
         self._grow(start, len(recs))
@@ -267,10 +321,13 @@ class TopicLog(PartitionLog):
 
     def _apply(self, entry: jnl.Entry) -> None:
         op = entry.op
+        seq = entry.seq
+        if op == OP_CORRUPT:
+            self._corrupt(seq)
+            return
         if op < OP_ROUTE:
             super()._apply(entry)
             return
-        seq = entry.seq
         if op == OP_ROUTE:
             sub = self.subs.get(entry.arg)
             if sub is not None:
@@ -302,6 +359,29 @@ class TopicLog(PartitionLog):
         elif kind == OP_PROPS and old != State.GONE:
             _merge(sub.props, seq, entry.extra)
 
+    def _corrupt(self, seq: int) -> None:
+        """A record failed its CRC: gone from every subscription, counted in each."""
+        i = seq - self.base
+        if i < 0 or seq >= self.next_seq:
+            return
+        hit = False
+        for sub in self.subs.values():
+            old = sub.state[i]
+            if old == State.GONE:
+                continue
+            hit = True
+            sub.corrupt_count += 1
+            sub.state[i] = State.GONE
+            sub.counts[old] -= 1
+            sub.counts[State.GONE] += 1
+            sub.live_bytes -= self.length[i]
+            sub.props.pop(seq, None)
+            self._unref(i)
+        if hit or self.state[i] != State.GONE:
+            self.corrupt_count += 1
+        if self.state[i] != State.GONE:
+            self._drop(seq)
+
     def _route(self, sub: SubLog, first: int, states: bytes) -> None:
         base = self.base
         for k, st in enumerate(states):
@@ -310,6 +390,10 @@ class TopicLog(PartitionLog):
             seq = first + k
             i = seq - base
             if i < 0 or seq >= self.next_seq or sub.state[i] != State.GONE:
+                continue
+            if self.state[i] == State.GONE:  # lost to damage (recovery): never routed
+                if any(a <= seq < b for a, b in self._holes):
+                    sub.corrupt_count += 1
                 continue
             sub.state[i] = st
             sub.counts[State.GONE] -= 1
@@ -348,6 +432,7 @@ class TopicLog(PartitionLog):
                 sub.dc = array("I", bytes(4 * n))
                 continue
             sub.state = bytearray(data["state"])
+            sub.corrupt_count = data.get("corrupt", 0)
             sub.dc = array("I")
             sub.dc.frombytes(data["dc"])
             sub.props = {int(k): v for k, v in data["props"].items()}
@@ -358,6 +443,7 @@ class TopicLog(PartitionLog):
                 str(sub_id): {
                     "state": bytes(sub.state),
                     "dc": sub.dc.tobytes(),
+                    "corrupt": sub.corrupt_count,
                     "props": {str(k): v for k, v in sub.props.items()},
                 }
                 for sub_id, sub in self.subs.items()

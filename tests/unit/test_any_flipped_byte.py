@@ -1,0 +1,143 @@
+"""Any single flipped byte in a crashed data dir (every file, several positions): the
+daemon still opens it, never serves a corrupt message, never brings back a completed one,
+and loses at most the messages of the damaged batch (daemon/README.md §0.4)."""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+from pathlib import Path
+
+import pytest
+
+from sbctl.codec import Message, decode_message
+from sbctld.broker import DEFAULT_NAMESPACE, Broker
+from sbctld.clock import FakeClock
+from sbctld.storage.sync import Syncer
+
+NS = DEFAULT_NAMESPACE
+ENTITIES = ("q", "qp", "t/subscriptions/a", "t/subscriptions/b")
+BATCH = 10
+
+
+def crash(b: Broker) -> None:
+    b.syncer.sync_now()
+    for ns in b.namespaces.values():
+        for entity in [*ns.queues.values(), *ns.topics.values()]:
+            for p in entity.partitions:
+                p.log.close()
+    b.syncer.sync_now()
+
+
+def build(data_dir: Path, clock: FakeClock) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+    """A crashed data dir; returns (acknowledged, completed) bodies per entity."""
+    b = Broker(data_dir, clock, Syncer("os"), default_credits_per_second=0)
+    b.queue_create(NS, "q", {})
+    b.queue_create(NS, "qp", {"enable_partitioning": True})
+    b.topic_create(NS, "t", {})
+    for name in ("a", "b"):
+        b.subscription_create(NS, "t", name, {})
+    acked: dict[str, set[str]] = {e: set() for e in ENTITIES}
+    done: dict[str, set[str]] = {e: set() for e in ENTITIES}
+    for round_ in range(2):
+        for target in ("q", "qp", "t"):
+            for k in range(5):
+                bodies = [f"{target}-{round_}-{k}-{j}" for j in range(BATCH)]
+                b.send(NS, target, [Message(x.encode(), partition_key=x) for x in bodies])
+                for e in ENTITIES:
+                    if e.split("/")[0] == target:
+                        acked[e].update(bodies)
+        for e in ("q", "qp", "t/subscriptions/a"):
+            got = b.receive(NS, e, 15, "peek-lock")
+            tokens = [d.lock_token for d in got if d.lock_token]
+            for i in range(0, len(tokens), 5):
+                b.settle(NS, e, "complete", tokens[i : i + 5])
+            done[e].update(decode_message(d.payload).body.decode() for d in got)
+        if round_ == 0:
+            b.checkpoint()
+    crash(b)
+    return acked, done
+
+
+def drain(b: Broker, entity: str) -> list[str]:
+    out: list[str] = []
+    for _ in range(100):
+        got = b.receive(NS, entity, 100, "receive-and-delete")
+        if not got:
+            break
+        out.extend(decode_message(d.payload).body.decode() for d in got)
+    return out
+
+
+def damage_cases(root: Path, thorough: bool) -> list[tuple[str, int]]:
+    """Seven positions in every file (thorough), else one chosen per file (seeded)."""
+    cases = []
+    for path in sorted(root.rglob("*")):
+        if not path.is_file() or path.name in ("reserve.bin",) or path.suffix == ".corrupt":
+            continue
+        size = path.stat().st_size
+        spots = sorted({0, 9, 21, size // 3, size // 2, size - 2, size - 1})
+        if not thorough:
+            spots = [random.Random(path.name).choice(spots)]
+        for at in spots:
+            if 0 <= at < size:
+                cases.append((str(path.relative_to(root)), at))
+    return cases
+
+
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict, dict]:
+    root = tmp_path_factory.mktemp("pristine") / "data"
+    acked, done = build(root, FakeClock())
+    return root, acked, done
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("thorough", [False, pytest.param(True, marks=pytest.mark.slow)])
+def test_any_single_flipped_byte(
+    pristine: tuple[Path, dict, dict],
+    tmp_path: Path,
+    thorough: bool,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Content, not durability, is checked here: no waiting for the disk.
+    monkeypatch.setattr(os, "fsync", lambda fd: None)
+    monkeypatch.setattr(os, "fdatasync", lambda fd: None)
+    root, acked, done = pristine
+    problems: list[str] = []
+    cases = damage_cases(root, thorough)
+    assert len(cases) > (300 if thorough else 40)
+    for rel, at in cases:
+        copy = tmp_path / "d"
+        shutil.rmtree(copy, ignore_errors=True)
+        shutil.copytree(root, copy, ignore=shutil.ignore_patterns("reserve.bin"))
+        target = copy / rel
+        data = bytearray(target.read_bytes())
+        data[at] ^= 0x04
+        target.write_bytes(bytes(data))
+        where = f"{rel}@{at}"
+        try:
+            b = Broker(copy, FakeClock(), Syncer("os"), default_credits_per_second=0)
+        except Exception as exc:
+            problems.append(f"{where}: daemon did not start: {exc!r}")
+            continue
+        try:
+            for e in ENTITIES:
+                got = drain(b, e)
+                want = acked[e] - done[e]
+                served = set(got)
+                if served - acked[e]:
+                    problems.append(f"{where}: {e} served corrupt {sorted(served - acked[e])[:2]}")
+                if served & done[e]:
+                    problems.append(f"{where}: {e} resurrected {len(served & done[e])}")
+                if len(want - served) > BATCH:
+                    problems.append(f"{where}: {e} lost {len(want - served)}")
+        except Exception as exc:
+            problems.append(f"{where}: failed while serving: {exc!r}")
+        finally:
+            try:
+                b.close()
+            except Exception:
+                pass
+    assert not problems, f"{len(problems)} of {len(cases)} cases:\n" + "\n".join(problems[:40])

@@ -1,0 +1,179 @@
+"""Every file an acknowledged send, settlement or entity change wrote is synced before the
+acknowledgement goes out (and a directory after a create or rename in it).
+
+Spies on ``os.write`` / ``os.pwrite`` / ``os.ftruncate`` / ``open`` for writing (what was
+written), ``os.rename`` /
+``os.replace`` / ``os.mkdir`` / ``os.open(O_CREAT)`` (directories changed) and ``os.fsync`` /
+``os.fdatasync`` (what was synced), through the daemon's real group commit
+(sbctld.server.Committer). The last test shows the check fails when a commit round skips
+its fdatasync.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import io
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sbctl.codec import Message
+from sbctld import server
+from sbctld.broker import DEFAULT_NAMESPACE, Broker
+from sbctld.clock import FakeClock
+from sbctld.storage.sync import Syncer
+
+NS = DEFAULT_NAMESPACE
+
+
+class Spy:
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, root: Path) -> None:
+        self.root = str(root)
+        self.unsynced: dict[str, str] = {}  # path -> what wrote it
+        real = {n: getattr(os, n) for n in ("write", "pwrite", "ftruncate", "fsync", "fdatasync")}
+        real_open, real_rename, real_replace = os.open, os.rename, os.replace
+
+        def path_of(fd: int) -> str:
+            return os.readlink(f"/proc/self/fd/{fd}")
+
+        def wrote(name: str) -> Callable[..., Any]:
+            def spy(fd: int, *args: Any) -> Any:
+                out = real[name](fd, *args)
+                path = path_of(fd)
+                if path.startswith(self.root) and not path.endswith((".tmp", "reserve.bin")):
+                    self.unsynced[path] = name
+                return out
+
+            return spy
+
+        def synced(name: str) -> Callable[[int], None]:
+            def spy(fd: int) -> None:
+                path = path_of(fd)  # before the sync: a closing round closes right after
+                real[name](fd)
+                self.unsynced.pop(path, None)
+
+            return spy
+
+        def dir_changed(path: Any) -> None:
+            parent = os.path.dirname(os.path.abspath(os.fspath(path)))
+            if parent.startswith(self.root):
+                self.unsynced[parent] = "directory entry"
+
+        def spy_open(path: Any, flags: int, *args: Any, **kw: Any) -> int:
+            existed = os.path.exists(path)
+            fd = real_open(path, flags, *args, **kw)
+            if flags & os.O_CREAT and not existed:
+                dir_changed(path)
+            return fd
+
+        def spy_rename(src: Any, dst: Any, *args: Any, **kw: Any) -> None:
+            real_rename(src, dst, *args, **kw)
+            dir_changed(dst)
+
+        def spy_replace(src: Any, dst: Any, *args: Any, **kw: Any) -> None:
+            real_replace(src, dst, *args, **kw)
+            dir_changed(dst)
+
+        real_io_open = io.open
+
+        def spy_io_open(file: Any, mode: str = "r", *args: Any, **kw: Any) -> Any:
+            # Python-level writes (Path.write_bytes, open(..., "w")) count as writes too.
+            if isinstance(file, (str, os.PathLike)) and set(mode) & set("wax+"):
+                path = os.path.abspath(os.fspath(file))
+                existed = os.path.exists(path)
+                if path.startswith(self.root) and not path.endswith((".log", ".corrupt")):
+                    self.unsynced[path] = f"open({mode!r})"
+                    if not existed:
+                        dir_changed(path)
+            return real_io_open(file, mode, *args, **kw)
+
+        monkeypatch.setattr(io, "open", spy_io_open)
+        monkeypatch.setattr(builtins, "open", spy_io_open)
+        for name in ("write", "pwrite", "ftruncate"):
+            monkeypatch.setattr(os, name, wrote(name))
+        for name in ("fsync", "fdatasync"):
+            monkeypatch.setattr(os, name, synced(name))
+        monkeypatch.setattr(os, "open", spy_open)
+        monkeypatch.setattr(os, "rename", spy_rename)
+        monkeypatch.setattr(os, "replace", spy_replace)
+
+    def check(self) -> None:
+        assert self.unsynced == {}, f"acknowledged with unsynced writes: {self.unsynced}"
+
+
+def acknowledged(committer: server.Committer, spy: Spy, steps: list[Callable[[], Any]]) -> None:
+    """Run each step, then check at its acknowledgement (the durable-reply callback)."""
+
+    async def main() -> None:
+        for step in steps:
+            step()
+            done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+            def ack(error: Any, done: asyncio.Future[None] = done) -> None:
+                try:
+                    assert error is None
+                    spy.check()  # the moment the reply would go out
+                except AssertionError as exc:
+                    done.set_exception(exc)
+                else:
+                    done.set_result(None)
+
+            committer.after_durable(ack)
+            await done
+
+    asyncio.run(main())
+
+
+def scenario(b: Broker) -> list[Callable[[], Any]]:
+    tokens: list[str] = []
+
+    def receive() -> None:
+        tokens.extend(d.lock_token for d in b.receive(NS, "q", 5, "peek-lock") if d.lock_token)
+
+    return [
+        lambda: b.queue_create(NS, "q", {"enable_partitioning": True}),
+        lambda: b.send(NS, "q", [Message(f"m{k}".encode()) for k in range(20)]),
+        receive,
+        lambda: b.settle(NS, "q", "complete", tokens[:3]),
+        lambda: b.receive(NS, "q", 2, "receive-and-delete"),
+        lambda: b.topic_create(NS, "t", {}),
+        lambda: b.subscription_create(NS, "t", "s", {}),
+        lambda: b.send(NS, "t", [Message(b"fan-out")] * 5),
+        lambda: b.purge(NS, "q"),
+        lambda: b.queue_delete(NS, "q"),
+    ]
+
+
+def test_every_acknowledged_write_is_synced_first(
+    tmp_path: Path, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    syncer = Syncer("fsync")
+    b = Broker(tmp_path / "data", clock, syncer, default_credits_per_second=0)
+    spy = Spy(monkeypatch, tmp_path)
+    committer = server.Committer(syncer)
+    try:
+        acknowledged(committer, spy, scenario(b))
+    finally:
+        committer.close()
+        b.close()
+
+
+def test_the_check_fails_when_a_commit_round_skips_fdatasync(
+    tmp_path: Path, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    syncer = Syncer("fsync")
+    b = Broker(tmp_path / "data", clock, syncer, default_credits_per_second=0)
+    b.queue_create(NS, "q", {})
+    spy = Spy(monkeypatch, tmp_path)
+    monkeypatch.setattr(server, "sync_fds", lambda dirty, closing, durable: None)
+    committer = server.Committer(syncer)
+    try:
+        with pytest.raises(AssertionError, match="unsynced writes"):
+            acknowledged(committer, spy, [lambda: b.send(NS, "q", [Message(b"x")])])
+    finally:
+        committer.close()
+        b.close()
