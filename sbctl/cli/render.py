@@ -58,7 +58,7 @@ def emit(output: Output, data: Any, table: Renderer | None, *, lines: bool = Fal
     if isinstance(shown, str):
         sys.stdout.write(shown + "\n")
     elif shown is not None:
-        _console().print(shown)
+        console().print(shown)
 
 
 def error(code: str, message: str, output: Output, number: int | None = None) -> None:
@@ -79,7 +79,7 @@ def error(code: str, message: str, output: Output, number: int | None = None) ->
 # -- table builders (rich)
 
 
-def _console() -> Console:
+def console() -> Console:
     from rich.console import Console
 
     # Piped tables are read with less or grep: do not squeeze them into 80 columns.
@@ -271,30 +271,11 @@ def metrics(data: dict[str, Any]) -> RenderableType:
     return table
 
 
-def watch(
-    output: Output,
-    fetch: Callable[[], Any],
-    build: Callable[[Any], RenderableType],
-    interval: float = 0.5,
-) -> None:
-    """Refresh ``build(fetch())`` live until Ctrl-C (JSON Lines, one per refresh, with
-    ``-o json``)."""
-    import time
+def watch(output: Output, fetch: Callable[[], Any], build: Callable[[Any], RenderableType]) -> None:
+    """Refresh a view until Ctrl-C or SIGTERM (:mod:`sbctl.cli.watch`)."""
+    from sbctl.cli import watch as live
 
-    try:
-        if output == "json":
-            while True:
-                emit(output, fetch(), None)
-                sys.stdout.flush()
-                time.sleep(interval)
-        from rich.live import Live
-
-        with Live(build(fetch()), console=_console(), auto_refresh=False) as live:
-            while True:
-                time.sleep(interval)
-                live.update(build(fetch()), refresh=True)
-    except KeyboardInterrupt:
-        return
+    live.run(output, fetch, build)
 
 
 # -- paired namespaces (sbctl namespace pair-status)
