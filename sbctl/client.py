@@ -314,8 +314,8 @@ class _Calls:
     def rule_delete(self, topic: str, subscription: str, name: str) -> Call:
         return "rule_delete", RuleRef(self.namespace, topic, subscription, name), _plain
 
-    def send(self, entity: str, messages: Sequence[Message]) -> Call:
-        return "send", Send(self.namespace, entity, list(messages)), _plain
+    def send(self, entity: str, messages: Sequence[Message], report: bool = False) -> Call:
+        return "send", Send(self.namespace, entity, list(messages), report), _plain
 
     def peek(self, entity: str, count: int, from_sequence: int | None) -> Call:
         return "peek", Peek(self.namespace, entity, count, from_sequence), _delivered
@@ -715,6 +715,13 @@ class Client:
             self._tx.add(entity, messages=messages)
             return []
         return self._call(self._calls.send(entity, messages))
+
+    def send_report(self, entity: str, messages: Sequence[Message]) -> dict[str, Any]:
+        """Send like :meth:`send`; the answer also says where a paired primary diverted the
+        batch: ``{"sequence_numbers": [...], "diverted_to": <backlog queue> or None,
+        "diverted_namespace": <secondary>}`` (diverted messages answer sequence number 0)."""
+        result: dict[str, Any] = self._call(self._calls.send(entity, messages, report=True))
+        return result
 
     def peek(
         self, entity: str, count: int = 1, from_sequence: int | None = None

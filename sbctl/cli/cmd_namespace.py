@@ -146,7 +146,7 @@ def list_(ctx: typer.Context) -> None:
     """List the namespaces."""
     g = options.state(ctx)
     with options.connect(ctx) as sb:
-        result = sb.namespace_list()
+        result = render.by_name(sb.namespace_list())
     render.emit(g.output, result, render.rows(LIST_COLUMNS))
 
 
@@ -259,7 +259,7 @@ def unpair(
         result,
         lambda r: (
             f"unpaired namespace {render.escape(r['unpaired'])} from "
-            f"{render.escape(r['secondary'])} ({r['pending']} messages left in its backlog queues)"
+            f"{render.escape(r['secondary'])} ({_pending(r.get('pending'))})"
         ),
     )
 
@@ -281,3 +281,9 @@ def pair_status(
             return
         result = sb.namespace_pair_status(name)
     render.emit(g.output, result, render.pair_status)
+
+
+def _pending(pending: int | None) -> str:
+    if pending is None:
+        return "messages left in its backlog queues: unknown"
+    return f"{render.plural(pending, 'message')} left in its backlog queues"

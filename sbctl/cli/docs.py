@@ -114,7 +114,9 @@ def tree(app: typer.Typer | None = None) -> list[Node]:
         from sbctl.cli.app import app as default_app
 
         app = default_app
-    root = typer.main.get_command(app)
+    from sbctl.cli.options import polish
+
+    root = polish(typer.main.get_command(app))
     nodes: list[Node] = []
 
     def visit(command: Any, path: tuple[str, ...], parent: Any) -> None:
