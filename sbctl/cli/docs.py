@@ -93,7 +93,8 @@ def _option(param: Any, ctx: Any) -> Param:
 
 def _argument(param: Any) -> Param:
     metavar = param.metavar or param.name.upper()
-    synopsis = metavar + ("..." if param.nargs == -1 else "")
+    repeated = param.nargs == -1 and not metavar.endswith("...")
+    synopsis = metavar + ("..." if repeated else "")
     text = _one_line(getattr(param, "help", None))
     return Param(
         names=(metavar,),
