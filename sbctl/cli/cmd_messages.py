@@ -256,19 +256,33 @@ def _send_all(
     with options.connect(ctx) as sb:
         for batch in batches(messages, batch_size):
             try:
-                answer = sb.send_report(entity, batch)
+                answer = _send_batch(sb, entity, batch)
             except SbctlError as err:
                 if not numbers:
                     raise
                 sent = f"{len(numbers)} of {len(messages)} messages were sent before this"
                 raise type(err)(f"{err.message} ({sent})", retry_after=err.retry_after) from None
             numbers += answer["sequence_numbers"]
-            if answer.get("diverted_to") is not None:
+            if answer.get("diverted_to") is not None or answer.get("diverted_unknown"):
                 out["diverted"] += len(answer["sequence_numbers"])
                 out["diverted_to"] = answer["diverted_to"]
                 out["diverted_namespace"] = answer.get("diverted_namespace")
     out["sent"] = len(numbers)
     return out
+
+
+def _send_batch(sb: Client, entity: str, batch: list[Message]) -> dict[str, Any]:
+    """``sb.send_report``; against a daemon older than the CLI (started before an
+    upgrade), which does not know the report, a plain send (diversions then show as
+    sequence number 0, their backlog queue unknown)."""
+    try:
+        return sb.send_report(entity, batch)
+    except BadRequest as err:
+        if "unknown field `report`" not in err.message:
+            raise
+    numbers = sb.send(entity, batch)
+    diverted = bool(numbers) and not any(numbers)
+    return {"sequence_numbers": numbers, "diverted_to": None, "diverted_unknown": diverted}
 
 
 def _sent(result: dict[str, Any]) -> str:
@@ -283,12 +297,14 @@ def _sent(result: dict[str, Any]) -> str:
         lines += [str(n) for n in numbers]
     diverted = result.get("diverted") or 0
     if diverted:
-        queue = render.escape(str(result.get("diverted_to")))
-        namespace = render.escape(str(result.get("diverted_namespace")))
+        where = "a backlog queue (restart the daemon to see which)"
+        if result.get("diverted_to") is not None:
+            queue = render.escape(str(result["diverted_to"]))
+            namespace = render.escape(str(result.get("diverted_namespace")))
+            where = f"backlog queue {queue} of namespace {namespace}"
         lines.append(
-            f"diverted {render.plural(diverted, 'message')} to backlog queue {queue} of "
-            f"namespace {namespace}: the entity has failed over (backlog messages have no "
-            "sequence number in the entity)"
+            f"diverted {render.plural(diverted, 'message')} to {where}: the entity has "
+            "failed over (backlog messages have no sequence number in the entity)"
         )
     if not lines:
         return f"sent {render.plural(result.get('sent', 0), 'message')}"

@@ -637,3 +637,20 @@ def test_an_empty_namespace_is_a_usage_error_not_the_default(sbctl: Any) -> None
         result = sbctl(*argv)
         assert result.code == 2, result
         assert "'-n' / '--namespace': must not be empty" in result.err, result
+
+
+def test_send_to_an_older_daemon_still_reports_a_diversion(
+    sbctl: Any, fake: FakeClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sbctl.errors import BadRequest
+
+    def old_daemon(entity: str, messages: list[Message]) -> dict[str, Any]:
+        raise BadRequest("bad arguments for send: Object contains unknown field `report`")
+
+    monkeypatch.setattr(fake, "send_report", old_daemon)
+    monkeypatch.setattr(fake, "send", lambda entity, messages: [0] * len(messages))
+    result = sbctl("send", "q", "--body", "x")
+    assert result.code == 0, result
+    assert result.out.startswith("diverted 1 message to a backlog queue")
+    as_json = json.loads(sbctl("-o", "json", "send", "q", "--body", "x").out)
+    assert as_json["diverted"] == 1 and as_json["diverted_to"] is None
