@@ -231,7 +231,12 @@ def pair(
     failover_ms = options.duration_ms(failover_interval, "--failover-interval")
     ping_ms = options.duration_ms(ping_primary_interval, "--ping-primary-interval")
     assert failover_ms is not None and ping_ms is not None
-    with options.connect(ctx) as sb:
+    keys = {
+        "backlog_queue_count": "backlog_queue_count",
+        "failover_interval": "failover_interval",
+        "ping_primary_interval": "ping_primary_interval",
+    }
+    with options.connect(ctx) as sb, options.naming_flags(ctx, keys):
         result = sb.namespace_pair(
             name,
             secondary,

@@ -144,7 +144,7 @@ def _live(
 
     def frame() -> RenderableType:
         shown = build(fetch())
-        return Group(shown, Text(f"refreshed at {stamp()} · {QUIT_HINT}", style="dim"))
+        return Group(shown, Text(f"refreshed at {stamp()}; {QUIT_HINT}", style="dim"))
 
     view = Live(frame(), console=render.console(), auto_refresh=False)
     try:
