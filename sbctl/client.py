@@ -719,7 +719,10 @@ class Client:
     def send_report(self, entity: str, messages: Sequence[Message]) -> dict[str, Any]:
         """Send like :meth:`send`; the answer also says where a paired primary diverted the
         batch: ``{"sequence_numbers": [...], "diverted_to": <backlog queue> or None,
-        "diverted_namespace": <secondary>}`` (diverted messages answer sequence number 0)."""
+        "diverted_namespace": <secondary>}`` (diverted messages answer sequence number 0).
+        Within a transaction it sends as :meth:`send` does (the numbers come at commit)."""
+        if self._tx is not None:
+            return {"sequence_numbers": self.send(entity, messages), "diverted_to": None}
         result: dict[str, Any] = self._call(self._calls.send(entity, messages, report=True))
         return result
 
@@ -1155,6 +1158,13 @@ class AsyncClient:
             self._tx.add(entity, messages=messages)
             return []
         return await self._call(self._calls.send(entity, messages))
+
+    async def send_report(self, entity: str, messages: Sequence[Message]) -> dict[str, Any]:
+        """:meth:`Client.send_report`."""
+        if self._tx is not None:
+            return {"sequence_numbers": await self.send(entity, messages), "diverted_to": None}
+        result: dict[str, Any] = await self._call(self._calls.send(entity, messages, report=True))
+        return result
 
     async def peek(
         self, entity: str, count: int = 1, from_sequence: int | None = None
