@@ -320,9 +320,9 @@ class _Calls:
     def rule_delete(self, topic: str, subscription: str, name: str) -> Call:
         return "rule_delete", RuleRef(self.namespace, topic, subscription, name), _plain
 
-    def send(self, entity: str, messages: Sequence[Message]) -> Call:
+    def send(self, entity: str, messages: Sequence[Message], report: bool = False) -> Call:
         # The clients' send() already turned what the caller passed into Messages.
-        return "send", Send(self.namespace, entity, list(messages)), _plain
+        return "send", Send(self.namespace, entity, list(messages), report), _plain
 
     def peek(self, entity: str, count: int, from_sequence: int | None) -> Call:
         return "peek", Peek(self.namespace, entity, count, from_sequence), _delivered
@@ -741,6 +741,16 @@ class Client:
             self._tx.add(entity, messages=messages)
             return []
         return self._call(self._calls.send(entity, messages))
+
+    def send_report(self, entity: str, messages: Sequence[Message]) -> dict[str, Any]:
+        """Send like :meth:`send`; the answer also says where a paired primary diverted the
+        batch: ``{"sequence_numbers": [...], "diverted_to": <backlog queue> or None,
+        "diverted_namespace": <secondary>}`` (diverted messages answer sequence number 0).
+        Within a transaction it sends as :meth:`send` does (the numbers come at commit)."""
+        if self._tx is not None:
+            return {"sequence_numbers": self.send(entity, messages), "diverted_to": None}
+        result: dict[str, Any] = self._call(self._calls.send(entity, messages, report=True))
+        return result
 
     def peek(
         self, entity: str, count: int = 1, from_sequence: int | None = None
@@ -1176,6 +1186,13 @@ class AsyncClient:
             self._tx.add(entity, messages=messages)
             return []
         return await self._call(self._calls.send(entity, messages))
+
+    async def send_report(self, entity: str, messages: Sequence[Message]) -> dict[str, Any]:
+        """:meth:`Client.send_report`."""
+        if self._tx is not None:
+            return {"sequence_numbers": await self.send(entity, messages), "diverted_to": None}
+        result: dict[str, Any] = await self._call(self._calls.send(entity, messages, report=True))
+        return result
 
     async def peek(
         self, entity: str, count: int = 1, from_sequence: int | None = None

@@ -144,6 +144,10 @@ class Send(_Args):
     namespace: str
     entity: str
     messages: list[Message]
+    # True: the reply is {"sequence_numbers": [...], "diverted_to": <backlog queue or
+    # null>, "diverted_namespace": ...} instead of the list (a paired primary's diverted
+    # sends answer sequence number 0).
+    report: bool = False
 
 
 class SendEncoded(_Args):
@@ -153,6 +157,7 @@ class SendEncoded(_Args):
     namespace: str
     entity: str
     messages: list[msgspec.Raw]
+    report: bool = False
 
 
 class Peek(_Args):

@@ -361,6 +361,18 @@ class PairedNamespaces:
             return broker.send(namespace, path, messages, direct=True)  # names the mistake
         return self._divert(pairing, st, entity, path, messages, sender, now)
 
+    def backlog_of(self, namespace: str, path: str, sender: Hashable) -> str | None:
+        """The backlog queue that takes ``sender``'s sends to ``path`` while the entity is
+        failed over, or None. After a send answered with zeros (diverted), it names the
+        queue that took them: sbctl send reports it."""
+        pairing = self.by_primary.get(entity_key(namespace))
+        if pairing is None:
+            return None
+        entity, _ = self.broker.resolve(namespace, path)
+        st = pairing.failed_over(entity.key[1])
+        index = None if st is None else st.senders.get(sender)
+        return None if index is None else backlog_name(pairing.primary, index)
+
     def _divert(
         self,
         pairing: Pairing,

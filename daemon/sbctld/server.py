@@ -567,7 +567,17 @@ class Server:
     def op_send(self, conn: Connection, req_id: int, a: Any) -> None:
         # The connection is the sender a paired primary keeps a backlog queue for.
         seqs = self.broker.send(a.namespace, a.entity, a.messages, id(conn))
-        self.reply_durable(conn, req_id, seqs)
+        if not a.report:
+            self.reply_durable(conn, req_id, seqs)
+        else:  # sbctl send: also say where a paired primary diverted the messages
+            where = None
+            if self.broker.paired and seqs and not any(seqs):
+                where = self.broker.pairings.backlog_of(a.namespace, a.entity, id(conn))
+            report = {"sequence_numbers": seqs, "diverted_to": where}
+            if where is not None:
+                pairing = self.broker.paired[entity_key(a.namespace)]
+                report["diverted_namespace"] = pairing.secondary
+            self.reply_durable(conn, req_id, report)
         self.wake(self._key(a.namespace, a.entity))
 
     def op_peek(self, conn: Connection, req_id: int, a: Any) -> None:

@@ -118,7 +118,8 @@ def root(
     """sbctl: a local, durable emulator of Azure Service Bus.
 
     Start the daemon with `sbctl daemon start`, then create queues and send and receive
-    messages. Global options go before the command: `sbctl -o json -n NS queue list`.
+    messages. Global options go before or after the command: `sbctl -o json queue list
+    -n NS` is `sbctl queue list -n NS -o json`.
     """
     if version:
         from sbctl import __version__
@@ -136,18 +137,42 @@ for _name in COMMAND_MODULES:
     importlib.import_module(f"sbctl.cli.cmd_{_name}").register(app)
 
 
-# Global options that may also follow the command (`sbctl queue show q -o json`); no
-# command has an option of the same name, so they are moved in front of it.
+# Global options that may also follow the command (`sbctl queue show q -o json`): they are
+# moved in front of it, unless the command has an option of the same name (`daemon start
+# --data-dir`). Option → (its canonical name, whether it takes a value).
 MOVABLE = {
-    "-o": "--output",
-    "--output": "--output",
-    "-n": "--namespace",
-    "--namespace": "--namespace",
+    "-o": ("--output", True),
+    "--output": ("--output", True),
+    "-n": ("--namespace", True),
+    "--namespace": ("--namespace", True),
+    "--socket": ("--socket", True),
+    "--data-dir": ("--data-dir", True),
+    "--retry-total": ("--retry-total", True),
+    "--no-retry": ("--no-retry", False),
 }
 
 
-def hoist_globals(args: list[str]) -> list[str]:
-    """Move ``-o/--output`` and ``-n/--namespace`` given after the command to the front."""
+def _own_options(root: Any, args: list[str]) -> set[str]:
+    """The option names of the command ``args`` invoke (its words are the leading
+    non-option arguments that name subcommands)."""
+    command = root
+    for arg in args:
+        if arg.startswith("-"):
+            continue
+        children = getattr(command, "commands", None) or {}
+        if arg not in children:
+            if command is not root:
+                break
+            continue  # a global option's value, like the NS of `-n NS`
+        command = children[arg]
+    if command is root:
+        return set()
+    return {name for p in command.params for name in (*p.opts, *p.secondary_opts)}
+
+
+def hoist_globals(args: list[str], root: Any = None) -> list[str]:
+    """Move the :data:`MOVABLE` global options given after the command to the front."""
+    own = _own_options(root, args) if root is not None else set()
     front: list[str] = []
     rest: list[str] = []
     i = 0
@@ -158,13 +183,18 @@ def hoist_globals(args: list[str]) -> list[str]:
             rest += args[i:]
             break
         name, eq, value = arg.partition("=")
-        if seen_command and name in MOVABLE:
-            if eq:
-                front += [MOVABLE[name], value]
+        if seen_command and name in MOVABLE and name not in own:
+            canonical, takes_value = MOVABLE[name]
+            if not takes_value and not eq:
+                front.append(canonical)
                 i += 1
                 continue
-            if i + 1 < len(args):
-                front += [MOVABLE[name], args[i + 1]]
+            if takes_value and eq:
+                front += [canonical, value]
+                i += 1
+                continue
+            if takes_value and i + 1 < len(args):
+                front += [canonical, args[i + 1]]
                 i += 2
                 continue
         if not arg.startswith("-"):
@@ -174,12 +204,19 @@ def hoist_globals(args: list[str]) -> list[str]:
     return front + rest
 
 
+def command_tree() -> Any:
+    """The click command for :data:`app`, as sbctl parses and shows it."""
+    return options.polish(typer.main.get_command(app))
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """The console script: run the command line ``argv`` and exit with its status."""
-    command = typer.main.get_command(app)
+    command = command_tree()
+    args = list(sys.argv[1:] if argv is None else argv)
+    options.ARGV[:] = args
     try:
         status = command.main(
-            args=hoist_globals(list(sys.argv[1:] if argv is None else argv)),
+            args=hoist_globals(args, command),
             prog_name="sbctl",
             standalone_mode=False,
         )

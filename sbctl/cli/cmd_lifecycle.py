@@ -13,7 +13,7 @@ import typer
 
 from sbctl.cli import cmd_messages, options, render
 from sbctl.cli.cmd_messages import SequenceNumbersArgument
-from sbctl.cli.options import EntityArgument
+from sbctl.cli.options import DeadLetterSourceArgument, EntityArgument, SendEntityArgument
 
 dlq_group = options.new_app("Chores on dead-letter queues (beyond Azure).")
 
@@ -26,8 +26,11 @@ def register(app: typer.Typer) -> None:
 
 
 def schedule(ctx: typer.Context, at: str, **send_options: Any) -> None:
-    """Schedule messages to be enqueued at --at (SPEC §7); takes every flag of send and
-    prints the sequence numbers, which cancel-scheduled accepts."""
+    """Schedule messages to be enqueued at --at; takes every flag of send and prints the
+    sequence numbers, which cancel-scheduled accepts."""
+    import time
+
+    options.instant_ms(at, "--at", time.time_ns() // 1_000_000)  # errors name --at
     ctx.params["scheduled_enqueue_time"] = at
     cmd_messages.send(ctx, scheduled_enqueue_time=at, **send_options)
 
@@ -56,13 +59,17 @@ schedule.__signature__ = _schedule_signature()  # type: ignore[attr-defined]
 
 
 def cancel_scheduled(
-    ctx: typer.Context, entity: EntityArgument, sequence_numbers: SequenceNumbersArgument
+    ctx: typer.Context, entity: SendEntityArgument, sequence_numbers: SequenceNumbersArgument
 ) -> None:
-    """Cancel scheduled messages by sequence number (SPEC §7.2); all or nothing."""
+    """Cancel scheduled messages by sequence number; all or nothing."""
     g = options.state(ctx)
     with options.connect(ctx) as sb:
         result = sb.cancel_scheduled(entity, sequence_numbers)
-    render.emit(g.output, result, lambda r: f"cancelled {r['cancelled']} scheduled messages")
+    render.emit(
+        g.output,
+        result,
+        lambda r: f"cancelled {render.plural(r['cancelled'], 'scheduled message')}",
+    )
 
 
 def purge(
@@ -77,13 +84,15 @@ def purge(
     path = f"{entity}/$deadletterqueue" if dlq else entity
     with options.connect(ctx) as sb:
         result = sb.purge(path)
-    render.emit(g.output, result, lambda r: f"purged {r['purged']} messages from {path}")
+    render.emit(
+        g.output, result, lambda r: f"purged {render.plural(r['purged'], 'message')} from {path}"
+    )
 
 
 @dlq_group.command()
 def resubmit(
     ctx: typer.Context,
-    entity: EntityArgument,
+    entity: DeadLetterSourceArgument,
     count: Annotated[
         int | None,
         typer.Option("--count", metavar="N", min=1, show_default=False, help="At most N."),
@@ -100,4 +109,8 @@ def resubmit(
     g = options.state(ctx)
     with options.connect(ctx) as sb:
         result = sb.dlq_resubmit(entity, count, to)
-    render.emit(g.output, result, lambda r: f"resubmitted {r['resubmitted']} messages to {r['to']}")
+    render.emit(
+        g.output,
+        result,
+        lambda r: f"resubmitted {render.plural(r['resubmitted'], 'message')} to {r['to']}",
+    )

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 import typer
 
 from sbctl.cli import options, render
-from sbctl.cli.options import EntityArgument, PropertyOption
+from sbctl.cli.options import EntityArgument, PropertyOption, SendEntityArgument
 from sbctl.errors import BadRequest, SbctlError
 
 if TYPE_CHECKING:
@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 MAX_REQUEST_BODY_BYTES = 200 * 1024
 MAX_PEEK = 250  # SPEC §13.2; sbctl.protocol.MAX_PEEK, pinned by a test
 SUMMARY_OVER = 20  # more sequence numbers than this print as one summary line
+MAX_TOKENS_NAMED = 5  # a settle error names at most this many failed lock tokens
 
 
 message_group = options.new_app("Settle messages received with --settle none.")
@@ -64,7 +65,7 @@ SequenceNumbersArgument = Annotated[
 
 def send(
     ctx: typer.Context,
-    entity: EntityArgument,
+    entity: SendEntityArgument,
     body: Annotated[str | None, _text("--body", "Message body (UTF-8 text).")] = None,
     body_file: Annotated[
         str | None, _text("--body-file", "Read the body from FILE ('-': stdin).", "FILE")
@@ -110,7 +111,7 @@ def send(
         typer.Option(
             "--transaction",
             help="Send every message in one transaction: all or nothing, at most 100 "
-            "(SPEC §12); on a partitioned queue all need one partition key.",
+            "messages; on a partitioned queue all need one partition key.",
         ),
     ] = False,
 ) -> None:
@@ -138,9 +139,10 @@ def send(
             with sb.transaction() as tx:
                 sb.send(entity, messages)
             numbers = list((tx.result or {}).get("sequence_numbers", []))
+        result: dict[str, Any] = {"sent": len(numbers), "sequence_numbers": numbers}
     else:
-        numbers = _send_all(ctx, entity, messages, batch_size)
-    render.emit(g.output, {"sent": len(numbers), "sequence_numbers": numbers}, _sent)
+        result = _send_all(ctx, entity, messages, batch_size)
+    render.emit(g.output, result, _sent)
 
 
 def read_input(path: str) -> bytes:
@@ -235,29 +237,97 @@ def batches(
 
 def _send_all(
     ctx: typer.Context, entity: str, messages: list[Message], batch_size: int
-) -> list[int]:
+) -> dict[str, Any]:
+    """Send in batches: ``{"sent", "sequence_numbers", "diverted", "diverted_to",
+    "diverted_namespace"}``. A paired primary's failed-over entity diverts messages to a
+    backlog queue of the secondary namespace; they answer sequence number 0, and
+    ``diverted_to`` names the backlog queue that took them (None when none was diverted).
+    """
     numbers: list[int] = []
+    out: dict[str, Any] = {
+        "sent": 0,
+        "sequence_numbers": numbers,
+        "diverted": 0,
+        "diverted_to": None,
+        "diverted_namespace": None,
+    }
     if not messages:
-        return numbers
+        return out
     with options.connect(ctx) as sb:
         for batch in batches(messages, batch_size):
             try:
-                numbers += sb.send(entity, batch)
+                answer = _send_batch(sb, entity, batch)
             except SbctlError as err:
                 if not numbers:
                     raise
                 sent = f"{len(numbers)} of {len(messages)} messages were sent before this"
                 raise type(err)(f"{err.message} ({sent})", retry_after=err.retry_after) from None
-    return numbers
+            numbers += answer["sequence_numbers"]
+            if answer.get("diverted_to") is not None or answer.get("diverted_unknown"):
+                out["diverted"] += len(answer["sequence_numbers"])
+                out["diverted_to"] = answer["diverted_to"]
+                out["diverted_namespace"] = answer.get("diverted_namespace")
+    out["sent"] = len(numbers)
+    return out
+
+
+def _send_batch(sb: Client, entity: str, batch: list[Message]) -> dict[str, Any]:
+    """``sb.send_report``; against a daemon older than the CLI (started before an
+    upgrade), which does not know the report, a plain send (diversions then show as
+    sequence number 0, their backlog queue unknown)."""
+    try:
+        return sb.send_report(entity, batch)
+    except BadRequest as err:
+        if "unknown field `report`" not in err.message:
+            raise
+    numbers = sb.send(entity, batch)
+    diverted = bool(numbers) and not any(numbers)
+    return {"sequence_numbers": numbers, "diverted_to": None, "diverted_unknown": diverted}
 
 
 def _sent(result: dict[str, Any]) -> str:
-    numbers: list[int] = result["sequence_numbers"]
-    if not numbers:
-        return "sent 0 messages"
+    """What a send prints: the sequence numbers, one a line (a summary when there are more
+    than :data:`SUMMARY_OVER`, per partition on a partitioned entity); a diversion to a
+    backlog queue says so."""
+    numbers: list[int] = [n for n in result["sequence_numbers"] if n]
+    lines: list[str] = []
     if len(numbers) > SUMMARY_OVER:
-        return f"sent {len(numbers)} messages (seq {min(numbers)}..{max(numbers)})"
-    return "\n".join(str(n) for n in numbers)
+        lines += _summary(numbers)
+    else:
+        lines += [str(n) for n in numbers]
+    diverted = result.get("diverted") or 0
+    if diverted:
+        where = "a backlog queue (restart the daemon to see which)"
+        if result.get("diverted_to") is not None:
+            queue = render.escape(str(result["diverted_to"]))
+            namespace = render.escape(str(result.get("diverted_namespace")))
+            where = f"backlog queue {queue} of namespace {namespace}"
+        lines.append(
+            f"diverted {render.plural(diverted, 'message')} to {where}: the entity has "
+            "failed over (backlog messages have no sequence number in the entity)"
+        )
+    if not lines:
+        return f"sent {render.plural(result.get('sent', 0), 'message')}"
+    return "\n".join(lines)
+
+
+def _summary(numbers: list[int]) -> list[str]:
+    """``sent 100 messages (seq 1..100)``; on a partitioned entity one line per partition."""
+    from sbctl.partitioning import split_sequence_number
+
+    by_partition: dict[int, list[int]] = {}
+    for n in numbers:
+        by_partition.setdefault(split_sequence_number(n)[0], []).append(n)
+    head = f"sent {render.plural(len(numbers), 'message')}"
+    if len(by_partition) == 1 and 0 in by_partition:
+        return [f"{head} (seq {min(numbers)}..{max(numbers)})"]
+    lines = [f"{head} to {render.plural(len(by_partition), 'partition')}:"]
+    for partition, seqs in sorted(by_partition.items()):
+        lines.append(
+            f"  partition {partition}: {render.plural(len(seqs), 'message')}, "
+            f"seq {min(seqs)}..{max(seqs)}"
+        )
+    return lines
 
 
 def peek(
@@ -305,7 +375,7 @@ def receive(
         typer.Option(
             "--session-id",
             show_default=False,
-            help="Receive from this session of a session-enabled queue (SPEC §9).",
+            help="Receive from this session of a session-enabled queue or subscription.",
         ),
     ] = None,
     next_session: Annotated[
@@ -371,31 +441,33 @@ def receive_deferred(
     ] = "peek-lock",
     settle: SettleOption = None,
 ) -> None:
-    """Receive deferred messages by sequence number (SPEC §3.4), print and settle them."""
+    """Receive deferred messages by sequence number, print and settle them."""
     _receive_and_settle(
         ctx, entity, mode, settle, lambda sb: sb.receive_deferred(entity, sequence_numbers, mode)
     )
 
 
 def check_settled(op: str, results: list[dict[str, Any]]) -> None:
-    """Raise the first failed token's error, counting the failures."""
-    failed = [r["error"] for r in results if "error" in r]
-    if failed:
-        first = SbctlError.from_wire(failed[0])
-        raise type(first)(
-            f"could not {op} {len(failed)} of {len(results)} messages: {first.message}"
-        )
+    """Raise the first failed token's error, naming the failed tokens and counting them."""
+    failed = [r for r in results if "error" in r]
+    if not failed:
+        return
+    first = SbctlError.from_wire(failed[0]["error"])
+    tokens = [render.escape(str(r.get("lock_token"))) for r in failed]
+    shown = ", ".join(tokens[:MAX_TOKENS_NAMED]) + (
+        ", ..." if len(tokens) > MAX_TOKENS_NAMED else ""
+    )
+    raise type(first)(
+        f"could not {op} {len(failed)} of {render.plural(len(results), 'message')} "
+        f"(lock token{'s' if len(tokens) > 1 else ''} {shown}): {first.message}"
+    )
 
 
 def _settled(verb: str) -> render.Renderer:
-    def lines(results: list[dict[str, Any]]) -> str:
-        return "\n".join(
-            f"{verb} {render.escape(str(r.get('lock_token')))}"
-            if "error" not in r
-            else f"failed {render.escape(str(r.get('lock_token')))}: "
-            f"{render.escape(str(r['error'].get('message')))}"
-            for r in results
-        )
+    def lines(results: list[dict[str, Any]]) -> str | None:
+        if not results:
+            return None
+        return "\n".join(f"{verb} {render.escape(str(r.get('lock_token')))}" for r in results)
 
     return lines
 
@@ -474,5 +546,7 @@ def _settle_command(
     g = options.state(ctx)
     with options.connect(ctx) as sb:
         results = sb.settle(entity, op, tokens, changes, reason, description)
-    render.emit(g.output, results, _settled(verb), lines=True)
+    # stdout gets the tokens settled; the failures go to stderr, as the command's error.
+    done = [r for r in results if "error" not in r]
+    render.emit(g.output, done, _settled(verb), lines=True)
     check_settled(op, results)

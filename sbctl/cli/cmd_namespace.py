@@ -146,7 +146,7 @@ def list_(ctx: typer.Context) -> None:
     """List the namespaces."""
     g = options.state(ctx)
     with options.connect(ctx) as sb:
-        result = sb.namespace_list()
+        result = render.by_name(sb.namespace_list())
     render.emit(g.output, result, render.rows(LIST_COLUMNS))
 
 
@@ -231,7 +231,12 @@ def pair(
     failover_ms = options.duration_ms(failover_interval, "--failover-interval")
     ping_ms = options.duration_ms(ping_primary_interval, "--ping-primary-interval")
     assert failover_ms is not None and ping_ms is not None
-    with options.connect(ctx) as sb:
+    keys = {
+        "backlog_queue_count": "backlog_queue_count",
+        "failover_interval": "failover_interval",
+        "ping_primary_interval": "ping_primary_interval",
+    }
+    with options.connect(ctx) as sb, options.naming_flags(ctx, keys):
         result = sb.namespace_pair(
             name,
             secondary,
@@ -259,7 +264,7 @@ def unpair(
         result,
         lambda r: (
             f"unpaired namespace {render.escape(r['unpaired'])} from "
-            f"{render.escape(r['secondary'])} ({r['pending']} messages left in its backlog queues)"
+            f"{render.escape(r['secondary'])} ({_pending(r.get('pending'))})"
         ),
     )
 
@@ -281,3 +286,9 @@ def pair_status(
             return
         result = sb.namespace_pair_status(name)
     render.emit(g.output, result, render.pair_status)
+
+
+def _pending(pending: int | None) -> str:
+    if pending is None:
+        return "messages left in its backlog queues: unknown"
+    return f"{render.plural(pending, 'message')} left in its backlog queues"

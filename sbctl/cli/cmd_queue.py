@@ -31,8 +31,12 @@ FLAG_KEYS = {
     "forward_dead_lettered_messages_to": "forward_dead_lettered_messages_to",
     "enable_dead_lettering_on_message_expiration": "dead_lettering_on_message_expiration",
     "auto_delete_on_idle": "auto_delete_on_idle",
+    "enable_batched_operations": "enable_batched_operations",
+    "user_metadata": "user_metadata",
     "status": "status",
 }
+# Settings fixed when the entity is created: `update` does not offer them.
+CREATE_ONLY = ("enable_partitioning", "enable_duplicate_detection", "enable_session")
 DURATION_FLAGS = (
     "lock_duration",
     "default_message_time_to_live",
@@ -131,9 +135,19 @@ AutoDeleteOnIdle = Annotated[
     str | None,
     value_option("--auto-delete-on-idle", "DUR", "Delete the queue after this idle time."),
 ]
+EnableBatchedOperations = Annotated[
+    bool | None,
+    flag_option(
+        "--enable-batched-operations/--no-enable-batched-operations",
+        "Allow server-side batched operations.",
+    ),
+]
+UserMetadata = Annotated[
+    str | None, value_option("--user-metadata", "TEXT", "Free text kept with the entity.")
+]
 Status = Annotated[
     Literal["Active", "Disabled", "SendDisabled", "ReceiveDisabled"] | None,
-    typer.Option("--status", show_default=False, help="Entity status (SPEC §17)."),
+    typer.Option("--status", show_default=False, help="Entity status."),
 ]
 
 
@@ -176,6 +190,8 @@ def create(
     forward_dead_lettered_messages_to: ForwardDeadLetteredTo = None,
     enable_dead_lettering_on_message_expiration: DeadLetterOnExpiration = None,
     auto_delete_on_idle: AutoDeleteOnIdle = None,
+    enable_batched_operations: EnableBatchedOperations = None,
+    user_metadata: UserMetadata = None,
     status: Status = None,
     if_not_exists: Annotated[
         bool,
@@ -186,45 +202,53 @@ def create(
         ),
     ] = False,
 ) -> None:
-    """Create a queue; options not given take the daemon's defaults."""
+    """Create a queue; options not given take the daemon's defaults.
+
+    Prints a one-line confirmation; `sbctl queue show NAME` shows every setting (-o json
+    prints them all).
+    """
     from sbctl.errors import MessagingEntityAlreadyExists
 
     g = options.state(ctx)
     settings = queue_options(ctx.params)
-    with options.connect(ctx) as sb:
+    existed = False
+    with options.connect(ctx) as sb, options.naming_flags(ctx, FLAG_KEYS):
         try:
             result = sb.queue_create(name, **settings)
         except MessagingEntityAlreadyExists:
             if not if_not_exists:
                 raise
+            existed = True
             result = sb.queue_get(name)
-    render.emit(g.output, result, render.record)
+    render.emit(g.output, result, lambda r: render.created("queue", r, existed))
 
 
 @group.command()
 def update(
     ctx: typer.Context,
     name: QueueName,
-    enable_partitioning: EnablePartitioning = None,
     max_size: MaxSize = None,
     lock_duration: LockDuration = None,
     max_delivery_count: MaxDeliveryCount = None,
     default_message_time_to_live: DefaultTtl = None,
-    enable_duplicate_detection: EnableDuplicateDetection = None,
     duplicate_detection_history_time_window: DuplicateWindow = None,
-    enable_session: EnableSession = None,
     forward_to: ForwardTo = None,
     forward_dead_lettered_messages_to: ForwardDeadLetteredTo = None,
     enable_dead_lettering_on_message_expiration: DeadLetterOnExpiration = None,
     auto_delete_on_idle: AutoDeleteOnIdle = None,
+    enable_batched_operations: EnableBatchedOperations = None,
+    user_metadata: UserMetadata = None,
     status: Status = None,
 ) -> None:
-    """Change a queue's settings; only the options given are changed."""
+    """Change a queue's settings; only the options given are changed.
+
+    Partitioning, sessions and duplicate detection are fixed when the queue is created.
+    """
     g = options.state(ctx)
     settings = queue_options(ctx.params)
     if not settings:
         ctx.fail("nothing to update: give at least one option")
-    with options.connect(ctx) as sb:
+    with options.connect(ctx) as sb, options.naming_flags(ctx, FLAG_KEYS):
         result = sb.queue_update(name, **settings)
     render.emit(g.output, result, render.record)
 
@@ -234,7 +258,7 @@ def list_(ctx: typer.Context) -> None:
     """List the namespace's queues with their message counts."""
     g = options.state(ctx)
     with options.connect(ctx) as sb:
-        result = sb.queue_list()
+        result = render.by_name(sb.queue_list())
     render.emit(g.output, result, render.rows(LIST_COLUMNS))
 
 

@@ -7,9 +7,9 @@ from typing import Annotated, Any
 import typer
 
 from sbctl.cli import options, render
-from sbctl.cli.options import EntityArgument
+from sbctl.cli.options import SessionEntityArgument
 
-group = options.new_app("Sessions of a session-enabled queue (SPEC §9).")
+group = options.new_app("Sessions of a session-enabled queue or subscription.")
 
 SessionArgument = Annotated[str, typer.Argument(metavar="SESSION", help="Session id.")]
 
@@ -19,29 +19,30 @@ def register(app: typer.Typer) -> None:
 
 
 @group.command("list")
-def list_(ctx: typer.Context, entity: EntityArgument) -> None:
+def list_(ctx: typer.Context, entity: SessionEntityArgument) -> None:
     """Sessions with messages or state, with their counts and locks."""
     g = options.state(ctx)
     with options.connect(ctx) as sb:
-        sessions = sb.list_sessions(entity)
+        sessions = sorted(sb.list_sessions(entity), key=lambda s: str(s.get("session_id")))
     columns = ("session_id", "active_message_count", "locked_until_utc", "has_state")
     render.emit(g.output, sessions, render.rows(columns))
 
 
 @group.command("get-state")
-def get_state(ctx: typer.Context, entity: EntityArgument, session: SessionArgument) -> None:
-    """Print a session's state (nothing, and `"state": null` in JSON, when unset)."""
+def get_state(ctx: typer.Context, entity: SessionEntityArgument, session: SessionArgument) -> None:
+    """Print a session's state (`session S has no state` when unset; `"state": null` in
+    JSON)."""
     g = options.state(ctx)
     with options.connect(ctx) as sb:
         state = sb.get_session_state(entity, session)
     text = None if state is None else state.decode(errors="replace")
-    render.emit(g.output, {"session_id": session, "state": text}, lambda r: r["state"] or "")
+    render.emit(g.output, {"session_id": session, "state": text}, _state_text)
 
 
 @group.command("set-state")
 def set_state(
     ctx: typer.Context,
-    entity: EntityArgument,
+    entity: SessionEntityArgument,
     session: SessionArgument,
     state: Annotated[
         str | None, typer.Option("--state", show_default=False, help="The state, as text.")
@@ -69,7 +70,7 @@ def set_state(
 @group.command("renew-lock")
 def renew_lock(
     ctx: typer.Context,
-    entity: EntityArgument,
+    entity: SessionEntityArgument,
     token: Annotated[
         str,
         typer.Argument(
@@ -86,3 +87,9 @@ def renew_lock(
 
 def _said(verb: str) -> Any:
     return lambda r: f"{verb} the state of session {render.escape(str(r['session_id']))}"
+
+
+def _state_text(r: dict[str, Any]) -> str:
+    if r["state"] is None:
+        return f"session {render.escape(str(r['session_id']))} has no state"
+    return render.escape(r["state"])

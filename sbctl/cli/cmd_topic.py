@@ -36,7 +36,6 @@ from sbctl.cli.cmd_queue import (
     flag_option,
     value_option,
 )
-from sbctl.errors import BadRequest
 
 topic_group = options.new_app("Create, update, list, show and delete topics.")
 subscription_group = options.new_app(
@@ -150,11 +149,11 @@ SubscriptionAutoDeleteOnIdle = Annotated[
 ]
 TopicStatus = Annotated[
     Literal["Active", "Disabled", "SendDisabled"] | None,
-    typer.Option("--status", show_default=False, help="Entity status (SPEC §17)."),
+    typer.Option("--status", show_default=False, help="Entity status."),
 ]
 SubscriptionStatus = Annotated[
     Literal["Active", "Disabled", "ReceiveDisabled"] | None,
-    typer.Option("--status", show_default=False, help="Entity status (SPEC §17)."),
+    typer.Option("--status", show_default=False, help="Entity status."),
 ]
 SupportOrdering = Annotated[
     bool | None,
@@ -229,24 +228,24 @@ def topic_create(
 
     g = options.state(ctx)
     settings = entity_options(ctx.params, TOPIC_KEYS)
-    with options.connect(ctx) as sb:
+    existed = False
+    with options.connect(ctx) as sb, options.naming_flags(ctx, TOPIC_KEYS):
         try:
             result = sb.topic_create(name, **settings)
         except MessagingEntityAlreadyExists:
             if not if_not_exists:
                 raise
+            existed = True
             result = sb.topic_get(name)
-    render.emit(g.output, result, render.record)
+    render.emit(g.output, result, lambda r: render.created("topic", r, existed))
 
 
 @topic_group.command("update")
 def topic_update(
     ctx: typer.Context,
     name: TopicName,
-    enable_partitioning: TopicEnablePartitioning = None,
     max_size: MaxSize = None,
     default_message_time_to_live: DefaultTtl = None,
-    enable_duplicate_detection: EnableDuplicateDetection = None,
     duplicate_detection_history_time_window: DuplicateWindow = None,
     auto_delete_on_idle: TopicAutoDeleteOnIdle = None,
     support_ordering: SupportOrdering = None,
@@ -256,11 +255,13 @@ def topic_update(
 ) -> None:
     """Change a topic's settings; only the options given are changed.
 
+    Partitioning and duplicate detection are fixed when the topic is created.
+
     Example: `sbctl topic update events --status SendDisabled`
     """
     g = options.state(ctx)
     settings = _updates(ctx, TOPIC_KEYS)
-    with options.connect(ctx) as sb:
+    with options.connect(ctx) as sb, options.naming_flags(ctx, TOPIC_KEYS):
         result = sb.topic_update(name, **settings)
     render.emit(g.output, result, render.record)
 
@@ -273,7 +274,7 @@ def topic_list(ctx: typer.Context) -> None:
     """
     g = options.state(ctx)
     with options.connect(ctx) as sb:
-        result = sb.topic_list()
+        result = render.by_name(sb.topic_list())
     render.emit(g.output, result, render.rows(TOPIC_COLUMNS))
 
 
@@ -331,14 +332,17 @@ def subscription_create(
 
     g = options.state(ctx)
     settings = entity_options(ctx.params, SUBSCRIPTION_KEYS)
-    with options.connect(ctx) as sb:
+    existed = False
+    with options.connect(ctx) as sb, options.naming_flags(ctx, SUBSCRIPTION_KEYS):
         try:
             result = sb.subscription_create(topic, name, **settings)
         except MessagingEntityAlreadyExists:
             if not if_not_exists:
                 raise
+            existed = True
             result = sb.subscription_get(topic, name)
-    render.emit(g.output, result, render.record)
+    path = {**result, "name": f"{topic}/subscriptions/{name}"}
+    render.emit(g.output, result, lambda _: render.created("subscription", path, existed))
 
 
 @subscription_group.command("update")
@@ -348,7 +352,6 @@ def subscription_update(
     name: SubscriptionName,
     lock_duration: LockDuration = None,
     max_delivery_count: MaxDeliveryCount = None,
-    enable_session: EnableSession = None,
     forward_to: ForwardTo = None,
     forward_dead_lettered_messages_to: ForwardDeadLetteredTo = None,
     enable_dead_lettering_on_message_expiration: DeadLetterOnExpiration = None,
@@ -361,11 +364,13 @@ def subscription_update(
 ) -> None:
     """Change a subscription's settings; only the options given are changed.
 
+    Sessions are fixed when the subscription is created.
+
     Example: `sbctl subscription update events audit --lock-duration 30s`
     """
     g = options.state(ctx)
     settings = _updates(ctx, SUBSCRIPTION_KEYS)
-    with options.connect(ctx) as sb:
+    with options.connect(ctx) as sb, options.naming_flags(ctx, SUBSCRIPTION_KEYS):
         result = sb.subscription_update(topic, name, **settings)
     render.emit(g.output, result, render.record)
 
@@ -378,7 +383,7 @@ def subscription_list(ctx: typer.Context, topic: TopicOf) -> None:
     """
     g = options.state(ctx)
     with options.connect(ctx) as sb:
-        result = sb.subscription_list(topic)
+        result = render.by_name(sb.subscription_list(topic))
     render.emit(g.output, result, render.rows(SUBSCRIPTION_COLUMNS))
 
 
@@ -421,7 +426,7 @@ def rule_create(
         value_option(
             "--filter-sql-expression",
             "SQL",
-            "SQL filter, e.g. \"color = 'red' AND quantity > 10\" (SPEC §10.5).",
+            "SQL filter, e.g. \"color = 'red' AND quantity > 10\".",
         ),
     ] = None,
     action_sql_expression: Annotated[
@@ -468,7 +473,7 @@ def rule_create(
     neither, the TrueFilter; and an optional action.
 
     Each matching rule with an action gives the subscription its own copy, carrying the
-    property RuleName (SPEC §10.3).
+    property RuleName.
 
     Example: `sbctl rule create events audit big --filter-sql-expression "n>9"`
     """
@@ -487,7 +492,7 @@ def rule_list(ctx: typer.Context, topic: TopicOf, subscription: SubscriptionOf) 
     """
     g = options.state(ctx)
     with options.connect(ctx) as sb:
-        result = sb.rule_list(topic, subscription)
+        result = render.by_name(sb.rule_list(topic, subscription))
     render.emit(g.output, result, _rules_table)
 
 
@@ -532,28 +537,18 @@ def filter_from_flags(ctx: typer.Context) -> dict[str, Any] | None:
     if sql is not None and (fields or items):
         first = next(p for p in (*CORRELATION_KEYS, "correlation_filter_property") if params.get(p))
         ctx.fail(
-            f"--filter-sql-expression and {_flag_name(ctx, first)} cannot be combined: "
+            f"--filter-sql-expression and {options.typed_flag(ctx, first)} cannot be combined: "
             "a rule has one filter, SQL or correlation"
         )
     if sql is not None:
         return {"type": "sql", "sql_expression": sql}
     if not fields and not items:
         return None
-    try:
-        props = options.properties(items)
-    except BadRequest as err:
-        raise BadRequest(f"--correlation-filter-property: {err.message}") from None
+    props = options.properties(items, "--correlation-filter-property")
     out: dict[str, Any] = {"type": "correlation", **fields}
     if props:
         out["properties"] = props
     return out
-
-
-def _flag_name(ctx: typer.Context, param: str) -> str:
-    for p in ctx.command.params:
-        if p.name == param:
-            return "/".join(p.opts)
-    return "--" + param.replace("_", "-")
 
 
 # -- rule tables

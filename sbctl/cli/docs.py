@@ -101,7 +101,8 @@ def _option(param: Any, ctx: Any) -> Param:
 
 def _argument(param: Any) -> Param:
     metavar = param.metavar or param.name.upper()
-    synopsis = metavar + ("..." if param.nargs == -1 else "")
+    repeated = param.nargs == -1 and not metavar.endswith("...")
+    synopsis = metavar + ("..." if repeated else "")
     text = _one_line(getattr(param, "help", None))
     return Param(
         names=(metavar,),
@@ -122,7 +123,9 @@ def tree(app: typer.Typer | None = None) -> list[Node]:
         from sbctl.cli.app import app as default_app
 
         app = default_app
-    root = typer.main.get_command(app)
+    from sbctl.cli.options import polish
+
+    root = polish(typer.main.get_command(app))
     nodes: list[Node] = []
 
     def visit(command: Any, path: tuple[str, ...], parent: Any) -> None:

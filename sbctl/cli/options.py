@@ -7,6 +7,9 @@ loads none of them (DESIGN §6, STYLE 6).
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
@@ -21,6 +24,10 @@ if TYPE_CHECKING:
     from sbctl.codec import PropertyValue
 
 Output = Literal["table", "json"]
+
+# The command line as typed (set by sbctl.cli.app.main): errors name the alias the user
+# typed (--subject, not --label).
+ARGV: list[str] = []
 
 # The client's default (sbctl.client.DEFAULT_NAMESPACE), repeated so that help can show it
 # without importing the client; tests/unit/test_cli_parsing.py keeps the two equal.
@@ -72,8 +79,33 @@ EntityArgument = Annotated[
     typer.Argument(
         metavar="ENTITY",
         show_default=False,
-        help="Entity path: a queue (orders), a subscription (events/subscriptions/audit) "
-        "or a dead-letter queue (orders/$deadletterqueue).",
+        help="A queue (orders), a subscription (events/subscriptions/audit) or a "
+        "dead-letter queue (orders/$deadletterqueue); not a topic.",
+    ),
+]
+SendEntityArgument = Annotated[
+    str,
+    typer.Argument(
+        metavar="ENTITY",
+        show_default=False,
+        help="Where to send: a queue (orders) or a topic (events).",
+    ),
+]
+SessionEntityArgument = Annotated[
+    str,
+    typer.Argument(
+        metavar="ENTITY",
+        show_default=False,
+        help="A session-enabled queue (orders) or subscription (events/subscriptions/audit).",
+    ),
+]
+DeadLetterSourceArgument = Annotated[
+    str,
+    typer.Argument(
+        metavar="ENTITY",
+        show_default=False,
+        help="The queue (orders) or subscription (events/subscriptions/audit) whose "
+        "dead-letter queue to resubmit.",
     ),
 ]
 PropertyOption = Annotated[
@@ -153,7 +185,8 @@ def connect(ctx: typer.Context) -> Client:
 
 
 def duration_ms(value: str | None, flag: str) -> int | None:
-    """A duration flag (``PT1M``, ``30s``) in milliseconds; the error names the flag."""
+    """A duration flag (``PT1M``, ``30s``) in milliseconds; a malformed one is a usage
+    error (exit 2) naming the flag."""
     if value is None:
         return None
     from sbctl.durations import parse_duration_ms
@@ -161,11 +194,12 @@ def duration_ms(value: str | None, flag: str) -> int | None:
     try:
         return parse_duration_ms(value)
     except BadRequest as err:
-        raise BadRequest(f"{flag}: {err.message}") from None
+        raise typer.BadParameter(err.message, param_hint=f"'{flag}'") from None
 
 
 def instant_ms(value: str | None, flag: str, now_ms: int) -> int | None:
-    """A time flag (``2026-11-21T10:00:00Z``, ``+5m``, ``now``) in ms since the epoch."""
+    """A time flag (``2026-11-21T10:00:00Z``, ``+5m``, ``now``) in ms since the epoch; a
+    malformed one is a usage error (exit 2) naming the flag."""
     if value is None:
         return None
     from sbctl.durations import parse_instant_ms
@@ -173,11 +207,97 @@ def instant_ms(value: str | None, flag: str, now_ms: int) -> int | None:
     try:
         return parse_instant_ms(value, now_ms)
     except BadRequest as err:
-        raise BadRequest(f"{flag}: {err.message}") from None
+        raise typer.BadParameter(err.message, param_hint=f"'{flag}'") from None
 
 
-def properties(items: list[str] | None) -> dict[str, PropertyValue]:
-    """``-p k=v`` flags as a dict; a later flag for the same key wins."""
+def typed_flag(ctx: typer.Context, param: str) -> str:
+    """The option ``param`` as the user spelled it (``--subject`` for ``--label/--subject``,
+    ``--no-enable-session``), else its first long name."""
+    for p in ctx.command.params:
+        if p.name != param:
+            continue
+        names = [*p.opts, *getattr(p, "secondary_opts", ())]
+        typed = {arg.partition("=")[0] for arg in ARGV}
+        for name in names:
+            if name in typed:
+                return name
+        return next((n for n in names if n.startswith("--")), names[0])
+    return "--" + param.replace("_", "-")
+
+
+@contextmanager
+def naming_flags(ctx: typer.Context, flag_keys: Mapping[str, str]) -> Iterator[None]:
+    """Errors from the daemon name an option key (``lock_duration``,
+    ``requires_session``); say the flag the user typed instead (``--lock-duration``,
+    ``--enable-session``). Only the flags given are named: never one the user did not type.
+    """
+    from sbctl.errors import SbctlError
+
+    try:
+        yield
+    except SbctlError as err:
+        message = err.message
+        for param, key in flag_keys.items():
+            if ctx.params.get(param) is None or key == "status":
+                continue
+            flag = typed_flag(ctx, param)
+            message = re.sub(rf"(?<![\w-]){re.escape(key)}(?![\w-])", flag, message)
+        if message == err.message:
+            raise
+        raise type(err)(message, retry_after=err.retry_after) from None
+
+
+def properties(items: list[str] | None, flag: str | None = None) -> dict[str, PropertyValue]:
+    """``-p k=v`` flags as a dict; a later flag for the same key wins. A malformed one is
+    a usage error (exit 2) naming the flag (``flag``, else ``-p`` or ``--property`` as
+    typed)."""
     from sbctl.messages import parse_property
 
-    return dict(parse_property(item) for item in items or ())
+    try:
+        return dict(parse_property(item) for item in items or ())
+    except BadRequest as err:
+        if flag is None:
+            typed = {arg.partition("=")[0] for arg in ARGV}
+            flag = "--property" if "--property" in typed and "-p" not in typed else "-p"
+        raise typer.BadParameter(err.message, param_hint=f"'{flag}'") from None
+
+
+# -- the click command tree, as sbctl shows and parses it
+
+VALUE_METAVARS = {"integer": "N", "integer range": "N", "float": "X", "float range": "X"}
+
+
+def polish(command: Any) -> Any:
+    """Adjust the click command tree typer built, once, before it parses or shows help.
+
+    - Choices accept any case (``--sku Standard``), as az does; help lists them as written.
+    - Options without a metavar show ``TEXT`` or ``N``, not ``<str>`` or ``<int range>``.
+    - Usage lines show arguments as ``ENTITY``, ``[NS]`` and ``TOKEN...``, not ``{ENTITY}``.
+    """
+    for param in getattr(command, "params", ()):
+        kind = param.type
+        if hasattr(kind, "case_sensitive") and hasattr(kind, "choices"):
+            kind.case_sensitive = False
+            if param.param_type_name == "option" and param.metavar is None:
+                param.metavar = "<" + "|".join(str(c) for c in kind.choices) + ">"
+        if param.param_type_name == "option":
+            takes_value = not (param.is_flag or getattr(param, "count", False))
+            if takes_value and param.metavar is None:
+                param.metavar = VALUE_METAVARS.get(getattr(kind, "name", ""), "TEXT")
+        else:
+            param.make_metavar = _argument_metavar(param)
+    for child in (getattr(command, "commands", None) or {}).values():
+        polish(child)
+    return command
+
+
+def _argument_metavar(param: Any) -> Any:
+    def make_metavar(ctx: Any = None, *, usage: bool = False) -> str:
+        name = param.metavar or (param.name or "").upper()
+        if name.startswith("["):
+            return name
+        if param.nargs != 1 and not name.endswith("..."):
+            name += "..."
+        return name if param.required or not usage else f"[{name}]"
+
+    return make_metavar

@@ -58,7 +58,7 @@ def emit(output: Output, data: Any, table: Renderer | None, *, lines: bool = Fal
     if isinstance(shown, str):
         sys.stdout.write(shown + "\n")
     elif shown is not None:
-        _console().print(shown)
+        console().print(shown)
 
 
 def error(code: str, message: str, output: Output, number: int | None = None) -> None:
@@ -79,7 +79,7 @@ def error(code: str, message: str, output: Output, number: int | None = None) ->
 # -- table builders (rich)
 
 
-def _console() -> Console:
+def console() -> Console:
     from rich.console import Console
 
     # Piped tables are read with less or grep: do not squeeze them into 80 columns.
@@ -116,7 +116,7 @@ def cell(key: str, value: Any) -> str:
     if isinstance(value, dict | list):
         text = to_json(value)
         if len(text) > NESTED_LIMIT:
-            return f"({len(value)} entries; -o json shows them)"
+            return f"({plural(len(value), 'entry', 'entries')}; -o json shows them)"
         return escape(text)
     return escape(str(value))
 
@@ -130,12 +130,64 @@ def human_bytes(n: int) -> str:
     raise AssertionError("unreachable")
 
 
+def plural(n: int, noun: str, nouns: str | None = None) -> str:
+    """``1 message``, ``2 messages``, ``0 messages``."""
+    return f"{n} {noun if n == 1 else (nouns or noun + 's')}"
+
+
+def by_name(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A listing sorted by name, as people scan it (and as az lists)."""
+    return sorted(items, key=lambda item: str(item.get("name", "")))
+
+
 def record(data: dict[str, Any]) -> RenderableType:
-    """One entity as a two-column property/value table."""
+    """One entity as a two-column property/value table; its ``partitions`` (queues and
+    topics) as a table of their own below it, one row per partition."""
     table = _table("property", "value")
+    parts = data.get("partitions")
+    nested = isinstance(parts, list) and bool(parts) and all(isinstance(p, dict) for p in parts)
     for key, value in data.items():
+        if key == "partitions" and nested:
+            continue
         table.add_row(escape(key), cell(key, value))
+    if not nested:
+        return table
+    from rich.console import Group
+
+    assert isinstance(parts, list)
+    return Group(table, "", partitions(parts))
+
+
+def partitions(parts: list[dict[str, Any]]) -> RenderableType:
+    """Per-partition counts: one row per partition, the keys the partitions have."""
+    keys = list(dict.fromkeys(k for p in parts for k in p))
+    labels = ["partition" if k == "partition_id" else _label(k) for k in keys]
+    table = _table(*labels, tight=tuple(labels))
+    for p in parts:
+        table.add_row(*(cell(k, p.get(k)) for k in keys))
     return table
+
+
+def created(kind: str, data: dict[str, Any], existed: bool = False) -> str:
+    """``created queue orders (16 partitions, sessions)``: the short answer of a create;
+    ``show`` prints every setting."""
+    name = escape(str(data.get("name")))
+    if existed:
+        return f"{kind} {name} already exists; its settings were left as they are"
+    notes = []
+    count = data.get("partition_count")
+    if data.get("enable_partitioning") and isinstance(count, int):
+        notes.append(plural(count, "partition"))
+    for key, note in (
+        ("requires_session", "sessions"),
+        ("requires_duplicate_detection", "duplicate detection"),
+    ):
+        if data.get(key):
+            notes.append(note)
+    status = data.get("status")
+    if status not in (None, "Active"):
+        notes.append(f"status {escape(str(status))}")
+    return f"created {kind} {name}" + (f" ({', '.join(notes)})" if notes else "")
 
 
 def rows(columns: Sequence[str]) -> Renderer:
@@ -166,11 +218,20 @@ def body_preview(message: dict[str, Any]) -> str:
 
 
 def messages(items: list[dict[str, Any]]) -> RenderableType | str:
-    """Received or peeked messages (``ReceivedMessage.to_dict()`` shapes) as a table."""
+    """Received or peeked messages (``ReceivedMessage.to_dict()`` shapes) as a table.
+
+    A ``state`` column appears when a message is not active (peek shows scheduled and
+    deferred ones), and a ``due`` column with the time a scheduled message is enqueued.
+    """
     if not items:
         return "no messages"
     locked = any(m.get("lock_token") for m in items)
-    headers = ["seq", "part", "enqueued", "dlv", "message id", "key"]
+    states = any(m.get("state") not in (None, "active") for m in items)
+    due = any(m.get("state") == "scheduled" for m in items)
+    headers = ["seq", "part", "enqueued"]
+    headers += ["state"] if states else []
+    headers += ["due"] if due else []
+    headers += ["dlv", "message id", "key"]
     headers += ["lock token"] if locked else []
     table = _table(*headers, "body", tight=("seq", "part", "dlv"))
     for m in items:
@@ -178,6 +239,13 @@ def messages(items: list[dict[str, Any]]) -> RenderableType | str:
             cell("sequence_number", m.get("sequence_number")),
             cell("partition_id", m.get("partition_id")),
             cell("enqueued_time_utc", m.get("enqueued_time_utc")),
+        ]
+        if states:
+            row.append(cell("state", m.get("state")))
+        if due:
+            scheduled = m.get("state") == "scheduled"
+            row.append(cell("due", m.get("scheduled_enqueue_time_utc") if scheduled else None))
+        row += [
             cell("delivery_count", m.get("delivery_count")),
             cell("message_id", m.get("message_id")),
             cell("key", m.get("session_id") or m.get("partition_key")),
@@ -271,30 +339,11 @@ def metrics(data: dict[str, Any]) -> RenderableType:
     return table
 
 
-def watch(
-    output: Output,
-    fetch: Callable[[], Any],
-    build: Callable[[Any], RenderableType],
-    interval: float = 0.5,
-) -> None:
-    """Refresh ``build(fetch())`` live until Ctrl-C (JSON Lines, one per refresh, with
-    ``-o json``)."""
-    import time
+def watch(output: Output, fetch: Callable[[], Any], build: Callable[[Any], RenderableType]) -> None:
+    """Refresh a view until Ctrl-C or SIGTERM (:mod:`sbctl.cli.watch`)."""
+    from sbctl.cli import watch as live
 
-    try:
-        if output == "json":
-            while True:
-                emit(output, fetch(), None)
-                sys.stdout.flush()
-                time.sleep(interval)
-        from rich.live import Live
-
-        with Live(build(fetch()), console=_console(), auto_refresh=False) as live:
-            while True:
-                time.sleep(interval)
-                live.update(build(fetch()), refresh=True)
-    except KeyboardInterrupt:
-        return
+    live.run(output, fetch, build)
 
 
 # -- paired namespaces (sbctl namespace pair-status)

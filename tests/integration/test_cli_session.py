@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sbctl.codec import Message, encode_message
+from sbctl.errors import SbctlError
 from sbctl.partitioning import partition_for_key
 
 P = 16
@@ -313,10 +314,19 @@ def test_namespaces_scope_queues(daemon: Any) -> None:
 
 def test_immutable_update_and_daemon_lifecycle(daemon: Any) -> None:
     run(daemon, "queue", "create", QUEUE, "--enable-partitioning")
+    # Fixed at creation: update does not offer these flags (a usage error).
     for flag in ("--no-enable-partitioning", "--enable-session", "--enable-duplicate-detection"):
-        error = fails(daemon, 5, "queue", "update", QUEUE, flag)
-        assert error["code"] == "InvalidOperation"
-    fails(daemon, 5, "queue", "update", QUEUE, "--enable-session", output="table")
+        error = fails(daemon, 2, "queue", "update", QUEUE, flag)
+        assert error["code"] == "UsageError" and "No such option" in error["message"]
+    fails(daemon, 2, "queue", "update", QUEUE, "--enable-session", output="table")
+    # The daemon still refuses them from clients that send them.
+    with daemon.client() as sb:
+        try:
+            sb.queue_update(QUEUE, requires_session=True)
+        except SbctlError as err:
+            assert err.code == "InvalidOperation"
+        else:
+            raise AssertionError("requires_session changed after creation")
     # A mutable property still updates, and the immutable one kept its value.
     updated = run(daemon, "queue", "update", QUEUE, "--max-delivery-count", "3").json()
     assert updated["max_delivery_count"] == 3

@@ -521,7 +521,7 @@ def test_odd_inputs_fail_with_one_clear_line(daemon: Daemon) -> None:
     d.cli("queue", "create", "pq", "--enable-partitioning", check=True)
     d.cli("queue", "create", "one", check=True)
     cases: list[tuple[tuple[str, ...], int, str]] = [
-        (("fault", "add", "--entity", "pq", "--kind", "slow", "--latency", "soon"), 5, "invalid"),
+        (("fault", "add", "--entity", "pq", "--kind", "slow", "--latency", "soon"), 2, "invalid"),
         (("fault", "add", "--entity", "pq", "--kind", "slow", "--latency", "0s"), 5, "above 0"),
         (("fault", "add", "--entity", "pq", "--kind", "slow", "--latency", "2h"), 5, "1 hour"),
         (("fault", "add", "--entity", "pq", "--kind", "slow"), 2, "--latency"),
@@ -538,7 +538,7 @@ def test_odd_inputs_fail_with_one_clear_line(daemon: Daemon) -> None:
         (("namespace", "pair", P, "--secondary", "ghost-ns"), 3, "ghost-ns"),
         (("namespace", "pair", "ghost-ns", "--secondary", S), 3, "ghost-ns"),
         (("namespace", "pair", P, "--secondary", S, "--failover-interval", "61m"), 5, "60"),
-        (("namespace", "pair", P, "--secondary", S, "--failover-interval", "later"), 5, "invalid"),
+        (("namespace", "pair", P, "--secondary", S, "--failover-interval", "later"), 2, "invalid"),
         (("namespace", "pair", P, "--secondary", S, "--ping-primary-interval", "0.5s"), 5, "1 s"),
         (("namespace", "pair", P, "--secondary", S, "--backlog-queue-count", "0"), 2, "backlog"),
         (("namespace", "unpair", P), 3, "not paired"),

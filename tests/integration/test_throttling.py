@@ -9,10 +9,10 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 from sbctl.client import AsyncClient
@@ -127,19 +127,16 @@ def test_cli_no_retry_exits_throttled(daemon: Any) -> None:
 
 
 def _watch(daemon: Any, *args: str) -> tuple[int, str]:
-    """Run a ``--watch`` command for a moment, then Ctrl-C it."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "sbctl.cli.app", *args, "--watch"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=daemon.env,
-    )
-    time.sleep(1.5)
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=30)
+    """Run a ``--watch`` command until its first frame, then Ctrl-C it (killed and reaped
+    if it does not stop)."""
+    here = str(Path(__file__).parent)
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    from test_watch_cli import watched
+
+    code, out, err = watched(daemon, signal.SIGINT, *args, "--watch")
     assert not err, err
-    return proc.returncode, out
+    return code, out
 
 
 def test_watch_views_stop_on_ctrl_c(daemon: Any) -> None:

@@ -121,9 +121,9 @@ def test_topic_create_list_show_update_delete(daemon: Any) -> None:
     assert (shown["status"], shown["max_size_in_megabytes"]) == ("Disabled", 1024)
     assert shown["requires_duplicate_detection"] is True
 
-    # Fixed at creation (SPEC §14.10): refused, not silently ignored.
+    # Fixed at creation: update does not offer the flag (a usage error, nothing changed).
     result = daemon.cli("topic", "update", TOPIC, "--no-enable-duplicate-detection")
-    assert result.code == EXIT_BAD_REQUEST and len(result.stderr.splitlines()) == 1
+    assert result.code == 2 and len(result.stderr.splitlines()) == 1
 
     deleted = daemon.cli("topic", "delete", TOPIC)
     assert deleted.code == 0 and deleted.stdout == f"deleted topic {TOPIC}\n"

@@ -111,6 +111,9 @@ class FakeClient:
         self._seq += len(messages)
         return numbers
 
+    def send_report(self, entity: str, messages: list[Any]) -> dict[str, Any]:
+        return {"sequence_numbers": self.send(entity, messages), "diverted_to": None}
+
     def peek(self, entity: str, count: int, from_sequence: int | None) -> list[ReceivedMessage]:
         self._record("peek", entity, count, from_sequence)
         return [received(1, token=None)]
@@ -228,7 +231,7 @@ def test_bad_command_line_with_json_output(sbctl: Any) -> None:
     assert error["code"] == "UsageError" and "--count" in error["message"]
 
 
-# -- bad values that sbctl itself parses: BadRequest, exit 5, naming the flag
+# -- bad values that sbctl itself parses: usage errors, exit 2, naming the flag typed
 
 
 @pytest.mark.parametrize(
@@ -238,26 +241,30 @@ def test_bad_command_line_with_json_output(sbctl: Any) -> None:
         (["queue", "update", "q", "--auto-delete-on-idle", "P1Y"], "--auto-delete-on-idle"),
         (["send", "q", "--body", "x", "--time-to-live", "soon"], "--time-to-live"),
         (["send", "q", "--body", "x", "--scheduled-enqueue-time", "later"], "--scheduled"),
-        (["send", "q", "--body", "x", "-p", "novalue"], "invalid property"),
+        (["send", "q", "--body", "x", "-p", "novalue"], "'-p'"),
+        (["send", "q", "--body", "x", "--property", "novalue"], "'--property'"),
         (["receive", "q", "--max-wait", "long"], "--max-wait"),
         (["message", "abandon", "q", TOKEN, "-p", "=1"], "invalid property"),
+        (["schedule", "q", "--body", "x", "--at", "someday"], "'--at'"),
+        (["rule", "create", "t", "s", "r", "--correlation-filter-property", "x"], "'--corr"),
     ],
 )
-def test_bad_value_is_bad_request(
+def test_bad_value_is_a_usage_error_naming_the_flag(
     sbctl: Any, fake: FakeClient, argv: list[str], needle: str
 ) -> None:
     result = sbctl(*argv)
-    assert result.code == 5, result
+    assert result.code == 2, result
     line = one_error_line(result)
     assert line.startswith("error: ") and needle in line
+    assert "_" not in line.split(":")[1], line  # a flag, not a parameter name
     assert fake.calls == []
 
 
-def test_bad_request_as_json(sbctl: Any) -> None:
+def test_bad_value_as_json(sbctl: Any) -> None:
     result = sbctl("-o", "json", "queue", "create", "q", "--lock-duration", "abc")
-    assert result.code == 5
+    assert result.code == 2
     error = json.loads(one_error_line(result))["error"]
-    assert error["code"] == "BadRequest" and "--lock-duration" in error["message"]
+    assert error["code"] == "UsageError" and "'--lock-duration'" in error["message"]
 
 
 # -- no daemon behind the socket: ServiceCommunicationProblem, exit 9
@@ -352,7 +359,13 @@ def test_flags_fill_in_what_jsonl_lines_lack(sbctl: Any, fake: FakeClient, tmp_p
         "--subject", "default", "--time-to-live", "PT1M", "-p", "k=flag", "-p", "n=5",
     )  # fmt: skip
     assert result.code == 0, result
-    assert json.loads(result.out) == {"sent": 2, "sequence_numbers": [1, 2]}
+    assert json.loads(result.out) == {
+        "sent": 2,
+        "sequence_numbers": [1, 2],
+        "diverted": 0,
+        "diverted_to": None,
+        "diverted_namespace": None,
+    }
     [(_, (entity, messages))] = fake.calls
     assert entity == "q"
     first, second = messages
@@ -432,18 +445,21 @@ def test_queue_create_maps_flags_to_option_keys(sbctl: Any, fake: FakeClient) ->
             ),
         )
     ]
-    assert "property" in result.out and "lock_duration" in result.out
+    # A short confirmation; `queue show` prints the table.
+    assert (
+        result.out == "created queue orders (sessions, duplicate detection, status SendDisabled)\n"
+    )
 
 
 def test_queue_update_sends_only_the_options_given(sbctl: Any, fake: FakeClient) -> None:
     result = sbctl(
-        "-o", "json", "queue", "update", "orders", "--no-enable-session", "--max-size", "1024"
-    )
+        "-o", "json", "queue", "update", "orders", "--no-enable-batched-operations",
+        "--max-size", "1024",
+    )  # fmt: skip
     assert result.code == 0, result
-    assert fake.calls == [
-        ("queue_update", ("orders", {"requires_session": False, "max_size_in_megabytes": 1024}))
-    ]
-    assert json.loads(result.out)["requires_session"] is False
+    settings = {"enable_batched_operations": False, "max_size_in_megabytes": 1024}
+    assert fake.calls == [("queue_update", ("orders", settings))]
+    assert json.loads(result.out)["enable_batched_operations"] is False
 
 
 def test_queue_create_without_flags_sends_no_options(sbctl: Any, fake: FakeClient) -> None:
@@ -458,10 +474,16 @@ def test_long_nested_values_are_summarised_in_tables(
     monkeypatch.setattr(
         fake, "queue_update", lambda name, **_: {"name": name, "partitions": partitions}
     )
-    table = sbctl("queue", "update", "q", "--max-size", "1024")
-    assert "(16 entries; -o json shows them)" in table.out
+    monkeypatch.setattr(
+        fake, "queue_get", lambda name: {"name": name, "nested": list(range(100))}, raising=False
+    )
+    table = sbctl("queue", "show", "q")
+    assert "(100 entries; -o json shows them)" in table.out
     as_json = sbctl("-o", "json", "queue", "update", "q", "--max-size", "1024")
     assert json.loads(as_json.out)["partitions"] == partitions
+    table = sbctl("queue", "update", "q", "--max-size", "1024")  # partitions: a table
+    rows = [line.split() for line in table.out.splitlines()]
+    assert ["partition", "active"] in rows and ["15", "0"] in rows
 
 
 def test_queue_list_table(sbctl: Any, fake: FakeClient) -> None:
@@ -519,11 +541,20 @@ def test_settle_reports_every_token_then_fails(sbctl: Any, fake: FakeClient) -> 
     fake.settle_errors[bad] = {"code": "MessageLockLost", "message": "the lock expired"}
     result = sbctl("message", "complete", "q", TOKEN, bad)
     assert result.code == 7
-    assert result.out.splitlines() == [
-        f"completed {TOKEN}",
-        f"failed {bad}: the lock expired",
-    ]
-    assert "1 of 2" in one_error_line(result)
+    assert result.out.splitlines() == [f"completed {TOKEN}"]  # failures: stderr only
+    line = one_error_line(result)
+    assert "1 of 2 messages" in line and bad in line and "the lock expired" in line
+    as_json = sbctl("-o", "json", "message", "complete", "q", TOKEN, bad)
+    assert as_json.code == 7 and as_json.jsonl() == [{"lock_token": TOKEN, "ok": True}]
+    assert bad in json.loads(one_error_line(as_json))["error"]["message"]
+
+
+def test_settle_of_only_bad_tokens_prints_nothing_on_stdout(sbctl: Any, fake: FakeClient) -> None:
+    bad = "00000000-0000-0002-0000-000000000009"
+    fake.settle_errors[bad] = {"code": "MessageLockLost", "message": "the lock expired"}
+    result = sbctl("message", "complete", "q", bad)
+    assert result.code == 7 and result.out == ""
+    assert "could not complete 1 of 1 message (lock token " in one_error_line(result)
 
 
 def test_abandon_with_property_changes(sbctl: Any, fake: FakeClient) -> None:
@@ -606,3 +637,20 @@ def test_an_empty_namespace_is_a_usage_error_not_the_default(sbctl: Any) -> None
         result = sbctl(*argv)
         assert result.code == 2, result
         assert "'-n' / '--namespace': must not be empty" in result.err, result
+
+
+def test_send_to_an_older_daemon_still_reports_a_diversion(
+    sbctl: Any, fake: FakeClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sbctl.errors import BadRequest
+
+    def old_daemon(entity: str, messages: list[Message]) -> dict[str, Any]:
+        raise BadRequest("bad arguments for send: Object contains unknown field `report`")
+
+    monkeypatch.setattr(fake, "send_report", old_daemon)
+    monkeypatch.setattr(fake, "send", lambda entity, messages: [0] * len(messages))
+    result = sbctl("send", "q", "--body", "x")
+    assert result.code == 0, result
+    assert result.out.startswith("diverted 1 message to a backlog queue")
+    as_json = json.loads(sbctl("-o", "json", "send", "q", "--body", "x").out)
+    assert as_json["diverted"] == 1 and as_json["diverted_to"] is None

@@ -155,7 +155,7 @@ def _bash_complete(line: str, cwd: Path) -> list[str]:
             "sbctl queue create q --status ",
             ["Active", "Disabled", "ReceiveDisabled", "SendDisabled"],
         ),
-        ("sbctl queue update q --no-enable-s", ["--no-enable-session"]),
+        ("sbctl queue create q --no-enable-s", ["--no-enable-session"]),
         ("sbctl receive q --settle ", ["abandon", "complete", "dead-letter", "defer", "none"]),
         ("sbctl send q --input ", ["in.jsonl"]),
         ("sbctl message ", ["abandon", "complete", "dead-letter", "defer", "renew-lock"]),
@@ -179,3 +179,54 @@ def test_fish_completion() -> None:
     )
     proc = subprocess.run(["fish", "-c", script], capture_output=True, text=True, check=True)
     assert sorted(proc.stdout.split()) == ["create", "delete", "list", "show", "update"]
+
+
+# -- help text as people read it
+
+
+def test_help_has_no_type_placeholders_and_plain_usage_lines() -> None:
+    text = docs.render()
+    for placeholder in ("<int range>", "<str>", "<integer>", "<float>", "<text>"):
+        assert placeholder not in text, placeholder
+    for node in docs.tree():
+        assert "{" not in node.usage, node.usage
+        for argument in node.arguments:
+            if argument.repeatable:
+                assert argument.synopsis.endswith("...") and "......" not in argument.synopsis
+                assert argument.synopsis in node.usage, node.usage
+
+
+def test_entity_help_says_what_each_command_accepts() -> None:
+    by_command = {node.command: node for node in docs.tree()}
+
+    def entity_help(command: str) -> str:
+        return next(a.help for a in by_command[command].arguments if a.metavar == "ENTITY")
+
+    for command in ("sbctl send", "sbctl schedule", "sbctl cancel-scheduled"):
+        text = entity_help(command)
+        assert "topic" in text and "subscription" not in text and "dead-letter" not in text
+    for command in ("sbctl receive", "sbctl peek", "sbctl message complete"):
+        assert "dead-letter queue" in entity_help(command)
+    assert "session-enabled" in entity_help("sbctl session get-state")
+
+
+def test_user_visible_help_cites_no_sections() -> None:
+    text = docs.render()
+    assert "§" not in text
+
+
+def test_global_options_move_before_the_command_unless_it_has_its_own() -> None:
+    from sbctl.cli import app
+
+    root = app.command_tree()
+    moved = app.hoist_globals(["queue", "list", "--no-retry", "--socket=/s", "-o", "json"], root)
+    assert moved == ["--no-retry", "--socket", "/s", "--output", "json", "queue", "list"]
+    own = ["daemon", "start", "--data-dir", "/d", "--retry-total", "2"]
+    assert app.hoist_globals(own, root) == [
+        "--retry-total",
+        "2",
+        "daemon",
+        "start",
+        "--data-dir",
+        "/d",
+    ]

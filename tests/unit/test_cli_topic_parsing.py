@@ -167,6 +167,9 @@ class FakeClient:
         self.calls.append(("send", (entity, list(messages))))
         return list(range(1, len(messages) + 1))
 
+    def send_report(self, entity: str, messages: list[Any]) -> dict[str, Any]:
+        return {"sequence_numbers": self.send(entity, messages), "diverted_to": None}
+
 
 @pytest.fixture
 def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeClient]:
@@ -232,7 +235,7 @@ def test_topic_create_maps_flags_to_option_keys(sbctl: Any, fake: FakeClient) ->
             ),
         )
     ]
-    assert "property" in result.out and "max_size_in_megabytes" in result.out
+    assert result.out == "created topic events (duplicate detection, status SendDisabled)\n"
 
 
 def test_topic_create_without_flags_sends_no_options(sbctl: Any, fake: FakeClient) -> None:
@@ -431,7 +434,8 @@ def test_correlation_property_types_match_send(sbctl: Any, fake: FakeClient, val
     ("flags", "named"),
     [
         (["--correlation-id", "c"], "--correlation-id"),
-        (["--label", "order"], "--label/--subject"),
+        (["--label", "order"], "--label"),
+        (["--subject", "order"], "--subject"),
         (["--content-type", "text/plain"], "--content-type"),
         (["--correlation-filter-property", "n=5"], "--correlation-filter-property"),
     ],
@@ -445,6 +449,7 @@ def test_sql_and_correlation_flags_together_are_a_usage_error(
     assert result.code == 2, result
     line = one_error_line(result)
     assert "--filter-sql-expression" in line and named in line and "--help" in line
+    assert "--label/--subject" not in line  # only the alias typed
     assert result.out == "" and fake.calls == []
 
 
@@ -485,19 +490,19 @@ def test_bad_command_line_is_one_line_and_exit_2(
         (["subscription", "update", "t", "s", "--auto-delete-on-idle", "P1Y"], "--auto-delete"),
         (
             ["rule", "create", "t", "s", "r", "--correlation-filter-property", "novalue"],
-            "--correlation-filter-property: invalid property",
+            "'--correlation-filter-property': invalid property",
         ),
         (
             ["rule", "create", "t", "s", "r", "--correlation-filter-property", "=1"],
-            "--correlation-filter-property: invalid property",
+            "'--correlation-filter-property': invalid property",
         ),
     ],
 )
-def test_bad_value_is_bad_request(
+def test_bad_value_is_a_usage_error(
     sbctl: Any, fake: FakeClient, argv: list[str], needle: str
 ) -> None:
     result = sbctl(*argv)
-    assert result.code == 5, result
+    assert result.code == 2, result
     assert needle in one_error_line(result)
     assert fake.calls == []
 
@@ -506,9 +511,9 @@ def test_bad_value_as_json(sbctl: Any, fake: FakeClient) -> None:
     result = sbctl(
         "-o", "json", "rule", "create", "t", "s", "r", "--correlation-filter-property", "x"
     )
-    assert result.code == 5
+    assert result.code == 2
     error = json.loads(one_error_line(result))["error"]
-    assert error["code"] == "BadRequest" and "--correlation-filter-property" in error["message"]
+    assert error["code"] == "UsageError" and "--correlation-filter-property" in error["message"]
 
 
 # -- rules: what is printed
