@@ -19,6 +19,7 @@ import signal
 import sys
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 from sbctl import paths
 from sbctl.errors import BadRequest, SbctlError
@@ -29,6 +30,14 @@ from sbctld.server import Server
 from sbctld.storage.sync import Syncer
 
 log = logging.getLogger("sbctld")
+
+
+class AmqpSettings(NamedTuple):
+    """The AMQP listener: on by default on 127.0.0.1:5672 (the SDKs' emulator port)."""
+
+    enabled: bool = True
+    host: str = "127.0.0.1"
+    port: int = 5672
 
 
 class DataDirBusy(SbctlError):
@@ -99,6 +108,7 @@ def run(
     ready_fd: int | None = None,
     foreground: bool = False,
     default_credits_per_second: int | None = None,
+    amqp: AmqpSettings | None = None,
 ) -> int:
     """Run the daemon until stopped. ``ready_fd`` gets ``ok <pid>`` or ``error <message>``."""
 
@@ -126,7 +136,7 @@ def run(
         asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
     try:
         return asyncio.run(
-            _serve(data_dir, socket_path, durability, tell, t0, default_credits_per_second)
+            _serve(data_dir, socket_path, durability, tell, t0, default_credits_per_second, amqp)
         )
     except Exception as exc:
         log.exception("daemon failed")
@@ -145,6 +155,7 @@ async def _serve(
     tell: object,
     t0: float,
     default_credits_per_second: int | None = None,
+    amqp: AmqpSettings | None = None,
 ) -> int:
     syncer = Syncer(durability)
     credits = DEFAULT_CREDITS_PER_SECOND
@@ -155,6 +166,28 @@ async def _serve(
     )
     server = Server(broker, syncer, socket_path)
     await server.start()
+    # --- AMQP front-end (sbctld.frontends.amqp) ---
+    frontend = None
+    if amqp is not None and amqp.enabled:
+        from sbctld.frontends.amqp.server import AmqpFrontend
+
+        frontend = AmqpFrontend(server, data_dir, amqp.host, amqp.port)
+        try:
+            await frontend.start()
+        except OSError as exc:
+            assert callable(tell)
+            tell(
+                f"error AMQP port {amqp.port} on {amqp.host} is not available "
+                f"({exc.strerror or exc}); choose another with --amqp-port N "
+                "(0: any free port) or turn AMQP off with --no-amqp"
+            )
+            await frontend.stop()
+            await server.stop()
+            return 1
+        server.info["amqp_port"] = frontend.port
+        server.info["amqp_host"] = amqp.host
+        server.info["amqp_ports"] = frontend.ports
+    # --- end AMQP ---
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, server.stopping.set)
@@ -171,6 +204,8 @@ async def _serve(
     tell(f"ok {os.getpid()}")
     await server.stopping.wait()
     log.info("stopping")
+    if frontend is not None:
+        await frontend.stop()
     await server.stop()
     log.info("stopped cleanly")
     return 0
@@ -183,6 +218,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--durability", choices=("fsync", "os"), default="fsync")
     parser.add_argument("--ready-fd", type=int)
     parser.add_argument("--default-credits-per-second", type=int)
+    parser.add_argument("--amqp-host", default="127.0.0.1")
+    parser.add_argument("--amqp-port", type=int, default=5672)
+    parser.add_argument("--no-amqp", action="store_true")
     args = parser.parse_args(argv)
     data_dir = paths.resolve_data_dir(args.data_dir)
     socket_path = Path(args.socket).absolute() if args.socket else paths.default_socket(data_dir)
@@ -193,4 +231,5 @@ def main(argv: list[str] | None = None) -> int:
         ready_fd=args.ready_fd,
         foreground=True,
         default_credits_per_second=args.default_credits_per_second,
+        amqp=AmqpSettings(not args.no_amqp, args.amqp_host, args.amqp_port),
     )

@@ -182,6 +182,9 @@ class Server:
         self.requests = 0
         self._proc: Any = None  # psutil.Process, made on the first metrics request
         self._tasks: list[asyncio.Task[None]] = []
+        # Other front-ends (AMQP) wake their own waiting receivers on the same keys.
+        self.wake_hooks: list[Callable[[tuple[str, str]], None]] = []
+        self.info: dict[str, Any] = {}  # what front-ends add to `status` (amqp_port)
         self._handlers: dict[str, Callable[[Connection, int, Any], None]] = {
             name[3:]: getattr(self, name) for name in dir(self) if name.startswith("op_")
         }
@@ -313,6 +316,7 @@ class Server:
             "requests": self.requests,
             "commit_rounds": self.committer.rounds,
             **self.broker.stats(),
+            **self.info,
         }
         info.update(self._process_stats())
         self.reply_now(conn, req_id, info)
@@ -605,6 +609,8 @@ class Server:
             self.reply_now(conn, req_id, got)
 
     def wake(self, key: tuple[str, str]) -> None:
+        for hook in self.wake_hooks:
+            hook(key)
         waiters = self.waiters.get(key)
         while waiters:
             w = waiters[0]
