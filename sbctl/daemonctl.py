@@ -61,9 +61,11 @@ def start(
     foreground: bool = False,
     durability: str = "fsync",
     default_credits_per_second: int | None = None,
+    amqp: tuple[bool, str, int] = (True, "127.0.0.1", 5672),
 ) -> dict[str, Any]:
     """``default_credits_per_second``: what namespaces created without their own figure
-    get (None: 1000, SPEC §0.2.1; 0: unlimited)."""
+    get (None: 1000, SPEC §0.2.1; 0: unlimited). ``amqp``: (on, host, port) of the AMQP
+    listener (port 0: any free port)."""
     t0 = time.perf_counter()
     paths.check_socket_path(socket_path)
     base = {"data_dir": str(data_dir), "socket": str(socket_path)}
@@ -79,7 +81,7 @@ def start(
             f"stop it with `kill {owner}`"
         )
     if foreground:
-        from sbctld.main import run
+        from sbctld.main import AmqpSettings, run
 
         code = run(
             data_dir,
@@ -87,6 +89,7 @@ def start(
             durability,
             foreground=True,
             default_credits_per_second=default_credits_per_second,
+            amqp=AmqpSettings(*amqp),
         )
         if code:
             raise GeneralError(f"the daemon exited with status {code}; see {log_file}")
@@ -95,7 +98,7 @@ def start(
     pid = os.fork()
     if pid == 0:  # pragma: no cover - runs in the child
         os.close(read_fd)
-        _daemonize(data_dir, socket_path, durability, write_fd, default_credits_per_second)
+        _daemonize(data_dir, socket_path, durability, write_fd, default_credits_per_second, amqp)
     os.close(write_fd)
     line = _read_ready(read_fd)
     os.waitpid(pid, 0)
@@ -116,6 +119,7 @@ def _daemonize(
     durability: str,
     ready_fd: int,
     default_credits_per_second: int | None,
+    amqp: tuple[bool, str, int] = (True, "127.0.0.1", 5672),
 ) -> None:
     """Second half of the double fork; never returns."""
     code = 1
@@ -129,7 +133,7 @@ def _daemonize(
         os.close(devnull)
         os.chdir("/")
         signal.signal(signal.SIGINT, signal.SIG_DFL)
-        from sbctld.main import run
+        from sbctld.main import AmqpSettings, run
 
         code = run(
             data_dir,
@@ -137,6 +141,7 @@ def _daemonize(
             durability,
             ready_fd=ready_fd,
             default_credits_per_second=default_credits_per_second,
+            amqp=AmqpSettings(*amqp),
         )
     except BaseException as exc:
         with contextlib.suppress(OSError):

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from sbctl import paths
-from sbctl.errors import BadRequest, SbctlError
+from sbctl.errors import BadRequest, InvalidOperation, SbctlError
 from sbctld.broker import Broker
 from sbctld.clock import SystemClock
 from sbctld.credits import DEFAULT_CREDITS_PER_SECOND
@@ -176,10 +176,10 @@ async def _serve(
             await frontend.start()
         except OSError as exc:
             assert callable(tell)
+            why = "is already in use" if exc.errno == errno.EADDRINUSE else f"failed: {exc}"
             tell(
-                f"error AMQP port {amqp.port} on {amqp.host} is not available "
-                f"({exc.strerror or exc}); choose another with --amqp-port N "
-                "(0: any free port) or turn AMQP off with --no-amqp"
+                f"error AMQP port {amqp.port} on {amqp.host} {why}; choose another with "
+                "--amqp-port N (0: any free port) or turn AMQP off with --no-amqp"
             )
             await frontend.stop()
             await server.stop()
@@ -187,6 +187,12 @@ async def _serve(
         server.info["amqp_port"] = frontend.port
         server.info["amqp_host"] = amqp.host
         server.info["amqp_ports"] = frontend.ports
+    else:
+
+        def amqp_off(conn: object, req_id: int, args: object) -> None:
+            raise InvalidOperation("the daemon runs without AMQP (--no-amqp)")
+
+        server.register("amqp_endpoint", amqp_off)
     # --- end AMQP ---
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -189,6 +189,10 @@ class Server:
             name[3:]: getattr(self, name) for name in dir(self) if name.startswith("op_")
         }
 
+    def register(self, op: str, handler: Callable[[Connection, int, Any], None]) -> None:
+        """An operation served by another front-end (e.g. ``amqp_endpoint``)."""
+        self._handlers[op] = handler
+
     # ------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:

@@ -531,6 +531,7 @@ class AmqpFrontend:
         self.listeners: dict[str, asyncio.AbstractServer] = {}
         self.connections: set[AmqpConnection] = set()
         self.waiting: dict[tuple[str, str], dict[Link, AmqpConnection]] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
 
     async def start(self) -> None:
         """Bind the main port (raises OSError when it is taken) and the namespaces' ports."""
@@ -543,6 +544,39 @@ class AmqpFrontend:
                 continue
             await self.ensure(name, saved.get(entity_key(name), 0))
         self.server.wake_hooks.append(self.wake_key)
+        self.server.register("amqp_endpoint", self.op_endpoint)
+
+    def op_endpoint(self, unix: Any, req_id: int, args: Any) -> None:
+        """The Unix-socket op behind `sbctl namespace connection-string`."""
+        name = self.server.broker.namespace(args.name).name  # raises when it does not exist
+        key_name, key = self.keys.get(name)
+
+        def reply(port: int) -> None:
+            result = {
+                "namespace": name,
+                "host": self.host,
+                "port": port,
+                "key_name": key_name,
+                "key": key,
+            }
+            self.server.reply_now(unix, req_id, result)
+
+        known = self.ports.get(entity_key(name))
+        if known is not None:
+            reply(known)
+            return
+
+        async def bind() -> None:
+            try:
+                reply(await self.ensure(name))
+            except OSError as exc:
+                from sbctl.errors import GeneralError
+
+                unix.reply_error(req_id, GeneralError(f"cannot bind an AMQP port: {exc}"))
+
+        task = asyncio.get_running_loop().create_task(bind())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def ensure(self, namespace: str, port: int | None = None) -> int:
         """The port serving ``namespace``, binding one when it has none yet."""
