@@ -22,7 +22,7 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sbctl.errors import SbctlError
+from sbctl.errors import SbctlError, ServiceTimeout
 from sbctl.names import entity_key
 from sbctl.protocol import MAX_RECEIVE
 from sbctld.frontends.amqp import codec, convert, management
@@ -54,6 +54,8 @@ log = logging.getLogger("sbctld")
 DEFAULT_NAMESPACE = "sbemulatorns"
 MAX_MESSAGE_SIZE = 1_048_576
 SESSION_FILTER = Symbol("com.microsoft:session-filter")
+TIMEOUT = Symbol("com.microsoft:timeout")
+SESSION_WAIT_S = 60.0  # a next-available session receiver without its own time-out
 LOCKED_UNTIL = Symbol("com.microsoft:locked-until-utc")
 TICKS_AT_EPOCH = 621_355_968_000_000_000
 
@@ -173,17 +175,25 @@ class AmqpConnection(asyncio.Protocol):
             self.conn.grant(link, 100)
         self.flush()
 
-    def _attach_receiver(self, link: Link, path: str) -> None:
+    def _attach_receiver(
+        self, link: Link, path: str, session: dict[str, Any] | None = None
+    ) -> None:
         mode = "receive-and-delete" if link.snd_settle_mode == 1 else "peek-lock"
         source = link.source
         filters = getattr(source, "filter", None) or {}
-        session: dict[str, Any] | None = None
-        if SESSION_FILTER in filters:
+        if SESSION_FILTER in filters and session is None:
             wanted = filters[SESSION_FILTER]
             if isinstance(wanted, bytes):
                 wanted = wanted.decode()
             try:
                 session = self.broker.session_accept(self.namespace, path, wanted)
+            except ServiceTimeout as err:
+                if wanted is None and not link.detached:
+                    # Next available session: wait for one, up to the link's time-out.
+                    self.frontend.wait_for_session(self, link, path, self._session_timeout(link))
+                    return
+                self.conn.refuse(link, *condition_of(err))
+                return
             except SbctlError as err:
                 self.conn.refuse(link, *condition_of(err))
                 return
@@ -219,6 +229,32 @@ class AmqpConnection(asyncio.Protocol):
             rcv_settle_mode=0,
         )
 
+    @staticmethod
+    def _session_timeout(link: Link) -> float:
+        """Seconds a next-available session receiver waits: its com.microsoft:timeout."""
+        value = link.properties.get(TIMEOUT)
+        return int(value) / 1000 if isinstance(value, int) and value > 0 else SESSION_WAIT_S
+
+    def retry_session(self, link: Link, path: str, final: bool) -> bool:
+        """Try a waiting next-available session link again; True once it is answered."""
+        if link.detached or self.closed:
+            return True
+        try:
+            session = self.broker.session_accept(self.namespace, path, None)
+        except ServiceTimeout as err:
+            if not final:
+                return False
+            self.conn.refuse(link, *condition_of(err))
+            self.flush()
+            return True
+        except SbctlError as err:
+            self.conn.refuse(link, *condition_of(err))
+            self.flush()
+            return True
+        self._attach_receiver(link, path, session)
+        self.flush()
+        return True
+
     def session_until(self, session: dict[str, Any]) -> int:
         from sbctl.durations import parse_instant_ms
 
@@ -245,12 +281,18 @@ class AmqpConnection(asyncio.Protocol):
         raise SessionLockLost(f"this connection holds no lock on session {session_id!r}")
 
     def on_detach(self, link: Link, error: Any) -> None:
+        for waiting in self.frontend.session_waiters.values():
+            parked = waiting.pop(link, None)
+            if parked is not None:
+                parked[2].cancel()
         state = link.context
         if isinstance(state, ReceiveState):
             self.frontend.unwatch(link)
             if state.session_token is not None:
                 with contextlib.suppress(SbctlError):
                     self.broker.session_close(self.namespace, state.entity, state.session_token)
+                if state.key is not None:  # the session is free for a waiting receiver
+                    self.frontend.server.wake(state.key)
             if state.deliveries and state.mode == "peek-lock":
                 tokens = list(state.deliveries.values())
                 state.deliveries.clear()
@@ -532,6 +574,9 @@ class AmqpFrontend:
         self.connections: set[AmqpConnection] = set()
         self.waiting: dict[tuple[str, str], dict[Link, AmqpConnection]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        self.session_waiters: dict[
+            tuple[str, str], dict[Link, tuple[AmqpConnection, str, asyncio.TimerHandle]]
+        ] = {}
 
     async def start(self) -> None:
         """Bind the main port (raises OSError when it is taken) and the namespaces' ports."""
@@ -626,8 +671,29 @@ class AmqpFrontend:
             conn.conn.close(Error(Symbol("amqp:connection:forced"), "the daemon is stopping"))
             conn.flush()
         self.waiting.clear()
+        for waiting in self.session_waiters.values():
+            for _owner, _path, handle in waiting.values():
+                handle.cancel()
+        self.session_waiters.clear()
 
     # ------------------------------------------------------------ waiting receivers
+
+    def wait_for_session(
+        self, owner: AmqpConnection, link: Link, path: str, timeout_s: float
+    ) -> None:
+        """Park a next-available session link until a session frees up or time runs out."""
+        key = self.server.broker.resolve(owner.namespace, path)[0].key
+        loop = asyncio.get_running_loop()
+
+        def expire() -> None:
+            waiting = self.session_waiters.get(key, {})
+            if waiting.pop(link, None) is not None:
+                owner.retry_session(link, path, final=True)
+            if not waiting:
+                self.session_waiters.pop(key, None)
+
+        handle = loop.call_later(timeout_s, expire)
+        self.session_waiters.setdefault(key, {})[link] = (owner, path, handle)
 
     def watch(self, link: Link) -> None:
         state = link.context
@@ -654,6 +720,14 @@ class AmqpFrontend:
             self.server.wake(touched)
 
     def wake_key(self, key: tuple[str, str]) -> None:
+        sessions = self.session_waiters.get(key)
+        if sessions:
+            for link, (owner, path, handle) in list(sessions.items()):
+                if owner.retry_session(link, path, final=False):
+                    handle.cancel()
+                    del sessions[link]
+            if not sessions:
+                del self.session_waiters[key]
         links = self.waiting.pop(key, None)
         if not links:
             return
