@@ -81,6 +81,9 @@ class ReceiveState:
         self.inflight = 0
         self.key: tuple[str, str] | None = None
         self.owner: AmqpConnection | None = None
+        # The client released a delivery (it arrived outside a receive call): send no
+        # more until it asks again with a new flow, or the message would bounce.
+        self.paused = False
 
 
 class AmqpConnection(asyncio.Protocol):
@@ -434,6 +437,7 @@ class AmqpConnection(asyncio.Protocol):
 
     def on_flow(self, link: Link) -> None:
         if isinstance(link.context, ReceiveState):
+            link.context.paused = False
             self.pump(link)
             self.flush()
 
@@ -443,7 +447,10 @@ class AmqpConnection(asyncio.Protocol):
         if not isinstance(state, ReceiveState) or link.detached or self.closed:
             return
         want = min(link.credit - state.inflight, MAX_RECEIVE)
-        if want <= 0:
+        if want <= 0 or state.paused:
+            if link.drain and not state.inflight:
+                self.frontend.unwatch(link)
+                self.conn.drained(link)
             return
         server = self.frontend.server
         try:
@@ -520,6 +527,7 @@ class AmqpConnection(asyncio.Protocol):
             props = {str(k): convert._property(v) for k, v in info.items()} or None
         elif isinstance(outcome, Released):
             op = "abandon"
+            ctx.paused = True
         server = self.frontend.server
         error: SbctlError | None = None
         try:
