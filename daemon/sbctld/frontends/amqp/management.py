@@ -218,6 +218,16 @@ def get_message_sessions(
     respond(200, "OK", {"skip": skip + len(ids), "sessions-ids": Array("string", ids)}, None)
 
 
+def _rules() -> dict[str, Callable[[AmqpConnection, str, dict[str, Any], Respond], None]]:
+    from sbctld.frontends.amqp import rules
+
+    return {
+        "add_rule": rules.add_rule,
+        "remove_rule": rules.remove_rule,
+        "enumerate_rules": rules.enumerate_rules,
+    }
+
+
 OPS: dict[str, Callable[[AmqpConnection, str, dict[str, Any], Respond], None]] = {
     "peek_message": peek_message,
     "renew_lock": renew_lock,
@@ -230,3 +240,4 @@ OPS: dict[str, Callable[[AmqpConnection, str, dict[str, Any], Respond], None]] =
     "set_session_state": set_session_state,
     "get_message_sessions": get_message_sessions,
 }
+OPS.update(_rules())
