@@ -115,3 +115,28 @@ def test_a_wrong_key_is_refused(daemon: Any) -> None:
         client.get_queue_sender("q") as s,
     ):
         s.send_messages(ServiceBusMessage("x"))
+
+
+def test_settling_after_the_lock_expired_raises_lock_lost(amqp: Any) -> None:
+    from azure.servicebus.exceptions import MessageLockLostError
+
+    daemon, client = amqp
+    daemon.cli("queue", "create", "short", "--lock-duration", "PT5S", check=True)
+    daemon.cli("send", "short", "--body", "x", check=True)
+    with client.get_queue_receiver("short", max_wait_time=5) as receiver:
+        (m,) = receiver.receive_messages(max_wait_time=5)
+        time.sleep(5.5)
+        with pytest.raises(MessageLockLostError):
+            receiver.complete_message(m)
+        (again,) = receiver.receive_messages(max_wait_time=5)
+        assert str(again) == "x" and again.delivery_count == 1
+        receiver.complete_message(again)
+
+
+def test_the_transfer_dead_letter_queue_path_is_served(amqp: Any) -> None:
+    from azure.servicebus import ServiceBusSubQueue
+
+    _daemon, client = amqp
+    sub = ServiceBusSubQueue.TRANSFER_DEAD_LETTER
+    with client.get_queue_receiver("plain", sub_queue=sub, max_wait_time=1) as receiver:
+        assert receiver.receive_messages(max_wait_time=1) == []
