@@ -79,3 +79,26 @@ def test_throttled_sends_are_retried_by_the_sdk_and_nothing_is_lost(daemon: Any)
         for m in daemon.cli("-n", "slowns", "-o", "json", "peek", "t", "--count", "50").jsonl()
     ]
     assert bodies == [f"t{i}" for i in range(40)]
+
+
+def test_sixty_sdk_clients_connecting_at_once_all_succeed(daemon: Any) -> None:
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    daemon.cli("queue", "create", "crowd", check=True)
+    cs = connection_string(daemon)
+    n = 60
+    barrier = threading.Barrier(n)
+
+    def one(i: int) -> None:
+        with (
+            ServiceBusClient.from_connection_string(cs) as client,
+            client.get_queue_sender("crowd") as sender,
+        ):
+            barrier.wait(timeout=120)  # every connection open at the same time
+            sender.send_messages(ServiceBusMessage(f"c{i}"))
+
+    with ThreadPoolExecutor(n) as pool:
+        list(pool.map(one, range(n)))
+    shown = daemon.cli("-o", "json", "queue", "show", "crowd", check=True).json()
+    assert shown["active_message_count"] == n
