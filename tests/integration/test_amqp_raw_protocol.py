@@ -101,3 +101,85 @@ def test_large_messages_are_split_at_the_clients_small_frame_size(daemon: Any) -
         assert msg.message_annotations["x-opt-sequence-number"] >= 1
     finally:
         client.close()
+
+
+def test_transactions_commit_roll_back_and_hold_settlements(daemon: Any) -> None:
+    daemon.cli("queue", "create", "txq", check=True)
+
+    def bodies() -> list[str]:
+        rows = daemon.cli("-o", "json", "peek", "txq", "--count", "10", check=True).jsonl()
+        return [r["body"] for r in rows]
+
+    client = RawClient(amqp_port(daemon))
+    send = client.sock.sendall
+    ids = iter(range(1000))
+    try:
+        client.handles += 1
+        coord = client.handles
+        send(
+            framing.encode_frame(
+                0,
+                t.Attach(
+                    "coord", coord, False, 0, 0, t.Source("c"),
+                    t.Coordinator(["amqp:local-transactions"]), None, None, 0,
+                ),
+            )
+        )  # fmt: skip
+        assert isinstance(client.until(t.Attach).body.target, t.Coordinator)
+
+        def control(body: Any) -> Any:
+            n = next(ids)
+            msg = codec.encode_message(codec.Message(body=body, body_kind="value"))
+            send(framing.encode_frame(0, t.Transfer(coord, n, n.to_bytes(4, "big"), 0, False), msg))
+            return client.until(t.Disposition).body.state
+
+        tx = client.attach(False, "txq")
+        client.until(t.Attach)
+
+        def send_in(txn: bytes, text: str) -> Any:
+            n = next(ids)
+            payload = codec.encode_message(codec.Message(body=[text.encode()]))
+            transfer = t.Transfer(
+                tx, n, n.to_bytes(4, "big"), 0, False, False, None, t.TransactionalState(txn)
+            )
+            send(framing.encode_frame(0, transfer, payload))
+            return client.until(t.Disposition).body.state
+
+        declared = control(t.Declare())
+        assert isinstance(declared, t.Declared)
+        txn = declared.txn_id
+        state = send_in(txn, "committed")
+        assert isinstance(state, t.TransactionalState) and isinstance(state.outcome, t.Accepted)
+        assert bodies() == []  # held until the discharge
+        assert isinstance(control(t.Discharge(txn, False)), t.Accepted)
+        assert bodies() == ["committed"]
+
+        txn2 = control(t.Declare()).txn_id
+        send_in(txn2, "rolled-back")
+        assert isinstance(control(t.Discharge(txn2, True)), t.Accepted)
+        assert bodies() == ["committed"]
+
+        # A settlement inside a transaction takes effect at the commit only.
+        rx = client.attach(True, "txq")
+        client.until(t.Attach)
+        send(framing.encode_frame(0, t.Flow(0, 5000, 0, 5000, rx, 0, 1)))
+        delivery = client.until(t.Transfer).body
+        txn3 = control(t.Declare()).txn_id
+        send(
+            framing.encode_frame(
+                0,
+                t.Disposition(
+                    True, delivery.delivery_id, None, False,
+                    t.TransactionalState(txn3, t.Accepted()),
+                ),
+            )
+        )  # fmt: skip
+        assert isinstance(client.until(t.Disposition).body.state, t.TransactionalState)
+        assert bodies() == ["committed"]
+        assert isinstance(control(t.Discharge(txn3, False)), t.Accepted)
+        assert bodies() == []
+        unknown = control(t.Discharge(b"nope", False))
+        assert isinstance(unknown, t.Rejected)
+        assert unknown.error.condition == "amqp:transaction:unknown-id"
+    finally:
+        client.close()

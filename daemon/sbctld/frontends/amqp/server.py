@@ -35,6 +35,7 @@ from sbctld.frontends.amqp.connection import (
     Link,
 )
 from sbctld.frontends.amqp.errors import condition_of
+from sbctld.frontends.amqp.transactions import Coordinator as Transactions
 from sbctld.frontends.amqp.types import (
     Accepted,
     Error,
@@ -45,7 +46,9 @@ from sbctld.frontends.amqp.types import (
     Released,
     Source,
     Symbol,
+    TransactionalState,
 )
+from sbctld.frontends.amqp.types import Coordinator as CoordinatorTarget
 
 if TYPE_CHECKING:
     from sbctld.server import Server
@@ -92,6 +95,7 @@ class AmqpConnection(asyncio.Protocol):
         self.namespace = namespace
         self.broker = frontend.server.broker
         self.conn = Connection(self)
+        self.transactions = Transactions(self)
         self.transport: asyncio.Transport | None = None
         self._timer: asyncio.TimerHandle | None = None
         self.closed = False
@@ -148,6 +152,12 @@ class AmqpConnection(asyncio.Protocol):
         if address == "$cbs" or address.endswith("/$cbs"):
             link.context = "cbs"
             self._accept(link)
+            return
+        if isinstance(link.target, CoordinatorTarget) and link.role == RECEIVER:
+            link.context = "coordinator"
+            self._accept(link)
+            self.conn.grant(link, 100)
+            self.flush()
             return
         path = entity_path(address)
         if path.lower().endswith("/$management"):
@@ -284,6 +294,8 @@ class AmqpConnection(asyncio.Protocol):
         raise SessionLockLost(f"this connection holds no lock on session {session_id!r}")
 
     def on_detach(self, link: Link, error: Any) -> None:
+        if link.context == "coordinator":
+            self.transactions.drop_link(link)
         for waiting in self.frontend.session_waiters.values():
             parked = waiting.pop(link, None)
             if parked is not None:
@@ -315,6 +327,8 @@ class AmqpConnection(asyncio.Protocol):
                 self._management(link, ctx[1], delivery)
             elif isinstance(ctx, tuple) and ctx[0] == "in":
                 self._send(link, ctx[1], delivery)
+            elif ctx == "coordinator":
+                self.transactions.on_transfer(link, delivery)
         except Exception:
             log.error("AMQP transfer failed:\n%s", traceback.format_exc())
             if not delivery.settled:
@@ -400,6 +414,13 @@ class AmqpConnection(asyncio.Protocol):
             else:
                 payloads = [delivery.payload]
             messages = [convert.to_stored(p) for p in payloads]
+            if isinstance(delivery.state, TransactionalState):
+                txn = self.transactions.get(delivery.state.txn_id)
+                txn.entity(path)[0].extend(messages)
+                self.conn.disposition(
+                    link, delivery.id, TransactionalState(delivery.state.txn_id, Accepted())
+                )
+                return
             server.faults.delay_ms = 0
             self.broker.send(self.namespace, path, messages, id(self))
         except SbctlError as err:
@@ -511,7 +532,7 @@ class AmqpConnection(asyncio.Protocol):
         token = ctx.deliveries.pop(delivery_id, None)
         if token is None:
             return
-        outcome = state.outcome if hasattr(state, "outcome") else state
+        outcome = state.outcome if isinstance(state, TransactionalState) else state
         op, props, reason, description = "abandon", None, None, None
         if isinstance(outcome, Accepted):
             op = "complete"
@@ -528,6 +549,20 @@ class AmqpConnection(asyncio.Protocol):
         elif isinstance(outcome, Released):
             op = "abandon"
             ctx.paused = True
+        if isinstance(state, TransactionalState):
+            try:
+                txn = self.transactions.get(state.txn_id)
+            except SbctlError as err:
+                self.conn.disposition(
+                    link,
+                    delivery_id,
+                    Rejected(Error(Symbol("amqp:transaction:unknown-id"), err.message)),
+                )
+                return
+            txn.entity(ctx.entity)[1].append((op, token, props, reason, description))
+            if not settled:
+                self.conn.disposition(link, delivery_id, TransactionalState(state.txn_id, outcome))
+            return
         server = self.frontend.server
         error: SbctlError | None = None
         try:
