@@ -411,13 +411,19 @@ def _header(buf: bytes, pos: int, width: int) -> tuple[int, int, int]:
 def _list(width: int) -> Decoder:
     def dec(buf: bytes, pos: int) -> tuple[Any, int]:
         count, pos, end = _header(buf, pos, width)
-        items = []
+        items: list[Any] = []
+        append = items.append
+        decoders = DECODERS
         for _ in range(count):
             if pos >= end:
                 raise DecodeError("list holds fewer items than its count")
             code = buf[pos]
-            value, pos = DECODERS[code](buf, pos + 1)
-            items.append(value)
+            if code == 0x40:  # null: most fields of most performatives
+                append(None)
+                pos += 1
+                continue
+            value, pos = decoders[code](buf, pos + 1)
+            append(value)
         if pos != end:
             raise DecodeError("list size does not match its items")
         return items, end
