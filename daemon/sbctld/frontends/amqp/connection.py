@@ -53,6 +53,7 @@ IDLE_TIMEOUT_MS = 240_000
 SESSION_WINDOW = 5000
 LINK_CREDIT = 1000
 UINT_MAX = 2**32 - 1
+MAX_DELIVERY_BYTES = 128 * 1024 * 1024  # a multi-frame delivery larger than this closes
 
 
 class Delivery:
@@ -405,7 +406,7 @@ class Connection:
                 self._deliver(link, body, payload, body)
                 return
             incoming = link.incoming = framing.Reassembly(body)
-        incoming.add(payload, 0)
+        incoming.add(payload, MAX_DELIVERY_BYTES)
         if body.more:
             return
         link.incoming = None
