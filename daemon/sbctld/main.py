@@ -193,6 +193,7 @@ async def _serve(
             raise InvalidOperation("the daemon runs without AMQP (--no-amqp)")
 
         server.register("amqp_endpoint", amqp_off)
+        server.info["amqp_port"] = None
     # --- end AMQP ---
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
