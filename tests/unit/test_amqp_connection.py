@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sbctld.frontends.amqp import framing
+from sbctld.frontends.amqp import codec, framing
 from sbctld.frontends.amqp import types as t
 from sbctld.frontends.amqp.connection import RECEIVER, SENDER, Connection, Delivery, Link
 
@@ -254,3 +254,45 @@ def test_garbage_frames_close_with_a_framing_error() -> None:
     conn.receive_data(bytes.fromhex("0000000a02000000ff00"))
     out = frames(conn.data_to_send())
     assert out[-1].body.error.condition == "amqp:connection:framing-error"
+
+
+def _anything() -> Any:
+    from hypothesis import strategies as st
+
+    junk = st.one_of(
+        st.none(), st.booleans(), st.integers(-5, 2**33), st.text(max_size=5),
+        st.binary(max_size=5), st.lists(st.integers(0, 3), max_size=3),
+    )  # fmt: skip
+    return st.lists(
+        st.tuples(
+            st.sampled_from(list(t.COMPOSITES.values())),
+            st.lists(junk, max_size=14),
+            st.integers(0, 3),
+            st.binary(max_size=20),
+        ),
+        max_size=12,
+    )
+
+
+def test_any_sequence_of_frames_with_any_field_values_never_escapes() -> None:
+    from hypothesis import given, settings
+
+    @settings(max_examples=300, deadline=None)
+    @given(_anything())
+    def run(frames_in: list[Any]) -> None:
+        rec = Recorder()
+        conn = Connection(rec)
+        data = framing.PROTOCOL_AMQP + f(0, t.Open("c", None, 4096))
+        data += f(0, t.Begin(None, 0, 10, 10))
+        data += f(0, t.Attach("l", 0, SENDER, 0, 0, t.Source("s"), t.Target("q")))
+        for cls, fields, channel, payload in frames_in:
+            # Raw described lists: the fields go on the wire untyped, as a broken peer's.
+            body = codec.encode(t.Described(t.ULong(cls.CODE), fields)) + payload
+            data += framing.FRAME_HEADER.pack(8 + len(body), 2, 0, channel) + body
+        conn.receive_data(data)  # must not raise, whatever the frames hold
+        conn.data_to_send()
+        for link in rec.links:  # and the application side keeps working
+            if not link.detached and not conn.closed:
+                conn.grant(link, 10)
+
+    run()

@@ -160,6 +160,7 @@ class Connection:
         self._opened = False
         self.closed = False
         self.last_sent = 0.0
+        self.failure: Exception | None = None  # why receive_data closed the connection
 
     # ------------------------------------------------------------ I/O surface
 
@@ -196,6 +197,11 @@ class Connection:
             self.close(Error(Symbol("amqp:connection:framing-error"), str(exc)))
         except ProtocolError as exc:
             self.close(Error(Symbol(exc.condition), exc.description))
+        except (TypeError, ValueError, AttributeError, KeyError, IndexError) as exc:
+            # A field of the wrong type (a string where a uint belongs, a list where a
+            # terminus belongs): the peer broke the protocol; close, keep the cause.
+            self.failure = exc
+            self.close(Error(Symbol("amqp:invalid-field"), f"invalid frame: {exc}"))
 
     def _parse(self) -> None:
         buf = self._buf

@@ -117,6 +117,9 @@ class AmqpConnection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         try:
             self.conn.receive_data(data)
+            if self.conn.failure is not None:
+                log.warning("AMQP peer sent an invalid frame: %r", self.conn.failure)
+                self.conn.failure = None
         except Exception:
             log.error("AMQP connection failed:\n%s", traceback.format_exc())
             self.conn.close(Error(Symbol("amqp:internal-error"), "internal error"))
