@@ -88,6 +88,9 @@ def to_stored(payload: bytes) -> Stored:
             value = _text(getattr(p, attr))
             if value is not None:
                 fields[name] = value
+    if "message_id" not in fields:
+        # Service Bus gives every message an id; the JavaScript SDK's lock renewal needs one.
+        fields["message_id"] = uuid.uuid4().hex
     h = msg.header
     if h is not None and h.ttl is not None:
         fields["time_to_live_ms"] = int(h.ttl)
