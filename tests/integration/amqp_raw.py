@@ -12,7 +12,14 @@ from sbctld.frontends.amqp import types as t
 
 
 class RawClient:
-    def __init__(self, port: int, *, max_frame_size: int = 65536, mechanism: str = "MSSBCBS"):
+    def __init__(
+        self,
+        port: int,
+        *,
+        max_frame_size: int = 65536,
+        mechanism: str = "MSSBCBS",
+        idle_ms: int = 60_000,
+    ):
         self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
         self.buf = b""
         self.handles = 0
@@ -25,7 +32,7 @@ class RawClient:
         # Pipelined, as the SDKs do: header, open and begin before any answer.
         self.sock.sendall(
             framing.PROTOCOL_AMQP
-            + framing.encode_frame(0, t.Open("raw", "localhost", max_frame_size, 255, 60_000))
+            + framing.encode_frame(0, t.Open("raw", "localhost", max_frame_size, 255, idle_ms))
             + framing.encode_frame(0, t.Begin(None, 0, 5000, 5000, 1000))
         )
         assert self._exact(8) == framing.PROTOCOL_AMQP
@@ -55,6 +62,14 @@ class RawClient:
             if not chunk:
                 raise ConnectionError("closed")
             self.buf += chunk
+
+    def heartbeat(self) -> bytes:
+        """The next frame as raw bytes (to see an empty heartbeat frame)."""
+        while len(self.buf) < 8:
+            self.buf += self.sock.recv(65536)
+        size = int.from_bytes(self.buf[:4], "big")
+        raw = self._exact(size)
+        return raw
 
     def until(self, kind: type) -> framing.Frame:
         while True:

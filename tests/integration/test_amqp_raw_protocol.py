@@ -183,3 +183,20 @@ def test_transactions_commit_roll_back_and_hold_settlements(daemon: Any) -> None
         assert unknown.error.condition == "amqp:transaction:unknown-id"
     finally:
         client.close()
+
+
+def test_heartbeats_come_within_half_the_clients_idle_timeout(daemon: Any) -> None:
+    import time
+
+    client = RawClient(amqp_port(daemon), idle_ms=4000)
+    try:
+        t0 = time.monotonic()
+        gaps = []
+        for _ in range(3):
+            assert client.heartbeat() == framing.HEARTBEAT
+            now = time.monotonic()
+            gaps.append(now - t0)
+            t0 = now
+        assert max(gaps) < 3.0, gaps  # every silence under 2 s, plus scheduling slack
+    finally:
+        client.close()

@@ -133,10 +133,11 @@ def test_heartbeats_at_half_the_peer_idle_timeout() -> None:
     conn, _ = opened(idle=1000)
     assert conn.heartbeat_interval == 0.5
     conn.tick(0.0)
+    conn.data_to_send()
     conn.last_sent = 10.0
-    conn.tick(10.4)
+    conn.tick(10.2)
     assert conn.data_to_send() == b""
-    conn.tick(10.5)
+    conn.tick(10.25)  # ticked every 0.25 s, no silence reaches 0.5 s
     assert conn.data_to_send() == bytes.fromhex("0000000802000000")
 
 

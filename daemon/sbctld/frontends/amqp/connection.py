@@ -177,13 +177,15 @@ class Connection:
         return self.peer_idle_timeout_ms / 2000
 
     def tick(self, now: float) -> None:
-        """Send a heartbeat if nothing went out for the heartbeat interval."""
+        """Send a heartbeat if nothing went out for half the heartbeat interval. Called at
+        least every half interval, this keeps every silence shorter than the interval,
+        i.e. under half the peer's idle time-out."""
         interval = self.heartbeat_interval
         if interval is None or self.closed or self._state != "open":
             return
         if self._out:
             self.last_sent = now
-        elif now - self.last_sent >= interval:
+        elif now - self.last_sent >= interval / 2:
             self._out += framing.HEARTBEAT
             self.last_sent = now
 
