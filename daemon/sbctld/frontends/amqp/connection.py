@@ -142,8 +142,10 @@ class Connection:
         container_id: str = "sbctl",
         max_frame_size: int = MAX_FRAME_SIZE,
         idle_timeout_ms: int | None = IDLE_TIMEOUT_MS,
+        trace: Any = None,
     ) -> None:
         self.handler = handler
+        self.trace = trace  # called with ("<-" or "->", channel, performative) when set
         self.container_id = container_id
         self.max_frame_size = max_frame_size
         self.idle_timeout_ms = idle_timeout_ms
@@ -261,6 +263,8 @@ class Connection:
 
     def _on_frame(self, frame: framing.Frame) -> None:
         body = frame.body
+        if self.trace is not None and body is not None:
+            self.trace("<-", frame.channel, body)
         if body is None:
             return  # heartbeat
         if frame.type != framing.AMQP_FRAME:
@@ -454,6 +458,8 @@ class Connection:
     # ------------------------------------------------------------ frames out
 
     def _emit(self, channel: int, performative: Composite, payload: bytes = b"") -> None:
+        if self.trace is not None:
+            self.trace("->", channel, performative)
         self._out += framing.encode_frame(channel, performative, payload)
 
     def _emit_session_flow(self, session: Session) -> None:
@@ -572,6 +578,8 @@ class Connection:
         transfer = Transfer(
             link.handle, delivery_id, tag, message_format, settled, False, None, state
         )
+        if self.trace is not None:
+            self.trace("->", session.channel, transfer)
         for frame in framing.transfer_frames(
             session.channel, transfer, payload, self.peer_max_frame_size
         ):

@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import time
 import traceback
 import uuid
@@ -61,6 +62,12 @@ TIMEOUT = Symbol("com.microsoft:timeout")
 SESSION_WAIT_S = 60.0  # a next-available session receiver without its own time-out
 LOCKED_UNTIL = Symbol("com.microsoft:locked-until-utc")
 TICKS_AT_EPOCH = 621_355_968_000_000_000
+# SBCTLD_AMQP_TRACE=1 logs every performative in and out (debugging a client).
+TRACE = os.environ.get("SBCTLD_AMQP_TRACE") == "1"
+
+
+def _trace(direction: str, channel: int, performative: Any) -> None:
+    log.info("AMQP %s ch%d %r", direction, channel, performative)
 
 
 def entity_path(address: str | None) -> str:
@@ -94,7 +101,7 @@ class AmqpConnection(asyncio.Protocol):
         self.frontend = frontend
         self.namespace = namespace
         self.broker = frontend.server.broker
-        self.conn = Connection(self)
+        self.conn = Connection(self, trace=_trace if TRACE else None)
         self.transactions = Transactions(self)
         self.transport: asyncio.Transport | None = None
         self._timer: asyncio.TimerHandle | None = None
