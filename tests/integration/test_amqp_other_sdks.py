@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.amqp_sdk import connection_string
+from tests.integration.amqp_sdk import collect_sdk_sockets, connection_string  # noqa: F401
 
 JS_DIR = Path(__file__).resolve().parents[1] / "js"
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "sbctl-tests" / "js"

@@ -9,7 +9,7 @@ from typing import Any
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
 from azure.servicebus.aio import ServiceBusClient as AsyncServiceBusClient
 
-from tests.integration.amqp_sdk import connection_string, peek
+from tests.integration.amqp_sdk import collect_sdk_sockets, connection_string, peek  # noqa: F401
 
 
 def test_async_send_receive_complete_and_session(daemon: Any) -> None:

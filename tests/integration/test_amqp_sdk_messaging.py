@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.amqp_sdk import cli_json, connection_string, peek
+from tests.integration.amqp_sdk import cli_json, collect_sdk_sockets, connection_string, peek  # noqa: F401
 
 sb = pytest.importorskip("azure.servicebus")
 from azure.servicebus import (  # noqa: E402

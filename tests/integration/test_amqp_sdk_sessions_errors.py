@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.amqp_sdk import cli_json, connection_string
+from tests.integration.amqp_sdk import cli_json, collect_sdk_sockets, connection_string  # noqa: F401
 
 pytest.importorskip("azure.servicebus")
 from azure.servicebus import (
