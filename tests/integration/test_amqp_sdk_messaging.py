@@ -215,3 +215,21 @@ def test_another_namespace_on_its_own_port(daemon: Any) -> None:
     ):
         sender.send_messages(ServiceBusMessage(str(uuid.uuid4())))
     assert len(daemon.cli("-n", "second-ns", "-o", "json", "peek", "jobs", check=True).jsonl()) == 1
+
+
+def test_a_cli_send_wakes_a_waiting_sdk_receiver(amqp: Any) -> None:
+    import threading
+    import time
+
+    daemon, client = amqp
+    timer = threading.Timer(1.5, lambda: daemon.cli("send", "orders", "--body", "ping", check=True))
+    with client.get_queue_receiver("orders", max_wait_time=30) as receiver:
+        t0 = time.monotonic()
+        timer.start()
+        try:
+            got = receiver.receive_messages(max_message_count=1, max_wait_time=30)
+        finally:
+            timer.join()
+        assert [str(m) for m in got] == ["ping"]
+        assert time.monotonic() - t0 < 15  # woken by the send, not by the time-out
+        receiver.complete_message(got[0])
