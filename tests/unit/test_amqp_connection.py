@@ -297,3 +297,14 @@ def test_any_sequence_of_frames_with_any_field_values_never_escapes() -> None:
                 conn.grant(link, 10)
 
     run()
+
+
+def test_a_detach_straggling_after_end_is_ignored() -> None:
+    conn, rec = opened()
+    attach(conn, rec, SENDER, "a")
+    conn.receive_data(f(1, t.End()))
+    conn.data_to_send()
+    conn.receive_data(f(1, t.Detach(1, False)))  # pyamqp does this when closing
+    assert conn.data_to_send() == b"" and not conn.closed
+    conn.receive_data(f(7, t.Detach(1, False)))  # a channel that never had a session
+    assert conn.closed

@@ -155,6 +155,7 @@ class Connection:
         self.sasl_hostname: str | None = None
         self.mechanism: str | None = None
         self.sessions: dict[int, Session] = {}  # by the peer's channel
+        self._ended: set[int] = set()  # the peer's channels whose session ended
         self._buf = bytearray()
         self._out = bytearray()
         self._state = "header"  # header, sasl, amqp-header, open, closed
@@ -282,6 +283,8 @@ class Connection:
             return
         session = self.sessions.get(frame.channel)
         if session is None:
+            if frame.channel in self._ended:
+                return  # a straggler after end (pyamqp detaches after ending): ignore it
             raise ProtocolError("amqp:not-found", f"no session on channel {frame.channel}")
         if isinstance(body, Transfer):
             self._on_transfer(session, body, frame.payload)
@@ -328,6 +331,7 @@ class Connection:
     def _on_begin(self, channel: int, body: Composite) -> None:
         if channel in self.sessions:
             raise ProtocolError("amqp:not-allowed", f"channel {channel} already has a session")
+        self._ended.discard(channel)
         used = {s.channel for s in self.sessions.values()}
         local = next(c for c in range(len(used) + 1) if c not in used)
         session = Session(local, channel, body)
@@ -341,6 +345,7 @@ class Connection:
         for link in list(session.links.values()):
             self._drop(link, None)
         del self.sessions[channel]
+        self._ended.add(channel)
         if not session.ended:
             self._emit(session.channel, End())
             session.ended = True
