@@ -5,7 +5,7 @@ _sbctl_children() {
     case "$1" in
         "") echo "credits import-config export-config send peek receive receive-deferred schedule cancel-scheduled purge spark-load spark-export bench top daemon namespace queue topic subscription rule fault message dlq session" ;;
         "daemon") echo "start stop status" ;;
-        "namespace") echo "create update metrics list show delete pair unpair pair-status" ;;
+        "namespace") echo "create update metrics list show connection-string delete pair unpair pair-status" ;;
         "queue") echo "create update list show delete" ;;
         "topic") echo "create update list show delete" ;;
         "subscription") echo "create update list show delete" ;;
@@ -35,7 +35,7 @@ _sbctl_options() {
         "bench") echo "--messages --size --batch --clients --entity --partitioned --workers --skip-raw --skip-start --topic --subscriptions --stored -h --help" ;;
         "top") echo "--once --interval --sort --reverse --filter -h --help" ;;
         "daemon") echo "-h --help" ;;
-        "daemon start") echo "--data-dir --socket --foreground --durability --default-credits-per-second --wait --wait-timeout --reply-buffer-mb -h --help" ;;
+        "daemon start") echo "--data-dir --socket --foreground --durability --default-credits-per-second --wait --wait-timeout --reply-buffer-mb --amqp-port --amqp-host --no-amqp -h --help" ;;
         "daemon stop") echo "--data-dir --socket -h --help" ;;
         "daemon status") echo "--data-dir --socket -h --help" ;;
         "namespace") echo "-h --help" ;;
@@ -44,6 +44,7 @@ _sbctl_options() {
         "namespace metrics") echo "-w --watch -h --help" ;;
         "namespace list") echo "-h --help" ;;
         "namespace show") echo "-h --help" ;;
+        "namespace connection-string") echo "-h --help" ;;
         "namespace delete") echo "-h --help" ;;
         "namespace pair") echo "--secondary --backlog-queue-count --failover-interval --ping-primary-interval --enable-syphon -h --help" ;;
         "namespace unpair") echo "-h --help" ;;
@@ -104,7 +105,7 @@ _sbctl_value_options() {
         "spark-export") echo "--to --format --master --spark-conf" ;;
         "bench") echo "--messages --size --batch --clients --entity --workers --subscriptions --stored" ;;
         "top") echo "--interval --sort --filter" ;;
-        "daemon start") echo "--data-dir --socket --durability --default-credits-per-second --wait-timeout --reply-buffer-mb" ;;
+        "daemon start") echo "--data-dir --socket --durability --default-credits-per-second --wait-timeout --reply-buffer-mb --amqp-port --amqp-host" ;;
         "daemon stop") echo "--data-dir --socket" ;;
         "daemon status") echo "--data-dir --socket" ;;
         "namespace create") echo "--sku --premium-messaging-partitions --capacity --credits-per-second --ops-per-unit" ;;
@@ -218,6 +219,8 @@ _sbctl_option_values() {
         "daemon start --default-credits-per-second") COMPREPLY=() ;;
         "daemon start --wait-timeout") COMPREPLY=() ;;
         "daemon start --reply-buffer-mb") COMPREPLY=() ;;
+        "daemon start --amqp-port") COMPREPLY=() ;;
+        "daemon start --amqp-host") COMPREPLY=() ;;
         "daemon stop --data-dir") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -d -- "$cur")) ;;
         "daemon stop --socket") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")) ;;
         "daemon status --data-dir") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -d -- "$cur")) ;;

@@ -24,12 +24,13 @@ function __sbctl_children
         case 'daemon stop'
         case 'daemon status'
         case 'namespace'
-            printf '%s\n' create update metrics list show delete pair unpair pair-status
+            printf '%s\n' create update metrics list show connection-string delete pair unpair pair-status
         case 'namespace create'
         case 'namespace update'
         case 'namespace metrics'
         case 'namespace list'
         case 'namespace show'
+        case 'namespace connection-string'
         case 'namespace delete'
         case 'namespace pair'
         case 'namespace unpair'
@@ -115,7 +116,7 @@ function __sbctl_value_options
             printf '%s\n' --interval --sort --filter
         case 'daemon'
         case 'daemon start'
-            printf '%s\n' --data-dir --socket --durability --default-credits-per-second --wait-timeout --reply-buffer-mb
+            printf '%s\n' --data-dir --socket --durability --default-credits-per-second --wait-timeout --reply-buffer-mb --amqp-port --amqp-host
         case 'daemon stop'
             printf '%s\n' --data-dir --socket
         case 'daemon status'
@@ -128,6 +129,7 @@ function __sbctl_value_options
         case 'namespace metrics'
         case 'namespace list'
         case 'namespace show'
+        case 'namespace connection-string'
         case 'namespace delete'
         case 'namespace pair'
             printf '%s\n' --secondary --backlog-queue-count --failover-interval --ping-primary-interval
@@ -362,6 +364,9 @@ complete -c sbctl -n '__sbctl_using \'daemon start\'' -l default-credits-per-sec
 complete -c sbctl -n '__sbctl_using \'daemon start\'' -l wait -d 'Return only once the daemon is ready: its socket answers a status request and every endpoint it reports accepts connections; exit 11 with one line after --wait-timeout'
 complete -c sbctl -n '__sbctl_using \'daemon start\'' -l wait-timeout -x -d 'Bound of --wait'
 complete -c sbctl -n '__sbctl_using \'daemon start\'' -l reply-buffer-mb -x -d 'Memory a connection\'s unread replies may take: past half of it the daemon stops reading that connection\'s requests until the client reads (default 64)'
+complete -c sbctl -n '__sbctl_using \'daemon start\'' -l amqp-port -x -d 'TCP port of the AMQP 1.0 endpoint the Azure SDKs connect to (0: any free port; `daemon status` shows it)'
+complete -c sbctl -n '__sbctl_using \'daemon start\'' -l amqp-host -x -d 'Address the AMQP endpoint listens on'
+complete -c sbctl -n '__sbctl_using \'daemon start\'' -l no-amqp -d 'Serve no AMQP endpoint (Unix socket only)'
 complete -c sbctl -n '__sbctl_using \'daemon start\'' -s h -l help -d 'Show this message and exit'
 complete -c sbctl -n '__sbctl_using \'daemon stop\'' -l data-dir -r -F -d 'Daemon data directory (overrides the global --data-dir and SBCTL_DATA_DIR)'
 complete -c sbctl -n '__sbctl_using \'daemon stop\'' -l socket -r -F -d 'Daemon Unix socket (overrides the global --socket and SBCTL_SOCKET)'
@@ -374,6 +379,7 @@ complete -c sbctl -n '__sbctl_using \'namespace\'' -a update -d 'Change a namesp
 complete -c sbctl -n '__sbctl_using \'namespace\'' -a metrics -d 'Show throttled and served requests and the daemon\'s CPU and memory'
 complete -c sbctl -n '__sbctl_using \'namespace\'' -a list -d 'List the namespaces'
 complete -c sbctl -n '__sbctl_using \'namespace\'' -a show -d 'Show a namespace\'s properties'
+complete -c sbctl -n '__sbctl_using \'namespace\'' -a connection-string -d 'Print the connection string an Azure SDK uses, unchanged, to reach a namespace over AMQP (each namespace has its own port)'
 complete -c sbctl -n '__sbctl_using \'namespace\'' -a delete -d 'Delete a namespace with all its entities and messages'
 complete -c sbctl -n '__sbctl_using \'namespace\'' -a pair -d 'Pair a primary namespace with a secondary for send availability'
 complete -c sbctl -n '__sbctl_using \'namespace\'' -a unpair -d 'Unpair a primary: its sends no longer fail over'
@@ -393,6 +399,7 @@ complete -c sbctl -n '__sbctl_using \'namespace metrics\'' -s w -l watch -d 'Kee
 complete -c sbctl -n '__sbctl_using \'namespace metrics\'' -s h -l help -d 'Show this message and exit'
 complete -c sbctl -n '__sbctl_using \'namespace list\'' -s h -l help -d 'Show this message and exit'
 complete -c sbctl -n '__sbctl_using \'namespace show\'' -s h -l help -d 'Show this message and exit'
+complete -c sbctl -n '__sbctl_using \'namespace connection-string\'' -s h -l help -d 'Show this message and exit'
 complete -c sbctl -n '__sbctl_using \'namespace delete\'' -s h -l help -d 'Show this message and exit'
 complete -c sbctl -n '__sbctl_using \'namespace pair\'' -l secondary -x -d 'The namespace holding the backlog queues (<PRIMARY>/x-servicebus-transfer/<i>)'
 complete -c sbctl -n '__sbctl_using \'namespace pair\'' -l backlog-queue-count -x -d 'Backlog queues in the secondary, created when missing'

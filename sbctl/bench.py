@@ -170,6 +170,10 @@ def raw_socket_rtt_rate(
             os.waitpid(pid, 0)
 
 
+# Private daemons the bench starts serve AMQP on a free port, never the user's 5672.
+PRIVATE_AMQP = (True, "127.0.0.1", 0)
+
+
 def _median_start_ms(
     start: Callable[[Path, Path], object], tmpdir: Path | None, runs: int
 ) -> float:
@@ -197,7 +201,9 @@ def daemon_start_ms(tmpdir: Path | None = None, runs: int = START_RUNS) -> float
     """``daemonctl.start`` to a ready daemon: fork, recovery, socket accepting."""
     from sbctl import daemonctl
 
-    return _median_start_ms(daemonctl.start, tmpdir, runs)
+    return _median_start_ms(
+        lambda data_dir, sock: daemonctl.start(data_dir, sock, amqp=PRIVATE_AMQP), tmpdir, runs
+    )
 
 
 def cli_start_ms(tmpdir: Path | None = None, runs: int = START_RUNS) -> float:
@@ -207,7 +213,7 @@ def cli_start_ms(tmpdir: Path | None = None, runs: int = START_RUNS) -> float:
     def start(data_dir: Path, sock: Path) -> None:
         cmd = [sys.executable, "-m", "sbctl.cli.app", "--data-dir", str(data_dir)]
         subprocess.run(
-            [*cmd, "--socket", str(sock), "daemon", "start"],
+            [*cmd, "--socket", str(sock), "daemon", "start", "--amqp-port", "0"],
             check=True,
             capture_output=True,
             timeout=60,
@@ -228,7 +234,7 @@ def stored_bench(messages: int, size: int, tmpdir: Path | None = None) -> dict[s
     data_dir, sock = root / "data", root / "s.sock"
     out: dict[str, Any] = {"stored_messages": messages, "size": size}
     try:
-        daemonctl.start(data_dir, sock)
+        daemonctl.start(data_dir, sock, amqp=PRIVATE_AMQP)
         with Client(sock) as client:
             proc = psutil.Process(int(client.ping()["pid"]))
             idle = proc.memory_info().rss
@@ -244,7 +250,7 @@ def stored_bench(messages: int, size: int, tmpdir: Path | None = None) -> dict[s
             out["stored_rss_above_idle_mb"] = round((proc.memory_info().rss - idle) / 2**20, 1)
         daemonctl.stop(data_dir, sock)
         t0 = time.perf_counter()
-        pid = int(daemonctl.start(data_dir, sock)["pid"])
+        pid = int(daemonctl.start(data_dir, sock, amqp=PRIVATE_AMQP)["pid"])
         out["restart_s"] = round(time.perf_counter() - t0, 3)
         os.kill(pid, signal.SIGKILL)
         while daemonctl.status(data_dir, sock)["running"]:
@@ -252,7 +258,7 @@ def stored_bench(messages: int, size: int, tmpdir: Path | None = None) -> dict[s
         for ckpt in data_dir.glob("namespaces/*/queues/*/p*/checkpoint.bin"):
             ckpt.unlink()
         t0 = time.perf_counter()
-        daemonctl.start(data_dir, sock)
+        daemonctl.start(data_dir, sock, amqp=PRIVATE_AMQP)
         out["restart_full_scan_s"] = round(time.perf_counter() - t0, 3)
         with Client(sock) as client:
             out["recovered_messages"] = client.queue_get("stored")["active_message_count"]

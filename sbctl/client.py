@@ -247,6 +247,9 @@ class _Calls:
     def namespace_get(self, name: str) -> Call:
         return "namespace_get", NamespaceRef(name), _plain
 
+    def amqp_endpoint(self, name: str) -> Call:
+        return "amqp_endpoint", NamespaceRef(name), _plain
+
     def namespace_list(self) -> Call:
         return "namespace_list", Empty(), _plain
 
@@ -658,6 +661,10 @@ class Client:
 
     def namespace_get(self, name: str) -> dict[str, Any]:
         return self._call(self._calls.namespace_get(name))
+
+    def amqp_endpoint(self, name: str) -> dict[str, Any]:
+        """The AMQP port serving namespace ``name`` and its SAS key name and key."""
+        return self._call(self._calls.amqp_endpoint(name))
 
     def namespace_list(self) -> list[dict[str, Any]]:
         return self._call(self._calls.namespace_list())
@@ -1107,6 +1114,9 @@ class AsyncClient:
 
     async def namespace_get(self, name: str) -> dict[str, Any]:
         return await self._call(self._calls.namespace_get(name))
+
+    async def amqp_endpoint(self, name: str) -> dict[str, Any]:
+        return await self._call(self._calls.amqp_endpoint(name))
 
     async def namespace_list(self) -> list[dict[str, Any]]:
         return await self._call(self._calls.namespace_list())

@@ -54,10 +54,12 @@ def start(
     durability: str = "fsync",
     default_credits_per_second: int | None = None,
     reply_buffer_bytes: int | None = None,
+    amqp: tuple[bool, str, int] = (True, "127.0.0.1", 5672),
 ) -> dict[str, Any]:
     """``default_credits_per_second``: what namespaces created without their own figure
     get (None: 1000, SPEC §0.2.1; 0: unlimited). ``reply_buffer_bytes``: unsent replies a
     connection may have before the daemon stops reading its requests (None: 64 MB).
+    ``amqp``: (on, host, port) of the AMQP listener (port 0: any free port).
 
     The result's ``warnings`` are what the daemon said while starting (e.g. permissions it
     tightened); a refused start raises with the daemon's reason."""
@@ -82,7 +84,7 @@ def start(
             f"stop it with `kill {owner}`"
         )
     if foreground:
-        from sbctld.main import run
+        from sbctld.main import AmqpSettings, run
         from sbctld.ownership import claim
 
         # A refusal is the command's error line; warnings go to the log, on stderr here.
@@ -95,6 +97,7 @@ def start(
             default_credits_per_second=default_credits_per_second,
             reply_buffer_bytes=reply_buffer_bytes,
             claimed=claimed,
+            amqp=AmqpSettings(*amqp),
         )
         if code:
             raise GeneralError(f"the daemon exited with status {code}; see {log_file}")
@@ -110,6 +113,7 @@ def start(
             write_fd,
             default_credits_per_second,
             reply_buffer_bytes,
+            amqp,
         )
     os.close(write_fd)
     warnings, line = _read_ready(read_fd)
@@ -135,6 +139,7 @@ def _daemonize(
     ready_fd: int,
     default_credits_per_second: int | None,
     reply_buffer_bytes: int | None,
+    amqp: tuple[bool, str, int] = (True, "127.0.0.1", 5672),
 ) -> None:
     """Second half of the double fork; never returns."""
     code = 1
@@ -148,7 +153,7 @@ def _daemonize(
         os.close(devnull)
         os.chdir("/")
         signal.signal(signal.SIGINT, signal.SIG_DFL)
-        from sbctld.main import run
+        from sbctld.main import AmqpSettings, run
 
         code = run(
             data_dir,
@@ -157,6 +162,7 @@ def _daemonize(
             ready_fd=ready_fd,
             default_credits_per_second=default_credits_per_second,
             reply_buffer_bytes=reply_buffer_bytes,
+            amqp=AmqpSettings(*amqp),
         )
     except BaseException as exc:
         with contextlib.suppress(OSError):

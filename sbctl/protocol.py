@@ -326,6 +326,7 @@ OPS: dict[str, type[_Args]] = {
     "shutdown": Empty,
     "namespace_create": NamespaceCreate,
     "namespace_get": NamespaceRef,
+    "amqp_endpoint": NamespaceRef,  # the AMQP port and SAS key of a namespace
     "namespace_list": Empty,
     "namespace_delete": NamespaceRef,
     "namespace_update": NamespaceUpdate,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import errno
 import logging
 import os
 import resource
@@ -17,9 +18,10 @@ import signal
 import sys
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 from sbctl import paths
-from sbctl.errors import SbctlError
+from sbctl.errors import InvalidOperation, SbctlError
 from sbctld.broker import Broker
 from sbctld.clock import SystemClock
 from sbctld.credits import DEFAULT_CREDITS_PER_SECOND
@@ -29,6 +31,14 @@ from sbctld.storage.sync import Syncer
 
 log = logging.getLogger("sbctld")
 MB = 1024 * 1024
+
+
+class AmqpSettings(NamedTuple):
+    """The AMQP listener: on by default on 127.0.0.1:5672 (the SDKs' emulator port)."""
+
+    enabled: bool = True
+    host: str = "127.0.0.1"
+    port: int = 5672
 
 
 def setup_logging(data_dir: Path, foreground: bool) -> None:
@@ -57,6 +67,7 @@ def run(
     default_credits_per_second: int | None = None,
     reply_buffer_bytes: int | None = None,
     claimed: Claim | None = None,
+    amqp: AmqpSettings | None = None,
 ) -> int:
     """Run the daemon until stopped.
 
@@ -107,6 +118,7 @@ def run(
                 t0,
                 default_credits_per_second,
                 reply_buffer_bytes or DEFAULT_REPLY_BUFFER_BYTES,
+                amqp,
             )
         )
     except Exception as exc:
@@ -125,6 +137,7 @@ async def _serve(
     t0: float,
     default_credits_per_second: int | None,
     reply_buffer_bytes: int,
+    amqp: AmqpSettings | None = None,
 ) -> int:
     syncer = Syncer(durability)
     credits = DEFAULT_CREDITS_PER_SECOND
@@ -135,6 +148,35 @@ async def _serve(
     )
     server = Server(broker, syncer, socket_path, reply_buffer_bytes=reply_buffer_bytes)
     await server.start()
+    # --- AMQP front-end (sbctld.frontends.amqp) ---
+    frontend = None
+    if amqp is not None and amqp.enabled:
+        from sbctld.frontends.amqp.server import AmqpFrontend
+
+        frontend = AmqpFrontend(server, data_dir, amqp.host, amqp.port)
+        try:
+            await frontend.start()
+        except OSError as exc:
+            assert callable(tell)
+            why = "is already in use" if exc.errno == errno.EADDRINUSE else f"failed: {exc}"
+            tell(
+                f"error AMQP port {amqp.port} on {amqp.host} {why}; choose another with "
+                "--amqp-port N (0: any free port) or turn AMQP off with --no-amqp"
+            )
+            await frontend.stop()
+            await server.stop()
+            return 1
+        server.info["amqp_port"] = frontend.port
+        server.info["amqp_host"] = amqp.host
+        server.info["amqp_ports"] = frontend.ports
+    else:
+
+        def amqp_off(conn: object, req_id: int, args: object) -> None:
+            raise InvalidOperation("the daemon runs without AMQP (--no-amqp)")
+
+        server.register("amqp_endpoint", amqp_off)
+        server.info["amqp_port"] = None
+    # --- end AMQP ---
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, server.stopping.set)
@@ -152,6 +194,8 @@ async def _serve(
     tell(f"ok {os.getpid()}")
     await server.stopping.wait()
     log.info("stopping")
+    if frontend is not None:
+        await frontend.stop()
     await server.stop()
     log.info("stopped cleanly")
     return 0
@@ -172,6 +216,9 @@ def main(argv: list[str] | None = None) -> int:
         "stops reading that connection's requests until it reads (default 64; env "
         "SBCTL_REPLY_BUFFER_MB)",
     )
+    parser.add_argument("--amqp-host", default="127.0.0.1")
+    parser.add_argument("--amqp-port", type=int, default=5672)
+    parser.add_argument("--no-amqp", action="store_true")
     args = parser.parse_args(argv)
     if args.reply_buffer_mb < 1:
         parser.error("--reply-buffer-mb must be at least 1")
@@ -185,6 +232,7 @@ def main(argv: list[str] | None = None) -> int:
         foreground=True,
         default_credits_per_second=args.default_credits_per_second,
         reply_buffer_bytes=args.reply_buffer_mb * MB,
+        amqp=AmqpSettings(not args.no_amqp, args.amqp_host, args.amqp_port),
     )
 
 

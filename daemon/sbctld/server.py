@@ -254,9 +254,16 @@ class Server:
         self._tasks: list[asyncio.Task[None]] = []
         self._adoptions: set[asyncio.Task[None]] = set()  # loads being checked (sbctld.loads)
         self._load_locks: dict[tuple[Any, str], tuple[asyncio.Lock, int]] = {}  # (lock, users)
+        # Other front-ends (AMQP) wake their own waiting receivers on the same keys.
+        self.wake_hooks: list[Callable[[tuple[str, str]], None]] = []
+        self.info: dict[str, Any] = {}  # what front-ends add to `status` (amqp_port)
         self._handlers: dict[str, Callable[[Connection, int, Any], None]] = {
             name[3:]: getattr(self, name) for name in dir(self) if name.startswith("op_")
         }
+
+    def register(self, op: str, handler: Callable[[Connection, int, Any], None]) -> None:
+        """An operation served by another front-end (e.g. ``amqp_endpoint``)."""
+        self._handlers[op] = handler
 
     # ------------------------------------------------------------ lifecycle
 
@@ -390,6 +397,7 @@ class Server:
             # receives waiting for a message (tests poll this instead of sleeping)
             "parked_receives": sum(len(w) for w in self.waiters.values()),
             **self.broker.stats(),
+            **self.info,
         }
         info.update(self._process_stats())
         self.reply_now(conn, req_id, info)
@@ -758,6 +766,8 @@ class Server:
             self.reply_now(conn, req_id, got)
 
     def wake(self, key: tuple[str, str]) -> None:
+        for hook in self.wake_hooks:
+            hook(key)
         waiters = self.waiters.get(key)
         while waiters:
             w = waiters[0]

@@ -75,14 +75,45 @@ def start(
             "stops reading that connection's requests until the client reads (default 64).",
         ),
     ] = None,
+    amqp_port: Annotated[
+        int,
+        typer.Option(
+            "--amqp-port",
+            envvar="SBCTL_AMQP_PORT",
+            metavar="N",
+            min=0,
+            max=65535,
+            help="TCP port of the AMQP 1.0 endpoint the Azure SDKs connect to "
+            "(0: any free port; `daemon status` shows it).",
+        ),
+    ] = 5672,
+    amqp_host: Annotated[
+        str,
+        typer.Option(
+            "--amqp-host",
+            metavar="HOST",
+            help="Address the AMQP endpoint listens on. Anything but loopback exposes "
+            "it to the network without TLS.",
+        ),
+    ] = "127.0.0.1",
+    no_amqp: Annotated[
+        bool, typer.Option("--no-amqp", help="Serve no AMQP endpoint (Unix socket only).")
+    ] = False,
 ) -> None:
     """Start the daemon (in the background unless --foreground); a no-op if it runs."""
+
     from sbctl import daemonctl
 
     g = options.state(ctx)
     where, socket_path = options.daemon_paths(g, data_dir, socket)
     if wait and foreground:
         raise typer.BadParameter("cannot be used with --foreground", param_hint="'--wait'")
+    if not no_amqp and amqp_host not in ("127.0.0.1", "localhost", "::1"):
+        print(
+            f"warning: the AMQP endpoint on {amqp_host} is reachable from other machines "
+            "and has no TLS; anyone who can reach it and knows the key can use it",
+            file=sys.stderr,
+        )
     result = daemonctl.start(
         where,
         socket_path,
@@ -90,6 +121,7 @@ def start(
         durability=durability,
         default_credits_per_second=default_credits_per_second,
         reply_buffer_bytes=None if reply_buffer_mb is None else reply_buffer_mb * 1024 * 1024,
+        amqp=(not no_amqp, amqp_host, amqp_port),
     )
     if wait:
         from sbctl.ready import wait_ready

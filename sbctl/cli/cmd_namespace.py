@@ -159,6 +159,29 @@ def show(ctx: typer.Context, name: NameArgument) -> None:
     render.emit(g.output, result, render.record)
 
 
+@group.command("connection-string")
+def connection_string(
+    ctx: typer.Context,
+    name: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="[NS]", show_default=False, help="Namespace (default: the global -n)."
+        ),
+    ] = None,
+) -> None:
+    """Print the connection string an Azure SDK uses, unchanged, to reach a namespace
+    over AMQP (each namespace has its own port)."""
+    g = options.state(ctx)
+    with options.connect(ctx) as sb:
+        info = sb.amqp_endpoint(name or g.namespace)
+    text = (
+        f"Endpoint=sb://localhost:{info['port']};"
+        f"SharedAccessKeyName={info['key_name']};SharedAccessKey={info['key']};"
+        "UseDevelopmentEmulator=true;"
+    )
+    render.emit(g.output, {"connection_string": text}, lambda r: r["connection_string"])
+
+
 @group.command()
 def delete(ctx: typer.Context, name: NameArgument) -> None:
     """Delete a namespace with all its entities and messages."""

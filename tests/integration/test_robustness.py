@@ -68,7 +68,10 @@ class SharedDaemon:
         self.socket = root / "s.sock"
         self.env = dict(os.environ)
         self.env.update(
-            SBCTL_DATA_DIR=str(self.data_dir), SBCTL_SOCKET=str(self.socket), NO_COLOR="1"
+            SBCTL_DATA_DIR=str(self.data_dir),
+            SBCTL_SOCKET=str(self.socket),
+            NO_COLOR="1",
+            SBCTL_AMQP_PORT="0",  # never the shared 5672
         )
         self.env.pop("SBCTL_NAMESPACE", None)
 

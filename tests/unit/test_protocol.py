@@ -121,6 +121,7 @@ SAMPLES: dict[str, list[msgspec.Struct]] = {
         NamespaceCreate("premiumns", "premium", 4, 8),
     ],
     "namespace_get": [NamespaceRef("ns-one")],
+    "amqp_endpoint": [NamespaceRef("ns-one")],
     "namespace_list": [EmptyArgs()],
     "namespace_delete": [NamespaceRef("ns-one")],
     "namespace_update": [

@@ -1,0 +1,1 @@
+"""Front-ends: the protocols the daemon speaks, each a peer of the others."""

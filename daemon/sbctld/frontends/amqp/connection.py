@@ -1,0 +1,620 @@
+"""The AMQP 1.0 connection as a sans-IO state machine: bytes in, bytes out.
+
+``receive_data(bytes)`` parses what the peer sent and calls the :class:`Handler` for
+everything the application decides (a link attaches, a message arrives, credit is
+granted, a delivery is settled, a link goes away); ``data_to_send()`` returns the bytes
+to write. Nothing here touches a socket or a clock: ``tick(now)`` sends heartbeats.
+
+Rules this module keeps (AMQP 1.0 parts 2 and 5; daemon/README.md §AMQP):
+
+- protocol headers: SASL first (mechanisms MSSBCBS, PLAIN, ANONYMOUS, every one accepted:
+  authorization happens at ``$cbs``), then AMQP; a client may also skip SASL;
+- open, begin and attach may arrive pipelined, before our own open;
+- a heartbeat (empty frame) goes out whenever nothing else did for half the peer's
+  idle time-out; the peer's silence is never held against it;
+- outgoing frames never exceed the peer's max frame size (transfers are split); incoming
+  multi-frame transfers are joined;
+- session windows: ours is re-opened whenever half is used; the peer's is respected
+  (frames wait until it re-opens);
+- link credit: incoming links are topped up to their target; outgoing links track the
+  peer's credit and drain.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any, Protocol
+
+from sbctld.frontends.amqp import framing
+from sbctld.frontends.amqp.types import (
+    Array,
+    Attach,
+    Begin,
+    Close,
+    Composite,
+    Detach,
+    Disposition,
+    End,
+    Error,
+    Flow,
+    Open,
+    SaslInit,
+    SaslMechanisms,
+    SaslOutcome,
+    Symbol,
+    Transfer,
+)
+
+SENDER = False  # the role field of attach / disposition
+RECEIVER = True
+MECHANISMS = ("MSSBCBS", "PLAIN", "ANONYMOUS")
+MAX_FRAME_SIZE = 1_048_576
+IDLE_TIMEOUT_MS = 240_000
+SESSION_WINDOW = 5000
+LINK_CREDIT = 1000
+UINT_MAX = 2**32 - 1
+MAX_DELIVERY_BYTES = 128 * 1024 * 1024  # a multi-frame delivery larger than this closes
+
+
+class Delivery:
+    """A complete incoming message transfer."""
+
+    __slots__ = ("id", "message_format", "payload", "settled", "state", "tag")
+
+    def __init__(
+        self, id: int, tag: bytes, message_format: int, settled: bool, state: Any, payload: bytes
+    ) -> None:
+        self.id = id
+        self.tag = tag
+        self.message_format = message_format
+        self.settled = settled
+        self.state = state
+        self.payload = payload
+
+
+class Link:
+    """One attached link. ``role`` is OUR role: SENDER when we send messages on it."""
+
+    def __init__(self, session: Session, attach: Composite, handle: int) -> None:
+        self.session = session
+        self.attach = attach
+        self.name: str = attach.name
+        self.remote_handle: int = attach.handle
+        self.handle = handle
+        self.role = not attach.role
+        self.source: Any = attach.source
+        self.target: Any = attach.target
+        self.properties: dict[Any, Any] = attach.properties or {}
+        self.snd_settle_mode = int(attach.snd_settle_mode or 0)
+        self.rcv_settle_mode = int(attach.rcv_settle_mode or 0)
+        self.delivery_count = int(attach.initial_delivery_count or 0)
+        self.credit = 0  # for our sender links: what the peer granted and we did not use
+        self.credit_target = 0  # for our receiver links: what we keep granted
+        self.drain = False
+        self.attached = False  # our attach went out
+        self.detached = False  # our detach went out
+        self.incoming: framing.Reassembly | None = None
+        self.context: Any = None  # the handler's own state for the link
+
+    @property
+    def address(self) -> str | None:
+        """The node the peer addresses: our source when we send, our target when we receive."""
+        terminus = self.source if self.role == SENDER else self.target
+        return getattr(terminus, "address", None)
+
+
+class Session:
+    def __init__(self, channel: int, remote_channel: int, begin: Composite) -> None:
+        self.channel = channel
+        self.remote_channel = remote_channel
+        self.next_outgoing_id = 0
+        self.next_incoming_id = int(begin.next_outgoing_id or 0)
+        self.incoming_window = SESSION_WINDOW
+        self.remote_incoming_window = int(begin.incoming_window or 0)
+        self.remote_outgoing_window = int(begin.outgoing_window or 0)
+        self.links: dict[int, Link] = {}  # by the peer's handle
+        self.local: dict[int, Link] = {}  # by our handle
+        self.unsettled: dict[int, Link] = {}  # our deliveries not yet settled, by id
+        self.pending: deque[bytes] = deque()  # frames waiting for the peer's window
+        self.ended = False
+
+
+class Handler(Protocol):
+    def on_attach(self, link: Link) -> None: ...
+    def on_transfer(self, link: Link, delivery: Delivery) -> None: ...
+    def on_flow(self, link: Link) -> None: ...
+    def on_disposition(self, link: Link, delivery_id: int, settled: bool, state: Any) -> None: ...
+    def on_detach(self, link: Link, error: Any) -> None: ...
+
+
+class ProtocolError(Exception):
+    def __init__(self, condition: str, description: str) -> None:
+        super().__init__(description)
+        self.condition = condition
+        self.description = description
+
+
+class Connection:
+    def __init__(
+        self,
+        handler: Handler,
+        *,
+        container_id: str = "sbctl",
+        max_frame_size: int = MAX_FRAME_SIZE,
+        idle_timeout_ms: int | None = IDLE_TIMEOUT_MS,
+        trace: Any = None,
+    ) -> None:
+        self.handler = handler
+        self.trace = trace  # called with ("<-" or "->", channel, performative) when set
+        self.container_id = container_id
+        self.max_frame_size = max_frame_size
+        self.idle_timeout_ms = idle_timeout_ms
+        self.peer_max_frame_size = framing.MIN_MAX_FRAME_SIZE
+        self.peer_idle_timeout_ms: int | None = None
+        self.peer_open: Composite | None = None
+        self.sasl_hostname: str | None = None
+        self.mechanism: str | None = None
+        self.sessions: dict[int, Session] = {}  # by the peer's channel
+        self._ended: set[int] = set()  # the peer's channels whose session ended
+        self._buf = bytearray()
+        self._out = bytearray()
+        self._state = "header"  # header, sasl, amqp-header, open, closed
+        self._sent_amqp_header = False
+        self._opened = False
+        self.closed = False
+        self.last_sent = 0.0
+        self.failure: Exception | None = None  # why receive_data closed the connection
+
+    # ------------------------------------------------------------ I/O surface
+
+    def data_to_send(self) -> bytes:
+        out = bytes(self._out)
+        self._out.clear()
+        return out
+
+    @property
+    def heartbeat_interval(self) -> float | None:
+        """Seconds between heartbeats: half the peer's idle time-out (None: not needed)."""
+        if not self.peer_idle_timeout_ms:
+            return None
+        return self.peer_idle_timeout_ms / 2000
+
+    def tick(self, now: float) -> None:
+        """Send a heartbeat if nothing went out for half the heartbeat interval. Called at
+        least every half interval, this keeps every silence shorter than the interval,
+        i.e. under half the peer's idle time-out."""
+        interval = self.heartbeat_interval
+        if interval is None or self.closed or self._state != "open":
+            return
+        if self._out:
+            self.last_sent = now
+        elif now - self.last_sent >= interval / 2:
+            self._out += framing.HEARTBEAT
+            self.last_sent = now
+
+    def receive_data(self, data: bytes) -> None:
+        if self.closed:
+            return
+        self._buf += data
+        try:
+            self._parse()
+        except framing.FrameError as exc:
+            self.close(Error(Symbol("amqp:connection:framing-error"), str(exc)))
+        except ProtocolError as exc:
+            self.close(Error(Symbol(exc.condition), exc.description))
+        except (TypeError, ValueError, AttributeError, KeyError, IndexError) as exc:
+            # A field of the wrong type (a string where a uint belongs, a list where a
+            # terminus belongs): the peer broke the protocol; close, keep the cause.
+            self.failure = exc
+            self.close(Error(Symbol("amqp:invalid-field"), f"invalid frame: {exc}"))
+
+    def _parse(self) -> None:
+        buf = self._buf
+        pos = 0
+        while not self.closed:
+            if self._state in ("header", "amqp-header"):
+                if len(buf) - pos < 8:
+                    break
+                header = bytes(buf[pos : pos + 8])
+                pos += 8
+                self._on_header(header)
+                continue
+            limit = self.max_frame_size if self._state == "open" else 65_536
+            parsed = framing.parse_frame(buf, pos, limit)
+            if parsed is None:
+                break
+            frame, pos = parsed
+            if self._state == "sasl":
+                self._on_sasl(frame)
+            else:
+                self._on_frame(frame)
+        del buf[:pos]
+
+    def _on_header(self, header: bytes) -> None:
+        if header == framing.PROTOCOL_SASL and self._state == "header":
+            self._out += framing.PROTOCOL_SASL
+            self._out += framing.encode_frame(
+                0, SaslMechanisms(list(MECHANISMS)), kind=framing.SASL_FRAME
+            )
+            self._state = "sasl"
+        elif header == framing.PROTOCOL_AMQP:
+            if not self._sent_amqp_header:
+                self._out += framing.PROTOCOL_AMQP
+                self._sent_amqp_header = True
+            self._state = "open"
+        else:
+            self._out += framing.PROTOCOL_SASL if self._state == "header" else framing.PROTOCOL_AMQP
+            self.closed = True
+
+    def _on_sasl(self, frame: framing.Frame) -> None:
+        body = frame.body
+        if isinstance(body, SaslInit):
+            self.mechanism = str(body.mechanism)
+            self.sasl_hostname = body.hostname
+            if self.mechanism not in MECHANISMS:
+                self._out += framing.encode_frame(0, SaslOutcome(1), kind=framing.SASL_FRAME)
+                self.closed = True
+                return
+            self._out += framing.encode_frame(0, SaslOutcome(0), kind=framing.SASL_FRAME)
+            self._state = "amqp-header"
+        elif body is not None:
+            raise ProtocolError("amqp:not-allowed", f"unexpected SASL frame {body.NAME}")
+
+    # ------------------------------------------------------------ frames in
+
+    def _on_frame(self, frame: framing.Frame) -> None:
+        body = frame.body
+        if self.trace is not None and body is not None:
+            self.trace("<-", frame.channel, body)
+        if body is None:
+            return  # heartbeat
+        if frame.type != framing.AMQP_FRAME:
+            raise ProtocolError("amqp:not-allowed", "SASL frame after SASL finished")
+        if isinstance(body, Open):
+            self._on_open(body)
+            return
+        if not self._opened:
+            raise ProtocolError("amqp:not-allowed", f"{body.NAME} before open")
+        if isinstance(body, Close):
+            self._on_close(body)
+            return
+        if isinstance(body, Begin):
+            self._on_begin(frame.channel, body)
+            return
+        session = self.sessions.get(frame.channel)
+        if session is None:
+            if frame.channel in self._ended:
+                return  # a straggler after end (pyamqp detaches after ending): ignore it
+            raise ProtocolError("amqp:not-found", f"no session on channel {frame.channel}")
+        if isinstance(body, Transfer):
+            self._on_transfer(session, body, frame.payload)
+        elif isinstance(body, Disposition):
+            self._on_disposition(session, body)
+        elif isinstance(body, Flow):
+            self._on_flow(session, body)
+        elif isinstance(body, Attach):
+            self._on_attach(session, body)
+        elif isinstance(body, Detach):
+            self._on_detach(session, body)
+        elif isinstance(body, End):
+            self._on_end(frame.channel, session)
+        else:
+            raise ProtocolError("amqp:not-allowed", f"unexpected frame {body.NAME}")
+
+    def _on_open(self, body: Composite) -> None:
+        if self._opened:
+            raise ProtocolError("amqp:not-allowed", "a second open")
+        self.peer_open = body
+        self._opened = True
+        size = body.max_frame_size
+        self.peer_max_frame_size = UINT_MAX if size is None else int(size)
+        if self.peer_max_frame_size < framing.MIN_MAX_FRAME_SIZE:
+            raise ProtocolError("amqp:invalid-field", "max-frame-size below 512")
+        self.peer_idle_timeout_ms = int(body.idle_time_out) if body.idle_time_out else None
+        self._emit(
+            0,
+            Open(
+                self.container_id,
+                None,
+                self.max_frame_size,
+                65_535,
+                self.idle_timeout_ms,
+            ),
+        )
+
+    def _on_close(self, body: Composite) -> None:
+        self._drop_all(body.error)
+        if not self.closed:
+            self._emit(0, Close())
+            self.closed = True
+
+    def _on_begin(self, channel: int, body: Composite) -> None:
+        if channel in self.sessions:
+            raise ProtocolError("amqp:not-allowed", f"channel {channel} already has a session")
+        self._ended.discard(channel)
+        used = {s.channel for s in self.sessions.values()}
+        local = next(c for c in range(len(used) + 1) if c not in used)
+        session = Session(local, channel, body)
+        self.sessions[channel] = session
+        self._emit(
+            local,
+            Begin(channel, 0, session.incoming_window, SESSION_WINDOW, UINT_MAX),
+        )
+
+    def _on_end(self, channel: int, session: Session) -> None:
+        for link in list(session.links.values()):
+            self._drop(link, None)
+        del self.sessions[channel]
+        self._ended.add(channel)
+        if not session.ended:
+            self._emit(session.channel, End())
+            session.ended = True
+
+    def _on_attach(self, session: Session, body: Composite) -> None:
+        if body.handle in session.links:
+            raise ProtocolError("amqp:session:handle-in-use", f"handle {body.handle} is in use")
+        handle = next(h for h in range(len(session.local) + 2) if h not in session.local)
+        link = Link(session, body, handle)
+        session.links[link.remote_handle] = link
+        session.local[handle] = link
+        self.handler.on_attach(link)
+
+    def _on_detach(self, session: Session, body: Composite) -> None:
+        link = session.links.get(body.handle)
+        if link is None:
+            return
+        self._drop(link, body.error)
+        if not link.detached:
+            link.detached = True
+            self._emit(session.channel, Detach(link.handle, True))
+
+    def _drop(self, link: Link, error: Any) -> None:
+        session = link.session
+        session.links.pop(link.remote_handle, None)
+        session.local.pop(link.handle, None)
+        for delivery_id in [d for d, owner in session.unsettled.items() if owner is link]:
+            del session.unsettled[delivery_id]
+        self.handler.on_detach(link, error)
+
+    def _drop_all(self, error: Any) -> None:
+        for session in list(self.sessions.values()):
+            for link in list(session.links.values()):
+                self._drop(link, error)
+        self.sessions.clear()
+
+    def _on_flow(self, session: Session, body: Composite) -> None:
+        next_incoming = int(body.next_incoming_id or 0)
+        session.remote_incoming_window = (
+            next_incoming + int(body.incoming_window or 0) - session.next_outgoing_id
+        )
+        self._flush_pending(session)
+        if body.handle is None:
+            if body.echo:
+                self._emit_session_flow(session)
+            return
+        link = session.links.get(body.handle)
+        if link is None:
+            return
+        if link.role == SENDER:
+            peer_count = link.delivery_count if body.delivery_count is None else body.delivery_count
+            link.credit = max(0, int(peer_count) + int(body.link_credit or 0) - link.delivery_count)
+            link.drain = bool(body.drain)
+            self.handler.on_flow(link)
+        if body.echo:
+            self.flow(link)
+
+    def _on_transfer(self, session: Session, body: Composite, payload: bytes) -> None:
+        session.next_incoming_id += 1
+        session.incoming_window -= 1
+        link = session.links.get(body.handle)
+        if link is None or link.role != RECEIVER:
+            raise ProtocolError("amqp:session:unattached-handle", f"no link {body.handle}")
+        if session.incoming_window < SESSION_WINDOW // 2:
+            session.incoming_window = SESSION_WINDOW
+            self._emit_session_flow(session)
+        if body.aborted:
+            link.incoming = None
+            return
+        incoming = link.incoming
+        if incoming is None:
+            if not body.more:
+                link.credit -= 1
+                link.delivery_count += 1
+                self._deliver(link, body, payload, body)
+                return
+            incoming = link.incoming = framing.Reassembly(body)
+        incoming.add(payload, MAX_DELIVERY_BYTES)
+        if body.more:
+            return
+        link.incoming = None
+        link.credit -= 1
+        link.delivery_count += 1
+        self._deliver(link, incoming.first, incoming.payload(), body)
+
+    def _deliver(self, link: Link, first: Composite, payload: bytes, last: Composite) -> None:
+        settled = bool(first.settled) or bool(last.settled)
+        delivery = Delivery(
+            int(first.delivery_id or 0),
+            first.delivery_tag or b"",
+            int(first.message_format or 0),
+            settled,
+            last.state if last.state is not None else first.state,
+            payload,
+        )
+        if link.credit_target and link.credit < link.credit_target // 2:
+            self.grant(link, link.credit_target)
+        self.handler.on_transfer(link, delivery)
+
+    def _on_disposition(self, session: Session, body: Composite) -> None:
+        if body.role != RECEIVER:
+            return  # the peer settling its own sends: nothing for us to do
+        first = int(body.first)
+        last = first if body.last is None else int(body.last)
+        if last - first > 100_000:
+            raise ProtocolError("amqp:invalid-field", "disposition range too large")
+        for delivery_id in range(first, last + 1):
+            link = session.unsettled.get(delivery_id)
+            if link is None:
+                continue
+            if body.settled:
+                del session.unsettled[delivery_id]
+            self.handler.on_disposition(link, delivery_id, bool(body.settled), body.state)
+
+    # ------------------------------------------------------------ frames out
+
+    def _emit(self, channel: int, performative: Composite, payload: bytes = b"") -> None:
+        if self.trace is not None:
+            self.trace("->", channel, performative)
+        self._out += framing.encode_frame(channel, performative, payload)
+
+    def _emit_session_flow(self, session: Session) -> None:
+        self._emit(
+            session.channel,
+            Flow(
+                session.next_incoming_id,
+                session.incoming_window,
+                session.next_outgoing_id,
+                SESSION_WINDOW,
+            ),
+        )
+
+    def _flush_pending(self, session: Session) -> None:
+        while session.pending and session.remote_incoming_window > 0:
+            self._out += session.pending.popleft()
+            session.remote_incoming_window -= 1
+
+    def attach(
+        self,
+        link: Link,
+        *,
+        source: Any,
+        target: Any,
+        properties: dict[Any, Any] | None = None,
+        max_message_size: int | None = None,
+        snd_settle_mode: int | None = None,
+        rcv_settle_mode: int | None = None,
+    ) -> None:
+        """Answer the peer's attach (``source``/``target`` None refuses, see :meth:`refuse`)."""
+        link.attached = True
+        link.source, link.target = source, target
+        self._emit(
+            link.session.channel,
+            Attach(
+                link.name,
+                link.handle,
+                link.role,
+                link.snd_settle_mode if snd_settle_mode is None else snd_settle_mode,
+                link.rcv_settle_mode if rcv_settle_mode is None else rcv_settle_mode,
+                source,
+                target,
+                None,
+                None,
+                link.delivery_count if link.role == SENDER else None,
+                max_message_size,
+                None,
+                None,
+                properties,
+            ),
+        )
+
+    def refuse(self, link: Link, condition: str, description: str) -> None:
+        """Refuse an attach: our terminus null, then a closing detach with the error."""
+        if not link.attached:
+            if link.role == RECEIVER:
+                self.attach(link, source=link.source, target=None)
+            else:
+                self.attach(link, source=None, target=link.target)
+        self.detach(link, condition, description)
+
+    def detach(self, link: Link, condition: str | None = None, description: str = "") -> None:
+        if link.detached:
+            return
+        link.detached = True
+        error = Error(Symbol(condition), description) if condition else None
+        self._emit(link.session.channel, Detach(link.handle, True, error))
+
+    def grant(self, link: Link, credit: int) -> None:
+        """Keep ``credit`` granted on a link the peer sends on."""
+        link.credit_target = credit
+        link.credit = credit
+        self.flow(link)
+
+    def flow(self, link: Link, *, drain: bool = False) -> None:
+        session = link.session
+        self._emit(
+            session.channel,
+            Flow(
+                session.next_incoming_id,
+                session.incoming_window,
+                session.next_outgoing_id,
+                SESSION_WINDOW,
+                link.handle,
+                link.delivery_count,
+                max(0, link.credit),
+                0 if link.role == SENDER else None,
+                drain or (link.drain if link.role == SENDER else False),
+            ),
+        )
+
+    def drained(self, link: Link) -> None:
+        """Nothing more to send on a draining link: use up its credit and say so."""
+        link.delivery_count += link.credit
+        link.credit = 0
+        self.flow(link, drain=True)
+        link.drain = False
+
+    def transfer(
+        self,
+        link: Link,
+        tag: bytes,
+        payload: bytes,
+        *,
+        settled: bool,
+        message_format: int = 0,
+        state: Any = None,
+    ) -> int:
+        """Send one message on a link we send on; returns its delivery id."""
+        session = link.session
+        delivery_id = session.next_outgoing_id
+        link.credit -= 1
+        link.delivery_count += 1
+        if not settled:
+            session.unsettled[delivery_id] = link
+        transfer = Transfer(
+            link.handle, delivery_id, tag, message_format, settled, False, None, state
+        )
+        if self.trace is not None:
+            self.trace("->", session.channel, transfer)
+        for frame in framing.transfer_frames(
+            session.channel, transfer, payload, self.peer_max_frame_size
+        ):
+            session.next_outgoing_id += 1
+            if session.remote_incoming_window > 0 and not session.pending:
+                session.remote_incoming_window -= 1
+                self._out += frame
+            else:
+                session.pending.append(frame)
+        return delivery_id
+
+    def disposition(
+        self, link: Link, first: int, state: Any, *, settled: bool = True, last: int | None = None
+    ) -> None:
+        self._emit(
+            link.session.channel,
+            Disposition(link.role, first, last, settled, state),
+        )
+
+    def close(self, error: Composite | None = None) -> None:
+        if self.closed:
+            return
+        if not self._opened and self._state == "open":
+            self._emit(0, Open(self.container_id, None, self.max_frame_size))
+            self._opened = True
+        if self._state == "open":
+            self._emit(0, Close(error))
+        self._drop_all(error)
+        self.closed = True
+
+
+def symbols(values: Any) -> Array:
+    return Array("symbol", [Symbol(v) for v in values])

@@ -1,0 +1,172 @@
+"""AMQP messages to and from the broker's stored :class:`sbctl.codec.Message`.
+
+What an SDK sends maps onto the stored fields the CLI shows (daemon/README.md §AMQP):
+properties → message_id, correlation_id, subject, content_type, to, reply_to,
+session_id (group-id), reply_to_session_id (reply-to-group-id); header.ttl →
+time_to_live; message annotations x-opt-partition-key and x-opt-scheduled-enqueue-time;
+application properties keep string, integer, floating-point, boolean and null values.
+Timestamps become integers (ms since the epoch), UUIDs strings, binaries base64-free
+strings of their hex; a body is the concatenated data sections, or the UTF-8 of an
+amqp-value string / the bytes of an amqp-value binary.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from sbctl.codec import Message as Stored
+from sbctl.codec import decode_message as decode_stored
+from sbctl.errors import BadRequest
+from sbctl.protocol import Delivered
+from sbctld.frontends.amqp import codec
+from sbctld.frontends.amqp.types import (
+    Header,
+    Int,
+    Properties,
+    Symbol,
+    Timestamp,
+    UInt,
+)
+
+INT32 = (-(2**31), 2**31 - 1)
+# sbctl's stored states → x-opt-message-state (0 active, 1 deferred, 2 scheduled).
+MESSAGE_STATE = {1: 0, 2: 1, 3: 2, 4: 0, 5: 0}
+
+
+def _text(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, bytes):
+        return value.decode(errors="replace")
+    return str(value)
+
+
+def _property(value: Any) -> Any:
+    if value is None or isinstance(value, bool | str | int | float):
+        if type(value) not in (bool, str, int, float, type(None)):
+            return (
+                int(value)
+                if isinstance(value, int)
+                else (float(value) if isinstance(value, float) else str(value))
+            )
+        return value
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if isinstance(value, bytes):
+        return value.hex()
+    raise BadRequest(f"application property value of type {type(value).__name__} is not supported")
+
+
+def to_stored(payload: bytes) -> Stored:
+    """One encoded AMQP message → the stored message. Raises BadRequest when undecodable."""
+    try:
+        msg = codec.decode_message(payload)
+    except codec.DecodeError as exc:
+        raise BadRequest(f"undecodable AMQP message: {exc}") from None
+    fields: dict[str, Any] = {}
+    if msg.body_kind == "data":
+        fields["body"] = b"".join(msg.body)
+    elif msg.body_kind == "value" and isinstance(msg.body, bytes | str):
+        fields["body"] = msg.body.encode() if isinstance(msg.body, str) else msg.body
+    elif msg.body_kind == "value" and msg.body is None:
+        fields["body"] = b""
+    else:
+        raise BadRequest("only data bodies and amqp-value string or binary bodies are supported")
+    p = msg.properties
+    if p is not None:
+        for name, attr in (
+            ("message_id", "message_id"),
+            ("correlation_id", "correlation_id"),
+            ("subject", "subject"),
+            ("content_type", "content_type"),
+            ("to", "to"),
+            ("reply_to", "reply_to"),
+            ("session_id", "group_id"),
+            ("reply_to_session_id", "reply_to_group_id"),
+        ):
+            value = _text(getattr(p, attr))
+            if value is not None:
+                fields[name] = value
+    if "message_id" not in fields:
+        # Service Bus gives every message an id; the JavaScript SDK's lock renewal needs one.
+        fields["message_id"] = uuid.uuid4().hex
+    h = msg.header
+    if h is not None and h.ttl is not None:
+        fields["time_to_live_ms"] = int(h.ttl)
+    ann = msg.message_annotations or {}
+    pk = ann.get("x-opt-partition-key")
+    if pk is not None:
+        fields["partition_key"] = _text(pk)
+    scheduled = ann.get("x-opt-scheduled-enqueue-time")
+    if scheduled is not None:
+        fields["scheduled_enqueue_time_ms"] = int(scheduled)
+    if msg.application_properties:
+        fields["application_properties"] = {
+            _text(k): _property(v) for k, v in msg.application_properties.items()
+        }
+    return Stored(**fields)
+
+
+def _app_value(value: Any) -> Any:
+    if type(value) is int and INT32[0] <= value <= INT32[1]:
+        return Int(value)
+    return value
+
+
+def from_delivered(d: Delivered, *, received: bool, lock: bool) -> bytes:
+    """A peeked or received message → the encoded AMQP message sent to the client.
+
+    The header's delivery-count is the number of *earlier* deliveries (AMQP), so a
+    received message carries the broker's count minus one; a peeked one carries it as is.
+    """
+    m = decode_stored(d.payload)
+    count = max(0, d.delivery_count - 1) if received else d.delivery_count
+    header = Header(None, None, m.time_to_live_ms, None, count)
+    ann: dict[Any, Any] = {
+        Symbol("x-opt-sequence-number"): d.sequence_number,
+        Symbol("x-opt-enqueued-time"): Timestamp(d.enqueued_time_ms),
+        Symbol("x-opt-message-state"): Int(MESSAGE_STATE.get(d.state, 0)),
+    }
+    if lock and d.locked_until_ms is not None:
+        ann[Symbol("x-opt-locked-until")] = Timestamp(d.locked_until_ms)
+    if m.partition_key is not None:
+        ann[Symbol("x-opt-partition-key")] = m.partition_key
+    if m.scheduled_enqueue_time_ms is not None:
+        ann[Symbol("x-opt-scheduled-enqueue-time")] = Timestamp(m.scheduled_enqueue_time_ms)
+    if m.enqueued_sequence_number is not None:
+        ann[Symbol("x-opt-enqueue-sequence-number")] = m.enqueued_sequence_number
+    if m.dead_letter_source is not None:
+        ann[Symbol("x-opt-deadletter-source")] = m.dead_letter_source
+    if d.partition_id is not None:
+        ann[Symbol("x-opt-partition-id")] = d.partition_id
+    props = Properties(
+        m.message_id,
+        None,
+        m.to,
+        m.subject,
+        m.reply_to,
+        m.correlation_id,
+        Symbol(m.content_type) if m.content_type is not None else None,
+        None,
+        Timestamp(d.expires_at_ms) if m.time_to_live_ms is not None else None,
+        Timestamp(d.enqueued_time_ms),
+        m.session_id,
+        None,
+        m.reply_to_session_id,
+    )
+    app = dict(m.application_properties or {})
+    if d.changes:
+        app.update(d.changes)
+    msg = codec.Message(
+        header=header,
+        message_annotations=ann,
+        properties=props,
+        application_properties={k: _app_value(v) for k, v in app.items()} if app else None,
+        body=[m.body],
+    )
+    return codec.encode_message(msg)
+
+
+def uint(value: int) -> UInt:
+    return UInt(value)

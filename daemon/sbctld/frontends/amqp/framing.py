@@ -1,0 +1,138 @@
+"""AMQP frames (AMQP 1.0 §2.3): an 8-byte header, then a performative and a payload.
+
+Header: ``size`` u32 (the whole frame), ``doff`` u8 (header length in 4-byte words, 2),
+``type`` u8 (0 AMQP, 1 SASL), ``channel`` u16. A frame of exactly 8 bytes is a heartbeat.
+
+:func:`transfer_frames` splits a delivery across as many transfer frames as the peer's
+max frame size needs, each but the last with ``more=true``; :class:`Reassembly` joins the
+payloads of a multi-frame delivery back together.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from typing import Any, NamedTuple
+
+from sbctld.frontends.amqp.codec import DecodeError, _enc_composite, decode
+from sbctld.frontends.amqp.types import Composite, Transfer
+
+FRAME_HEADER = struct.Struct(">IBBH")
+HEADER_SIZE = 8
+AMQP_FRAME = 0
+SASL_FRAME = 1
+MIN_MAX_FRAME_SIZE = 512  # the smallest max-frame-size a peer may announce (§2.7.1)
+
+PROTOCOL_AMQP = b"AMQP\x00\x01\x00\x00"
+PROTOCOL_SASL = b"AMQP\x03\x01\x00\x00"
+HEARTBEAT = FRAME_HEADER.pack(HEADER_SIZE, 2, AMQP_FRAME, 0)
+
+
+class FrameError(ValueError):
+    """A frame that breaks the framing rules (the connection must close)."""
+
+
+class Frame(NamedTuple):
+    type: int
+    channel: int
+    body: Any  # the performative (None for a heartbeat)
+    payload: bytes  # what follows the performative (a transfer's message bytes)
+
+
+def encode_frame(
+    channel: int, performative: Composite, payload: bytes = b"", kind: int = 0
+) -> bytes:
+    body = bytearray()
+    _enc_composite(performative, body)
+    size = HEADER_SIZE + len(body) + len(payload)
+    return FRAME_HEADER.pack(size, 2, kind, channel) + bytes(body) + payload
+
+
+def parse_frame(
+    buf: bytes | bytearray | memoryview, pos: int, max_size: int
+) -> tuple[Frame, int] | None:
+    """The frame at ``pos`` and the position after it, or None if more bytes are needed."""
+    if len(buf) - pos < HEADER_SIZE:
+        return None
+    size, doff, kind, channel = FRAME_HEADER.unpack_from(buf, pos)
+    if size < HEADER_SIZE or doff < 2 or doff * 4 > size:
+        raise FrameError(f"malformed frame header (size {size}, doff {doff})")
+    if size > max_size:
+        raise FrameError(f"frame of {size} bytes exceeds the max frame size {max_size}")
+    if kind not in (AMQP_FRAME, SASL_FRAME):
+        raise FrameError(f"unknown frame type {kind}")
+    end = pos + size
+    if len(buf) < end:
+        return None
+    start = pos + doff * 4
+    if start == end:
+        return Frame(kind, channel, None, b""), end
+    raw = bytes(buf[start:end])
+    try:
+        body, used = decode(raw, 0)
+    except DecodeError as exc:
+        raise FrameError(f"undecodable frame body: {exc}") from None
+    if not isinstance(body, Composite):
+        raise FrameError("a frame body must be a performative")
+    return Frame(kind, channel, body, raw[used:]), end
+
+
+def transfer_frames(
+    channel: int, transfer: Composite, payload: bytes, max_frame_size: int
+) -> Iterator[bytes]:
+    """One delivery as frames no larger than ``max_frame_size`` (§2.6.14)."""
+    first = encode_frame(channel, transfer, payload)
+    if len(first) <= max_frame_size:
+        yield first
+        return
+    more = Transfer(
+        transfer.handle,
+        transfer.delivery_id,
+        transfer.delivery_tag,
+        transfer.message_format,
+        transfer.settled,
+        True,
+    )
+    overhead = len(encode_frame(channel, more))
+    room = max_frame_size - overhead
+    if room <= 0:
+        raise FrameError(f"max frame size {max_frame_size} leaves no room for a payload")
+    pos = 0
+    n = len(payload)
+    while pos < n:
+        chunk = payload[pos : pos + room]
+        pos += len(chunk)
+        if pos < n:
+            yield encode_frame(channel, more, chunk)
+        else:
+            last = Transfer(
+                transfer.handle,
+                transfer.delivery_id,
+                transfer.delivery_tag,
+                transfer.message_format,
+                transfer.settled,
+                False,
+                None,
+                transfer.state,
+            )
+            yield encode_frame(channel, last, chunk)
+
+
+class Reassembly:
+    """The frames of one incoming multi-frame delivery, joined."""
+
+    __slots__ = ("chunks", "first", "size")
+
+    def __init__(self, first: Composite) -> None:
+        self.first = first
+        self.chunks: list[bytes] = []
+        self.size = 0
+
+    def add(self, payload: bytes, limit: int) -> None:
+        self.size += len(payload)
+        if limit and self.size > limit:
+            raise FrameError(f"delivery exceeds {limit} bytes")
+        self.chunks.append(payload)
+
+    def payload(self) -> bytes:
+        return b"".join(self.chunks)

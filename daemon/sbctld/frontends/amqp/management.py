@@ -1,0 +1,243 @@
+"""The ``$management`` node: request/response operations on an entity (daemon/README.md
+§AMQP). Each request is an amqp-value map; the answer carries ``statusCode``,
+``statusDescription`` and, on failure, ``errorCondition``."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from sbctl.errors import BadRequest, SbctlError
+from sbctld.frontends.amqp import codec, convert
+from sbctld.frontends.amqp.errors import condition_of, status_of
+from sbctld.frontends.amqp.types import Array, Timestamp
+
+if TYPE_CHECKING:
+    from sbctld.frontends.amqp.server import AmqpConnection
+
+Respond = Callable[[int, str, Any, "str | None"], None]
+OP_PREFIX = "com.microsoft:"
+ALL_SESSIONS = 253_402_300_800_000
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _args(body: Any) -> dict[str, Any]:
+    if not isinstance(body, dict):
+        return {}
+    return {_text(k): v for k, v in body.items()}
+
+
+def handle(conn: AmqpConnection, path: str, request: codec.Message, respond: Respond) -> None:
+    app = {_text(k): v for k, v in (request.application_properties or {}).items()}
+    op = _text(app.get("operation", ""))
+    name = op.removeprefix(OP_PREFIX).replace("-", "_")
+    handler = OPS.get(name)
+    if handler is None:
+        respond(501, f"operation {op!r} is not supported", None, "amqp:not-implemented")
+        return
+    server = conn.frontend.server
+    try:
+        server.faults.delay_ms = 0
+        handler(conn, path, _args(request.body), respond)
+    except SbctlError as err:
+        condition, text = condition_of(err)
+        respond(status_of(err), text, None, condition)
+    finally:
+        server.faults.delay_ms = 0
+
+
+def _durable(conn: AmqpConnection, respond: Respond, body: Any) -> None:
+    def done(error: SbctlError | None) -> None:
+        if error is not None:
+            condition, text = condition_of(error)
+            respond(status_of(error), text, None, condition)
+        else:
+            respond(200, "OK", body, None)
+
+    conn.frontend.server.committer.after_durable(done)
+
+
+def _session(args: dict[str, Any]) -> str | None:
+    value = args.get("session-id")
+    return None if value is None else _text(value)
+
+
+def peek_message(conn: AmqpConnection, path: str, args: dict[str, Any], respond: Respond) -> None:
+    start = int(args.get("from-sequence-number", 0) or 0)
+    count = int(args.get("message-count", 1) or 1)
+    session = _session(args)
+    got = conn.broker.peek(conn.namespace, path, min(max(count, 1), 250), start)
+    if session is not None:
+        got = [d for d in got if _session_of(d) == session]
+    if not got:
+        respond(204, "No Content", None, None)
+        return
+    messages = [{"message": convert.from_delivered(d, received=False, lock=False)} for d in got]
+    respond(200, "OK", {"messages": messages}, None)
+
+
+def _session_of(d: Any) -> str | None:
+    from sbctl.codec import decode_message
+
+    return decode_message(d.payload).session_id
+
+
+def renew_lock(conn: AmqpConnection, path: str, args: dict[str, Any], respond: Respond) -> None:
+    tokens = [str(t) for t in args.get("lock-tokens") or []]
+    results = conn.broker.settle(conn.namespace, path, "renew-lock", tokens)
+    expirations = []
+    from sbctl.durations import parse_instant_ms
+
+    for r in results:
+        if "error" in r:
+            raise SbctlError.from_wire(r["error"])
+        expirations.append(parse_instant_ms(r["locked_until_utc"], 0))
+    respond(200, "OK", {"expirations": Array("timestamp", expirations)}, None)
+
+
+def update_disposition(
+    conn: AmqpConnection, path: str, args: dict[str, Any], respond: Respond
+) -> None:
+    status = _text(args.get("disposition-status", ""))
+    op = {
+        "completed": "complete",
+        "abandoned": "abandon",
+        "defered": "defer",
+        "deferred": "defer",
+        "suspended": "dead-letter",
+    }.get(status)
+    if op is None:
+        raise BadRequest(f"unknown disposition-status {status!r}")
+    tokens = [str(t) for t in args.get("lock-tokens") or []]
+    props = args.get("properties-to-modify")
+    props = {_text(k): convert._property(v) for k, v in props.items()} if props else None
+    reason = args.get("deadletter-reason")
+    description = args.get("deadletter-description")
+    results = conn.broker.settle(
+        conn.namespace,
+        path,
+        op,
+        tokens,
+        props,
+        _text(reason) if reason else None,
+        _text(description) if description else None,
+    )
+    for r in results:
+        if "error" in r:
+            raise SbctlError.from_wire(r["error"])
+    if op in ("abandon", "dead-letter"):
+        conn.frontend.wake(conn.namespace, path)
+    _durable(conn, respond, None)
+
+
+def receive_by_sequence_number(
+    conn: AmqpConnection, path: str, args: dict[str, Any], respond: Respond
+) -> None:
+    seqs = [int(s) for s in args.get("sequence-numbers") or []]
+    mode = (
+        "receive-and-delete" if int(args.get("receiver-settle-mode", 1) or 0) == 0 else "peek-lock"
+    )
+    got = conn.broker.receive_deferred(conn.namespace, path, seqs, mode)
+    messages = [
+        {
+            "lock-token": uuid.UUID(d.lock_token) if d.lock_token else uuid.uuid4(),
+            "message": convert.from_delivered(d, received=True, lock=mode == "peek-lock"),
+        }
+        for d in got
+    ]
+    body = {"messages": messages}
+    if mode == "receive-and-delete":
+        _durable(conn, respond, body)
+    else:
+        respond(200, "OK", body, None)
+
+
+def schedule_message(
+    conn: AmqpConnection, path: str, args: dict[str, Any], respond: Respond
+) -> None:
+    items = args.get("messages") or []
+    messages = []
+    for item in items:
+        fields = _args(item)
+        messages.append(convert.to_stored(bytes(fields.get("message") or b"")))
+    seqs = conn.broker.send(conn.namespace, path, messages, id(conn))
+    conn.frontend.wake(conn.namespace, path)
+    _durable(conn, respond, {"sequence-numbers": Array("long", seqs)})
+
+
+def cancel_scheduled_message(
+    conn: AmqpConnection, path: str, args: dict[str, Any], respond: Respond
+) -> None:
+    seqs = [int(s) for s in args.get("sequence-numbers") or []]
+    conn.broker.cancel_scheduled(conn.namespace, path, seqs)
+    _durable(conn, respond, None)
+
+
+def renew_session_lock(
+    conn: AmqpConnection, path: str, args: dict[str, Any], respond: Respond
+) -> None:
+    session = _session(args)
+    token = conn.session_token(path, session)
+    info = conn.broker.session_renew(conn.namespace, path, token)
+    respond(200, "OK", {"expiration": Timestamp(conn.session_until(info))}, None)
+
+
+def get_session_state(
+    conn: AmqpConnection, path: str, args: dict[str, Any], respond: Respond
+) -> None:
+    session = _session(args) or ""
+    state = conn.broker.session_get_state(conn.namespace, path, session)
+    respond(200, "OK", {"session-state": state}, None)
+
+
+def set_session_state(
+    conn: AmqpConnection, path: str, args: dict[str, Any], respond: Respond
+) -> None:
+    session = _session(args) or ""
+    state = args.get("session-state")
+    conn.broker.session_set_state(
+        conn.namespace, path, session, bytes(state) if state is not None else None
+    )
+    _durable(conn, respond, None)
+
+
+def get_message_sessions(
+    conn: AmqpConnection, path: str, args: dict[str, Any], respond: Respond
+) -> None:
+    skip = int(args.get("skip", 0) or 0)
+    top = int(args.get("top", 100) or 100)
+    sessions = conn.broker.session_list(conn.namespace, path)
+    ids = [s["session_id"] for s in sessions][skip : skip + top]
+    if not ids:
+        respond(204, "No Content", None, None)
+        return
+    respond(200, "OK", {"skip": skip + len(ids), "sessions-ids": Array("string", ids)}, None)
+
+
+def _rules() -> dict[str, Callable[[AmqpConnection, str, dict[str, Any], Respond], None]]:
+    from sbctld.frontends.amqp import rules
+
+    return {
+        "add_rule": rules.add_rule,
+        "remove_rule": rules.remove_rule,
+        "enumerate_rules": rules.enumerate_rules,
+    }
+
+
+OPS: dict[str, Callable[[AmqpConnection, str, dict[str, Any], Respond], None]] = {
+    "peek_message": peek_message,
+    "renew_lock": renew_lock,
+    "update_disposition": update_disposition,
+    "receive_by_sequence_number": receive_by_sequence_number,
+    "schedule_message": schedule_message,
+    "cancel_scheduled_message": cancel_scheduled_message,
+    "renew_session_lock": renew_session_lock,
+    "get_session_state": get_session_state,
+    "set_session_state": set_session_state,
+    "get_message_sessions": get_message_sessions,
+}
+OPS.update(_rules())

@@ -1,0 +1,138 @@
+"""``$management`` rule operations on a subscription (add, remove, enumerate), as the
+.NET and Java SDKs send them (daemon/README.md §AMQP). The Python SDK manages rules
+over HTTP instead.
+
+Request maps use the Service Bus names: ``rule-description`` holds ``sql-filter``
+``{expression}`` or ``correlation-filter`` ``{correlation-id, message-id, to, reply-to,
+label, session-id, reply-to-session-id, content-type, properties}`` and optionally
+``sql-rule-action`` ``{expression}``. ``enumerate-rules`` answers described lists.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from sbctl.durations import parse_instant_ms
+from sbctl.errors import BadRequest
+from sbctl.names import parse_entity_path
+from sbctld.frontends.amqp.types import Described, Timestamp, ULong
+
+if TYPE_CHECKING:
+    from sbctld.frontends.amqp.server import AmqpConnection
+
+Respond = Callable[[int, str, Any, "str | None"], None]
+RULE_DESCRIPTION = ULong(0x0000013700000004)
+EMPTY_ACTION = ULong(0x0000013700000005)
+SQL_FILTER = ULong(0x0000013700000006)
+SQL_ACTION = ULong(0x0000013700000006)
+TRUE_FILTER = ULong(0x0000013700000007)
+FALSE_FILTER = ULong(0x0000013700000008)
+CORRELATION_FILTER = ULong(0x0000013700000009)
+# AMQP correlation-filter keys → sbctl's correlation filter fields.
+CORRELATION_KEYS = {
+    "correlation-id": "correlation_id",
+    "message-id": "message_id",
+    "to": "to",
+    "reply-to": "reply_to",
+    "label": "subject",
+    "session-id": "session_id",
+    "reply-to-session-id": "reply_to_session_id",
+    "content-type": "content_type",
+}
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _map(value: Any) -> dict[str, Any]:
+    if isinstance(value, Described):
+        value = value.value
+    if not isinstance(value, dict):
+        return {}
+    return {_text(k): v for k, v in value.items()}
+
+
+def _subscription(path: str) -> tuple[str, str]:
+    parsed = parse_entity_path(path)
+    if parsed.subscription is None or parsed.subqueue:
+        raise BadRequest(f"{path!r} is not a subscription: rules belong to subscriptions")
+    return parsed.entity, parsed.subscription
+
+
+def filter_spec(description: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+    """An AMQP rule-description → (sbctl filter spec, SQL action or None)."""
+    action = _map(description.get("sql-rule-action")).get("expression")
+    if "sql-filter" in description:
+        expression = _map(description["sql-filter"]).get("expression")
+        spec: dict[str, Any] = {"type": "sql", "sql_expression": _text(expression or "")}
+    elif "correlation-filter" in description:
+        fields = _map(description["correlation-filter"])
+        spec = {"type": "correlation"}
+        for key, name in CORRELATION_KEYS.items():
+            if fields.get(key) is not None:
+                spec[name] = _text(fields[key])
+        props = fields.get("properties")
+        if props:
+            spec["properties"] = {
+                _text(k): _text(v) if isinstance(v, bytes) else v for k, v in props.items()
+            }
+    else:
+        spec = {"type": "true"}
+    return spec, _text(action) if action is not None else None
+
+
+def described_rule(rule: dict[str, Any]) -> Described:
+    """sbctl's rule description → the described rule enumerate-rules answers."""
+    spec = rule["filter"]
+    kind = spec["type"]
+    if kind == "sql":
+        filt = Described(SQL_FILTER, [spec["sql_expression"], 20])
+    elif kind == "true":
+        filt = Described(TRUE_FILTER, ["1=1", 20])
+    elif kind == "false":
+        filt = Described(FALSE_FILTER, ["1=0", 20])
+    else:
+        names = list(CORRELATION_KEYS.values())
+        filt = Described(
+            CORRELATION_FILTER, [spec.get(n) for n in names] + [spec.get("properties") or {}]
+        )
+    action = (
+        Described(SQL_ACTION, [rule["action"], 20])
+        if rule.get("action")
+        else Described(EMPTY_ACTION, [])
+    )
+    created = Timestamp(parse_instant_ms(rule["created_at_utc"], 0))
+    return Described(RULE_DESCRIPTION, [filt, action, rule["name"], created])
+
+
+def add_rule(conn: AmqpConnection, path: str, args: dict[str, Any], respond: Respond) -> None:
+    from sbctld.frontends.amqp.management import _durable
+
+    topic, sub = _subscription(path)
+    name = _text(args.get("rule-name") or "")
+    spec, action = filter_spec(_map(args.get("rule-description")))
+    conn.broker.rule_create(conn.namespace, topic, sub, name, spec, action)
+    _durable(conn, respond, None)
+
+
+def remove_rule(conn: AmqpConnection, path: str, args: dict[str, Any], respond: Respond) -> None:
+    from sbctld.frontends.amqp.management import _durable
+
+    topic, sub = _subscription(path)
+    conn.broker.rule_delete(conn.namespace, topic, sub, _text(args.get("rule-name") or ""))
+    _durable(conn, respond, None)
+
+
+def enumerate_rules(
+    conn: AmqpConnection, path: str, args: dict[str, Any], respond: Respond
+) -> None:
+    topic, sub = _subscription(path)
+    skip = int(args.get("skip", 0) or 0)
+    top = int(args.get("top", 100) or 100)
+    rules = conn.broker.rule_list(conn.namespace, topic, sub)[skip : skip + top]
+    if not rules:
+        respond(204, "No Content", None, None)
+        return
+    respond(200, "OK", {"rules": [{"rule-description": described_rule(r)} for r in rules]}, None)

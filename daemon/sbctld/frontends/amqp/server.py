@@ -1,0 +1,793 @@
+"""The asyncio transport of the AMQP front-end and its adapter to the broker.
+
+One :class:`AmqpFrontend` owns the TCP listeners: the main port serves the default
+namespace, every other namespace gets a port of its own (kept in ``<data dir>/amqp/
+ports.json`` so connection strings stay valid across restarts). Each TCP connection is an
+:class:`AmqpConnection`: it feeds bytes to the sans-IO :class:`Connection` and answers its
+callbacks by calling the same broker operations the Unix-socket server calls, with the
+same durable acknowledgement (a transfer is accepted only once the group commit that
+holds it is on disk) and the same wake-ups (a send here wakes a Unix-socket long poll, a
+send there feeds an AMQP receiver waiting for credit).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import time
+import traceback
+import uuid
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sbctl.errors import SbctlError, ServiceTimeout
+from sbctl.names import entity_key
+from sbctl.protocol import MAX_RECEIVE
+from sbctld.frontends.amqp import codec, convert, management
+from sbctld.frontends.amqp.cbs import Keys, check_token
+from sbctld.frontends.amqp.connection import (
+    RECEIVER,
+    SENDER,
+    Connection,
+    Delivery,
+    Link,
+)
+from sbctld.frontends.amqp.errors import condition_of
+from sbctld.frontends.amqp.transactions import Coordinator as Transactions
+from sbctld.frontends.amqp.types import (
+    Accepted,
+    Error,
+    Int,
+    Modified,
+    Properties,
+    Rejected,
+    Released,
+    Source,
+    Symbol,
+    TransactionalState,
+)
+from sbctld.frontends.amqp.types import Coordinator as CoordinatorTarget
+
+if TYPE_CHECKING:
+    from sbctld.server import Server
+
+log = logging.getLogger("sbctld")
+DEFAULT_NAMESPACE = "sbemulatorns"
+MAX_MESSAGE_SIZE = 1_048_576
+SESSION_FILTER = Symbol("com.microsoft:session-filter")
+TIMEOUT = Symbol("com.microsoft:timeout")
+SESSION_WAIT_S = 60.0  # a next-available session receiver without its own time-out
+LOCKED_UNTIL = Symbol("com.microsoft:locked-until-utc")
+TICKS_AT_EPOCH = 621_355_968_000_000_000
+# SBCTLD_AMQP_TRACE=1 logs every performative in and out (debugging a client).
+TRACE = os.environ.get("SBCTLD_AMQP_TRACE") == "1"
+
+
+def _trace(direction: str, channel: int, performative: Any) -> None:
+    log.info("AMQP %s ch%d %r", direction, channel, performative)
+
+
+def entity_path(address: str | None) -> str:
+    """``amqps://host/queue``, ``/queue`` or ``queue`` → ``queue``."""
+    path = address or ""
+    if "://" in path:
+        path = path.split("://", 1)[1]
+        path = path.split("/", 1)[1] if "/" in path else ""
+    return path.strip("/")
+
+
+class ReceiveState:
+    """What an AMQP link we send messages on needs: entity, mode, session and deliveries."""
+
+    def __init__(self, entity: str, mode: str, session: dict[str, Any] | None) -> None:
+        self.entity = entity
+        self.mode = mode
+        self.session = session
+        self.session_token: str | None = session["session_lock_token"] if session else None
+        self.deliveries: dict[int, str] = {}  # delivery id → lock token
+        self.inflight = 0
+        self.key: tuple[str, str] | None = None
+        self.owner: AmqpConnection | None = None
+        # The client released a delivery (it arrived outside a receive call): send no
+        # more until it asks again with a new flow, or the message would bounce.
+        self.paused = False
+
+
+class AmqpConnection(asyncio.Protocol):
+    def __init__(self, frontend: AmqpFrontend, namespace: str) -> None:
+        self.frontend = frontend
+        self.namespace = namespace
+        self.broker = frontend.server.broker
+        self.conn = Connection(self, trace=_trace if TRACE else None)
+        self.transactions = Transactions(self)
+        self.transport: asyncio.Transport | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self.closed = False
+
+    # ------------------------------------------------------------ transport
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        self.frontend.connections.add(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self.frontend.connections.discard(self)
+        if self._timer is not None:
+            self._timer.cancel()
+        self.conn.close()
+        self.conn.data_to_send()
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            self.conn.receive_data(data)
+            if self.conn.failure is not None:
+                log.warning("AMQP peer sent an invalid frame: %r", self.conn.failure)
+                self.conn.failure = None
+        except Exception:
+            log.error("AMQP connection failed:\n%s", traceback.format_exc())
+            self.conn.close(Error(Symbol("amqp:internal-error"), "internal error"))
+        self.flush()
+        if self._timer is None and self.conn.heartbeat_interval:
+            self._schedule_heartbeat()
+
+    def flush(self) -> None:
+        out = self.conn.data_to_send()
+        if out and self.transport is not None and not self.closed:
+            self.conn.last_sent = time.monotonic()
+            self.transport.write(out)
+        if self.conn.closed and self.transport is not None and not self.closed:
+            self.transport.close()
+            self.closed = True
+
+    def _schedule_heartbeat(self) -> None:
+        interval = self.conn.heartbeat_interval
+        if interval is None or self.closed:
+            return
+        loop = asyncio.get_running_loop()
+        self._timer = loop.call_later(max(interval / 2, 0.05), self._heartbeat)
+
+    def _heartbeat(self) -> None:
+        self.conn.tick(time.monotonic())
+        self.flush()
+        self._schedule_heartbeat()
+
+    # ------------------------------------------------------------ attach / detach
+
+    def on_attach(self, link: Link) -> None:
+        address = link.address or ""
+        if address == "$cbs" or address.endswith("/$cbs"):
+            link.context = "cbs"
+            self._accept(link)
+            return
+        if isinstance(link.target, CoordinatorTarget) and link.role == RECEIVER:
+            link.context = "coordinator"
+            self._accept(link)
+            self.conn.grant(link, 100)
+            self.flush()
+            return
+        path = entity_path(address)
+        if path.lower().endswith("/$management"):
+            link.context = ("mgmt", path[: -len("/$management")])
+            self._accept(link)
+            return
+        try:
+            queue, _sub = self.broker.resolve(self.namespace, path)
+        except SbctlError as err:
+            self.conn.refuse(link, *condition_of(err))
+            self.flush()
+            return
+        if link.role == RECEIVER:
+            link.context = ("in", path, queue.key)
+            self._accept(
+                link, max_message_size=self.broker.namespace(self.namespace).max_message_bytes
+            )
+            self.conn.grant(link, 1000)
+        else:
+            self._attach_receiver(link, path)
+        self.flush()
+
+    def _accept(self, link: Link, **kwargs: Any) -> None:
+        self.conn.attach(link, source=link.source, target=link.target, **kwargs)
+        ctx = link.context
+        is_node = ctx == "cbs" or (isinstance(ctx, tuple) and ctx[0] == "mgmt")
+        if link.role == RECEIVER and is_node:
+            self.conn.grant(link, 100)
+        self.flush()
+
+    def _attach_receiver(
+        self, link: Link, path: str, session: dict[str, Any] | None = None
+    ) -> None:
+        mode = "receive-and-delete" if link.snd_settle_mode == 1 else "peek-lock"
+        source = link.source
+        filters = getattr(source, "filter", None) or {}
+        if SESSION_FILTER in filters and session is None:
+            wanted = filters[SESSION_FILTER]
+            if isinstance(wanted, bytes):
+                wanted = wanted.decode()
+            try:
+                session = self.broker.session_accept(self.namespace, path, wanted)
+            except ServiceTimeout as err:
+                if wanted is None and not link.detached:
+                    # Next available session: wait for one, up to the link's time-out.
+                    self.frontend.wait_for_session(self, link, path, self._session_timeout(link))
+                    return
+                self.conn.refuse(link, *condition_of(err))
+                return
+            except SbctlError as err:
+                self.conn.refuse(link, *condition_of(err))
+                return
+        state = ReceiveState(path, mode, session)
+        state.key = self.broker.resolve(self.namespace, path)[0].key
+        state.owner = self
+        link.context = state
+        props: dict[Any, Any] | None = None
+        if session is not None:
+            filters = dict(filters)
+            filters[SESSION_FILTER] = session["session_id"]
+            source = Source(
+                source.address,
+                source.durable,
+                source.expiry_policy,
+                source.timeout,
+                source.dynamic,
+                source.dynamic_node_properties,
+                source.distribution_mode,
+                filters,
+                source.default_outcome,
+                source.outcomes,
+                source.capabilities,
+            )
+            until = self.session_until(session)
+            props = {LOCKED_UNTIL: until * 10_000 + TICKS_AT_EPOCH}
+        self.conn.attach(
+            link,
+            source=source,
+            target=link.target,
+            properties=props,
+            max_message_size=MAX_MESSAGE_SIZE,
+            rcv_settle_mode=0,
+        )
+
+    @staticmethod
+    def _session_timeout(link: Link) -> float:
+        """Seconds a next-available session receiver waits: its com.microsoft:timeout."""
+        value = link.properties.get(TIMEOUT)
+        return int(value) / 1000 if isinstance(value, int) and value > 0 else SESSION_WAIT_S
+
+    def retry_session(self, link: Link, path: str, final: bool) -> bool:
+        """Try a waiting next-available session link again; True once it is answered."""
+        if link.detached or self.closed:
+            return True
+        try:
+            session = self.broker.session_accept(self.namespace, path, None)
+        except ServiceTimeout as err:
+            if not final:
+                return False
+            self.conn.refuse(link, *condition_of(err))
+            self.flush()
+            return True
+        except SbctlError as err:
+            self.conn.refuse(link, *condition_of(err))
+            self.flush()
+            return True
+        self._attach_receiver(link, path, session)
+        self.flush()
+        return True
+
+    def session_until(self, session: dict[str, Any]) -> int:
+        from sbctl.durations import parse_instant_ms
+
+        value = session.get("locked_until_utc")
+        if isinstance(value, int):
+            return value
+        return parse_instant_ms(str(value), int(time.time() * 1000))
+
+    def session_token(self, path: str, session_id: str | None) -> str:
+        """The session lock token a receive link of this connection holds."""
+        for session in self.conn.sessions.values():
+            for link in session.links.values():
+                state = link.context
+                if (
+                    isinstance(state, ReceiveState)
+                    and state.session is not None
+                    and state.session_token is not None
+                    and entity_key(state.entity) == entity_key(path)
+                    and (session_id is None or state.session["session_id"] == session_id)
+                ):
+                    return state.session_token
+        from sbctl.errors import SessionLockLost
+
+        raise SessionLockLost(f"this connection holds no lock on session {session_id!r}")
+
+    def on_detach(self, link: Link, error: Any) -> None:
+        if link.context == "coordinator":
+            self.transactions.drop_link(link)
+        for waiting in self.frontend.session_waiters.values():
+            parked = waiting.pop(link, None)
+            if parked is not None:
+                parked[2].cancel()
+        state = link.context
+        if isinstance(state, ReceiveState):
+            self.frontend.unwatch(link)
+            if state.session_token is not None:
+                with contextlib.suppress(SbctlError):
+                    self.broker.session_close(self.namespace, state.entity, state.session_token)
+                if state.key is not None:  # the session is free for a waiting receiver
+                    self.frontend.server.wake(state.key)
+            if state.deliveries and state.mode == "peek-lock":
+                tokens = list(state.deliveries.values())
+                state.deliveries.clear()
+                with contextlib.suppress(SbctlError):
+                    self.broker.settle(self.namespace, state.entity, "abandon", tokens)
+                if state.key is not None:
+                    self.frontend.server.wake(state.key)
+
+    # ------------------------------------------------------------ incoming messages
+
+    def on_transfer(self, link: Link, delivery: Delivery) -> None:
+        ctx = link.context
+        try:
+            if ctx == "cbs":
+                self._cbs(link, delivery)
+            elif isinstance(ctx, tuple) and ctx[0] == "mgmt":
+                self._management(link, ctx[1], delivery)
+            elif isinstance(ctx, tuple) and ctx[0] == "in":
+                self._send(link, ctx[1], delivery)
+            elif ctx == "coordinator":
+                self.transactions.on_transfer(link, delivery)
+        except Exception:
+            log.error("AMQP transfer failed:\n%s", traceback.format_exc())
+            if not delivery.settled:
+                self.conn.disposition(
+                    link,
+                    delivery.id,
+                    Rejected(Error(Symbol("amqp:internal-error"), "internal error")),
+                )
+        self.flush()
+
+    def _reply_link(self, link: Link, address: str | None, node: str) -> Link | None:
+        for other in link.session.local.values():
+            if other.role == SENDER and (
+                (address is not None and getattr(other.target, "address", None) == address)
+                or (address is None and (other.address or "") == node)
+            ):
+                return other
+        for other in link.session.local.values():
+            if other.role == SENDER and (other.address or "") == node:
+                return other
+        return None
+
+    def _respond(
+        self, link: Link, request: codec.Message, app: dict[Any, Any], body: Any, node: str
+    ) -> None:
+        props = request.properties
+        reply_to = props.reply_to if props is not None else None
+        out_link = self._reply_link(link, reply_to, node)
+        if out_link is None:
+            return
+        correlation = props.message_id if props is not None else None
+        msg = codec.Message(
+            properties=Properties(None, None, reply_to, None, None, correlation),
+            application_properties=app,
+            body=body,
+            body_kind="value",
+        )
+        tag = out_link.delivery_count.to_bytes(4, "big")
+        self.conn.transfer(out_link, tag, codec.encode_message(msg), settled=True)
+
+    def _cbs(self, link: Link, delivery: Delivery) -> None:
+        request = codec.decode_message(delivery.payload)
+        app = request.application_properties or {}
+        token = request.body
+        if isinstance(token, bytes):
+            token = token.decode(errors="replace")
+        key_name, key = self.frontend.keys.get(self.namespace)
+        why = check_token(str(token), key_name, key, time.time())
+        if why is None:
+            status, text = 202, "Accepted"
+        else:
+            status, text = 401, f"Unauthorized: {why}"
+            log.warning("AMQP token refused for %s: %s", app.get("name"), why)
+        if not delivery.settled:
+            self.conn.disposition(link, delivery.id, Accepted())
+        self._respond(
+            link,
+            request,
+            {"status-code": Int(status), "status-description": text},
+            None,
+            link.address or "$cbs",
+        )
+
+    def _management(self, link: Link, path: str, delivery: Delivery) -> None:
+        request = codec.decode_message(delivery.payload)
+        if not delivery.settled:
+            self.conn.disposition(link, delivery.id, Accepted())
+
+        def respond(status: int, description: str, body: Any, condition: str | None) -> None:
+            app: dict[Any, Any] = {"statusCode": Int(status), "statusDescription": description}
+            if condition:
+                app["errorCondition"] = Symbol(condition)
+            self._respond(link, request, app, body, link.address or "")
+            self.flush()
+
+        management.handle(self, path, request, respond)
+
+    def _send(self, link: Link, path: str, delivery: Delivery) -> None:
+        server = self.frontend.server
+        try:
+            if delivery.message_format == codec.BATCH_FORMAT:
+                payloads = codec.split_batch(delivery.payload)
+            else:
+                payloads = [delivery.payload]
+            messages = [convert.to_stored(p) for p in payloads]
+            if isinstance(delivery.state, TransactionalState):
+                txn = self.transactions.get(delivery.state.txn_id)
+                txn.entity(path)[0].extend(messages)
+                self.conn.disposition(
+                    link, delivery.id, TransactionalState(delivery.state.txn_id, Accepted())
+                )
+                return
+            server.faults.delay_ms = 0
+            self.broker.send(self.namespace, path, messages, id(self))
+        except SbctlError as err:
+            self._settle_send(link, delivery, err)
+            return
+        except codec.DecodeError as exc:
+            self._settle_send(link, delivery, SbctlError(f"undecodable batch: {exc}"))
+            return
+        delay = server.faults.delay_ms
+        server.faults.delay_ms = 0
+
+        def done(error: SbctlError | None) -> None:
+            if delay:
+                asyncio.get_running_loop().call_later(
+                    delay / 1000, self._settle_send, link, delivery, error
+                )
+            else:
+                self._settle_send(link, delivery, error)
+
+        server.committer.after_durable(done)
+        self.frontend.wake(self.namespace, path)
+
+    def _settle_send(self, link: Link, delivery: Delivery, error: SbctlError | None) -> None:
+        if self.closed or link.detached or delivery.settled:
+            return
+        if error is None:
+            state: Any = Accepted()
+        else:
+            condition, description = condition_of(error)
+            state = Rejected(Error(Symbol(condition), description))
+        self.conn.disposition(link, delivery.id, state)
+        self.flush()
+
+    # ------------------------------------------------------------ outgoing messages
+
+    def on_flow(self, link: Link) -> None:
+        if isinstance(link.context, ReceiveState):
+            link.context.paused = False
+            self.pump(link)
+            self.flush()
+
+    def pump(self, link: Link) -> None:
+        """Send what the link has credit for; watch the entity when nothing is there."""
+        state = link.context
+        if not isinstance(state, ReceiveState) or link.detached or self.closed:
+            return
+        want = min(link.credit - state.inflight, MAX_RECEIVE)
+        if want <= 0 or state.paused:
+            if link.drain and not state.inflight:
+                self.frontend.unwatch(link)
+                self.conn.drained(link)
+            return
+        server = self.frontend.server
+        try:
+            server.faults.delay_ms = 0
+            got = self.broker.receive(
+                self.namespace, state.entity, want, state.mode, state.session_token
+            )
+        except SbctlError as err:
+            self.frontend.unwatch(link)
+            self.conn.detach(link, *condition_of(err))
+            return
+        finally:
+            server.faults.delay_ms = 0
+        if not got:
+            if link.drain:
+                self.frontend.unwatch(link)
+                self.conn.drained(link)
+            else:
+                self.frontend.watch(link)
+            return
+        lock = state.mode == "peek-lock" and state.session is None
+        if state.mode == "receive-and-delete":
+            state.inflight += len(got)
+
+            def done(error: SbctlError | None) -> None:
+                state.inflight -= len(got)
+                if link.detached or self.closed:
+                    return
+                for d in got:
+                    tag = uuid.uuid4().bytes_le
+                    self.conn.transfer(
+                        link,
+                        tag,
+                        convert.from_delivered(d, received=True, lock=False),
+                        settled=True,
+                    )
+                self.pump(link)
+                self.flush()
+
+            server.committer.after_durable(done)
+            return
+        for d in got:
+            token = d.lock_token or str(uuid.uuid4())
+            delivery_id = self.conn.transfer(
+                link,
+                uuid.UUID(token).bytes_le,
+                convert.from_delivered(d, received=True, lock=lock),
+                settled=False,
+            )
+            state.deliveries[delivery_id] = token
+        if link.credit > 0:
+            self.pump(link)
+
+    def on_disposition(self, link: Link, delivery_id: int, settled: bool, state: Any) -> None:
+        ctx = link.context
+        if not isinstance(ctx, ReceiveState):
+            return
+        token = ctx.deliveries.pop(delivery_id, None)
+        if token is None:
+            return
+        outcome = state.outcome if isinstance(state, TransactionalState) else state
+        op, props, reason, description = "abandon", None, None, None
+        if isinstance(outcome, Accepted):
+            op = "complete"
+        elif isinstance(outcome, Modified):
+            op = "defer" if outcome.undeliverable_here else "abandon"
+            props = {str(k): v for k, v in (outcome.message_annotations or {}).items()} or None
+        elif isinstance(outcome, Rejected):
+            op = "dead-letter"
+            err = outcome.error
+            info = dict(err.info or {}) if err is not None else {}
+            reason = _str(info.pop("DeadLetterReason", None))
+            description = _str(info.pop("DeadLetterErrorDescription", None))
+            props = {str(k): convert._property(v) for k, v in info.items()} or None
+        elif isinstance(outcome, Released):
+            op = "abandon"
+            ctx.paused = True
+        if isinstance(state, TransactionalState):
+            try:
+                txn = self.transactions.get(state.txn_id)
+            except SbctlError as err:
+                self.conn.disposition(
+                    link,
+                    delivery_id,
+                    Rejected(Error(Symbol("amqp:transaction:unknown-id"), err.message)),
+                )
+                return
+            txn.entity(ctx.entity)[1].append((op, token, props, reason, description))
+            if not settled:
+                self.conn.disposition(link, delivery_id, TransactionalState(state.txn_id, outcome))
+            return
+        server = self.frontend.server
+        error: SbctlError | None = None
+        try:
+            results = self.broker.settle(
+                self.namespace, ctx.entity, op, [token], props, reason, description
+            )
+            if results and "error" in results[0]:
+                error = SbctlError.from_wire(results[0]["error"])
+        except SbctlError as err:
+            error = err
+        if op in ("abandon", "dead-letter") and error is None and ctx.key is not None:
+            server.wake(ctx.key)
+        if settled:
+            return
+        echo = type(outcome)() if outcome is not None else Accepted()
+
+        def done(sync_error: SbctlError | None) -> None:
+            failure = error or sync_error
+            if failure is not None:
+                condition, text = condition_of(failure)
+                reply: Any = Rejected(Error(Symbol(condition), text))
+            else:
+                reply = echo
+            if not self.closed:
+                self.conn.disposition(link, delivery_id, reply)
+                self.flush()
+
+        if error is not None:
+            done(None)
+        else:
+            server.committer.after_durable(done)
+
+
+def _str(value: Any) -> str | None:
+    if value is None:
+        return None
+    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+
+
+class AmqpFrontend:
+    """The listeners, the per-namespace ports and the receivers waiting for messages."""
+
+    def __init__(self, server: Server, data_dir: Path, host: str, port: int) -> None:
+        self.server = server
+        self.host = host
+        self.port = port
+        self.data_dir = data_dir
+        self.keys = Keys(data_dir / "amqp" / "keys.json")
+        self.ports_file = data_dir / "amqp" / "ports.json"
+        self.ports: dict[str, int] = {}  # namespace key → bound port
+        self.listeners: dict[str, asyncio.AbstractServer] = {}
+        self.connections: set[AmqpConnection] = set()
+        self.waiting: dict[tuple[str, str], dict[Link, AmqpConnection]] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.session_waiters: dict[
+            tuple[str, str], dict[Link, tuple[AmqpConnection, str, asyncio.TimerHandle]]
+        ] = {}
+
+    async def start(self) -> None:
+        """Bind the main port (raises OSError when it is taken) and the namespaces' ports."""
+        await self._listen(DEFAULT_NAMESPACE, self.port)
+        self.port = self.ports[entity_key(DEFAULT_NAMESPACE)]
+        saved = self._saved_ports()
+        for ns in self.server.broker.namespace_list():
+            name = ns["name"]
+            if entity_key(name) in self.ports:
+                continue
+            await self.ensure(name, saved.get(entity_key(name), 0))
+        self.server.wake_hooks.append(self.wake_key)
+        self.server.register("amqp_endpoint", self.op_endpoint)
+
+    def op_endpoint(self, unix: Any, req_id: int, args: Any) -> None:
+        """The Unix-socket op behind `sbctl namespace connection-string`."""
+        name = self.server.broker.namespace(args.name).name  # raises when it does not exist
+        key_name, key = self.keys.get(name)
+
+        def reply(port: int) -> None:
+            result = {
+                "namespace": name,
+                "host": self.host,
+                "port": port,
+                "key_name": key_name,
+                "key": key,
+            }
+            self.server.reply_now(unix, req_id, result)
+
+        known = self.ports.get(entity_key(name))
+        if known is not None:
+            reply(known)
+            return
+
+        async def bind() -> None:
+            try:
+                reply(await self.ensure(name))
+            except OSError as exc:
+                from sbctl.errors import GeneralError
+
+                unix.reply_error(req_id, GeneralError(f"cannot bind an AMQP port: {exc}"))
+
+        task = asyncio.get_running_loop().create_task(bind())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def ensure(self, namespace: str, port: int | None = None) -> int:
+        """The port serving ``namespace``, binding one when it has none yet."""
+        key = entity_key(namespace)
+        if key in self.ports:
+            return self.ports[key]
+        if port is None:
+            port = self._saved_ports().get(key, 0)
+        try:
+            await self._listen(namespace, port)
+        except OSError:
+            if not port:
+                raise
+            log.warning("AMQP port %s for namespace %s is taken; using another", port, namespace)
+            await self._listen(namespace, 0)
+        self._save_ports()
+        return self.ports[key]
+
+    async def _listen(self, namespace: str, port: int) -> None:
+        loop = asyncio.get_running_loop()
+        listener = await loop.create_server(
+            lambda: AmqpConnection(self, namespace), self.host, port, backlog=1024
+        )
+        bound = listener.sockets[0].getsockname()[1]
+        self.listeners[entity_key(namespace)] = listener
+        self.ports[entity_key(namespace)] = bound
+        log.info("AMQP: namespace %s on %s:%s", namespace, self.host, bound)
+
+    def _saved_ports(self) -> dict[str, int]:
+        try:
+            return {k: int(v) for k, v in json.loads(self.ports_file.read_text()).items()}
+        except (FileNotFoundError, ValueError, AttributeError):
+            return {}
+
+    def _save_ports(self) -> None:
+        saved = self._saved_ports()
+        saved.update({k: v for k, v in self.ports.items() if k != entity_key(DEFAULT_NAMESPACE)})
+        self.ports_file.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        tmp = self.ports_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(saved))
+        tmp.replace(self.ports_file)
+
+    async def stop(self) -> None:
+        for listener in self.listeners.values():
+            listener.close()
+        for conn in list(self.connections):
+            conn.conn.close(Error(Symbol("amqp:connection:forced"), "the daemon is stopping"))
+            conn.flush()
+        self.waiting.clear()
+        for waiting in self.session_waiters.values():
+            for _owner, _path, handle in waiting.values():
+                handle.cancel()
+        self.session_waiters.clear()
+
+    # ------------------------------------------------------------ waiting receivers
+
+    def wait_for_session(
+        self, owner: AmqpConnection, link: Link, path: str, timeout_s: float
+    ) -> None:
+        """Park a next-available session link until a session frees up or time runs out."""
+        key = self.server.broker.resolve(owner.namespace, path)[0].key
+        loop = asyncio.get_running_loop()
+
+        def expire() -> None:
+            waiting = self.session_waiters.get(key, {})
+            if waiting.pop(link, None) is not None:
+                owner.retry_session(link, path, final=True)
+            if not waiting:
+                self.session_waiters.pop(key, None)
+
+        handle = loop.call_later(timeout_s, expire)
+        self.session_waiters.setdefault(key, {})[link] = (owner, path, handle)
+
+    def watch(self, link: Link) -> None:
+        state = link.context
+        if isinstance(state, ReceiveState) and state.key is not None and state.owner:
+            self.waiting.setdefault(state.key, {})[link] = state.owner
+
+    def unwatch(self, link: Link) -> None:
+        state = link.context
+        if isinstance(state, ReceiveState) and state.key is not None:
+            links = self.waiting.get(state.key)
+            if links is not None:
+                links.pop(link, None)
+                if not links:
+                    del self.waiting[state.key]
+
+    def wake(self, namespace: str, path: str) -> None:
+        """After a write here: wake the Unix-socket long polls and the AMQP receivers."""
+        try:
+            key = self.server.broker.resolve(namespace, path)[0].key
+        except SbctlError:
+            return
+        self.server.wake(key)  # runs wake_key through the hook
+        for touched in self.server.broker.take_touched():
+            self.server.wake(touched)
+
+    def wake_key(self, key: tuple[str, str]) -> None:
+        sessions = self.session_waiters.get(key)
+        if sessions:
+            for link, (owner, path, handle) in list(sessions.items()):
+                if owner.retry_session(link, path, final=False):
+                    handle.cancel()
+                    del sessions[link]
+            if not sessions:
+                del self.session_waiters[key]
+        links = self.waiting.pop(key, None)
+        if not links:
+            return
+        for link, owner in links.items():
+            if not owner.closed and not link.detached:
+                owner.pump(link)
+                owner.flush()
+
+
+__all__ = ["AmqpFrontend"]

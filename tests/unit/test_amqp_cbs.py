@@ -1,0 +1,45 @@
+"""SAS tokens at the $cbs node: the namespace key signs them; a wrong key, key name or
+an expired token is refused with a reason."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from sbctld.frontends.amqp.cbs import DEFAULT_KEY, DEFAULT_KEY_NAME, Keys, check_token, make_token
+
+AUDIENCE = "sb://localhost:5672/orders"
+
+
+def test_a_token_signed_with_the_namespace_key_is_accepted() -> None:
+    token = make_token(AUDIENCE, DEFAULT_KEY_NAME, DEFAULT_KEY, 2_000)
+    assert check_token(token, DEFAULT_KEY_NAME, DEFAULT_KEY, 1_000) is None
+
+
+def test_the_sdks_own_token_is_accepted() -> None:
+    from datetime import timedelta
+
+    from azure.servicebus._base_handler import _generate_sas_token
+
+    token = _generate_sas_token(AUDIENCE, DEFAULT_KEY_NAME, DEFAULT_KEY, timedelta(hours=1))
+    text = token.token.decode() if isinstance(token.token, bytes) else token.token
+    assert check_token(text, DEFAULT_KEY_NAME, DEFAULT_KEY, token.expires_on - 60) is None
+
+
+def test_bad_tokens_are_refused_with_the_reason() -> None:
+    good = make_token(AUDIENCE, DEFAULT_KEY_NAME, DEFAULT_KEY, 2_000)
+    assert "signature" in str(check_token(good, DEFAULT_KEY_NAME, "other-key", 1_000))
+    assert "expired" in str(check_token(good, DEFAULT_KEY_NAME, DEFAULT_KEY, 3_000))
+    assert "key name" in str(check_token(good, "SomeOtherKey", DEFAULT_KEY, 1_000))
+    assert "not a SharedAccessSignature" in str(check_token("Bearer x", "k", "k", 0))
+    assert "'se'" in str(check_token("SharedAccessSignature sr=a&sig=b&skn=k", "k", "k", 0))
+    tampered = good.replace("orders", "billing")
+    assert "signature" in str(check_token(tampered, DEFAULT_KEY_NAME, DEFAULT_KEY, 1_000))
+
+
+def test_keys_default_and_are_stored_owner_only(tmp_path: Path) -> None:
+    keys = Keys(tmp_path / "amqp" / "keys.json")
+    assert keys.get("sbemulatorns") == (DEFAULT_KEY_NAME, DEFAULT_KEY)
+    keys.set("Orders-NS", "app", "s3cret")
+    assert Keys(tmp_path / "amqp" / "keys.json").get("orders-ns") == ("app", "s3cret")
+    assert os.stat(tmp_path / "amqp" / "keys.json").st_mode & 0o077 == 0
