@@ -1085,6 +1085,13 @@ class AsyncClient:
     async def namespace_metrics(self, name: str | None = None) -> dict[str, Any]:
         return await self._call(self._calls.namespace_metrics(name or self.namespace))
 
+    async def overview(self, name: str | None = None) -> dict[str, Any]:
+        """:meth:`Client.overview`."""
+        result: dict[str, Any] = await self._call(
+            ("overview", NamespaceRef(name or self.namespace), _plain)
+        )
+        return result
+
     async def namespace_pair(
         self,
         primary: str,

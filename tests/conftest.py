@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import inspect
 import json
 import os
@@ -42,6 +43,36 @@ def pytest_configure(config: pytest.Config) -> None:
         import sbctl.pytest_plugin
 
         config.pluginmanager.register(sbctl.pytest_plugin, "sbctl")
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
+
+
+@functools.cache
+def spark_missing() -> str | None:
+    """Why the Spark tests (tests/spark) cannot run here (None: they can)."""
+    try:
+        import pyspark  # noqa: F401
+    except ImportError:
+        return "pyspark is not installed (pip install -e '.[spark]')"
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        return "no Java runtime: Spark needs java on PATH or JAVA_HOME"
+    return None
+
+
+@pytest.fixture(autouse=True)
+def spark_prerequisites(request: pytest.FixtureRequest) -> None:
+    """The Spark tests need pyspark and Java: skipped without them on a developer's
+    machine, but FAILED in CI (``CI=true``), where a missing prerequisite must not pass."""
+    if request.node.path.parent.name != "spark":
+        return
+    reason = spark_missing()
+    if reason is None:
+        return
+    if in_ci():
+        pytest.fail(f"CI=true and the Spark tests cannot run: {reason}", pytrace=False)
+    pytest.skip(reason)
 
 
 @pytest.fixture

@@ -72,7 +72,7 @@ def _message_row(m: Any) -> dict[str, Any]:
         text = f"<{len(body)} bytes>"
     return {
         "seq": m.sequence_number,
-        "enqueued": time.strftime("%H:%M:%S", time.gmtime(m.enqueued_time_utc / 1000)),
+        "enqueued": time.strftime("%H:%M:%S", time.gmtime(m.enqueued_time_ms / 1000)),
         "partition": "-" if m.partition_id is None else m.partition_id,
         "deliveries": m.delivery_count,
         "state": m.state,
@@ -100,7 +100,7 @@ def peek_detail(client: Any, namespace: str, entity: dict[str, Any]) -> dict[str
                         got[m.sequence_number] = m
         else:
             got = {m.sequence_number: m for m in sb.peek(entity["name"], PEEK_COUNT, 0)}
-        newest = sorted(got.values(), key=lambda m: (m.enqueued_time_utc, m.sequence_number))
+        newest = sorted(got.values(), key=lambda m: (m.enqueued_time_ms, m.sequence_number))
         out["messages"] = [_message_row(m) for m in newest[-PEEK_COUNT:]]
         if entity.get("dead_letter_message_count"):
             dlq = sb.peek(f"{entity['name']}/$deadletterqueue", PEEK_COUNT, 0)
