@@ -1,0 +1,84 @@
+"""The JavaScript SDK (@azure/service-bus on rhea), unchanged, against a real daemon over
+AMQP: send, batch, scheduled send and cancel, peek, receive and complete, abandon,
+dead-letter, a session with state; then what the CLI sees of it.
+
+The program is ``tests/sdk/js/sdk_test.js``; ``npm ci`` installs its locked dependencies
+into ``tests/sdk/js/node_modules`` the first time (git-ignored)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.integration.amqp_sdk import connection_string, peek
+from tests.integration.sdk_programs import SDK_DIR, require_tools, run_program, run_step
+
+JS_DIR = SDK_DIR / "js"
+
+pytestmark = [pytest.mark.sdk, pytest.mark.timeout(600)]
+
+
+@pytest.fixture(scope="module")
+def js_program() -> None:
+    require_tools("node", "npm")
+    if not (JS_DIR / "node_modules" / "@azure" / "service-bus").is_dir():
+        cmd = ["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"]
+        run_step(cmd, JS_DIR, timeout=300, what="installing @azure/service-bus")
+
+
+def test_js_sdk_messaging_sessions_and_what_the_cli_sees(js_program: None, daemon: Any) -> None:
+    daemon.cli("queue", "create", "orders", check=True)
+    daemon.cli("queue", "create", "chat", "--enable-session", check=True)
+    env = dict(daemon.env)
+    env.update(
+        SBCTL_CONNECTION_STRING=connection_string(daemon),
+        SBCTL_QUEUE="orders",
+        SBCTL_SESSION_QUEUE="chat",
+    )
+    env.pop("CI", None)
+    report = run_program(["node", "sdk_test.js"], JS_DIR, env, timeout=180)
+    steps = report["steps"]
+
+    assert steps["batch"]["count"] == 3
+    # Every message its own sequence number; the scheduled one is peeked with its state,
+    # the cancelled one is gone.
+    assert [(p["body"], p["sequence_number"], p["state"]) for p in steps["peek"]] == [
+        ("single", 1, "active"),
+        ("b1", 2, "active"),
+        ("b2", 3, "active"),
+        ("b3", 4, "active"),
+        ("scheduled", 5, "scheduled"),
+    ]
+    assert steps["schedule"] == {"sequence_number": 5, "cancelled": 6}
+    rc = steps["receive_complete"]
+    assert rc["message_id"] == "js-1" and rc["correlation_id"] == "corr-1"
+    assert rc["application_properties"] == {"n": 7, "f": 2.5, "ok": True, "s": "text"}
+    assert steps["abandon"] == {"delivery_count_after": 1}
+    assert steps["dead_letter"] == {"reason": "bad-order", "description": "total is negative"}
+    assert 0 <= steps["scheduled_receive"]["enqueued_late_by_ms"] < 3000
+    session = steps["session"]
+    assert (session["state"], session["received"]) == ("checkpoint-1", ["a1", "a2"])
+    assert session["renewed_until"] >= session["locked_until"]
+    assert session["named_session"] == "B"
+
+    # What the CLI sees: the one message left, field for field (the JS SDK JSON-encodes a
+    # string body into a data section, so the bytes are the JSON text, as on Azure).
+    (left,) = peek(daemon, "orders", "--count", "10")
+    assert left["body"] == '"left-for-cli"'
+    assert (left["message_id"], left["subject"]) == ("js-left", "cross")
+    assert left["application_properties"] == {"count": 3, "name": "x", "ratio": 2.5, "flag": True}
+    assert peek(daemon, "orders/$deadletterqueue", "--count", "10") == []
+    assert peek(daemon, "chat", "--count", "10") == []
+    state = daemon.cli("-o", "json", "session", "get-state", "chat", "A", check=True).json()
+    assert state["state"] is not None
+
+
+def test_ci_never_skips_a_missing_toolchain(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", "")
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="CI must have it"):
+        require_tools("node")
+    monkeypatch.setenv("CI", "")
+    with pytest.raises(pytest.skip.Exception, match="node not on PATH"):
+        require_tools("node")
