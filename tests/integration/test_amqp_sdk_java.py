@@ -1,7 +1,8 @@
 """The Java SDK (com.azure:azure-messaging-servicebus on proton-j), unchanged, against a real
 daemon over AMQP: send, batch, scheduled send and cancel, peek, receive and complete,
 abandon, dead-letter, a session with state, and transactions through the coordinator link
-(a send and a completion committed together, and both rolled back); then what the CLI sees.
+(a send and a completion committed together, both rolled back, and a cross-entity
+transaction); then what the CLI sees.
 
 The program is ``tests/sdk/java`` (a Maven project). The first build downloads the SDK and
 Maven's plugins from Maven Central into the local Maven repository (about 50 MB, under a
@@ -58,13 +59,16 @@ def test_java_sdk_messaging_sessions_transactions_and_what_the_cli_sees(
 ) -> None:
     daemon.cli("queue", "create", "orders", check=True)
     daemon.cli("queue", "create", "chat", "--enable-session", check=True)
-    daemon.cli("queue", "create", "ledger", check=True)
+    for name in ("ledger", "inbox", "archive"):
+        daemon.cli("queue", "create", name, check=True)
     env = dict(daemon.env)
     env.update(
         SBCTL_CONNECTION_STRING=connection_string(daemon),
         SBCTL_QUEUE="orders",
         SBCTL_SESSION_QUEUE="chat",
         SBCTL_TX_QUEUE="ledger",
+        SBCTL_XTX_SOURCE="inbox",
+        SBCTL_XTX_DEST="archive",
     )
     classpath = os.pathsep.join(["target/classes", "target/lib/*"])
     report = run_program(["java", "-cp", classpath, "dev.sbctl.SdkTest"], JAVA_DIR, env, 240)
@@ -98,6 +102,8 @@ def test_java_sdk_messaging_sessions_transactions_and_what_the_cli_sees(
     assert tx["during"] == ["in-1", "in-2"]  # nothing applied before the commit
     assert tx["after_commit"] == ["in-2", "out-committed"]  # both applied at once
     assert tx["after_rollback"] == ["in-2", "out-committed"]  # neither applied
+    # Cross-entity (one AMQP session for all links): receive from inbox, send to archive.
+    assert steps["cross_entity_transaction"] == {"source_after": [], "dest_after": ["moved"]}
 
     # What the CLI sees, field for field and with the property types kept.
     (left,) = peek(daemon, "orders", "--count", "10")
@@ -119,3 +125,5 @@ def test_java_sdk_messaging_sessions_transactions_and_what_the_cli_sees(
     # in-2's completion was rolled back: it is still there, delivered once; the rolled-back
     # send never became a message.
     assert [(m["body"], m["delivery_count"]) for m in ledger] == [("in-2", 1), ("out-committed", 0)]
+    assert peek(daemon, "inbox", "--count", "10") == []
+    assert [m["body"] for m in peek(daemon, "archive", "--count", "10")] == ["moved"]

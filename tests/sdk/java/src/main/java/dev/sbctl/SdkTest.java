@@ -26,7 +26,8 @@ import java.util.Map;
  *
  * <p>Run by tests/integration/test_amqp_sdk_java.py, which starts the daemon and creates the
  * entities. Inputs (environment): SBCTL_CONNECTION_STRING, SBCTL_QUEUE (plain queue, empty),
- * SBCTL_SESSION_QUEUE (session-enabled queue, empty), SBCTL_TX_QUEUE (plain queue, empty).
+ * SBCTL_SESSION_QUEUE (session-enabled queue, empty), SBCTL_TX_QUEUE, SBCTL_XTX_SOURCE and
+ * SBCTL_XTX_DEST (plain queues, empty).
  * Output: one JSON line on stdout, {"ok": bool, "steps": {...}, "error": ...}; exit code 0
  * only when every step did what the Service Bus semantics say.
  */
@@ -205,6 +206,39 @@ public final class SdkTest {
         transactions(builder, txQueue);
     }
 
+    /**
+     * A cross-entity transaction (builder.enableCrossEntityTransactions(): one AMQP session for
+     * every link, and sends to another entity go "via" the first entity the builder was used
+     * for): receive from {@code source}, send to {@code dest} and complete, committed together.
+     */
+    private static void crossEntityTransaction(String cs, String source, String dest) {
+        ServiceBusClientBuilder plain = new ServiceBusClientBuilder().connectionString(cs);
+        ServiceBusSenderClient feed = plain.sender().queueName(source).buildClient();
+        feed.sendMessage(new ServiceBusMessage("move-me"));
+        feed.close();
+
+        ServiceBusClientBuilder cross = new ServiceBusClientBuilder().connectionString(cs)
+            .enableCrossEntityTransactions();
+        ServiceBusReceiverClient receiver = cross.receiver().queueName(source).disableAutoComplete().buildClient();
+        ServiceBusSenderClient sender = cross.sender().queueName(dest).buildClient();
+        ServiceBusReceivedMessage m = receive(receiver, 1).get(0);
+        check(text(m).equals("move-me"), "cross-entity: received move-me");
+        ServiceBusTransactionContext tx = sender.createTransaction();
+        sender.sendMessage(new ServiceBusMessage("moved"), tx);
+        receiver.complete(m, new CompleteOptions().setTransactionContext(tx));
+        sender.commitTransaction(tx);
+        List<String> src = new ArrayList<>();
+        receiver.peekMessages(10, 1).forEach(x -> src.add(text(x)));
+        ServiceBusReceiverClient destPeek = plain.receiver().queueName(dest).buildClient();
+        List<String> dst = new ArrayList<>();
+        destPeek.peekMessages(10, 1).forEach(x -> dst.add(text(x)));
+        destPeek.close();
+        receiver.close();
+        sender.close();
+        check(src.isEmpty() && dst.equals(List.of("moved")), "cross-entity commit: source " + src + ", dest " + dst);
+        STEPS.put("cross_entity_transaction", Map.of("source_after", src, "dest_after", dst));
+    }
+
     private static void transactions(ServiceBusClientBuilder builder, String txQueue) {
         ServiceBusSenderClient tsender = builder.sender().queueName(txQueue).buildClient();
         ServiceBusReceiverClient treceiver = builder.receiver().queueName(txQueue).disableAutoComplete().buildClient();
@@ -253,6 +287,7 @@ public final class SdkTest {
         try {
             run(builder, System.getenv("SBCTL_QUEUE"), System.getenv("SBCTL_SESSION_QUEUE"),
                 System.getenv("SBCTL_TX_QUEUE"));
+            crossEntityTransaction(cs, System.getenv("SBCTL_XTX_SOURCE"), System.getenv("SBCTL_XTX_DEST"));
             ok = true;
         } catch (RuntimeException | Error e) {
             error = e.getClass().getName() + ": " + e.getMessage();
