@@ -7,6 +7,9 @@ from __future__ import annotations
 import re
 
 from sbctl.errors import MessageNotFound, MessagingEntityNotFound
+from sbctld.frontends.amqp import codec
+from sbctld.frontends.amqp import types as t
+from sbctld.frontends.amqp.convert import to_stored
 from sbctld.frontends.amqp.errors import condition_of
 
 # The pattern @azure/core-amqp (errors.ts), azure-core-amqp (ExceptionUtil) and
@@ -29,3 +32,16 @@ def test_other_not_found_errors_keep_their_own_words() -> None:
     condition, text = condition_of(MessageNotFound("no message with sequence number 7"))
     assert condition == "com.microsoft:message-not-found"
     assert not SDK_ENTITY_NOT_FOUND.search(text)
+
+
+def test_a_message_sent_without_a_message_id_gets_one_and_a_given_one_is_kept() -> None:
+    # @azure/service-bus keys message-lock renewal by message id and cannot settle a
+    # received message without one; Service Bus gives every message an id.
+    bare = codec.encode_message(codec.Message(body=[b"x"]))
+    first, second = to_stored(bare), to_stored(bare)
+    assert first.message_id and re.fullmatch(r"[0-9a-f]{32}", first.message_id)
+    assert first.message_id != second.message_id
+    given = codec.encode_message(
+        codec.Message(properties=t.Properties("mine", None, None, "s"), body=[b"x"])
+    )
+    assert to_stored(given).message_id == "mine"

@@ -102,6 +102,11 @@ def to_stored(payload: bytes) -> Stored:
         fields["application_properties"] = {
             _text(k): _property(v) for k, v in msg.application_properties.items()
         }
+    if "message_id" not in fields:
+        # Service Bus gives a message sent without a message-id one of its own, and SDKs
+        # rely on it: @azure/service-bus keys its message-lock renewal by message id and
+        # fails to settle a message that has none (daemon/README.md §1).
+        fields["message_id"] = uuid.uuid4().hex
     return Stored(**fields)
 
 
