@@ -6,10 +6,15 @@ from __future__ import annotations
 
 import re
 
+import msgspec
+
+from sbctl.codec import Message as Stored
+from sbctl.codec import encode_message as encode_stored
 from sbctl.errors import MessageNotFound, MessagingEntityNotFound
+from sbctl.protocol import Delivered
 from sbctld.frontends.amqp import codec
 from sbctld.frontends.amqp import types as t
-from sbctld.frontends.amqp.convert import to_stored
+from sbctld.frontends.amqp.convert import from_delivered, to_stored
 from sbctld.frontends.amqp.errors import condition_of
 
 # The pattern @azure/core-amqp (errors.ts), azure-core-amqp (ExceptionUtil) and
@@ -45,3 +50,24 @@ def test_a_message_sent_without_a_message_id_gets_one_and_a_given_one_is_kept() 
         codec.Message(properties=t.Properties("mine", None, None, "s"), body=[b"x"])
     )
     assert to_stored(given).message_id == "mine"
+
+
+def _delivered(stored: Stored, seq: int) -> Delivered:
+    raw = msgspec.Raw(encode_stored(stored))
+    return Delivered(seq, 1_700_000_000_000, 1, None, None, 2**62, None, 1, raw)
+
+
+def _message_id(d: Delivered) -> object:
+    props = codec.decode_message(from_delivered(d, received=True, lock=False)).properties
+    assert props is not None
+    return props.message_id
+
+
+def test_a_stored_message_without_an_id_is_delivered_with_a_stable_one() -> None:
+    # e.g. sent with `sbctl send` and no --message-id, then received by @azure/service-bus
+    bare = Stored(body=b"x")
+    ids = {_message_id(_delivered(bare, 5)) for _ in range(3)}
+    (only,) = ids
+    assert isinstance(only, str) and re.fullmatch(r"[0-9a-f]{32}", only)
+    assert _message_id(_delivered(bare, 6)) != only
+    assert _message_id(_delivered(Stored(body=b"x", message_id="mine"), 5)) == "mine"
