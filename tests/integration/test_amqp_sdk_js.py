@@ -1,6 +1,7 @@
 """The JavaScript SDK (@azure/service-bus on rhea), unchanged, against a real daemon over
 AMQP: send, batch, scheduled send and cancel, peek, receive and complete, abandon,
-dead-letter, a session with state; then what the CLI sees of it.
+dead-letter, sessions with state, topics, deferral, lock renewal, receive-and-delete, the
+streaming subscribe() API, error codes; what the CLI sees of it and what it sent.
 
 The program is ``tests/sdk/js/sdk_test.js``; ``npm ci`` installs its locked dependencies
 into ``tests/sdk/js/node_modules`` the first time (git-ignored)."""
@@ -30,11 +31,23 @@ def js_program() -> None:
 def test_js_sdk_messaging_sessions_and_what_the_cli_sees(js_program: None, daemon: Any) -> None:
     daemon.cli("queue", "create", "orders", check=True)
     daemon.cli("queue", "create", "chat", "--enable-session", check=True)
+    for name in ("work", "from-cli"):
+        daemon.cli("queue", "create", name, check=True)
+    daemon.cli("topic", "create", "events", check=True)
+    daemon.cli("subscription", "create", "events", "audit", check=True)
+    daemon.cli(
+        "send", "from-cli", "--body", "from-cli", "--subject", "s", "--property", "count=3",
+        check=True,
+    )  # fmt: skip
     env = dict(daemon.env)
     env.update(
         SBCTL_CONNECTION_STRING=connection_string(daemon),
         SBCTL_QUEUE="orders",
         SBCTL_SESSION_QUEUE="chat",
+        SBCTL_WORK_QUEUE="work",
+        SBCTL_TOPIC="events",
+        SBCTL_SUBSCRIPTION="audit",
+        SBCTL_CLI_QUEUE="from-cli",
     )
     env.pop("CI", None)
     report = run_program(["node", "sdk_test.js"], JS_DIR, env, timeout=180)
@@ -61,6 +74,21 @@ def test_js_sdk_messaging_sessions_and_what_the_cli_sees(js_program: None, daemo
     assert (session["state"], session["received"]) == ("checkpoint-1", ["a1", "a2"])
     assert session["renewed_until"] >= session["locked_until"]
     assert session["named_session"] == "B"
+    assert steps["topic"] == {"body": "event-1"}
+    assert steps["defer_renew"] == {"deferred": "w1", "renewed": True}
+    assert steps["receive_and_delete"] == {"body": "w3"}
+    assert steps["subscribe"] == {"received": ["s1", "s2", "s3", "s4", "s5"]}
+    # What `sbctl send` sent (no message id), the SDK receives and settles.
+    assert steps["from_cli"] == {
+        "body": "from-cli",
+        "subject": "s",
+        "application_properties": {"count": 3},
+        "has_message_id": True,
+    }
+    assert steps["errors"] == {
+        "not_found": "MessagingEntityNotFound",
+        "session_taken": "SessionCannotBeLocked",
+    }
 
     # What the CLI sees: the one message left, field for field (the JS SDK JSON-encodes a
     # string body into a data section, so the bytes are the JSON text, as on Azure).
@@ -69,7 +97,8 @@ def test_js_sdk_messaging_sessions_and_what_the_cli_sees(js_program: None, daemo
     assert (left["message_id"], left["subject"]) == ("js-left", "cross")
     assert left["application_properties"] == {"count": 3, "name": "x", "ratio": 2.5, "flag": True}
     assert peek(daemon, "orders/$deadletterqueue", "--count", "10") == []
-    assert peek(daemon, "chat", "--count", "10") == []
+    for entity in ("chat", "work", "from-cli", "events/subscriptions/audit"):
+        assert peek(daemon, entity, "--count", "10") == [], entity
     state = daemon.cli("-o", "json", "session", "get-state", "chat", "A", check=True).json()
     assert state["state"] is not None
 

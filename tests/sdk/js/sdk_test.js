@@ -2,7 +2,9 @@
 //
 // Run by tests/integration/test_amqp_sdk_js.py, which starts the daemon and creates the
 // entities. Inputs (environment): SBCTL_CONNECTION_STRING, SBCTL_QUEUE (plain queue, empty),
-// SBCTL_SESSION_QUEUE (session-enabled queue, empty).
+// SBCTL_SESSION_QUEUE (session-enabled queue, empty), SBCTL_WORK_QUEUE (plain queue, empty),
+// SBCTL_TOPIC and SBCTL_SUBSCRIPTION (a topic and one subscription with the default rule),
+// SBCTL_CLI_QUEUE (holds one message "from-cli" sent by `sbctl send` without a message id).
 // Output: one JSON object on stdout, {"ok": bool, "steps": {name: result}, "error": ...};
 // exit code 0 only when every step did what the Service Bus semantics say.
 "use strict";
@@ -180,12 +182,131 @@ async function run(client) {
   };
 }
 
+// More of what applications do: topics, deferral, lock renewal, receive-and-delete, the
+// streaming subscribe() API, and the error codes the SDK maps broker errors to.
+async function more(client) {
+  const work = process.env.SBCTL_WORK_QUEUE;
+  const topic = process.env.SBCTL_TOPIC;
+  const subscription = process.env.SBCTL_SUBSCRIPTION;
+
+  // topic -> subscription
+  const ts = client.createSender(topic);
+  await ts.sendMessages({ body: "event-1", subject: "created" });
+  await ts.close();
+  const tr = client.createReceiver(topic, subscription);
+  const [ev] = await receiveN(tr, 1);
+  check(ev && bodyText(ev) === "event-1" && ev.subject === "created", "subscription gets event-1");
+  await tr.completeMessage(ev);
+  await tr.close();
+  steps.topic = { body: bodyText(ev) };
+
+  // defer, then receive the deferred message by sequence number; renew a lock
+  const ws = client.createSender(work);
+  await ws.sendMessages([{ body: "w1" }, { body: "w2" }]);
+  const wr = client.createReceiver(work);
+  const [w1] = await receiveN(wr, 1);
+  check(bodyText(w1) === "w1", "w1 first");
+  await wr.deferMessage(w1);
+  const [w2] = await receiveN(wr, 1);
+  check(bodyText(w2) === "w2", "w2 next (w1 deferred)");
+  const before = w2.lockedUntilUtc.getTime();
+  await new Promise((r) => setTimeout(r, 20));
+  const renewed = await wr.renewMessageLock(w2);
+  check(renewed.getTime() >= before, "renewed lock does not end earlier");
+  await wr.completeMessage(w2);
+  const [deferred] = await wr.receiveDeferredMessages(w1.sequenceNumber);
+  check(deferred && bodyText(deferred) === "w1", "the deferred w1 by sequence number");
+  await wr.completeMessage(deferred);
+  await wr.close();
+  steps.defer_renew = { deferred: bodyText(deferred), renewed: renewed > 0 };
+
+  // receive-and-delete
+  await ws.sendMessages({ body: "w3" });
+  const rd = client.createReceiver(work, { receiveMode: "receiveAndDelete" });
+  const [w3] = await receiveN(rd, 1);
+  check(w3 && bodyText(w3) === "w3", "receive-and-delete gets w3");
+  await rd.close();
+  steps.receive_and_delete = { body: bodyText(w3) };
+
+  // subscribe(): the streaming receiver most applications use, auto-completing
+  const bodies = ["s1", "s2", "s3", "s4", "s5"];
+  await ws.sendMessages(bodies.map((body) => ({ body })));
+  await ws.close();
+  const sr = client.createReceiver(work);
+  const seen = [];
+  await new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`subscribe saw only ${seen}`)), 15000);
+    sr.subscribe(
+      {
+        async processMessage(m) {
+          seen.push(bodyText(m));
+          if (seen.length === bodies.length) {
+            clearTimeout(timer);
+            resolve();
+          }
+        },
+        async processError(args) {
+          clearTimeout(timer);
+          reject(args.error);
+        },
+      },
+      { autoCompleteMessages: true, maxConcurrentCalls: 1 },
+    );
+  });
+  await new Promise((r) => setTimeout(r, 300)); // the last auto-complete goes out
+  await sr.close();
+  check(JSON.stringify(seen) === JSON.stringify(bodies), `subscribe saw ${seen}`);
+  steps.subscribe = { received: seen };
+
+  // what the CLI sent before the program started (no message id): received and completed
+  const cliQueue = process.env.SBCTL_CLI_QUEUE;
+  const cr = client.createReceiver(cliQueue);
+  const [fromCli] = await receiveN(cr, 1);
+  check(fromCli && bodyText(fromCli) === "from-cli", "the CLI's message arrives");
+  await cr.completeMessage(fromCli);
+  await cr.close();
+  steps.from_cli = {
+    body: bodyText(fromCli),
+    subject: fromCli.subject,
+    application_properties: fromCli.applicationProperties,
+    has_message_id: Boolean(fromCli.messageId),
+  };
+
+  // errors, as the SDK reports them
+  const errors = {};
+  try {
+    const nope = client.createSender("no-such-queue");
+    await nope.sendMessages({ body: "x" });
+    errors.not_found = "no error";
+  } catch (e) {
+    errors.not_found = e.code;
+  }
+  const sessionQueue = process.env.SBCTL_SESSION_QUEUE;
+  const hs = client.createSender(sessionQueue);
+  await hs.sendMessages({ body: "held", sessionId: "H" });
+  await hs.close();
+  const holder = await client.acceptSession(sessionQueue, "H");
+  try {
+    await client.acceptSession(sessionQueue, "H", { maxAutoLockRenewalDurationInMs: 0 });
+    errors.session_taken = "no error";
+  } catch (e) {
+    errors.session_taken = e.code;
+  }
+  const [held] = await receiveN(holder, 1);
+  await holder.completeMessage(held);
+  await holder.close();
+  steps.errors = errors;
+  check(errors.not_found === "MessagingEntityNotFound", `not found code ${errors.not_found}`);
+  check(errors.session_taken === "SessionCannotBeLocked", `session taken code ${errors.session_taken}`);
+}
+
 async function main() {
   const client = new ServiceBusClient(cs, { retryOptions: { maxRetries: 1, timeoutInMs: 20000 } });
   let ok = false;
   let error = null;
   try {
     await run(client);
+    await more(client);
     ok = true;
   } catch (e) {
     error = `${e && e.name}: ${e && e.message}`;
