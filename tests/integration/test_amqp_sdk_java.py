@@ -2,7 +2,8 @@
 daemon over AMQP: send, batch, scheduled send and cancel, peek, receive and complete,
 abandon, dead-letter, a session with state, and transactions through the coordinator link
 (a send and a completion committed together, both rolled back, and a cross-entity
-transaction); then what the CLI sees.
+transaction), the rule manager, topics, deferral, lock renewal, receive-and-delete, the
+processor client, failure reasons; what the CLI sees of it and what it sent.
 
 The program is ``tests/sdk/java`` (a Maven project). The first build downloads the SDK and
 Maven's plugins from Maven Central into the local Maven repository (about 50 MB, under a
@@ -59,8 +60,14 @@ def test_java_sdk_messaging_sessions_transactions_and_what_the_cli_sees(
 ) -> None:
     daemon.cli("queue", "create", "orders", check=True)
     daemon.cli("queue", "create", "chat", "--enable-session", check=True)
-    for name in ("ledger", "inbox", "archive"):
+    for name in ("ledger", "inbox", "archive", "work", "from-cli"):
         daemon.cli("queue", "create", name, check=True)
+    daemon.cli("topic", "create", "events", check=True)
+    daemon.cli("subscription", "create", "events", "audit", check=True)
+    daemon.cli(
+        "send", "from-cli", "--body", "from-cli", "--subject", "s", "--property", "count=3",
+        check=True,
+    )  # fmt: skip
     env = dict(daemon.env)
     env.update(
         SBCTL_CONNECTION_STRING=connection_string(daemon),
@@ -69,6 +76,10 @@ def test_java_sdk_messaging_sessions_transactions_and_what_the_cli_sees(
         SBCTL_TX_QUEUE="ledger",
         SBCTL_XTX_SOURCE="inbox",
         SBCTL_XTX_DEST="archive",
+        SBCTL_WORK_QUEUE="work",
+        SBCTL_TOPIC="events",
+        SBCTL_SUBSCRIPTION="audit",
+        SBCTL_CLI_QUEUE="from-cli",
     )
     classpath = os.pathsep.join(["target/classes", "target/lib/*"])
     report = run_program(["java", "-cp", classpath, "dev.sbctl.SdkTest"], JAVA_DIR, env, 240)
@@ -104,6 +115,20 @@ def test_java_sdk_messaging_sessions_transactions_and_what_the_cli_sees(
     assert tx["after_rollback"] == ["in-2", "out-committed"]  # neither applied
     # Cross-entity (one AMQP session for all links): receive from inbox, send to archive.
     assert steps["cross_entity_transaction"] == {"source_after": [], "dest_after": ["moved"]}
+    # The rule manager (AMQP rule operations): $Default replaced by a SQL filter.
+    assert steps["topic_rules"] == {"rules": ["red-only"], "received": ["red-event"]}
+    assert steps["defer_renew"] == {"deferred": "w1", "renewed": True}
+    assert steps["receive_and_delete"] == {"body": "w3"}
+    assert steps["processor"] == {"received": ["p1", "p2", "p3", "p4", "p5"]}
+    assert steps["from_cli"] == {
+        "body": "from-cli",
+        "subject": "s",
+        "application_properties": {"count": 3},
+    }
+    assert steps["errors"] == {
+        "not_found": "MESSAGING_ENTITY_NOT_FOUND",
+        "session_taken": "SESSION_CANNOT_BE_LOCKED",
+    }
 
     # What the CLI sees, field for field and with the property types kept.
     (left,) = peek(daemon, "orders", "--count", "10")
@@ -127,3 +152,7 @@ def test_java_sdk_messaging_sessions_transactions_and_what_the_cli_sees(
     assert [(m["body"], m["delivery_count"]) for m in ledger] == [("in-2", 1), ("out-committed", 0)]
     assert peek(daemon, "inbox", "--count", "10") == []
     assert [m["body"] for m in peek(daemon, "archive", "--count", "10")] == ["moved"]
+    for entity in ("work", "from-cli", "events/subscriptions/audit"):
+        assert peek(daemon, entity, "--count", "10") == [], entity
+    rules = daemon.cli("-o", "json", "rule", "list", "events", "audit", check=True).json()
+    assert [r["name"] for r in rules] == ["red-only"]

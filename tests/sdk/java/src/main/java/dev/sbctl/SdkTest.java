@@ -1,13 +1,21 @@
 package dev.sbctl;
 
+import com.azure.core.amqp.AmqpRetryOptions;
+import com.azure.core.amqp.exception.AmqpException;
 import com.azure.messaging.servicebus.ServiceBusClientBuilder;
+import com.azure.messaging.servicebus.ServiceBusException;
 import com.azure.messaging.servicebus.ServiceBusMessage;
 import com.azure.messaging.servicebus.ServiceBusMessageBatch;
+import com.azure.messaging.servicebus.ServiceBusProcessorClient;
 import com.azure.messaging.servicebus.ServiceBusReceivedMessage;
 import com.azure.messaging.servicebus.ServiceBusReceiverClient;
+import com.azure.messaging.servicebus.ServiceBusRuleManagerClient;
 import com.azure.messaging.servicebus.ServiceBusSenderClient;
 import com.azure.messaging.servicebus.ServiceBusSessionReceiverClient;
 import com.azure.messaging.servicebus.ServiceBusTransactionContext;
+import com.azure.messaging.servicebus.administration.models.CreateRuleOptions;
+import com.azure.messaging.servicebus.administration.models.RuleProperties;
+import com.azure.messaging.servicebus.administration.models.SqlRuleFilter;
 import com.azure.messaging.servicebus.models.CompleteOptions;
 import com.azure.messaging.servicebus.models.DeadLetterOptions;
 import com.azure.messaging.servicebus.models.ServiceBusReceiveMode;
@@ -20,6 +28,8 @@ import java.util.Iterator;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
 
 /**
  * End-to-end test program: the Java Service Bus SDK against a real sbctl daemon over AMQP.
@@ -27,7 +37,9 @@ import java.util.Map;
  * <p>Run by tests/integration/test_amqp_sdk_java.py, which starts the daemon and creates the
  * entities. Inputs (environment): SBCTL_CONNECTION_STRING, SBCTL_QUEUE (plain queue, empty),
  * SBCTL_SESSION_QUEUE (session-enabled queue, empty), SBCTL_TX_QUEUE, SBCTL_XTX_SOURCE and
- * SBCTL_XTX_DEST (plain queues, empty).
+ * SBCTL_XTX_DEST, SBCTL_WORK_QUEUE (plain queues, empty), SBCTL_TOPIC + SBCTL_SUBSCRIPTION (a topic
+ * and a subscription with the default rule), SBCTL_CLI_QUEUE (one message "from-cli" sent by
+ * `sbctl send` without a message id).
  * Output: one JSON line on stdout, {"ok": bool, "steps": {...}, "error": ...}; exit code 0
  * only when every step did what the Service Bus semantics say.
  */
@@ -279,6 +291,150 @@ public final class SdkTest {
             "end", end));
     }
 
+    /**
+     * More of what applications do: topics and the rule manager (AMQP rule operations),
+     * deferral, lock renewal, receive-and-delete, the processor client, a message sent by the
+     * CLI, and the failure reasons the SDK maps broker errors to.
+     */
+    private static void more(String cs) {
+        ServiceBusClientBuilder builder = new ServiceBusClientBuilder().connectionString(cs);
+        String work = System.getenv("SBCTL_WORK_QUEUE");
+        String topic = System.getenv("SBCTL_TOPIC");
+        String subscription = System.getenv("SBCTL_SUBSCRIPTION");
+
+        // Topic, subscription and its rules: replace $Default with a SQL filter.
+        ServiceBusRuleManagerClient rules = builder.ruleManager().topicName(topic)
+            .subscriptionName(subscription).buildClient();
+        rules.createRule("red-only", new CreateRuleOptions(new SqlRuleFilter("color = 'red'")));
+        rules.deleteRule("$Default");
+        List<String> ruleNames = new ArrayList<>();
+        for (RuleProperties r : rules.listRules()) {
+            ruleNames.add(r.getName());
+        }
+        rules.close();
+        check(ruleNames.equals(List.of("red-only")), "rules after the changes: " + ruleNames);
+        ServiceBusSenderClient ts = builder.sender().topicName(topic).buildClient();
+        ServiceBusMessage red = new ServiceBusMessage("red-event");
+        red.getApplicationProperties().put("color", "red");
+        ServiceBusMessage blue = new ServiceBusMessage("blue-event");
+        blue.getApplicationProperties().put("color", "blue");
+        ts.sendMessages(List.of(blue, red));
+        ts.close();
+        ServiceBusReceiverClient tr = builder.receiver().topicName(topic).subscriptionName(subscription)
+            .disableAutoComplete().buildClient();
+        List<ServiceBusReceivedMessage> events = receive(tr, 1);
+        check(bodies(events).equals(List.of("red-event")), "the filter lets only red through: " + bodies(events));
+        tr.complete(events.get(0));
+        tr.close();
+        STEPS.put("topic_rules", Map.of("rules", ruleNames, "received", bodies(events)));
+
+        // Defer, receive the deferred message by sequence number; renew a lock.
+        ServiceBusSenderClient ws = builder.sender().queueName(work).buildClient();
+        ws.sendMessages(List.of(new ServiceBusMessage("w1"), new ServiceBusMessage("w2")));
+        ServiceBusReceiverClient wr = builder.receiver().queueName(work).disableAutoComplete().buildClient();
+        ServiceBusReceivedMessage w1 = receive(wr, 1).get(0);
+        check(text(w1).equals("w1"), "w1 first");
+        wr.defer(w1);
+        ServiceBusReceivedMessage w2 = receive(wr, 1).get(0);
+        check(text(w2).equals("w2"), "w2 next");
+        OffsetDateTime before = w2.getLockedUntil();
+        OffsetDateTime renewed = wr.renewMessageLock(w2);
+        check(!renewed.isBefore(before), "renewed lock does not end earlier");
+        wr.complete(w2);
+        ServiceBusReceivedMessage deferred = wr.receiveDeferredMessage(w1.getSequenceNumber());
+        check(deferred != null && text(deferred).equals("w1"), "the deferred w1 by sequence number");
+        wr.complete(deferred);
+        wr.close();
+        STEPS.put("defer_renew", Map.of("deferred", text(deferred), "renewed", true));
+
+        // Receive-and-delete.
+        ws.sendMessage(new ServiceBusMessage("w3"));
+        ServiceBusReceiverClient rd = builder.receiver().queueName(work)
+            .receiveMode(ServiceBusReceiveMode.RECEIVE_AND_DELETE).buildClient();
+        List<ServiceBusReceivedMessage> w3 = receive(rd, 1);
+        check(bodies(w3).equals(List.of("w3")), "receive-and-delete gets w3");
+        rd.close();
+        STEPS.put("receive_and_delete", Map.of("body", text(w3.get(0))));
+
+        // The processor client most applications use (auto-complete).
+        List<String> expected = List.of("p1", "p2", "p3", "p4", "p5");
+        List<ServiceBusMessage> batch = new ArrayList<>();
+        for (String b : expected) {
+            batch.add(new ServiceBusMessage(b));
+        }
+        ws.sendMessages(batch);
+        ws.close();
+        List<String> seen = java.util.Collections.synchronizedList(new ArrayList<>());
+        List<String> procErrors = java.util.Collections.synchronizedList(new ArrayList<>());
+        CountDownLatch all = new CountDownLatch(expected.size());
+        ServiceBusProcessorClient processor = builder.processor().queueName(work).maxConcurrentCalls(1)
+            .processMessage(ctx -> {
+                seen.add(text(ctx.getMessage()));
+                all.countDown();
+            })
+            .processError(ctx -> procErrors.add(String.valueOf(ctx.getException())))
+            .buildProcessorClient();
+        processor.start();
+        boolean done;
+        try {
+            done = all.await(20, TimeUnit.SECONDS);
+            Thread.sleep(500); // the last auto-complete goes out
+        } catch (InterruptedException e) {
+            throw new IllegalStateException(e);
+        }
+        processor.close();
+        check(done && seen.equals(expected), "processor saw " + seen + ", errors " + procErrors);
+        STEPS.put("processor", Map.of("received", new ArrayList<>(seen)));
+
+        // What the CLI sent before the program started.
+        ServiceBusReceiverClient cr = builder.receiver().queueName(System.getenv("SBCTL_CLI_QUEUE"))
+            .disableAutoComplete().buildClient();
+        ServiceBusReceivedMessage fromCli = receive(cr, 1).get(0);
+        cr.complete(fromCli);
+        cr.close();
+        STEPS.put("from_cli", Map.of("body", text(fromCli), "subject", String.valueOf(fromCli.getSubject()),
+            "application_properties", fromCli.getApplicationProperties()));
+
+        // Failure reasons, without retries.
+        ServiceBusClientBuilder once = new ServiceBusClientBuilder().connectionString(cs)
+            .retryOptions(new AmqpRetryOptions().setMaxRetries(0).setTryTimeout(Duration.ofSeconds(10)));
+        Map<String, Object> errors = new LinkedHashMap<>();
+        try {
+            ServiceBusSenderClient nope = once.sender().queueName("no-such-queue").buildClient();
+            nope.sendMessage(new ServiceBusMessage("x"));
+            errors.put("not_found", "no error");
+        } catch (ServiceBusException e) {
+            errors.put("not_found", String.valueOf(e.getReason()));
+        }
+        String sessionQueue = System.getenv("SBCTL_SESSION_QUEUE");
+        ServiceBusSenderClient hs = once.sender().queueName(sessionQueue).buildClient();
+        hs.sendMessage(new ServiceBusMessage("held").setSessionId("H"));
+        hs.close();
+        ServiceBusSessionReceiverClient sessions = once.sessionReceiver().queueName(sessionQueue)
+            .disableAutoComplete().buildClient();
+        ServiceBusReceiverClient holder = sessions.acceptSession("H");
+        // A second client (its own connection): the same session is taken.
+        ServiceBusSessionReceiverClient other = new ServiceBusClientBuilder().connectionString(cs)
+            .retryOptions(new AmqpRetryOptions().setMaxRetries(0).setTryTimeout(Duration.ofSeconds(10)))
+            .sessionReceiver().queueName(sessionQueue).disableAutoComplete().buildClient();
+        try {
+            other.acceptSession("H");
+            errors.put("session_taken", "no error");
+        } catch (ServiceBusException e) {
+            errors.put("session_taken", String.valueOf(e.getReason()));
+        } catch (AmqpException e) { // what acceptSession raises (the link's own error)
+            errors.put("session_taken", String.valueOf(e.getErrorCondition()));
+        }
+        other.close();
+        holder.complete(receive(holder, 1).get(0));
+        holder.close();
+        sessions.close();
+        STEPS.put("errors", errors);
+        check("MESSAGING_ENTITY_NOT_FOUND".equals(errors.get("not_found")), "not found reason " + errors);
+        check(List.of("SESSION_CANNOT_BE_LOCKED", "com.microsoft:session-cannot-be-locked")
+            .contains(String.valueOf(errors.get("session_taken"))), "session taken reason " + errors);
+    }
+
     public static void main(String[] args) {
         String cs = System.getenv("SBCTL_CONNECTION_STRING");
         ServiceBusClientBuilder builder = new ServiceBusClientBuilder().connectionString(cs);
@@ -288,6 +444,7 @@ public final class SdkTest {
             run(builder, System.getenv("SBCTL_QUEUE"), System.getenv("SBCTL_SESSION_QUEUE"),
                 System.getenv("SBCTL_TX_QUEUE"));
             crossEntityTransaction(cs, System.getenv("SBCTL_XTX_SOURCE"), System.getenv("SBCTL_XTX_DEST"));
+            more(cs);
             ok = true;
         } catch (RuntimeException | Error e) {
             error = e.getClass().getName() + ": " + e.getMessage();
