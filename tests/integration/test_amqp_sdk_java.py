@@ -60,7 +60,7 @@ def test_java_sdk_messaging_sessions_transactions_and_what_the_cli_sees(
 ) -> None:
     daemon.cli("queue", "create", "orders", check=True)
     daemon.cli("queue", "create", "chat", "--enable-session", check=True)
-    for name in ("ledger", "inbox", "archive", "work", "from-cli"):
+    for name in ("ledger", "inbox", "archive", "work", "from-cli", "bulk"):
         daemon.cli("queue", "create", name, check=True)
     daemon.cli("topic", "create", "events", check=True)
     daemon.cli("subscription", "create", "events", "audit", check=True)
@@ -80,6 +80,7 @@ def test_java_sdk_messaging_sessions_transactions_and_what_the_cli_sees(
         SBCTL_TOPIC="events",
         SBCTL_SUBSCRIPTION="audit",
         SBCTL_CLI_QUEUE="from-cli",
+        SBCTL_BULK_QUEUE="bulk",
     )
     classpath = os.pathsep.join(["target/classes", "target/lib/*"])
     report = run_program(["java", "-cp", classpath, "dev.sbctl.SdkTest"], JAVA_DIR, env, 240)
@@ -125,6 +126,12 @@ def test_java_sdk_messaging_sessions_transactions_and_what_the_cli_sees(
         "subject": "s",
         "application_properties": {"count": 3},
     }
+    # A 200 KB message split over frames, then a full batch on the same link; the session
+    # processor over two sessions.
+    volume = steps["volume"]
+    assert volume["large_bytes"] == 200 * 1024 and volume["batch"] > 200
+    assert volume["received"] == volume["batch"]
+    assert volume["session_processor"] == ["P:p1", "P:p2", "Q:q1"]
     assert steps["errors"] == {
         "not_found": "MESSAGING_ENTITY_NOT_FOUND",
         "session_taken": "SESSION_CANNOT_BE_LOCKED",
@@ -152,7 +159,7 @@ def test_java_sdk_messaging_sessions_transactions_and_what_the_cli_sees(
     assert [(m["body"], m["delivery_count"]) for m in ledger] == [("in-2", 1), ("out-committed", 0)]
     assert peek(daemon, "inbox", "--count", "10") == []
     assert [m["body"] for m in peek(daemon, "archive", "--count", "10")] == ["moved"]
-    for entity in ("work", "from-cli", "events/subscriptions/audit"):
+    for entity in ("work", "from-cli", "bulk", "chat", "events/subscriptions/audit"):
         assert peek(daemon, entity, "--count", "10") == [], entity
     rules = daemon.cli("-o", "json", "rule", "list", "events", "audit", check=True).json()
     assert [r["name"] for r in rules] == ["red-only"]
