@@ -31,7 +31,7 @@ def js_program() -> None:
 def test_js_sdk_messaging_sessions_and_what_the_cli_sees(js_program: None, daemon: Any) -> None:
     daemon.cli("queue", "create", "orders", check=True)
     daemon.cli("queue", "create", "chat", "--enable-session", check=True)
-    for name in ("work", "from-cli"):
+    for name in ("work", "from-cli", "bulk"):
         daemon.cli("queue", "create", name, check=True)
     daemon.cli("topic", "create", "events", check=True)
     daemon.cli("subscription", "create", "events", "audit", check=True)
@@ -48,6 +48,7 @@ def test_js_sdk_messaging_sessions_and_what_the_cli_sees(js_program: None, daemo
         SBCTL_TOPIC="events",
         SBCTL_SUBSCRIPTION="audit",
         SBCTL_CLI_QUEUE="from-cli",
+        SBCTL_BULK_QUEUE="bulk",
     )
     env.pop("CI", None)
     report = run_program(["node", "sdk_test.js"], JS_DIR, env, timeout=180)
@@ -85,6 +86,10 @@ def test_js_sdk_messaging_sessions_and_what_the_cli_sees(js_program: None, daemo
         "application_properties": {"count": 3},
         "has_message_id": True,
     }
+    # A 200 KB message split over frames, then a full batch on the same link.
+    volume = steps["volume"]
+    assert volume["large_bytes"] == 200 * 1024 and volume["batch"] > 200
+    assert volume["received"] == volume["batch"]
     assert steps["errors"] == {
         "not_found": "MessagingEntityNotFound",
         "session_taken": "SessionCannotBeLocked",
@@ -97,7 +102,7 @@ def test_js_sdk_messaging_sessions_and_what_the_cli_sees(js_program: None, daemo
     assert (left["message_id"], left["subject"]) == ("js-left", "cross")
     assert left["application_properties"] == {"count": 3, "name": "x", "ratio": 2.5, "flag": True}
     assert peek(daemon, "orders/$deadletterqueue", "--count", "10") == []
-    for entity in ("chat", "work", "from-cli", "events/subscriptions/audit"):
+    for entity in ("chat", "work", "from-cli", "bulk", "events/subscriptions/audit"):
         assert peek(daemon, entity, "--count", "10") == [], entity
     state = daemon.cli("-o", "json", "session", "get-state", "chat", "A", check=True).json()
     assert state["state"] is not None

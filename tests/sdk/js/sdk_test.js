@@ -4,7 +4,8 @@
 // entities. Inputs (environment): SBCTL_CONNECTION_STRING, SBCTL_QUEUE (plain queue, empty),
 // SBCTL_SESSION_QUEUE (session-enabled queue, empty), SBCTL_WORK_QUEUE (plain queue, empty),
 // SBCTL_TOPIC and SBCTL_SUBSCRIPTION (a topic and one subscription with the default rule),
-// SBCTL_CLI_QUEUE (holds one message "from-cli" sent by `sbctl send` without a message id).
+// SBCTL_CLI_QUEUE (holds one message "from-cli" sent by `sbctl send` without a message id),
+// SBCTL_BULK_QUEUE (plain queue, empty).
 // Output: one JSON object on stdout, {"ok": bool, "steps": {name: result}, "error": ...};
 // exit code 0 only when every step did what the Service Bus semantics say.
 "use strict";
@@ -300,6 +301,35 @@ async function more(client) {
   check(errors.session_taken === "SessionCannotBeLocked", `session taken code ${errors.session_taken}`);
 }
 
+// Sizes: a 200 KB message (split over several AMQP frames both ways), then a batch filled to
+// the SDK's size limit on the same link, all received and completed.
+async function volume(client) {
+  const bulk = process.env.SBCTL_BULK_QUEUE;
+  const sender = client.createSender(bulk);
+  const receiver = client.createReceiver(bulk);
+  const big = Buffer.alloc(200 * 1024);
+  for (let i = 0; i < big.length; i++) big[i] = (i * 31) & 0xff;
+  await sender.sendMessages({ body: big, messageId: "big" });
+  const [large] = await receiveN(receiver, 1);
+  check(large && Buffer.from(large.body).equals(big), "the 200 KB body comes back intact");
+  await receiver.completeMessage(large);
+  const batch = await sender.createMessageBatch();
+  let n = 0;
+  while (batch.tryAddMessage({ body: Buffer.alloc(1000, n & 0xff), messageId: `bulk-${n}` })) n++;
+  await sender.sendMessages(batch);
+  await sender.close();
+  let got = 0;
+  const deadline = Date.now() + 30000;
+  while (got < n && Date.now() < deadline) {
+    const ms = await receiver.receiveMessages(100, { maxWaitTimeInMs: 3000 });
+    for (const m of ms) await receiver.completeMessage(m);
+    got += ms.length;
+  }
+  await receiver.close();
+  check(got === n, `the whole batch received: ${got} of ${n}`);
+  steps.volume = { large_bytes: big.length, batch: n, received: got };
+}
+
 async function main() {
   const client = new ServiceBusClient(cs, { retryOptions: { maxRetries: 1, timeoutInMs: 20000 } });
   let ok = false;
@@ -307,6 +337,7 @@ async function main() {
   try {
     await run(client);
     await more(client);
+    await volume(client);
     ok = true;
   } catch (e) {
     error = `${e && e.name}: ${e && e.message}`;
