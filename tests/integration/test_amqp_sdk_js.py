@@ -50,7 +50,6 @@ def test_js_sdk_messaging_sessions_and_what_the_cli_sees(js_program: None, daemo
         SBCTL_CLI_QUEUE="from-cli",
         SBCTL_BULK_QUEUE="bulk",
     )
-    env.pop("CI", None)
     report = run_program(["node", "sdk_test.js"], JS_DIR, env, timeout=180)
     steps = report["steps"]
 
