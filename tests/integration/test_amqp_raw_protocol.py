@@ -48,7 +48,9 @@ def test_rules_are_added_enumerated_and_removed_over_management(daemon: Any) -> 
         rule = entry["rule-description"]
         assert rule.descriptor == 0x0000013700000004
         filt, action, name = rule.value[:3]
-        assert (filt.descriptor, filt.value[0]) == (0x0000013700000006, "size > 10")
+        # filters' codes are 0x137_0000_000n, one zero fewer than the rule's (as SDKs decode)
+        assert (filt.descriptor, filt.value[0]) == (0x0000001370000006, "size > 10")
+        assert action.descriptor == 0x0000013700000006
         assert action.value[0] == "SET tagged = 'yes'" and name == "large"
         status, _ = client.request(tx, node, "com.microsoft:remove-rule", {"rule-name": "nope"}, 3)
         assert status["statusCode"] == 404 and status["errorCondition"] == "amqp:not-found"

@@ -187,6 +187,28 @@ def test_outgoing_transfers_follow_credit_and_the_peer_frame_size() -> None:
     assert rec.events[-1] == ("disposition", (delivery_id, True, "Accepted"))
 
 
+def test_delivery_ids_count_deliveries_and_transfer_ids_count_frames() -> None:
+    # A message split over 5 frames is one delivery: the next message takes the next
+    # delivery id (proton-j, under the Java SDK, fails the session on a gap), while the
+    # session window counts every frame.
+    conn, rec = opened(max_frame=512)
+    link = attach(conn, rec, RECEIVER, "q")
+    conn.attach(link, source=link.source, target=link.target)
+    conn.data_to_send()
+    conn.receive_data(f(1, t.Flow(0, 65536, 0, 65536, 1, 0, 3)))
+    first = conn.transfer(link, b"a", b"z" * 2000, settled=False)
+    second = conn.transfer(link, b"b", b"small", settled=False)
+    out = frames(conn.data_to_send())
+    assert second == first + 1
+    assert [x.body.delivery_id for x in out] == [first] * 5 + [second]
+    assert link.session.next_outgoing_id == 6
+    conn.receive_data(f(1, t.Disposition(RECEIVER, first, second, True, t.Accepted())))
+    assert [e for e in rec.events if e[0] == "disposition"] == [
+        ("disposition", (first, True, "Accepted")),
+        ("disposition", (second, True, "Accepted")),
+    ]
+
+
 def test_drain_uses_up_the_credit_and_answers_drain() -> None:
     conn, rec = opened()
     link = attach(conn, rec, RECEIVER, "q")

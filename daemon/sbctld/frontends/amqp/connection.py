@@ -107,7 +107,8 @@ class Session:
     def __init__(self, channel: int, remote_channel: int, begin: Composite) -> None:
         self.channel = channel
         self.remote_channel = remote_channel
-        self.next_outgoing_id = 0
+        self.next_outgoing_id = 0  # transfer-id: counts transfer *frames* (session window)
+        self.next_delivery_id = 0  # delivery-id: counts *deliveries*, whatever their frames
         self.next_incoming_id = int(begin.next_outgoing_id or 0)
         self.incoming_window = SESSION_WINDOW
         self.remote_incoming_window = int(begin.incoming_window or 0)
@@ -575,7 +576,10 @@ class Connection:
     ) -> int:
         """Send one message on a link we send on; returns its delivery id."""
         session = link.session
-        delivery_id = session.next_outgoing_id
+        # One id per delivery (a message split over several frames keeps one id and the next
+        # message takes the next id): proton-j (the Java SDK) fails the session when ids skip.
+        delivery_id = session.next_delivery_id
+        session.next_delivery_id = (delivery_id + 1) % 2**32
         link.credit -= 1
         link.delivery_count += 1
         if not settled:

@@ -30,6 +30,7 @@ from sbctld.frontends.amqp.types import (
 )
 
 INT32 = (-(2**31), 2**31 - 1)
+_NO_ID = uuid.UUID("5b1c7d2e-0000-4000-8000-5bc71d000000")  # namespace of fallback message ids
 # sbctl's stored states → x-opt-message-state (0 active, 1 deferred, 2 scheduled).
 MESSAGE_STATE = {1: 0, 2: 1, 3: 2, 4: 0, 5: 0}
 
@@ -105,6 +106,11 @@ def to_stored(payload: bytes) -> Stored:
         fields["application_properties"] = {
             _text(k): _property(v) for k, v in msg.application_properties.items()
         }
+    if "message_id" not in fields:
+        # Service Bus gives a message sent without a message-id one of its own, and SDKs
+        # rely on it: @azure/service-bus keys its message-lock renewal by message id and
+        # fails to settle a message that has none (daemon/README.md §1).
+        fields["message_id"] = uuid.uuid4().hex
     return Stored(**fields)
 
 
@@ -140,8 +146,13 @@ def from_delivered(d: Delivered, *, received: bool, lock: bool) -> bytes:
         ann[Symbol("x-opt-deadletter-source")] = m.dead_letter_source
     if d.partition_id is not None:
         ann[Symbol("x-opt-partition-id")] = d.partition_id
+    message_id = m.message_id
+    if message_id is None:
+        # Stored without one (sent over the Unix socket without --message-id): a stable id
+        # derived from the message's place, so peeks and redeliveries agree (see to_stored).
+        message_id = uuid.uuid5(_NO_ID, f"{d.partition_id}:{d.sequence_number}").hex
     props = Properties(
-        m.message_id,
+        message_id,
         None,
         m.to,
         m.subject,

@@ -3,6 +3,8 @@ exceptions (daemon/README.md §AMQP)."""
 
 from __future__ import annotations
 
+import re
+
 from sbctl.errors import (
     BadRequest,
     InvalidOperation,
@@ -44,6 +46,12 @@ def condition_of(err: SbctlError) -> tuple[str, str]:
             text = err.message
             if isinstance(err, ServerBusy) and "50009" not in text:
                 text = f"{text} (error code 50009)"
+            if isinstance(err, MessagingEntityNotFound):
+                # The JavaScript, Java and .NET SDKs tell a missing entity from other
+                # amqp:not-found errors only by Azure's wording of the description.
+                quoted = re.search(r"'[^']*'", text)
+                name = quoted.group(0) if quoted else "named in the request"
+                text = f"The messaging entity {name} could not be found: {text}"
             return condition, text
     return "amqp:internal-error", err.message
 

@@ -24,11 +24,15 @@ if TYPE_CHECKING:
 Respond = Callable[[int, str, Any, "str | None"], None]
 RULE_DESCRIPTION = ULong(0x0000013700000004)
 EMPTY_ACTION = ULong(0x0000013700000005)
-SQL_FILTER = ULong(0x0000013700000006)
 SQL_ACTION = ULong(0x0000013700000006)
-TRUE_FILTER = ULong(0x0000013700000007)
-FALSE_FILTER = ULong(0x0000013700000008)
-CORRELATION_FILTER = ULong(0x0000013700000009)
+# The filters' codes have one zero fewer than the rule description's and the actions'
+# (0x137_0000_0006, not 0x137_0000_0000_0006): so the request/response guide lists them, and
+# so the .NET (AmqpSqlFilterCodec) and Java (ServiceBusConstants) SDKs decode them; Java
+# refuses a rule whose filter has any other code.
+SQL_FILTER = ULong(0x0000001370000006)
+TRUE_FILTER = ULong(0x0000001370000007)
+FALSE_FILTER = ULong(0x0000001370000008)
+CORRELATION_FILTER = ULong(0x0000001370000009)
 # AMQP correlation-filter keys → sbctl's correlation filter fields.
 CORRELATION_KEYS = {
     "correlation-id": "correlation_id",

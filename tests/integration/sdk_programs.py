@@ -1,0 +1,70 @@
+"""Helpers for the end-to-end tests that drive a real daemon through the JavaScript and Java
+Service Bus SDKs: small programs under ``tests/sdk/`` that print one JSON line.
+
+A missing toolchain (node/npm, java/mvn) skips the test locally with the reason, and fails it
+under ``CI=true``: CI machines have them, so a skip there would hide a broken install step.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+SDK_DIR = Path(__file__).resolve().parent.parent / "sdk"
+
+
+def require_tools(*names: str) -> None:
+    missing = [n for n in names if shutil.which(n) is None]
+    if not missing:
+        return
+    reason = f"{', '.join(missing)} not on PATH (needed for this SDK end-to-end test)"
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"{reason}; CI must have it")
+    pytest.skip(reason)
+
+
+def run_step(cmd: list[str], cwd: Path, timeout: float, what: str) -> None:
+    """Run an install/build command; fail with its output (tail) when it fails or hangs."""
+    try:
+        proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{what}: `{' '.join(cmd)}` did not finish in {timeout:.0f} s")
+    if proc.returncode != 0:
+        tail = (proc.stdout + proc.stderr)[-3000:]
+        pytest.fail(f"{what}: `{' '.join(cmd)}` exited {proc.returncode}:\n{tail}")
+
+
+def run_program(cmd: list[str], cwd: Path, env: dict[str, str], timeout: float) -> dict[str, Any]:
+    """Run an SDK test program; return its JSON report. Its exit code must agree with the
+    report's ``ok``; on failure the assertion shows the report and the program's stderr."""
+    try:
+        proc = subprocess.run(
+            cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+        )
+    except subprocess.TimeoutExpired as e:
+        err = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else e.stderr
+        pytest.fail(f"`{' '.join(cmd)}` did not finish in {timeout:.0f} s; stderr:\n{err}")
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+    assert lines, f"no JSON report (exit {proc.returncode}); stderr:\n{proc.stderr[-4000:]}"
+    report: dict[str, Any] = json.loads(lines[-1])
+    assert proc.returncode == 0 and report["ok"], (
+        f"exit {proc.returncode}, error {report.get('error')!r}\n"
+        f"steps: {json.dumps(report.get('steps'))}\nstderr:\n{proc.stderr[-4000:]}"
+    )
+    return report
+
+
+def newest_mtime(*paths: Path) -> float:
+    """The newest modification time of these files and of every file under these folders."""
+    newest = 0.0
+    for p in paths:
+        files = [p] if p.is_file() else [f for f in p.rglob("*") if f.is_file()]
+        for f in files:
+            newest = max(newest, f.stat().st_mtime)
+    return newest

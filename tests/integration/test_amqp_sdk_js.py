@@ -1,0 +1,117 @@
+"""The JavaScript SDK (@azure/service-bus on rhea), unchanged, against a real daemon over
+AMQP: send, batch, scheduled send and cancel, peek, receive and complete, abandon,
+dead-letter, sessions with state, topics, deferral, lock renewal, receive-and-delete, the
+streaming subscribe() API, error codes; what the CLI sees of it and what it sent.
+
+The program is ``tests/sdk/js/sdk_test.js``; ``npm ci`` installs its locked dependencies
+into ``tests/sdk/js/node_modules`` the first time (git-ignored)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.integration.amqp_sdk import connection_string, peek
+from tests.integration.sdk_programs import SDK_DIR, require_tools, run_program, run_step
+
+JS_DIR = SDK_DIR / "js"
+
+pytestmark = [pytest.mark.sdk, pytest.mark.timeout(600)]
+
+
+@pytest.fixture(scope="module")
+def js_program() -> None:
+    require_tools("node", "npm")
+    if not (JS_DIR / "node_modules" / "@azure" / "service-bus").is_dir():
+        cmd = ["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"]
+        run_step(cmd, JS_DIR, timeout=300, what="installing @azure/service-bus")
+
+
+def test_js_sdk_messaging_sessions_and_what_the_cli_sees(js_program: None, daemon: Any) -> None:
+    daemon.cli("queue", "create", "orders", check=True)
+    daemon.cli("queue", "create", "chat", "--enable-session", check=True)
+    for name in ("work", "from-cli", "bulk"):
+        daemon.cli("queue", "create", name, check=True)
+    daemon.cli("topic", "create", "events", check=True)
+    daemon.cli("subscription", "create", "events", "audit", check=True)
+    daemon.cli(
+        "send", "from-cli", "--body", "from-cli", "--subject", "s", "--property", "count=3",
+        check=True,
+    )  # fmt: skip
+    env = dict(daemon.env)
+    env.update(
+        SBCTL_CONNECTION_STRING=connection_string(daemon),
+        SBCTL_QUEUE="orders",
+        SBCTL_SESSION_QUEUE="chat",
+        SBCTL_WORK_QUEUE="work",
+        SBCTL_TOPIC="events",
+        SBCTL_SUBSCRIPTION="audit",
+        SBCTL_CLI_QUEUE="from-cli",
+        SBCTL_BULK_QUEUE="bulk",
+    )
+    report = run_program(["node", "sdk_test.js"], JS_DIR, env, timeout=180)
+    steps = report["steps"]
+
+    assert steps["batch"]["count"] == 3
+    # Every message its own sequence number; the scheduled one is peeked with its state,
+    # the cancelled one is gone.
+    assert [(p["body"], p["sequence_number"], p["state"]) for p in steps["peek"]] == [
+        ("single", 1, "active"),
+        ("b1", 2, "active"),
+        ("b2", 3, "active"),
+        ("b3", 4, "active"),
+        ("scheduled", 5, "scheduled"),
+    ]
+    assert steps["schedule"] == {"sequence_number": 5, "cancelled": 6}
+    rc = steps["receive_complete"]
+    assert rc["message_id"] == "js-1" and rc["correlation_id"] == "corr-1"
+    assert rc["application_properties"] == {"n": 7, "f": 2.5, "ok": True, "s": "text"}
+    assert steps["abandon"] == {"delivery_count_after": 1}
+    assert steps["dead_letter"] == {"reason": "bad-order", "description": "total is negative"}
+    assert 0 <= steps["scheduled_receive"]["enqueued_late_by_ms"] < 3000
+    session = steps["session"]
+    assert (session["state"], session["received"]) == ("checkpoint-1", ["a1", "a2"])
+    assert session["renewed_until"] >= session["locked_until"]
+    assert session["named_session"] == "B"
+    assert steps["topic"] == {"body": "event-1"}
+    assert steps["defer_renew"] == {"deferred": "w1", "renewed": True}
+    assert steps["receive_and_delete"] == {"body": "w3"}
+    assert steps["subscribe"] == {"received": ["s1", "s2", "s3", "s4", "s5"]}
+    # What `sbctl send` sent (no message id), the SDK receives and settles.
+    assert steps["from_cli"] == {
+        "body": "from-cli",
+        "subject": "s",
+        "application_properties": {"count": 3},
+        "has_message_id": True,
+    }
+    # A 200 KB message split over frames, then a full batch on the same link.
+    volume = steps["volume"]
+    assert volume["large_bytes"] == 200 * 1024 and volume["batch"] > 200
+    assert volume["received"] == volume["batch"]
+    assert steps["errors"] == {
+        "not_found": "MessagingEntityNotFound",
+        "session_taken": "SessionCannotBeLocked",
+    }
+
+    # What the CLI sees: the one message left, field for field (the JS SDK JSON-encodes a
+    # string body into a data section, so the bytes are the JSON text, as on Azure).
+    (left,) = peek(daemon, "orders", "--count", "10")
+    assert left["body"] == '"left-for-cli"'
+    assert (left["message_id"], left["subject"]) == ("js-left", "cross")
+    assert left["application_properties"] == {"count": 3, "name": "x", "ratio": 2.5, "flag": True}
+    assert peek(daemon, "orders/$deadletterqueue", "--count", "10") == []
+    for entity in ("chat", "work", "from-cli", "bulk", "events/subscriptions/audit"):
+        assert peek(daemon, entity, "--count", "10") == [], entity
+    state = daemon.cli("-o", "json", "session", "get-state", "chat", "A", check=True).json()
+    assert state["state"] is not None
+
+
+def test_ci_never_skips_a_missing_toolchain(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", "")
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="CI must have it"):
+        require_tools("node")
+    monkeypatch.setenv("CI", "")
+    with pytest.raises(pytest.skip.Exception, match="node not on PATH"):
+        require_tools("node")
