@@ -61,7 +61,7 @@ def spark_missing() -> str | None:
     return None
 
 
-@pytest.fixture(autouse=True)
+@pytest.fixture(autouse=True, scope="module")
 def spark_prerequisites(request: pytest.FixtureRequest) -> None:
     """The Spark tests need pyspark and Java: skipped without them on a developer's
     machine, but FAILED in CI (``CI=true``), where a missing prerequisite must not pass."""
