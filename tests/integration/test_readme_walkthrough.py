@@ -1,13 +1,14 @@
 """README's examples run as written: every shell and Python block, in order, on a fresh data dir.
 
 A block fenced with ```sh, ```bash or a bare ``` is run with ``bash -e -o pipefail``; a
-```python block with this interpreter. Blocks with any other info string (```text,
-```console, ```json, ...) are output or syntax, not run. ``sbctl`` resolves to the tree under
-test (a wrapper running ``sys.executable -m sbctl.cli.app``), ``python`` to this interpreter,
-and the daemon uses a temporary data dir and socket (and free ports). Blocks are bounded by a
-timeout each; README keeps live views (``--watch``) out of runnable blocks. Installing is the
-environment's job: lines that start with ``pip install`` are left out, and so is the quick
-start's leading ``pip install ... &&``. The test-command block (the whole suite) is not run.
+```python block with this interpreter. Blocks with any other info string (```text, ```console,
+```json, ```py for Python that is shown but not run, ...) are output or syntax. ``sbctl``
+resolves to the tree under test (a wrapper running ``sys.executable -m sbctl.cli.app``),
+``python`` to this interpreter, and the daemon uses a temporary data dir and socket (and free
+ports). Blocks are bounded by a timeout each; README keeps live views (``--watch``) out of
+runnable blocks. Installing is the environment's job: lines that start with ``pip install`` are
+left out, and so is the quick start's leading ``pip install ... &&``. The test-command block
+(the whole suite) is not run.
 
 The run stops at the first block that fails and names it (its number, its line in README
 and its first command), with its output. Only exit statuses are checked, never output text.
