@@ -1,6 +1,6 @@
 """AMQP messages to and from the broker's stored :class:`sbctl.codec.Message`.
 
-What an SDK sends maps onto the stored fields the CLI shows (daemon/README.md §AMQP):
+What an SDK sends maps onto the stored fields the CLI shows (daemon/README.md §29):
 properties → message_id, correlation_id, subject, content_type, to, reply_to,
 session_id (group-id), reply_to_session_id (reply-to-group-id); header.ttl →
 time_to_live; message annotations x-opt-partition-key and x-opt-scheduled-enqueue-time;
