@@ -64,7 +64,7 @@ _LEN = struct.Struct("<I")
 
 def _scratch_dir(data_dir: Path) -> Path:
     """A writable directory on the same file system as ``data_dir``, outside it when
-    possible (only the daemon writes the data dir, DESIGN §1)."""
+    possible (only the daemon writes the data dir, daemon/README.md §27)."""
     probe = data_dir if data_dir.exists() else data_dir.parent
     while not probe.exists():
         probe = probe.parent
@@ -547,7 +547,8 @@ def default_workers(clients: int) -> int:
 
 
 def namespace_name() -> str:
-    """A throwaway namespace name: ``bench-`` and 12 hex digits (valid per SPEC §14.8)."""
+    """A throwaway namespace name: ``bench-`` and 12 hex digits (valid per daemon/README.md
+    §14.8)."""
     return f"bench-{secrets.token_hex(6)}"
 
 

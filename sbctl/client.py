@@ -106,7 +106,7 @@ def _unreachable(path: str, exc: OSError) -> ServiceCommunicationProblem:
 
 class Transaction:
     """Sends and settlements buffered by ``with client.transaction():`` and committed as one
-    request when the block ends without an exception (SPEC §12): on one entity, at most
+    request when the block ends without an exception (daemon/README.md §12): on one entity, at most
     100 operations, within 2 minutes of the first. ``result`` holds the sequence numbers
     and settlement results after the commit."""
 
@@ -147,7 +147,7 @@ class Transaction:
 
 def _refuse_in_transaction(tx: Transaction | None, what: str) -> None:
     if tx is not None:
-        # SPEC §12.1
+        # daemon/README.md §12.1
         raise InvalidOperation(
             f"{what} cannot be part of a transaction: receive in peek-lock first, then settle "
             "inside the transaction"
@@ -423,7 +423,7 @@ def _scheduled(messages: Sendable, at_ms: Instant) -> list[Message]:
 
 
 def _policy(total: int, backoff: float, backoff_max: float) -> RetryPolicy:
-    if not 0 <= total <= 100:  # SPEC §16.4: MaxRetries 0-100
+    if not 0 <= total <= 100:  # daemon/README.md §16.4: MaxRetries 0-100
         raise InvalidOperation("retry_total must be between 0 and 100")
     return RetryPolicy(total=total, backoff=backoff, max_backoff=backoff_max)
 
@@ -457,7 +457,7 @@ class Client:
         retry_backoff_factor: float = DEFAULT_BACKOFF,
         retry_backoff_max: float = DEFAULT_MAX,
     ) -> None:
-        """``retry_*``: the retry policy (SPEC §16.5; :mod:`sbctl.retry`), 0 retries
+        """``retry_*``: the retry policy (daemon/README.md §16.5; :mod:`sbctl.retry`), 0 retries
         turns it off. Only transient errors the daemon answers (ServerBusy,
         ServiceTimeout, ServiceCommunicationProblem from an unavailable store) are retried;
         a daemon that cannot be reached is reported at once."""
@@ -469,7 +469,7 @@ class Client:
         self._sock: socket.socket | None = None
         self._ids = itertools.count(1)
         self._tx: Transaction | None = None
-        # SPEC §5.3: a peek without a start continues after the last message peeked.
+        # daemon/README.md §5.3: a peek without a start continues after the last message peeked.
         self._peek_next: dict[str, int] = {}
 
     # -- plumbing
@@ -563,7 +563,7 @@ class Client:
     @contextlib.contextmanager
     def transaction(self) -> Iterator[Transaction]:
         """Buffer this client's sends and settlements and commit them at once, all or
-        nothing (SPEC §12); an exception in the block discards them."""
+        nothing (daemon/README.md §12); an exception in the block discards them."""
         if self._tx is not None:
             raise InvalidOperation("a transaction is already open on this client")
         tx = self._tx = Transaction()
@@ -636,7 +636,7 @@ class Client:
         ping_primary_interval_ms: Duration = 60_000,
         enable_syphon: bool = False,
     ) -> dict[str, Any]:
-        """Pair ``primary`` with ``secondary`` for send availability (SPEC §0.3): the
+        """Pair ``primary`` with ``secondary`` for send availability (daemon/README.md §0.3): the
         daemon creates the missing backlog queues in ``secondary`` and, from then on,
         fails sends to ``primary`` over to them. Returns the pairing's status."""
         return self._call(
@@ -688,7 +688,7 @@ class Client:
     def queue_delete(self, name: str) -> dict[str, Any]:
         return self._call(self._calls.queue_delete(name))
 
-    # -- topics, subscriptions and rules (SPEC §10)
+    # -- topics, subscriptions and rules (daemon/README.md §10)
     def topic_create(self, name: str, **options: Any) -> dict[str, Any]:
         return self._call(self._calls.topic_create(name, options))
 
@@ -762,7 +762,7 @@ class Client:
     def peek(
         self, entity: str, count: int = 1, from_sequence: int | None = None
     ) -> list[ReceivedMessage]:
-        """Browse (SPEC §5); without ``from_sequence``, continue after the last message
+        """Browse (daemon/README.md §5); without ``from_sequence``, continue after the last message
         this client peeked on ``entity``."""
         start = self._peek_next.get(entity) if from_sequence is None else from_sequence
         got: list[ReceivedMessage] = self._call(self._calls.peek(entity, count, start))
@@ -838,7 +838,7 @@ class Client:
         return self._call(self._calls.receive_deferred(entity, sequence_numbers, mode))
 
     def schedule(self, entity: str, messages: Sendable, at_ms: Instant) -> list[int]:
-        """Send messages to appear at ``at_ms`` (SPEC §7.1); returns their numbers."""
+        """Send messages to appear at ``at_ms`` (daemon/README.md §7.1); returns their numbers."""
         return self.send(entity, _scheduled(messages, at_ms))
 
     def cancel_scheduled(self, entity: str, sequence_numbers: Sequence[int]) -> dict[str, Any]:
@@ -880,7 +880,7 @@ class Client:
 
     def accept_session(self, entity: str, session_id: str | None = None) -> dict[str, Any]:
         """Lock ``session_id`` (or the next session with messages) for this caller: returns
-        ``session_id``, ``session_lock_token`` and ``locked_until_utc`` (SPEC §9.6)."""
+        ``session_id``, ``session_lock_token`` and ``locked_until_utc`` (daemon/README.md §9.6)."""
         return self._call(self._calls.session_accept(entity, session_id))
 
     def renew_session_lock(self, entity: str, session_lock_token: str) -> dict[str, Any]:
@@ -900,10 +900,10 @@ class Client:
     def set_session_state(
         self, entity: str, session_id: str, state: bytes | str | None
     ) -> dict[str, Any]:
-        """Set (or, with None, clear) a session's state (SPEC §9.8)."""
+        """Set (or, with None, clear) a session's state (daemon/README.md §9.8)."""
         return self._call(self._calls.session_set_state(entity, session_id, state))
 
-    # -- bulk load (spark-load; SPEC §0.4.6: charged no credits)
+    # -- bulk load (spark-load; daemon/README.md §0.4.6: charged no credits)
     def load_adopt(
         self, entity: str, load_id: str, files: Sequence[tuple[int, str]]
     ) -> dict[str, Any]:
@@ -938,7 +938,7 @@ class AsyncClient:
         self._reader_task: asyncio.Task[None] | None = None
         self._ids = itertools.count(1)
         self._tx: Transaction | None = None
-        # SPEC §5.3: a peek without a start continues after the last message peeked.
+        # daemon/README.md §5.3: a peek without a start continues after the last message peeked.
         self._peek_next: dict[str, int] = {}
         self._lock = asyncio.Lock()
 
@@ -1034,7 +1034,7 @@ class AsyncClient:
     @contextlib.asynccontextmanager
     async def transaction(self) -> AsyncIterator[Transaction]:
         """Buffer this client's sends and settlements and commit them at once, all or
-        nothing (SPEC §12); an exception in the block discards them."""
+        nothing (daemon/README.md §12); an exception in the block discards them."""
         if self._tx is not None:
             raise InvalidOperation("a transaction is already open on this client")
         tx = self._tx = Transaction()
@@ -1146,7 +1146,7 @@ class AsyncClient:
     async def queue_delete(self, name: str) -> dict[str, Any]:
         return await self._call(self._calls.queue_delete(name))
 
-    # -- topics, subscriptions and rules (SPEC §10)
+    # -- topics, subscriptions and rules (daemon/README.md §10)
     async def topic_create(self, name: str, **options: Any) -> dict[str, Any]:
         return await self._call(self._calls.topic_create(name, options))
 
@@ -1288,7 +1288,7 @@ class AsyncClient:
         return await self._call(self._calls.receive_deferred(entity, sequence_numbers, mode))
 
     async def schedule(self, entity: str, messages: Sendable, at_ms: Instant) -> list[int]:
-        """Send messages to appear at ``at_ms`` (SPEC §7.1); returns their numbers."""
+        """Send messages to appear at ``at_ms`` (daemon/README.md §7.1); returns their numbers."""
         return await self.send(entity, _scheduled(messages, at_ms))
 
     async def cancel_scheduled(
@@ -1326,7 +1326,7 @@ class AsyncClient:
 
     async def accept_session(self, entity: str, session_id: str | None = None) -> dict[str, Any]:
         """Lock ``session_id`` (or the next session with messages) for this caller: returns
-        ``session_id``, ``session_lock_token`` and ``locked_until_utc`` (SPEC §9.6)."""
+        ``session_id``, ``session_lock_token`` and ``locked_until_utc`` (daemon/README.md §9.6)."""
         return await self._call(self._calls.session_accept(entity, session_id))
 
     async def renew_session_lock(self, entity: str, session_lock_token: str) -> dict[str, Any]:
@@ -1346,7 +1346,7 @@ class AsyncClient:
     async def set_session_state(
         self, entity: str, session_id: str, state: bytes | str | None
     ) -> dict[str, Any]:
-        """Set (or, with None, clear) a session's state (SPEC §9.8)."""
+        """Set (or, with None, clear) a session's state (daemon/README.md §9.8)."""
         return await self._call(self._calls.session_set_state(entity, session_id, state))
 
     async def load_adopt(

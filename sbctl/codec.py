@@ -1,7 +1,7 @@
 """The record-batch codec shared by the daemon's partition logs and by spark-load.
 
 A partition log is a sequence of *batches*; every write appends whole batches
-(DESIGN.md §2, after Kafka's log layer). All integers are little-endian.
+(daemon/README.md §21, after Kafka's log layer). All integers are little-endian.
 
 Batch layout::
 
@@ -50,7 +50,8 @@ MAX_BATCH_BYTES = 64 * 1024 * 1024
 
 PropertyValue = str | int | float | bool | None
 
-# The string properties a sender sets (SPEC §1.2); flags and JSON fields use these names.
+# The string properties a sender sets (daemon/README.md §1.2); flags and JSON fields use these
+# names.
 STRING_FIELDS = (
     "message_id",
     "session_id",
@@ -65,7 +66,7 @@ STRING_FIELDS = (
 
 
 class Message(msgspec.Struct, array_like=True, omit_defaults=True, forbid_unknown_fields=True):
-    """What a sender sets (SPEC §1.2). Also the stored payload of a record.
+    """What a sender sets (daemon/README.md §1.2). Also the stored payload of a record.
 
     Field order is the wire and disk format: append new fields at the end only.
     """
@@ -83,7 +84,7 @@ class Message(msgspec.Struct, array_like=True, omit_defaults=True, forbid_unknow
     time_to_live_ms: int | None = None
     scheduled_enqueue_time_ms: int | None = None
     application_properties: dict[str, PropertyValue] | None = None
-    # Set by the broker, never by a sender (SPEC §1.8, §11): the sequence number a
+    # Set by the broker, never by a sender (daemon/README.md §1.8, §11): the sequence number a
     # forwarded message had where it was first enqueued, how many forwarding hops it made,
     # and the entity whose DLQ forwarded it.
     enqueued_sequence_number: int | None = None

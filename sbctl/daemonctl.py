@@ -57,7 +57,8 @@ def start(
     amqp: tuple[bool, str, int] = (True, "127.0.0.1", 5672),
 ) -> dict[str, Any]:
     """``default_credits_per_second``: what namespaces created without their own figure
-    get (None: 1000, SPEC §0.2.1; 0: unlimited). ``reply_buffer_bytes``: unsent replies a
+    get (None: 1000, daemon/README.md §0.2.1; 0: unlimited). ``reply_buffer_bytes``: unsent replies
+    a
     connection may have before the daemon stops reading its requests (None: 64 MB).
     ``amqp``: (on, host, port) of the AMQP listener (port 0: any free port).
 

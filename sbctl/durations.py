@@ -1,13 +1,13 @@
 """Durations and instants as sbctl reads and prints them.
 
 Durations are whole milliseconds. They are read as ISO 8601 (``PT1M``, ``P14D``, the forms
-Azure and its emulator's Config.json use, DESIGN §6) or as short forms (``30s``, ``5m``,
+Azure and its emulator's Config.json use, daemon/README.md §25) or as short forms (``30s``, ``5m``,
 ``1h30m``, ``500ms``, or a bare number of seconds), and printed the way Azure prints a .NET
 TimeSpan. The largest TimeSpan, Azure's "infinite" default for DefaultMessageTimeToLive and
-AutoDeleteOnIdle (SPEC §6.1, §6.5), is :data:`MAX_TIMESPAN_MS`.
+AutoDeleteOnIdle (daemon/README.md §6.1, §6.5), is :data:`MAX_TIMESPAN_MS`.
 
 Instants are milliseconds since the Unix epoch, UTC; they print as ISO 8601 with ``Z``,
-clamped to .NET's DateTime range as Azure clamps ExpiresAtUtc (SPEC §1.8).
+clamped to .NET's DateTime range as Azure clamps ExpiresAtUtc (daemon/README.md §1.8).
 """
 
 from __future__ import annotations
@@ -31,7 +31,8 @@ MAX_TIMESPAN_ISO: Final = "P10675199DT2H48M5.4775807S"
 _MAX_TIMESPAN_EXACT_MS: Final = Decimal("922337203685477.5807")
 MAX_TIMESPAN_MS: Final = 922_337_203_685_477
 
-# .NET DateTime's range, 0001-01-01T00:00:00.000Z to 9999-12-31T23:59:59.999Z (SPEC §1.8).
+# .NET DateTime's range, 0001-01-01T00:00:00.000Z to 9999-12-31T23:59:59.999Z (daemon/README.md
+# §1.8).
 _EPOCH: Final = datetime(1970, 1, 1)
 _EPOCH_UTC: Final = datetime(1970, 1, 1, tzinfo=UTC)
 MIN_INSTANT_MS: Final = -62_135_596_800_000
@@ -172,7 +173,8 @@ def format_instant(ms: int) -> str:
     """Print an instant as ISO 8601 UTC with milliseconds: ``2026-11-21T10:00:00.123Z``.
 
     Values outside .NET's DateTime range clamp to ``0001-01-01T00:00:00.000Z`` and
-    ``9999-12-31T23:59:59.999Z`` (SPEC §1.8: ExpiresAtUtc is capped at the maximum date).
+    ``9999-12-31T23:59:59.999Z`` (daemon/README.md §1.8: ExpiresAtUtc is capped at the maximum
+    date).
     """
     clamped = min(max(ms, MIN_INSTANT_MS), MAX_INSTANT_MS)
     moment = _EPOCH + timedelta(milliseconds=clamped)

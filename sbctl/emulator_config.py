@@ -116,13 +116,13 @@ SUBSCRIPTION_PROPS: Final = {
     ),
     **_COMMON_EXTRAS,
 }
-# The emulator's namespace has no Properties; sbctl's tiers (SPEC §15) need them.
+# The emulator's namespace has no Properties; sbctl's tiers (daemon/README.md §15) need them.
 NAMESPACE_PROPS: Final = {
     "Sku": _extra("sku", "sku", "standard"),
     "PremiumMessagingPartitions": _extra("premium_messaging_partitions", "count", 1),
     "Capacity": _extra("capacity", "count", 1),
 }
-# SPEC §14.10 (and §15 for a namespace's tier): fixed at creation.
+# daemon/README.md §14.10 (and §15 for a namespace's tier): fixed at creation.
 IMMUTABLE: Final = {
     "namespace": ("sku", "premium_messaging_partitions"),
     "queue": ("enable_partitioning", "requires_session", "requires_duplicate_detection"),
@@ -130,7 +130,7 @@ IMMUTABLE: Final = {
     "subscription": ("requires_session",),
 }
 FORWARD_KEYS: Final = ("forward_to", "forward_dead_lettered_messages_to")
-# SPEC §15.1: the Basic tier refuses these even at their (fixed) Basic values, so an
+# daemon/README.md §15.1: the Basic tier refuses these even at their (fixed) Basic values, so an
 # export of a Basic namespace leaves them out.
 NOT_ON_BASIC: Final = (
     *FORWARD_KEYS,
@@ -379,7 +379,8 @@ class _Parser:
         options = self.properties(
             ns.get("Properties", {}), _join(path, "Properties"), NAMESPACE_PROPS
         )
-        entities: dict[str, str] = {}  # queues and topics share one name space (SPEC §14.9)
+        # queues and topics share one name space (daemon/README.md §14.9)
+        entities: dict[str, str] = {}
         queues = tuple(
             self.queue(item, f"{path}.Queues[{i}]", entities)
             for i, item in enumerate(self.array(ns.get("Queues", []), _join(path, "Queues")))
@@ -646,7 +647,7 @@ def _check_entity(
     }
     try:
         if current is None and kind == "topic" and target.sku == "basic":
-            raise InvalidOperation("topics are not supported on the Basic tier (SPEC §15.1)")
+            raise InvalidOperation("topics are not supported on the Basic tier")
         if (
             current is None
             and target.sku == "premium"
@@ -655,7 +656,7 @@ def _check_entity(
         ):
             raise InvalidOperation(
                 "enable_partitioning: premium namespaces do not partition entities one by one; "
-                "create the namespace with PremiumMessagingPartitions 2 or 4 (SPEC §15.3)"
+                "create the namespace with PremiumMessagingPartitions 2 or 4"
             )
         # Every check is of one value against its range and the tier, so the defaults
         # stand in for the values an update keeps.
@@ -823,7 +824,7 @@ def _plan_namespace(client: Client, sb: Client, ns: NamespacePlan) -> list[_Step
         _check_namespace(step, sku, changed, creating=False)
         if changed:
             step.run.append(lambda: client.namespace_update(ns.name, **changed))
-        # Only what the config names is read: fewer management credits (SPEC §0.2.1).
+        # Only what the config names is read: fewer management credits (daemon/README.md §0.2.1).
         queues = _by_name(sb.queue_list()) if ns.queues else {}
         topics = _by_name(sb.topic_list()) if ns.topics else {}
         partitions = int(current.get("premium_messaging_partitions") or 1)
@@ -883,7 +884,7 @@ def _plan_subscription(
     ]
     if sub.rules is None:
         return steps
-    if current is None:  # a new subscription starts with $Default (SPEC §10.1)
+    if current is None:  # a new subscription starts with $Default (daemon/README.md §10.1)
         rules = {DEFAULT_RULE_NAME.lower(): {"name": DEFAULT_RULE_NAME, "filter": None}}
     else:
         rules = _by_name(sb.rule_list(topic, sub.name))
@@ -921,7 +922,7 @@ def _rule_delete(sb: Client, topic: str, sub: str, name: str) -> Callable[[], An
 
 def _canonical_filter(rule_filter: dict[str, Any] | None) -> tuple[Any, ...]:
     """A filter in a comparable form: TrueFilter is SQL ``1=1`` and FalseFilter ``1=0``
-    (SPEC §10.4); property values keep their type (1, 1.0 and true differ)."""
+    (daemon/README.md §10.4); property values keep their type (1, 1.0 and true differ)."""
     if rule_filter is None:
         return ("true",)
     kind = str(rule_filter.get("type", "")).lower()

@@ -1,8 +1,9 @@
 """The one error catalogue shared by the daemon, the client and the CLI.
 
 Every failure a user can see is an :class:`SbctlError` with a stable ``code`` that mirrors
-Azure Service Bus's failure reasons (SPEC §16.1, §16.3), a one-line human ``message``,
-whether it is ``transient`` (SPEC §16.2: only busy, timeout and communication problems are
+Azure Service Bus's failure reasons (daemon/README.md §16.1, §16.3), a one-line human ``message``,
+whether it is ``transient`` (daemon/README.md §16.2: only busy, timeout and communication problems
+are
 retried) and, where it applies, ``retry_after`` in seconds.
 
 The tree::
@@ -126,7 +127,7 @@ class SessionCannotBeLocked(SbctlError):
 
 
 class ServerBusy(SbctlError):
-    """Throttled (SPEC §0.2.2): nothing of the request was applied; retry later."""
+    """Throttled (daemon/README.md §0.2.2): nothing of the request was applied; retry later."""
 
     code = "ServerBusy"
     transient = True

@@ -1,7 +1,7 @@
 """Messages as users see them: building them from JSON, and received messages out.
 
 JSON Lines input (``sbctl send --input``) and JSON output both use the snake_case names of
-the azure-servicebus Python SDK (SPEC §1.2).
+the azure-servicebus Python SDK (daemon/README.md §1.2).
 """
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ def parse_property(text: str) -> tuple[str, PropertyValue]:
 
 @dataclass(init=False)
 class ReceivedMessage:
-    """A peeked or received message (SPEC §1.8 broker properties included).
+    """A peeked or received message (daemon/README.md §1.8 broker properties included).
 
     Reads like the azure-servicebus SDK's ``ServiceBusReceivedMessage``: ``body``,
     ``message_id``, ``session_id`` and the other sender fields, ``dead_letter_reason``,
@@ -266,7 +266,7 @@ class ReceivedMessage:
             else None
         )
         out["application_properties"] = self.application_properties
-        # The SDK surfaces these application properties on their own (SPEC §1.9).
+        # The SDK surfaces these application properties on their own (daemon/README.md §1.9).
         out["dead_letter_reason"] = self.application_properties.get("DeadLetterReason")
         out["dead_letter_error_description"] = self.application_properties.get(
             "DeadLetterErrorDescription"

@@ -1,9 +1,9 @@
 """Name rules for namespaces, entities, subscriptions and rules, and entity paths.
 
-This module is the one source of truth for what a name may be (SPEC §14.4, §14.8, §14.9,
+This module is the one source of truth for what a name may be (daemon/README.md §14.4, §14.8, §14.9,
 §10.1), how an entity is identified (case-insensitively, as in Azure), how it maps to a
 folder of the data directory, and how an address such as ``t/subscriptions/s/$deadletterqueue``
-is parsed (SPEC §4.2, DESIGN §6).
+is parsed (daemon/README.md §4.2, §25).
 
 Every refusal is a :class:`~sbctl.errors.BadRequest` whose one-line message names the value,
 escaped with :func:`display_value` so that control characters never reach a terminal raw,
@@ -23,15 +23,16 @@ from sbctl.errors import BadRequest
 SubQueue = Literal["", "deadletter", "transfer-deadletter"]
 
 NAMESPACE_MIN_LENGTH: Final = 6
-NAMESPACE_MAX_LENGTH: Final = 50  # SPEC §14.4, §14.8
-ENTITY_MAX_LENGTH: Final = 260  # SPEC §14.4, §14.9
-CHILD_MAX_LENGTH: Final = 50  # subscriptions and rules, SPEC §14.4, §14.9
-DEFAULT_RULE_NAME: Final = "$Default"  # SPEC §10.1
+NAMESPACE_MAX_LENGTH: Final = 50  # daemon/README.md §14.4, §14.8
+ENTITY_MAX_LENGTH: Final = 260  # daemon/README.md §14.4, §14.9
+CHILD_MAX_LENGTH: Final = 50  # subscriptions and rules, daemon/README.md §14.4, §14.9
+DEFAULT_RULE_NAME: Final = "$Default"  # daemon/README.md §10.1
 
-DEADLETTER_SEGMENT: Final = "$deadletterqueue"  # SPEC §4.2, canonical (docs) spelling
+DEADLETTER_SEGMENT: Final = "$deadletterqueue"  # daemon/README.md §4.2, canonical (docs) spelling
 TRANSFER_SEGMENT: Final = "$Transfer"
 TRANSFER_DEADLETTER_SEGMENT: Final = "$DeadLetterQueue"
-SUBSCRIPTIONS_SEGMENT: Final = "subscriptions"  # DESIGN §6 spelling; any case is accepted
+# daemon/README.md §25 spelling; any case is accepted
+SUBSCRIPTIONS_SEGMENT: Final = "subscriptions"
 
 _DISPLAY_LIMIT: Final = 64
 _NAMESPACE_RE: Final = re.compile(r"[a-zA-Z][a-zA-Z0-9-]*")
@@ -40,7 +41,7 @@ _SEGMENT_RE: Final = re.compile(r"[a-zA-Z0-9._-]+")
 _SEGMENT_BAD_CHAR_RE: Final = re.compile(r"[^a-zA-Z0-9._-]")
 _CHILD_CHARS_RE: Final = re.compile(r"[a-zA-Z0-9._-]+")
 _ALNUM: Final = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
-_FORBIDDEN_ENTITY_CHARS: Final = "@?#*"  # SPEC §14.9
+_FORBIDDEN_ENTITY_CHARS: Final = "@?#*"  # daemon/README.md §14.9
 
 # Entity folder names (``entity_dir_name``). A lowercase validated name uses only
 # ``[a-z0-9._/-]``; ``/`` becomes ``%2F`` and, when that would be too long for one path
@@ -68,7 +69,7 @@ def _refuse(kind: str, name: str, rule: str) -> BadRequest:
 
 
 def validate_namespace_name(name: str) -> str:
-    """Check a namespace name against SPEC §14.8 and return it unchanged.
+    """Check a namespace name against daemon/README.md §14.8 and return it unchanged.
 
     6-50 characters, a letter first, then letters, digits and ``-``; not ending in ``-``,
     ``-sb`` or ``-mgmt`` (case-insensitively).
@@ -94,7 +95,7 @@ def _is_control(char: str) -> bool:
 
 
 def validate_entity_name(name: str, kind: str = "queue") -> str:
-    """Check a queue or topic name against SPEC §14.9 and return it unchanged.
+    """Check a queue or topic name against daemon/README.md §14.9 and return it unchanged.
 
     Azure's rules: at most 260 characters, not starting or ending with ``/``, none of
     ``@ ? # *``, and each ``/``-separated segment made of letters, digits, ``.``, ``-`` and
@@ -102,7 +103,8 @@ def validate_entity_name(name: str, kind: str = "queue") -> str:
     address: empty segments (``a//b``), ``.`` and ``..`` segments, NUL and other control
     characters, whitespace, backslashes, ``$`` (reserved for ``$deadletterqueue`` and
     ``$Transfer``), non-ASCII letters, and a segment ``subscriptions`` (any case) anywhere
-    but last, since ``<topic>/subscriptions/<sub>`` addresses a subscription (SPEC §4.2).
+    but last, since ``<topic>/subscriptions/<sub>`` addresses a subscription (daemon/README.md
+    §4.2).
 
     ``kind`` (``queue``, ``topic`` or ``entity``) only words the error message.
     """
@@ -146,7 +148,8 @@ def validate_entity_name(name: str, kind: str = "queue") -> str:
 
 
 def _validate_child_name(name: str, kind: str) -> str:
-    """SPEC §14.9: 1-50 letters, digits, ``.``, ``-``, ``_``; first and last alphanumeric."""
+    """daemon/README.md §14.9: 1-50 letters, digits, ``.``, ``-``, ``_``; first and last
+    alphanumeric."""
     if not 1 <= len(name) <= CHILD_MAX_LENGTH:
         raise _refuse(kind, name, f"must be 1-{CHILD_MAX_LENGTH} characters")
     if not _CHILD_CHARS_RE.fullmatch(name):
@@ -157,12 +160,13 @@ def _validate_child_name(name: str, kind: str) -> str:
 
 
 def validate_subscription_name(name: str) -> str:
-    """Check a subscription name (SPEC §14.4, §14.9) and return it unchanged."""
+    """Check a subscription name (daemon/README.md §14.4, §14.9) and return it unchanged."""
     return _validate_child_name(name, "subscription")
 
 
 def validate_rule_name(name: str) -> str:
-    """Check a rule name (SPEC §14.9) and return it unchanged; ``$Default`` is allowed (§10.1)."""
+    """Check a rule name (daemon/README.md §14.9) and return it unchanged; ``$Default`` is allowed
+    (§10.1)."""
     if name == DEFAULT_RULE_NAME:
         return name
     return _validate_child_name(name, "rule")
@@ -223,8 +227,9 @@ class EntityPath:
     """A parsed address: a queue or topic, an optional subscription and a sub-queue.
 
     ``subqueue`` is ``""`` for the entity itself, ``"deadletter"`` for its DLQ and
-    ``"transfer-deadletter"`` for its transfer DLQ (SPEC §4.2). Whether the entity is a
-    queue or a topic, and so whether a DLQ exists (topics have none, SPEC §4.1), is for the
+    ``"transfer-deadletter"`` for its transfer DLQ (daemon/README.md §4.2). Whether the entity is a
+    queue or a topic, and so whether a DLQ exists (topics have none, daemon/README.md §4.1), is for
+    the
     broker to decide. Fields are validated on construction.
     """
 
@@ -253,7 +258,7 @@ class EntityPath:
 
 
 def parse_entity_path(path: str) -> EntityPath:
-    """Parse an entity address (SPEC §4.2, DESIGN §6).
+    """Parse an entity address (daemon/README.md §4.2, §25).
 
     Accepted forms, with the reserved words ``subscriptions``, ``$deadletterqueue`` and
     ``$Transfer`` in any case::

@@ -1,11 +1,11 @@
-"""The one partition function, shared with Spark (DESIGN §3, SPEC §0.1.4, §0.4.3).
+"""The one partition function, shared with Spark (daemon/README.md §22, §0.1.4, §0.4.3).
 
 A keyed message goes to ``pmod(xxhash64(utf8(key), seed 42), P)``: exactly what Spark SQL
 computes as ``pmod(xxhash64(key), P)`` on a string column, so a Spark job can pre-partition
 data the way the daemon will. Keyless messages go round-robin (the broker's business).
 
 Public sequence numbers of a partitioned entity carry the partition in their top 16 bits
-(SPEC §0.1.7, §2.2, DESIGN §3).
+(daemon/README.md §0.1.7, §2.2, §22).
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from sbctl.errors import InvalidOperation
 from sbctl.names import display_value
 
 PARTITION_SEED: Final = 42  # Spark's xxhash64 seed
-STANDARD_PARTITION_COUNT: Final = 16  # Basic/Standard partitioned entities, SPEC §0.1.2
+STANDARD_PARTITION_COUNT: Final = 16  # Basic/Standard partitioned entities, daemon/README.md §0.1.2
 
-SEQUENCE_LOCAL_BITS: Final = 48  # SPEC §2.2
+SEQUENCE_LOCAL_BITS: Final = 48  # daemon/README.md §2.2
 _LOCAL_LIMIT: Final = 1 << SEQUENCE_LOCAL_BITS
 # Sequence numbers are signed 64-bit (.NET ``long``): partitions 0..2**15-1 keep them positive.
 _PARTITION_LIMIT: Final = 1 << (63 - SEQUENCE_LOCAL_BITS)
@@ -51,11 +51,11 @@ def partition_key_of(
     message_id: str | None,
     duplicate_detection: bool,
 ) -> str | None:
-    """The key that places a message (SPEC §0.1.4), or ``None`` for round-robin.
+    """The key that places a message (daemon/README.md §0.1.4), or ``None`` for round-robin.
 
     SessionId if set, else PartitionKey if set, else MessageId when the entity has duplicate
     detection, else ``None``. "Set" means not ``None``. A SessionId and a PartitionKey that
-    are both set must be equal (SPEC §1.7); otherwise :class:`InvalidOperation`.
+    are both set must be equal (daemon/README.md §1.7); otherwise :class:`InvalidOperation`.
     """
     if session_id is not None:
         if partition_key is not None and partition_key != session_id:
@@ -72,7 +72,7 @@ def partition_key_of(
 
 
 def public_sequence_number(partition: int, local: int) -> int:
-    """``(partition << 48) | local``: the sequence number clients see (DESIGN §3).
+    """``(partition << 48) | local``: the sequence number clients see (daemon/README.md §22).
 
     ``local`` is the partition store's own number, in ``[1, 2**48)``; ``partition`` is in
     ``[0, 2**15)`` so the result stays a positive signed 64-bit value. A non-partitioned

@@ -26,7 +26,7 @@ PROTOCOL_VERSION = 1
 LENGTH = struct.Struct("<I")
 MAX_REQUEST_BYTES = 16 * 1024 * 1024
 MAX_REPLY_BYTES = 1024 * 1024 * 1024
-MAX_PEEK = 250  # SPEC §13.2
+MAX_PEEK = 250  # daemon/README.md §13.2
 MAX_RECEIVE = 5000
 
 
@@ -72,7 +72,7 @@ class NamespaceRef(_Args):
 
 
 class NamespacePair(_Args):
-    """Pair the primary ``name`` with ``secondary`` (SPEC §0.3; defaults §0.3.7)."""
+    """Pair the primary ``name`` with ``secondary`` (daemon/README.md §0.3; defaults §0.3.7)."""
 
     name: str
     secondary: str

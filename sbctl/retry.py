@@ -1,4 +1,4 @@
-"""The client's retry policy (SPEC §16.4-16.5), I/O-free: it only says how long to wait.
+"""The client's retry policy (daemon/README.md §16.4-16.5), I/O-free: it only says how long to wait.
 
 Like the SDKs: exponential back-off with jitter, 3 retries, 0.8 s base, 60 s cap. Only
 transient errors (:attr:`SbctlError.transient`: ServerBusy, ServiceTimeout,

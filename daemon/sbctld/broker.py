@@ -1,6 +1,6 @@
 """The broker: namespaces and their entities, and every operation the API exposes.
 
-Pure and synchronous (DESIGN.md §1): it reads time only from the injected clock, writes
+Pure and synchronous (daemon/README.md §27): it reads time only from the injected clock, writes
 only through partition logs and TOML descriptions, and never touches sockets. The server
 awaits the group commit before acknowledging anything the broker wrote.
 
@@ -101,7 +101,8 @@ from sbctld.topic import (
 
 DEFAULT_NAMESPACE = "sbemulatorns"  # the name Microsoft's emulator uses
 NAMESPACE_FILE = "namespace.toml"
-# Folders being created or deleted. '@' is in no namespace or entity name (SPEC §14.8-9),
+# Folders being created or deleted. '@' is in no namespace or entity name (daemon/README.md
+# §14.8-9),
 # so such a folder is never mistaken for an entity; start-up removes any left behind.
 WORK_PREFIX = "@"
 RESOLVE_CACHE = 4096
@@ -175,7 +176,7 @@ class Namespace:
 
     @property
     def max_entities(self) -> int:
-        """SPEC §14: 10,000 queues and topics; on Premium 1,000 per messaging unit."""
+        """daemon/README.md §14: 10,000 queues and topics; on Premium 1,000 per messaging unit."""
         if self.premium:
             return min(MAX_ENTITIES, PREMIUM_ENTITIES_PER_UNIT * self.config.capacity)
         return MAX_ENTITIES
@@ -191,7 +192,8 @@ class Namespace:
         )
 
     def partition_count(self, cfg: QueueConfig) -> int:
-        """SPEC §0.1.2: 16 on Basic/Standard when asked; Premium partitions everything."""
+        """daemon/README.md §0.1.2: 16 on Basic/Standard when asked; Premium partitions
+        everything."""
         if self.premium:
             return self.config.premium_messaging_partitions
         return STANDARD_PARTITION_COUNT if cfg.enable_partitioning else 1
@@ -363,7 +365,7 @@ class Broker:
         if partitions not in (1, 2, 4):
             raise BadRequest("premium_messaging_partitions must be 1, 2 or 4")
         if sku != "premium" and partitions != 1:
-            # SPEC §0.1.2: namespace partitions are a Premium setting.
+            # daemon/README.md §0.1.2: namespace partitions are a Premium setting.
             raise InvalidOperation("premium_messaging_partitions needs the premium sku")
         if capacity not in (1, 2, 4, 8, 16):
             raise BadRequest("capacity must be 1, 2, 4, 8 or 16 messaging units")
@@ -416,12 +418,10 @@ class Broker:
             if held > PREMIUM_ENTITIES_PER_UNIT * capacity:
                 raise QuotaExceeded(
                     f"namespace {ns.name!r} holds {held} entities, more than {capacity} "
-                    "messaging units allow (SPEC §14)"
+                    "messaging units allow"
                 )
         if credits_per_second is not None and ns.premium:
-            raise InvalidOperation(
-                "premium namespaces have no credits: scale them with capacity (SPEC §0.2.4)"
-            )
+            raise InvalidOperation("premium namespaces have no credits: scale them with capacity")
         new = msgspec.structs.replace(
             cfg,
             credits_per_second=cfg.credits_per_second
@@ -447,7 +447,7 @@ class Broker:
         ns = self.namespace(name)
         self._reach_namespace(ns)
         for entity in [*ns.queues.values(), *ns.topics.values()]:
-            entity.reach_all()  # SPEC §0.1.10: deleting needs every store
+            entity.reach_all()  # daemon/README.md §0.1.10: deleting needs every store
         for queue in [*ns.queues.values(), *ns.topics.values()]:
             queue.close()
         self._remove_dir(ns.directory)
@@ -476,7 +476,7 @@ class Broker:
         return queue
 
     def _manage(self, namespace: str) -> Namespace:
-        """A management operation (SPEC §0.2.1): charged 10 before anything happens."""
+        """A management operation (daemon/README.md §0.2.1): charged 10 before anything happens."""
         ns = self.namespace(namespace)
         ns.charge("management", MANAGEMENT_COST, self.clock.now_ms())
         return ns
@@ -508,7 +508,7 @@ class Broker:
         return queue.describe()
 
     def _new_entity_key(self, ns: Namespace, name: str, kind: str) -> str:
-        """A queue or topic name that is free: names are one space (SPEC §14.9)."""
+        """A queue or topic name that is free: names are one space (daemon/README.md §14.9)."""
         validate_entity_name(name, kind)
         key = entity_key(name)
         if key in ns.queues or key in ns.topics:
@@ -542,26 +542,25 @@ class Broker:
             if cfg.enable_partitioning and ns.config.premium_messaging_partitions == 1:
                 raise InvalidOperation(
                     "premium namespaces do not partition entities one by one; create the "
-                    "namespace with --premium-messaging-partitions 2 or 4 (SPEC §15.3)"
+                    "namespace with --premium-messaging-partitions 2 or 4"
                 )
             cfg.enable_partitioning = ns.config.premium_messaging_partitions > 1
         if ns.config.sku == "basic" and "default_message_time_to_live" not in options:
-            cfg.default_message_time_to_live = 14 * 86_400_000  # SPEC §15.1
+            cfg.default_message_time_to_live = 14 * 86_400_000  # daemon/README.md §15.1
         check_queue(cfg, ns.config.sku, set(options))
         self._check_forwarding(ns, cfg)
         limit = ns.max_entities
         if ns.entity_count >= limit:
-            raise QuotaExceeded(f"namespace {ns.name!r} already holds {limit} entities (SPEC §14)")
+            raise QuotaExceeded(f"namespace {ns.name!r} already holds {limit} entities")
         partitions = ns.partition_count(cfg)
         if partitions > 1 and not ns.premium and ns.partitioned_count >= MAX_PARTITIONED:
             raise QuotaExceeded(
-                f"namespace {ns.name!r} already holds {MAX_PARTITIONED} partitioned "
-                "entities (SPEC §0.1.11)"
+                f"namespace {ns.name!r} already holds {MAX_PARTITIONED} partitioned entities"
             )
         return partitions
 
     def _check_forwarding(self, ns: Namespace, cfg: QueueConfig) -> None:
-        """SPEC §11.1, §4.7: the destination must exist in the same namespace."""
+        """daemon/README.md §11.1, §4.7: the destination must exist in the same namespace."""
         for field in ("forward_to", "forward_dead_lettered_messages_to"):
             target = getattr(cfg, field)
             if target is None:
@@ -579,7 +578,7 @@ class Broker:
     def queue_update(self, namespace: str, name: str, options: dict[str, Any]) -> dict[str, Any]:
         ns = self._manage(namespace)
         queue = self.queue(namespace, name)
-        queue.reach_all()  # SPEC §0.1.10
+        queue.reach_all()  # daemon/README.md §0.1.10
         cfg = merge_options(queue.config, options, creating=False)
         check_queue(cfg, ns.config.sku, set(options))
         self._check_forwarding(ns, cfg)
@@ -599,7 +598,7 @@ class Broker:
 
     def queue_delete(self, namespace: str, name: str) -> dict[str, Any]:
         self._manage(namespace)
-        self.queue(namespace, name).reach_all()  # SPEC §0.1.10
+        self.queue(namespace, name).reach_all()  # daemon/README.md §0.1.10
         return self._queue_delete(namespace, name)
 
     def _queue_delete(self, namespace: str, name: str) -> dict[str, Any]:
@@ -612,7 +611,7 @@ class Broker:
         self._drop_faults(queue.key[0], queue.key[1], "its queue was deleted")
         return {"deleted": queue.name}
 
-    # ------------------------------------------------------------ topics (SPEC §10)
+    # ------------------------------------------------------------ topics (daemon/README.md §10)
 
     def topic(self, namespace: str, name: str) -> Topic:
         ns = self.namespace(namespace)
@@ -634,7 +633,7 @@ class Broker:
     def topic_create(self, namespace: str, name: str, options: dict[str, Any]) -> dict[str, Any]:
         ns = self._manage(namespace)
         if ns.config.sku == "basic":
-            raise InvalidOperation("topics are not supported on the Basic tier (SPEC §15.1)")
+            raise InvalidOperation("topics are not supported on the Basic tier")
         key = self._new_entity_key(ns, name, "topic")
         now = self.clock.now_ms()
         cfg = merge_options(TopicConfig(name=name), options, creating=True)
@@ -662,7 +661,7 @@ class Broker:
     def topic_update(self, namespace: str, name: str, options: dict[str, Any]) -> dict[str, Any]:
         ns = self._manage(namespace)
         topic = self.topic(namespace, name)
-        topic.reach_all()  # SPEC §0.1.10
+        topic.reach_all()  # daemon/README.md §0.1.10
         cfg = merge_options(topic.config, options, creating=False)
         check_queue(cfg, ns.config.sku, set(options))
         cfg.updated_at_ms = topic.accessed_at_ms = self.clock.now_ms()
@@ -681,7 +680,7 @@ class Broker:
     def topic_delete(self, namespace: str, name: str) -> dict[str, Any]:
         ns = self._manage(namespace)
         topic = self.topic(namespace, name)
-        topic.reach_all()  # SPEC §0.1.10
+        topic.reach_all()  # daemon/README.md §0.1.10
         return self._topic_delete(ns, topic)
 
     def _topic_delete(self, ns: Namespace, topic: Topic) -> dict[str, Any]:
@@ -704,14 +703,15 @@ class Broker:
         ns = self._manage(namespace)
         topic = self.topic(namespace, topic_name)
         validate_subscription_name(name)
-        topic.reach_all()  # SPEC §0.1.10: a subscription lives in every store of its topic
+        # daemon/README.md §0.1.10: a subscription lives in every store of its topic
+        topic.reach_all()
         if name.lower() in topic.subscriptions:
             raise MessagingEntityAlreadyExists(
                 f"subscription {name!r} already exists in topic {topic.name!r}"
             )
         if len(topic.subscriptions) >= MAX_SUBSCRIPTIONS:
             raise QuotaExceeded(
-                f"topic {topic.name!r} already has {MAX_SUBSCRIPTIONS} subscriptions (SPEC §14)"
+                f"topic {topic.name!r} already has {MAX_SUBSCRIPTIONS} subscriptions"
             )
         self._check_filter_quota(topic, sql=1)  # its $Default rule
         now = self.clock.now_ms()
@@ -723,7 +723,7 @@ class Broker:
         topic.config.next_subscription_id += 1
         topic.save()
         cfg.created_at_ms = cfg.updated_at_ms = now
-        rules = [Rule(DEFAULT_RULE, None, None, now)]  # SPEC §10.1
+        rules = [Rule(DEFAULT_RULE, None, None, now)]  # daemon/README.md §10.1
         rules_json = json.dumps([r.to_json() for r in rules]).encode()
         directory = self._make_dir(
             topic.directory / SUBSCRIPTIONS_DIR,
@@ -741,7 +741,7 @@ class Broker:
     ) -> dict[str, Any]:
         ns = self._manage(namespace)
         sub = self.subscription(self.topic(namespace, topic_name), name)
-        sub.reach_all()  # SPEC §0.1.10
+        sub.reach_all()  # daemon/README.md §0.1.10
         cfg = merge_options(sub.config, options, creating=False)
         check_queue(cfg, ns.config.sku, set(options))
         self._check_forwarding(ns, cfg)
@@ -763,7 +763,7 @@ class Broker:
         self._manage(namespace)
         topic = self.topic(namespace, topic_name)
         sub = self.subscription(topic, name)
-        sub.reach_all()  # SPEC §0.1.10
+        sub.reach_all()  # daemon/README.md §0.1.10
         return self._subscription_delete(topic, sub)
 
     def _subscription_delete(self, topic: Topic, sub: Subscription) -> dict[str, Any]:
@@ -773,17 +773,14 @@ class Broker:
         return {"deleted": sub.name, "topic": topic.name}
 
     def _check_filter_quota(self, topic: Topic, *, sql: int = 0, correlation: int = 0) -> None:
-        """SPEC §10.9, §14.5: 2,000 SQL and 100,000 correlation filters per topic."""
+        """daemon/README.md §10.9, §14.5: 2,000 SQL and 100,000 correlation filters per topic."""
         rules = [r for s in topic.subscriptions.values() for r in s.rules]
         have_sql = sum(r.is_sql for r in rules)
         if sql and have_sql + sql > MAX_SQL_FILTERS:
-            raise QuotaExceeded(
-                f"topic {topic.name!r} already has {MAX_SQL_FILTERS} SQL filters (SPEC §14.5)"
-            )
+            raise QuotaExceeded(f"topic {topic.name!r} already has {MAX_SQL_FILTERS} SQL filters")
         if correlation and len(rules) - have_sql + correlation > MAX_CORRELATION_FILTERS:
             raise QuotaExceeded(
-                f"topic {topic.name!r} already has {MAX_CORRELATION_FILTERS} correlation "
-                "filters (SPEC §14.5)"
+                f"topic {topic.name!r} already has {MAX_CORRELATION_FILTERS} correlation filters"
             )
 
     def rule_create(
@@ -799,7 +796,7 @@ class Broker:
         topic = self.topic(namespace, topic_name)
         sub = self.subscription(topic, sub_name)
         validate_rule_name(name)
-        sub.reach_all()  # SPEC §0.1.10, §0.1.11
+        sub.reach_all()  # daemon/README.md §0.1.10, §0.1.11
         if sub.rule(name) is not None:
             raise MessagingEntityAlreadyExists(
                 f"rule {name!r} already exists in subscription {sub.name!r}"
@@ -835,11 +832,11 @@ class Broker:
     def rule_delete(
         self, namespace: str, topic_name: str, sub_name: str, name: str
     ) -> dict[str, Any]:
-        """SPEC §10.1: deleting every rule means the subscription receives nothing."""
+        """daemon/README.md §10.1: deleting every rule means the subscription receives nothing."""
         self._manage(namespace)
         rule = self._rule(namespace, topic_name, sub_name, name)
         sub = self.subscription(self.topic(namespace, topic_name), sub_name)
-        sub.reach_all()  # SPEC §0.1.10, §0.1.11
+        sub.reach_all()  # daemon/README.md §0.1.10, §0.1.11
         sub.rules.remove(rule)
         sub.save_rules()
         return {"deleted": rule.name, "subscription": sub.name}
@@ -868,7 +865,7 @@ class Broker:
         if topic_or_none is not None:
             if parsed.subqueue:
                 raise MessagingEntityNotFound(
-                    f"{path!r}: a topic has no dead-letter queue; its subscriptions do (SPEC §4.1)"
+                    f"{path!r}: a topic has no dead-letter queue; its subscriptions do"
                 )
             return topic_or_none, ""
         return self.queue(namespace, parsed.entity), parsed.subqueue
@@ -900,7 +897,7 @@ class Broker:
                 return self.pairings.send(pairing, namespace, path, messages, sender)
         queue, dlq = self.resolve(namespace, path)
         if dlq:
-            # SPEC §4.3: only the parent's dead-letter operation fills a DLQ.
+            # daemon/README.md §4.3: only the parent's dead-letter operation fills a DLQ.
             raise InvalidOperation("messages cannot be sent to a dead-letter queue")
         if isinstance(queue, Subscription):
             raise InvalidOperation(
@@ -912,7 +909,7 @@ class Broker:
             data = DATA_COST * len(messages)
 
             def charge(filters: int) -> None:
-                # SPEC §0.2.1: 1 per message and 1 per filter evaluated, all or nothing.
+                # daemon/README.md §0.2.1: 1 per message and 1 per filter evaluated, all or nothing.
                 meter.check(data + filters, now)
                 meter.record("data", data, now)
                 meter.record("filter", filters, now)
@@ -920,7 +917,7 @@ class Broker:
             seqs = queue.send(messages, now, charge=charge)
             self._fanned_out(queue)
             return seqs
-        # SPEC §0.4.4: the whole batch is admitted or nothing of it is stored.
+        # daemon/README.md §0.4.4: the whole batch is admitted or nothing of it is stored.
         meter.charge("data", DATA_COST * len(messages), now)
         seqs = queue.send(messages, now)
         if queue.scheduled_pending:
@@ -940,7 +937,7 @@ class Broker:
         self, namespace: str, path: str, count: int, from_sequence: int | None
     ) -> list[Delivered]:
         if not 1 <= count <= MAX_PEEK:
-            raise BadRequest(f"peek count must be between 1 and {MAX_PEEK} (SPEC §13.2)")
+            raise BadRequest(f"peek count must be between 1 and {MAX_PEEK}")
         if from_sequence is not None and from_sequence < 0:
             raise BadRequest("from_sequence must not be negative")
         queue, dlq = self._reader(namespace, path)
@@ -1021,9 +1018,9 @@ class Broker:
         messages: Sequence[Message | bytes | msgspec.Raw],
         settlements: Sequence[tuple[str, str, dict[str, Any] | None, str | None, str | None]],
     ) -> dict[str, Any]:
-        """Sends and settlements on one entity, all or nothing (SPEC §12)."""
+        """Sends and settlements on one entity, all or nothing (daemon/README.md §12)."""
         if self.namespace(namespace).config.sku == "basic":
-            raise InvalidOperation("transactions are not supported on the Basic tier (SPEC §15.1)")
+            raise InvalidOperation("transactions are not supported on the Basic tier")
         queue, dlq = self.resolve(namespace, path)
         if dlq and messages:
             raise InvalidOperation("messages cannot be sent to a dead-letter queue")
@@ -1057,7 +1054,8 @@ class Broker:
         return touched
 
     def flow(self, queue: Queue) -> None:
-        """Forward what ``queue`` must pass on (SPEC §11, §4.7), along the whole chain."""
+        """Forward what ``queue`` must pass on (daemon/README.md §11, §4.7), along the whole
+        chain."""
         cfg = queue.config
         if cfg.forward_to is None and cfg.forward_dead_lettered_messages_to is None:
             return  # the common case, on every data-plane request: two attribute reads
@@ -1126,14 +1124,14 @@ class Broker:
         else:
             try:
                 target.send([message], now, from_broker=True)
-            except SbctlError as exc:  # disabled, full, needs a session...: SPEC §4.6
+            except SbctlError as exc:  # disabled, full, needs a session...: daemon/README.md §4.6
                 if exc.transient or isinstance(exc, StorageError):
                     return []  # an unavailable store or a full disk: it stays, forwarded later
                 failure = (exc.code, exc.message)
         if failure is None:
             p.log.set_state(seq, State.GONE)
             assert target is not None
-            if isinstance(target, Topic):  # SPEC §11.1: a topic fans it out
+            if isinstance(target, Topic):  # daemon/README.md §11.1: a topic fans it out
                 for sub in target.subscriptions.values():
                     self._touched.add(sub.key)
                 if target.scheduled_pending:
@@ -1141,7 +1139,7 @@ class Broker:
                 return list(target.subscriptions.values())
             self._touched.add(target.key)
             return [target]
-        if not from_dlq:  # SPEC §4.6: the source's transfer dead-letter queue
+        if not from_dlq:  # daemon/README.md §4.6: the source's transfer dead-letter queue
             reason, description = failure
             p.log.set_state(
                 seq,
@@ -1158,7 +1156,8 @@ class Broker:
         return queue
 
     def session_accept(self, namespace: str, path: str, session_id: str | None) -> dict[str, Any]:
-        """Lock a session (or the next available one) for a session receiver (SPEC §9.6)."""
+        """Lock a session (or the next available one) for a session receiver (daemon/README.md
+        §9.6)."""
         queue = self._session_queue(namespace, path)
         return queue.accept_session(session_id, self.clock.now_ms())
 
@@ -1202,7 +1201,7 @@ class Broker:
         if count is not None and count < 1:
             raise BadRequest("count must be at least 1")
         if queue.faulty:
-            queue.check_reachable()  # SPEC §0.1.6: what the available partitions hold
+            queue.check_reachable()  # daemon/README.md §0.1.6: what the available partitions hold
         now = self.clock.now_ms()
         moved: list[int] = []
         if isinstance(target, Subscription) and target is not queue:
@@ -1219,14 +1218,14 @@ class Broker:
             p.log.set_state(seq, State.GONE)
         if isinstance(target, Topic):
             self._fanned_out(target)
-        self.flow(target)  # a forwarding target passes them on (SPEC §11)
+        self.flow(target)  # a forwarding target passes them on (daemon/README.md §11)
         return {"resubmitted": len(moved), "to": target.name, "sequence_numbers": moved}
 
     def load_adopt(
         self, namespace: str, path: str, load_id: str, files: Sequence[tuple[int, str]]
     ) -> dict[str, Any]:
-        """Adopt a spark-load's staged batches atomically, in one call (sbctld.loads; SPEC
-        §0.4.6). The daemon checks them off the loop instead (:meth:`load_queue`,
+        """Adopt a spark-load's staged batches atomically, in one call (sbctld.loads;
+        daemon/README.md §0.4.6). The daemon checks them off the loop instead (:meth:`load_queue`,
         ``loads.check``, ``loads.commit``, :meth:`load_adopted`)."""
         queue = self.load_queue(namespace, path, files)
         return self.load_adopted(queue, loads.adopt(queue, load_id, files, self.clock.now_ms()))
@@ -1383,7 +1382,7 @@ class Broker:
 
     def _reach_namespace(self, ns: Namespace) -> None:
         """Creating needs the namespace's stores: a namespace-wide unavailable fault
-        refuses it (SPEC §0.1.10)."""
+        refuses it (daemon/README.md §0.1.10)."""
         fault = self.faults.namespace_down(entity_key(ns.name))
         if fault is not None:
             raise ServiceCommunicationProblem(
@@ -1435,7 +1434,8 @@ class Broker:
         return found
 
     def _delete_idle(self, now: int) -> None:
-        # An entity with an unavailable store cannot be deleted (SPEC §0.1.10): it waits.
+        # An entity with an unavailable store cannot be deleted (daemon/README.md §0.1.10): it
+        # waits.
         for ns in list(self.namespaces.values()):
             for queue in [q for q in ns.queues.values() if q.idle(now) and not q.unavailable()]:
                 self._queue_delete(ns.name, queue.name)  # the system's own: not charged

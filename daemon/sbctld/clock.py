@@ -1,4 +1,4 @@
-"""The broker's injected clock (DESIGN.md §5): real in the daemon, fake in tests."""
+"""The broker's injected clock (daemon/README.md §24): real in the daemon, fake in tests."""
 
 from __future__ import annotations
 

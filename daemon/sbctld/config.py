@@ -1,4 +1,4 @@
-"""Entity descriptions: validated once at the edge, persisted as TOML (DESIGN.md §2).
+"""Entity descriptions: validated once at the edge, persisted as TOML (daemon/README.md §21).
 
 Option names are the azure-servicebus SDK's ``QueueProperties`` names; durations travel as
 milliseconds and are written to TOML as ISO 8601 (``PT1M``) so the files read like Azure's.
@@ -21,11 +21,12 @@ T = TypeVar("T", bound=msgspec.Struct)
 MB = 1024 * 1024
 DAY_MS = 86_400_000
 INT32_MAX = 2**31 - 1  # MaxDeliveryCount is an Int32 in Azure's API
-BASIC_TTL_MS = 14 * DAY_MS  # SPEC §6.1, §15.1
+BASIC_TTL_MS = 14 * DAY_MS  # daemon/README.md §6.1, §15.1
 STATUSES = ("Active", "Disabled", "SendDisabled", "ReceiveDisabled")
 SKUS = ("basic", "standard", "premium")
-STANDARD_SIZES_MB = (1024, 2048, 3072, 4096, 5120)  # SPEC §14.7
-PREMIUM_SIZES_MB = tuple(gb * 1024 for gb in (1, 2, 3, 4, 5, 10, 20, 40, 80))  # SPEC §14
+STANDARD_SIZES_MB = (1024, 2048, 3072, 4096, 5120)  # daemon/README.md §14.7
+# daemon/README.md §14
+PREMIUM_SIZES_MB = tuple(gb * 1024 for gb in (1, 2, 3, 4, 5, 10, 20, 40, 80))
 DURATIONS = (
     "lock_duration",
     "default_message_time_to_live",
@@ -33,7 +34,7 @@ DURATIONS = (
     "auto_delete_on_idle",
 )
 IMMUTABLE = ("enable_partitioning", "requires_session", "requires_duplicate_detection")
-# ARM refuses these on Basic (SPEC §15.1).
+# ARM refuses these on Basic (daemon/README.md §15.1).
 NOT_ON_BASIC = (
     "requires_duplicate_detection",
     "requires_session",
@@ -80,7 +81,7 @@ class TopicConfig(QueueConfig, kw_only=True, forbid_unknown_fields=True):
 class SubscriptionConfig(QueueConfig, kw_only=True, forbid_unknown_fields=True):
     """A subscription's description; only SUBSCRIPTION_OPTIONS are settable."""
 
-    dead_lettering_on_filter_evaluation_exceptions: bool = True  # SPEC §4.5
+    dead_lettering_on_filter_evaluation_exceptions: bool = True  # daemon/README.md §4.5
     subscription_id: int = 0
 
 
@@ -148,7 +149,7 @@ def merge_options(current: Q, options: dict[str, Any], *, creating: bool) -> Q:
     if not creating:
         for key in IMMUTABLE:
             if key in options and options[key] != getattr(current, key):
-                # SPEC §14.10: fixed at creation.
+                # daemon/README.md §14.10: fixed at creation.
                 raise InvalidOperation(f"{key} cannot be changed after the entity is created")
     data = msgspec.structs.asdict(current)
     data.update(options)
@@ -159,7 +160,7 @@ def merge_options(current: Q, options: dict[str, Any], *, creating: bool) -> Q:
 
 
 def check_queue(cfg: QueueConfig, sku: str, explicit: set[str]) -> None:
-    """Range and tier checks (SPEC §3.3, §3.8, §0.4.2, §6, §8.2, §14.7, §15.1)."""
+    """Range and tier checks (daemon/README.md §3.3, §3.8, §0.4.2, §6, §8.2, §14.7, §15.1)."""
     if sku == "basic":
         for key in NOT_ON_BASIC:
             if key in explicit and _is_set(getattr(cfg, key)):

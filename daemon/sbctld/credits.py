@@ -1,15 +1,16 @@
-"""Throttling (SPEC §0.2, §0.4.4, §20): one :class:`CreditMeter` per namespace.
+"""Throttling (daemon/README.md §0.2, §0.4.4, §20): one :class:`CreditMeter` per namespace.
 
 Pure: it reads time only as the ``now`` (ms) its caller passes from the broker's injected
 clock. A period is one second of that clock (``now // 1000``); at the start of each period
 the meter holds ``limit`` credits again.
 
 - Basic/Standard: ``limit`` is the namespace's ``credits_per_second`` (0: unlimited).
-- Premium has no credit quota (SPEC §0.2.4): the same meter stands for what its messaging
+- Premium has no credit quota (daemon/README.md §0.2.4): the same meter stands for what its
+messaging
   units can carry, ``capacity * ops_per_unit`` operations per second (an emulator
   figure, settable per namespace; :data:`DEFAULT_OPS_PER_UNIT`).
 
-A request is admitted whole or refused whole (SPEC §0.4.4): :meth:`CreditMeter.charge`
+A request is admitted whole or refused whole (daemon/README.md §0.4.4): :meth:`CreditMeter.charge`
 raises before the caller applies anything.
 """
 
@@ -20,7 +21,7 @@ from typing import Any
 from sbctl.errors import QuotaExceeded, ServerBusy
 
 PERIOD_MS = 1000
-DEFAULT_CREDITS_PER_SECOND = 1000  # SPEC §0.2.1
+DEFAULT_CREDITS_PER_SECOND = 1000  # daemon/README.md §0.2.1
 DEFAULT_OPS_PER_UNIT = 2000  # emulated capacity of one premium messaging unit (ops/s)
 DATA_COST = 1  # per message sent, received or peeked
 MANAGEMENT_COST = 10  # per create/read/update/delete of an entity
@@ -33,7 +34,7 @@ THROTTLED_TEXT = (
 
 
 class CreditQuotaExceeded(QuotaExceeded):
-    """A request costing more than a whole period's credits (SPEC §0.4.4): the caller's
+    """A request costing more than a whole period's credits (daemon/README.md §0.4.4): the caller's
     mistake, not the entity's state (pairing does not fail over on it)."""
 
 
@@ -78,7 +79,7 @@ class CreditMeter:
             what = "operations per second" if self.premium else "credits per second"
             raise CreditQuotaExceeded(
                 f"the request costs {cost} credits, more than the namespace's {self.limit} "
-                f"{what}: it can never be admitted (SPEC §0.4.4)"
+                f"{what}: it can never be admitted"
             )
         if cost > self.limit - self.used:
             raise self._refuse(now)

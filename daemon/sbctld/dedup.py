@@ -1,4 +1,5 @@
-"""Duplicate detection history (SPEC §8): the MessageIds an entity saw within its window.
+"""Duplicate detection history (daemon/README.md §8): the MessageIds an entity saw within its
+window.
 
 A :class:`~sbctld.keyed.KeyedLog` under ``<entity>/dedup/`` maps each key to
 (when, sequence number); oldest first, so pruning the window is cheap.

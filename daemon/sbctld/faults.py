@@ -1,6 +1,6 @@
 """Fault injection: partition stores made unavailable or slow on purpose (test tooling).
 
-SPEC §0.1.1, §0.1.5, §0.1.6 and §0.1.10 say what a partitioned entity does while some of
+daemon/README.md §0.1.1, §0.1.5, §0.1.6 and §0.1.10 say what a partitioned entity does while some of
 its partition stores are unavailable; this module only knows *which* stores suffer what.
 
 A :class:`Fault` covers every store of a namespace (present and future entities), every
@@ -8,7 +8,7 @@ store of one queue or topic, or some partitions of it. A topic's subscriptions l
 topic's stores (sbctld.topic), so they share its faults. Kinds:
 
 - ``unavailable``: the store answers nothing; touching it raises ServiceCommunicationProblem
-  (transient, SPEC §16.2), which the client retries;
+  (transient, daemon/README.md §16.2), which the client retries;
 - ``slow``: the store answers after ``latency_ms``; the server delays the reply.
 
 The :class:`FaultRegistry` folds the faults covering one store into one :class:`StoreFault`
@@ -36,9 +36,9 @@ if TYPE_CHECKING:
     from sbctld.queue import Queue
 
 KINDS = ("unavailable", "slow")
-MAX_LATENCY_MS = 3_600_000  # SPEC §16.4: an SDK's try timeout is at most 1 h
+MAX_LATENCY_MS = 3_600_000  # daemon/README.md §16.4: an SDK's try timeout is at most 1 h
 ENTITY_UNAVAILABLE = (
-    "Unknown"  # SPEC §0.1.10; Azure's EntityAvailabilityStatus has no "Unavailable"
+    "Unknown"  # daemon/README.md §0.1.10; Azure's EntityAvailabilityStatus has no "Unavailable"
 )
 
 

@@ -1,7 +1,7 @@
 """A small durable map ``key -> (arg, seq, value)`` in the journal file format.
 
-Used for an entity's duplicate-detection history (SPEC §8) and its session states
-(SPEC §9.8). Every change is appended as one journal entry (``op`` 1 = set, 2 = delete;
+Used for an entity's duplicate-detection history (daemon/README.md §8) and its session states
+(daemon/README.md §9.8). Every change is appended as one journal entry (``op`` 1 = set, 2 = delete;
 ``extra`` = msgpack ``[key, value]``), riding the same group commit as the request that
 made it. When the files hold many more entries than the map, the live entries are
 rewritten as a new generation and the older files dropped. A torn tail loses only the

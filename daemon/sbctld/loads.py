@@ -1,6 +1,6 @@
 """Adopting a spark-load: staged record batches become an entity's messages, all or none.
 
-SPEC §0.4.6: bulk import is an emulator-only administrative path, charged no credits.
+daemon/README.md §0.4.6: bulk import is an emulator-only administrative path, charged no credits.
 
 Adoption has two halves. :func:`check` runs while the daemon keeps serving: it streams every
 staged file (CRC, lengths, record numbering, message size; :mod:`sbctld.staged`), then
@@ -235,7 +235,7 @@ def commit(queue: Queue, load_id: str, prepared: Prepared) -> dict[str, Any]:
     for pid, segs in segments.items():
         added = sum(st.payload_bytes for st in segs)
         if queue.partitions[pid].log.live_bytes + added > quota:
-            # SPEC §0.1.3: each partition holds up to the entity's max size.
+            # daemon/README.md §0.1.3: each partition holds up to the entity's max size.
             raise QuotaExceeded(
                 f"load {load_id!r} would take partition {pid} of queue {cfg.name!r} over its "
                 f"{cfg.max_size_in_megabytes} MB; nothing adopted"

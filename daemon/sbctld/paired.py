@@ -1,4 +1,4 @@
-"""Paired namespaces applied to the broker (SPEC §0.3, §0.4.5, §19).
+"""Paired namespaces applied to the broker (daemon/README.md §0.3, §0.4.5, §19).
 
 :class:`PairedNamespaces` plays the legacy SDK's paired MessagingFactory for every send
 that reaches a primary namespace: it routes the send through the primary's
@@ -81,7 +81,7 @@ LEDGER_FILE = "syphon.ledger"
 SAVE_EVERY_MS = 1000  # counters reach pairing.toml at most this late
 SYPHON_BATCH = 200  # messages the syphon moves per tick, over every pairing
 SYPHON_SCAN = 1000  # backlog messages it may look at per tick
-SYPHON_POLL_MS = 15 * 60_000  # SPEC §0.3.5: one 15-minute long-poll receive per queue
+SYPHON_POLL_MS = 15 * 60_000  # daemon/README.md §0.3.5: one 15-minute long-poll receive per queue
 PING_BYTES = 64  # what an empty ping message adds to a store (for its quota check)
 # Why a backlog message can never reach its destination: the syphon dead-letters it in
 # the backlog queue (with this reason) instead of trying again forever.
@@ -176,7 +176,7 @@ class PairedNamespaces:
         )
         check_options(options)
         down = broker.faults.namespace_down(entity_key(s_ns.name))
-        if down is not None:  # SPEC §0.3.6: it would fault the pairing at once
+        if down is not None:  # daemon/README.md §0.3.6: it would fault the pairing at once
             raise ServiceCommunicationProblem(
                 f"the stores of secondary namespace {s_ns.name!r} are unavailable "
                 f"(injected fault {down.id})"
@@ -196,11 +196,12 @@ class PairedNamespaces:
         return self.status(p_ns.name)
 
     def _backlog_queues(self, options: PairOptions, s_ns: Namespace) -> None:
-        """SPEC §0.3.1: each missing backlog queue is created; an existing one is used as
+        """daemon/README.md §0.3.1: each missing backlog queue is created; an existing one is used
+        as
         it is (its reading is charged like a management read), extra ones are left alone."""
         wanted = dict(BACKLOG_QUEUE_OPTIONS)
         if s_ns.config.sku == "basic":
-            for name in NOT_ON_BASIC:  # SPEC §15.1: Basic keeps its own TTL rules
+            for name in NOT_ON_BASIC:  # daemon/README.md §15.1: Basic keeps its own TTL rules
                 wanted.pop(name, None)
         # All or nothing: the secondary's credits must cover every create and read first.
         s_ns.meter.check(MANAGEMENT_COST * options.backlog_queue_count, self.broker.clock.now_ms())
@@ -235,7 +236,7 @@ class PairedNamespaces:
         return pairing
 
     def namespace_deleted(self, ns_key: str, now: int) -> None:
-        """SPEC §0.3.6: deleting the primary takes its pairing with it; deleting the
+        """daemon/README.md §0.3.6: deleting the primary takes its pairing with it; deleting the
         secondary faults the pairings it served."""
         gone = self.by_primary.pop(ns_key, None)
         if gone is not None:
@@ -316,7 +317,8 @@ class PairedNamespaces:
                 out[i] = queue.counts()["active_message_count"]
         return out
 
-    # ------------------------------------------------------------ sending (SPEC §0.3.2-3)
+    # ------------------------------------------------------------ sending (daemon/README.md
+    # §0.3.2-3)
 
     def send(
         self,
@@ -330,7 +332,7 @@ class PairedNamespaces:
         backlog queue once it failed over."""
         broker = self.broker
         if pairing.faulted is not None:
-            # SPEC §0.3.6: a faulted messaging factory refuses every send.
+            # daemon/README.md §0.3.6: a faulted messaging factory refuses every send.
             raise ServiceCommunicationProblem(
                 f"the pairing of namespace {pairing.primary!r} with {pairing.secondary!r} "
                 f"is faulted ({pairing.faulted}): unpair it to send to {pairing.primary!r} "
@@ -349,7 +351,7 @@ class PairedNamespaces:
                     raise
                 st = pairing.send_failed(key, path, err, now)
                 if st is None:
-                    raise  # SPEC §0.3.2: before FailoverInterval the caller sees it
+                    raise  # daemon/README.md §0.3.2: before FailoverInterval the caller sees it
                 broker.report(
                     f"pairing {pairing.primary}: {path} failed over to {pairing.secondary} "
                     f"({err.message})"
@@ -395,10 +397,10 @@ class PairedNamespaces:
             try:
                 seqs = self.broker.send(pairing.secondary, name, copies, direct=True)
             except MessageSizeExceeded as err:
-                # SPEC §0.3.3: the added properties can push a message over the limit.
+                # daemon/README.md §0.3.3: the added properties can push a message over the limit.
                 raise MessageSizeExceeded(
                     f"{err.message} once failover added its properties "
-                    f"({', '.join(FAILOVER_PROPERTIES)}; SPEC §0.3.3)"
+                    f"({', '.join(FAILOVER_PROPERTIES)})"
                 ) from None
             except SbctlError as err:
                 if err.code in KEEPS_ROTATION:
@@ -442,7 +444,7 @@ class PairedNamespaces:
                 self._fault(pairing, f"secondary namespace {pairing.secondary!r} was deleted", now)
                 continue
             if down is not None:
-                # SPEC §0.3.6: the secondary's factory faulted; the primary's follows.
+                # daemon/README.md §0.3.6: the secondary's factory faulted; the primary's follows.
                 self._fault(
                     pairing,
                     f"secondary namespace {pairing.secondary!r} faulted "
@@ -465,7 +467,8 @@ class PairedNamespaces:
         return woke
 
     def _ping(self, pairing: Pairing, key: str, st: EntityState, now: int) -> None:
-        """SPEC §0.3.4: an empty message (ContentType application/vnd.ms-servicebus-ping,
+        """daemon/README.md §0.3.4: an empty message (ContentType application/vnd.ms-servicebus-
+        ping,
         TTL 1 s, a random SessionId) to the primary entity, charged like a send. A ping is
         never stored, so no receiver or peek can ever see one: it runs the checks a send
         of it would (entity status, the store its SessionId picks, the entity's quota)."""
@@ -478,7 +481,7 @@ class PairedNamespaces:
         try:
             ns.meter.charge("data", DATA_COST, now)
         except (ServerBusy, QuotaExceeded):
-            pairing.ping_throttled(st, now)  # SPEC §0.3.2: throttling is no failure
+            pairing.ping_throttled(st, now)  # daemon/README.md §0.3.2: throttling is no failure
             return
         session_id = f"{pairing.rng.getrandbits(128):032x}"
         try:
@@ -489,7 +492,8 @@ class PairedNamespaces:
         pairing.ping_succeeded(key, now)
         self.broker.report(f"pairing {pairing.primary}: {st.path} is back on the primary")
 
-    # ------------------------------------------------------------ the syphon (SPEC §0.3.5)
+    # ------------------------------------------------------------ the syphon (daemon/README.md
+    # §0.3.5)
 
     def _syphon(self, pairing: Pairing, now: int, budget: int, woke: list[tuple[str, str]]) -> int:
         """One bounded round; returns how many messages it took out of backlog queues."""
@@ -544,7 +548,7 @@ class PairedNamespaces:
 
     def _poll(self, pairing: Pairing, s_ns: Namespace, now: int) -> None:
         """The syphon's idle cost: a 15-minute long-poll receive per backlog queue
-        (SPEC §0.3.5: 40 receives an hour with 10 queues), charged to the secondary."""
+        (daemon/README.md §0.3.5: 40 receives an hour with 10 queues), charged to the secondary."""
         if now < pairing.syphon_poll_ms:
             return
         try:
@@ -570,7 +574,7 @@ class PairedNamespaces:
             for p in queue.partitions:
                 first = i == start_q and p.id == start_pid
                 if (i == start_q and p.id < start_pid) or (p.fault is not None and p.fault.down):
-                    continue  # SPEC §0.1.6: the available partitions answer
+                    continue  # daemon/README.md §0.1.6: the available partitions answer
                 for seq in p.log.seqs_in(State.ACTIVE, start_seq if first and start_seq else None):
                     if scanned >= SYPHON_SCAN or len(picks) >= budget:
                         pairing.syphon_resume = (i, p.id, seq)
@@ -585,7 +589,7 @@ class PairedNamespaces:
                     if pairing.failed_over(target_key) or now < pairing.syphon_blocked.get(
                         target_key, 0
                     ):
-                        continue  # SPEC §0.3.5: only once the primary is reachable
+                        continue  # daemon/README.md §0.3.5: only once the primary is reachable
                     picks.append(pick)
         pairing.syphon_resume = (0, 0, 0)
         return picks, whole_pass and not picks
@@ -719,7 +723,7 @@ def _landed(target: Queue, marks: list[int], payload: bytes) -> bool:
 def _check_for_primary(entity: Queue, m: Message, size: int) -> None:
     """What the primary entity would refuse a message for, checked before it is diverted
     (so the syphon never carries a message its destination cannot take)."""
-    entity._check(m, size)  # ids, TTL, schedule, sessions, header size (SPEC §1, §9.3)
+    entity._check(m, size)  # ids, TTL, schedule, sessions, header size (daemon/README.md §1, §9.3)
     if (
         m.enqueued_sequence_number is not None
         or m.transfer_hops is not None

@@ -1,9 +1,10 @@
-"""Paired namespaces (SPEC §0.3, §19): the send-availability state machine of one primary.
+"""Paired namespaces (daemon/README.md §0.3, §19): the send-availability state machine of one
+primary.
 
 Pure and clock-driven: every method takes ``now`` (ms) from the broker's clock and nothing
 here touches storage or sockets. :mod:`sbctld.paired` applies it to the broker: it routes
 every send that reaches the primary namespace through :class:`Pairing`, pings, runs the
-syphon and persists the pairing (SPEC §0.4.5: the daemon plays the SDK messaging
+syphon and persists the pairing (daemon/README.md §0.4.5: the daemon plays the SDK messaging
 factory's role).
 
 One entity's life (per queue or topic of the primary, keyed by entity key)::
@@ -14,18 +15,19 @@ One entity's life (per queue or topic of the primary, keyed by entity key)::
 
 - *failing*: sends still go to the primary; a send that fails before FailoverInterval
   has passed since the first counted failure fails to the caller with its own error
-  (SPEC §0.3.2). FailoverInterval 0 fails over on the first counted failure.
+  (daemon/README.md §0.3.2). FailoverInterval 0 fails over on the first counted failure.
 - *failed over*: sends go to a backlog queue of the secondary, chosen at random per
   sender and kept while it stays in the rotation; a ping goes to the primary every
-  PingPrimaryInterval (SPEC §0.3.4).
+  PingPrimaryInterval (daemon/README.md §0.3.4).
 
 A *sender* is one client connection to the daemon (the SDK picks a backlog queue per
-QueueClient/TopicClient, SPEC §0.3.2; a connection is the nearest thing the daemon sees).
+QueueClient/TopicClient, daemon/README.md §0.3.2; a connection is the nearest thing the daemon
+sees).
 A backlog queue whose send fails leaves the rotation for every sender; when none is left
 the send fails and the rotation starts over with all of them, and it is whole again once
 no entity is failed over.
 
-A faulted pairing (the other side was deleted or faulted, SPEC §0.3.6) is terminal, like
+A faulted pairing (the other side was deleted or faulted, daemon/README.md §0.3.6) is terminal, like
 a faulted MessagingFactory: sends to the primary fail until it is unpaired.
 """
 
@@ -43,7 +45,7 @@ from sbctl.durations import MAX_TIMESPAN_MS, MS_PER_MINUTE, MS_PER_SECOND, forma
 from sbctl.errors import BadRequest, SbctlError
 from sbctld.credits import CreditQuotaExceeded
 
-# SPEC §0.3.7 defaults and ranges [decomp].
+# daemon/README.md §0.3.7 defaults and ranges [decomp].
 DEFAULT_BACKLOG_QUEUE_COUNT = 10
 MAX_BACKLOG_QUEUE_COUNT = 100  # an emulator bound: each one is a queue in the secondary
 DEFAULT_FAILOVER_INTERVAL_MS = MS_PER_MINUTE
@@ -51,10 +53,10 @@ MAX_FAILOVER_INTERVAL_MS = 60 * MS_PER_MINUTE
 DEFAULT_PING_INTERVAL_MS = MS_PER_MINUTE
 MIN_PING_INTERVAL_MS = MS_PER_SECOND
 MAX_PING_INTERVAL_MS = 30 * MS_PER_MINUTE
-SYPHON_RETRY_MS = MS_PER_SECOND  # SPEC §19.2: the syphon's retry interval
+SYPHON_RETRY_MS = MS_PER_SECOND  # daemon/README.md §19.2: the syphon's retry interval
 
 TRANSFER_SEGMENT = "x-servicebus-transfer"
-# SPEC §0.3.3: where a diverted message keeps what the backlog queue must not act on.
+# daemon/README.md §0.3.3: where a diverted message keeps what the backlog queue must not act on.
 SESSION_ID_PROPERTY = "x-ms-sessionid"
 TIME_TO_LIVE_PROPERTY = "x-ms-timetolive"  # milliseconds
 SCHEDULED_PROPERTY = "x-ms-scheduledenqueuetimeutc"  # ms since the epoch
@@ -65,10 +67,10 @@ FAILOVER_PROPERTIES = (
     SCHEDULED_PROPERTY,
     PATH_PROPERTY,
 )
-PING_CONTENT_TYPE = "application/vnd.ms-servicebus-ping"  # SPEC §19.4
+PING_CONTENT_TYPE = "application/vnd.ms-servicebus-ping"  # daemon/README.md §19.4
 PING_TTL_MS = MS_PER_SECOND
 
-# SPEC §0.3.1: the backlog queues' description (the SDK's QueueDescription names).
+# daemon/README.md §0.3.1: the backlog queues' description (the SDK's QueueDescription names).
 BACKLOG_QUEUE_OPTIONS: dict[str, Any] = {
     "max_size_in_megabytes": 5120,
     "max_delivery_count": 2**31 - 1,  # int.MaxValue
@@ -79,7 +81,7 @@ BACKLOG_QUEUE_OPTIONS: dict[str, Any] = {
     "enable_batched_operations": True,
 }
 
-# SPEC §19.3: a non-transient messaging failure or a timeout starts (and keeps) the
+# daemon/README.md §19.3: a non-transient messaging failure or a timeout starts (and keeps) the
 # failover timer; so does an unavailable store (an injected fault: the SDK would see a
 # communication failure once its retries ran out). Throttling (ServerBusy) does not, nor
 # does anything the caller got wrong (BadRequest, InvalidOperation, MessageSizeExceeded,
@@ -106,7 +108,7 @@ def counts_for_failover(err: SbctlError) -> bool:
 
 
 def backlog_name(primary: str, index: int) -> str:
-    """SPEC §0.3.1: ``<primary>/x-servicebus-transfer/<i>``."""
+    """daemon/README.md §0.3.1: ``<primary>/x-servicebus-transfer/<i>``."""
     return f"{primary}/{TRANSFER_SEGMENT}/{index}"
 
 
@@ -123,19 +125,15 @@ class PairOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
 
 def check_options(options: PairOptions) -> None:
-    """SPEC §0.3.7 ranges."""
+    """daemon/README.md §0.3.7 ranges."""
     if options.primary.lower() == options.secondary.lower():
         raise BadRequest("a namespace cannot be paired with itself")
     if not 1 <= options.backlog_queue_count <= MAX_BACKLOG_QUEUE_COUNT:
-        raise BadRequest(
-            f"backlog_queue_count must be between 1 and {MAX_BACKLOG_QUEUE_COUNT} (SPEC §0.3.7)"
-        )
+        raise BadRequest(f"backlog_queue_count must be between 1 and {MAX_BACKLOG_QUEUE_COUNT}")
     if not 0 <= options.failover_interval_ms <= MAX_FAILOVER_INTERVAL_MS:
-        raise BadRequest("failover_interval must be between 0 and 60 minutes (SPEC §0.3.7)")
+        raise BadRequest("failover_interval must be between 0 and 60 minutes")
     if not MIN_PING_INTERVAL_MS <= options.ping_primary_interval_ms <= MAX_PING_INTERVAL_MS:
-        raise BadRequest(
-            "ping_primary_interval must be between 1 second and 30 minutes (SPEC §0.3.7)"
-        )
+        raise BadRequest("ping_primary_interval must be between 1 second and 30 minutes")
 
 
 class PairCounters(msgspec.Struct, kw_only=True):
@@ -243,7 +241,7 @@ class Pairing:
         return st
 
     def send_succeeded(self, key: str) -> None:
-        """A successful send to the primary clears the timer (SPEC §0.3.2)."""
+        """A successful send to the primary clears the timer (daemon/README.md §0.3.2)."""
         if self.entities:
             st = self.entities.get(key)
             if st is not None and not st.failed_over:
@@ -253,7 +251,7 @@ class Pairing:
 
     def backlog_for(self, st: EntityState, sender: Hashable) -> int:
         """The sender's backlog queue for this entity: its earlier choice while that is
-        still in the rotation, else a new random one (SPEC §0.3.2)."""
+        still in the rotation, else a new random one (daemon/README.md §0.3.2)."""
         if not self.rotation:
             self.rotation = list(range(self.options.backlog_queue_count))
         choice = st.senders.get(sender)
@@ -279,7 +277,7 @@ class Pairing:
         self.counters.diverted += count
         self.dirty = True
 
-    # ------------------------------------------------------------ pings (SPEC §0.3.4)
+    # ------------------------------------------------------------ pings (daemon/README.md §0.3.4)
 
     def pings_due(self, now: int) -> list[tuple[str, EntityState]]:
         return [
@@ -311,7 +309,8 @@ class Pairing:
         if not any(st.failed_over for st in self.entities.values()):
             self.rotation = list(range(self.options.backlog_queue_count))
 
-    # ------------------------------------------------------------ close/fault (SPEC §0.3.6)
+    # ------------------------------------------------------------ close/fault (daemon/README.md
+    # §0.3.6)
 
     def fault(self, reason: str, now: int) -> None:
         if self.faulted is None:
@@ -352,7 +351,8 @@ class Pairing:
 
 
 def divert_message(m: Message, path: str) -> Message:
-    """SPEC §0.3.3: the copy of ``m`` a backlog queue receives. SessionId, TimeToLive and
+    """daemon/README.md §0.3.3: the copy of ``m`` a backlog queue receives. SessionId, TimeToLive
+    and
     ScheduledEnqueueTimeUtc move into properties (so the backlog queue neither needs
     sessions, nor expires, nor schedules it) and ``x-ms-path`` names the destination."""
     props: dict[str, PropertyValue] = dict(m.application_properties or {})

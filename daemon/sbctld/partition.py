@@ -1,10 +1,10 @@
 """A partition as the broker sees it: a persistent log plus transient delivery state.
 
-Transient state (lost on restart, as locks are lost when a connection drops, SPEC §3.7):
+Transient state (lost on restart, as locks are lost when a connection drops, daemon/README.md §3.7):
 - ``locks``: local seq → (nonce, locked_until_ms) for peek-locked messages;
 - per view (the entity itself, its DLQ) a ``cursor`` below which every message was handed
   out at least once since start, and a heap of messages handed back (abandoned, lock
-  expired) that are served first, "at or near the front" (SPEC §3.4).
+  expired) that are served first, "at or near the front" (daemon/README.md §3.4).
 
 A lock token is a GUID carrying the public sequence number and a random nonce, so settling
 needs no token table (:func:`sbctl.messages.lock_token_for`).
@@ -73,7 +73,7 @@ class Partition:
         self.dlq = View(State.DEADLETTERED, log.head)
         self.tdlq = View(State.TRANSFER_DEADLETTERED, log.head)
         # Session-enabled queues: each session's undelivered messages, oldest first (a heap
-        # per session, SPEC §9.7 FIFO), and the session of every message indexed there.
+        # per session, daemon/README.md §9.7 FIFO), and the session of every message indexed there.
         self.by_session: dict[str, list[int]] = {}
         self.session_of: dict[int, str] = {}
         self.scheduled = []
@@ -130,7 +130,8 @@ class Partition:
                 break
             i = seq - log.base
             if view.state == State.ACTIVE and log.exp[i] <= now:
-                expire(self, seq)  # SPEC §6.2: an expired message can no longer be received
+                # daemon/README.md §6.2: an expired message can no longer be received
+                expire(self, seq)
                 continue
             got = self.deliver(seq, now, lock_ms, journal)
             if got is not None:
@@ -233,7 +234,7 @@ class Partition:
         expire: Callable[[Partition, int], None],
         until: int | None = None,
     ) -> None:
-        """Hand out the session's messages in order (SPEC §9.7), locked ``until``."""
+        """Hand out the session's messages in order (daemon/README.md §9.7), locked ``until``."""
         heap = self.by_session.get(session_id, [])
         journal: list[Entry] = []
         log = self.log
@@ -242,7 +243,7 @@ class Partition:
             if log.state_of(seq) != State.ACTIVE or seq in self.locks:
                 continue
             if log.exp[seq - log.base] <= now:
-                # SPEC §6.4: with a listener on the session, one expired message expires
+                # daemon/README.md §6.4: with a listener on the session, one expired message expires
                 # every message of that session.
                 for other in [seq, *heap]:
                     if log.state_of(other) == State.ACTIVE and other not in self.locks:
@@ -267,7 +268,7 @@ class Partition:
         return heap[0][0] if heap else None
 
     def due_scheduled(self, now: int) -> list[int]:
-        """Scheduled messages whose time has come (SPEC §7.2), oldest first."""
+        """Scheduled messages whose time has come (daemon/README.md §7.2), oldest first."""
         out = []
         while self.scheduled and self.scheduled[0][0] <= now:
             _when, seq = heapq.heappop(self.scheduled)
@@ -294,7 +295,7 @@ class Partition:
     # ------------------------------------------------------------ peeking
 
     def peek(self, subqueue: str, start: int, count: int, out: list[Delivered]) -> None:
-        """Browse from local ``start`` (SPEC §5): no locks, no state change."""
+        """Browse from local ``start`` (daemon/README.md §5): no locks, no state change."""
         log = self.log
         states = (self.view(subqueue).state,) if subqueue else PEEKABLE
         seq = max(start, log.head)

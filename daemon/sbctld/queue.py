@@ -63,16 +63,16 @@ from sbctld.storage.sync import Syncer
 
 DESCRIPTION = "queue.toml"
 SESSION_RECEIVER_ON_PLAIN = (
-    # SPEC §9.5
+    # daemon/README.md §9.5
     "A sessionful message receiver cannot be created on an entity that does not require sessions."
 )
 NON_SESSION_RECEIVER = (
-    # SPEC §9.5
+    # daemon/README.md §9.5
     "It is not possible for an entity that requires sessions to create a non-sessionful "
     "message receiver."
 )
 SETTLEMENTS = ("complete", "abandon", "defer", "dead-letter", "renew-lock")
-DEAD_LETTER_REASON = "DeadLetterReason"  # application properties (SPEC §1.9)
+DEAD_LETTER_REASON = "DeadLetterReason"  # application properties (daemon/README.md §1.9)
 DEAD_LETTER_DESCRIPTION = "DeadLetterErrorDescription"
 DEAD_LETTER_SOURCE = "DeadLetterSource"
 LOCAL_MASK = (1 << 48) - 1
@@ -209,7 +209,7 @@ class Queue:
         """Validate the whole batch first; store all of it or none of it.
 
         ``batch`` holds Messages or their encoded bytes (as they arrive on the wire).
-        Returns one sequence number per message; a duplicate (SPEC §8.3: accepted, then
+        Returns one sequence number per message; a duplicate (daemon/README.md §8.3: accepted, then
         dropped) gets the number of the message it duplicates.
         """
         messages, payloads = decode_batch(batch)
@@ -250,7 +250,7 @@ class Queue:
                     "by the broker, not by senders"
                 )
             if dedup is not None and m.message_id is not None:
-                # SPEC §8.3: MessageId, plus the partition key on partitioned entities.
+                # daemon/README.md §8.3: MessageId, plus the partition key on partitioned entities.
                 dkey = m.message_id if count == 1 else f"{m.message_id}\x00{key}"
                 prior = dedup.get(dkey, now, window)
                 if prior is not None:
@@ -269,16 +269,16 @@ class Queue:
             if count == 1:
                 pid = 0
             elif via_partition is not None:
-                pid = via_partition  # a transaction's partition (SPEC §0.1.8)
+                pid = via_partition  # a transaction's partition (daemon/README.md §0.1.8)
             elif key is not None:
-                pid = partition_for_key(key, count)  # SPEC §0.1.4
+                pid = partition_for_key(key, count)  # daemon/README.md §0.1.4
             else:
                 pid = rr % count  # keyless: round-robin
                 rr += 1
             if faulty:
                 pid = self._writable(pid, keyless=key is None and via_partition is None)
             ttl = m.time_to_live_ms
-            # SPEC §1.6: a message's TTL is capped by the entity default.
+            # daemon/README.md §1.6: a message's TTL is capped by the entity default.
             ttl = default_ttl if ttl is None or ttl > default_ttl else ttl
             group = groups.get(pid)
             if group is None:
@@ -299,12 +299,12 @@ class Queue:
         if total > limit and len(messages) > 1:
             raise MessageSizeExceeded(
                 f"the batch of {total} bytes is larger than the {limit // 1024} KB allowed "
-                "for this tier (SPEC §13.1)"
+                "for this tier"
             )
         quota = cfg.max_size_in_megabytes * MB
         for pid, size in sizes.items():
             if self.partitions[pid].log.live_bytes + size > quota:
-                # SPEC §0.1.3: each partition holds up to the entity's max size.
+                # daemon/README.md §0.1.3: each partition holds up to the entity's max size.
                 raise QuotaExceeded(
                     f"the maximum entity size has been reached or exceeded for queue "
                     f"{cfg.name!r} ({cfg.max_size_in_megabytes} MB per partition)"
@@ -332,7 +332,8 @@ class Queue:
 
     def _writable(self, pid: int, *, keyless: bool) -> int:
         """The partition a message chosen for ``pid`` is written to, with faults
-        (SPEC §0.1.5): a keyless message skips unavailable partitions, a keyed one fails."""
+        (daemon/README.md §0.1.5): a keyless message skips unavailable partitions, a keyed
+        one fails."""
         fault = self.partitions[pid].fault
         if fault is None or fault.reachable():
             return pid
@@ -374,7 +375,8 @@ class Queue:
         return {pid: log.commit(batch) for pid, (log, batch) in zip(groups, staged, strict=True)}
 
     def _check(self, m: Message, size: int) -> str | None:
-        """Per-message rules (SPEC §1.3, §1.4, §1.6, §1.7, §9.3); returns the partition key."""
+        """Per-message rules (daemon/README.md §1.3, §1.4, §1.6, §1.7, §9.3); returns the partition
+        key."""
         cfg = self.config
         if m.message_id is not None and not 1 <= len(m.message_id) <= MAX_ID_LENGTH:
             raise BadRequest("message_id must be 1-128 characters")
@@ -392,14 +394,14 @@ class Queue:
         header = size - len(m.body)
         if header > MAX_HEADER_BYTES:
             raise MessageSizeExceeded(
-                f"the message header of {header} bytes exceeds the 64 KB limit (SPEC §1.4)"
+                f"the message header of {header} bytes exceeds the 64 KB limit"
             )
         if header > MAX_PROPERTY_BYTES:  # only then can one property be over 32 KB
             values = list((m.application_properties or {}).items())
             values += [(f, getattr(m, f)) for f in STRING_FIELDS]
             for k, v in values:
                 if isinstance(v, str) and len(v.encode()) > MAX_PROPERTY_BYTES:
-                    raise MessageSizeExceeded(f"property {k!r} exceeds the 32 KB limit (SPEC §1.4)")
+                    raise MessageSizeExceeded(f"property {k!r} exceeds the 32 KB limit")
         return partition_key_of(
             m.session_id, m.partition_key, m.message_id, cfg.requires_duplicate_detection
         )
@@ -413,12 +415,12 @@ class Queue:
                 f"{self.kind} {cfg.name!r} is {cfg.status}: receives are refused"
             )
         if cfg.forward_to is not None and not subqueue:
-            # SPEC §11.2
+            # daemon/README.md §11.2
             raise InvalidOperation(
                 f"cannot receive from {cfg.name!r}: it forwards every message to {cfg.forward_to!r}"
             )
         if cfg.forward_dead_lettered_messages_to is not None and subqueue == "deadletter":
-            # SPEC §4.7
+            # daemon/README.md §4.7
             raise InvalidOperation(
                 f"cannot receive from the dead-letter queue of {cfg.name!r}: it forwards "
                 f"dead-lettered messages to {cfg.forward_dead_lettered_messages_to!r}"
@@ -427,7 +429,7 @@ class Queue:
             raise InvalidOperation(NON_SESSION_RECEIVER)
 
     def receive(self, count: int, now: int, *, delete: bool, subqueue: str) -> list[Delivered]:
-        """SPEC §0.1.6: ask every partition, starting with a different one each time."""
+        """daemon/README.md §0.1.6: ask every partition, starting with a different one each time."""
         self.check_receive(subqueue)
         out: list[Delivered] = []
         lock_ms = None if delete else self.config.lock_duration
@@ -440,14 +442,14 @@ class Queue:
         for k in range(n):
             p = self.partitions[(start + k) % n]
             if faulty and p.fault is not None and not p.fault.reachable():
-                continue  # SPEC §0.1.6: the available partitions answer
+                continue  # daemon/README.md §0.1.6: the available partitions answer
             p.take(p.view(subqueue), count, now, lock_ms, out, self._expire)
             if len(out) >= count:
                 break
         self.accessed_at_ms = now
         return out
 
-    # ------------------------------------------------------------ sessions (SPEC §9)
+    # ------------------------------------------------------------ sessions (daemon/README.md §9)
 
     def _sessions(self) -> Sessions:
         if self.sessions is None:
@@ -455,7 +457,8 @@ class Queue:
         return self.sessions
 
     def _session_partition(self, session_id: str) -> Partition:
-        """The partition holding the session (SPEC §0.1.4); raises when it is unavailable."""
+        """The partition holding the session (daemon/README.md §0.1.4); raises when it is
+        unavailable."""
         n = len(self.partitions)
         p = self.partitions[partition_for_key(session_id, n) if n > 1 else 0]
         if p.fault is not None:
@@ -463,7 +466,7 @@ class Queue:
         return p
 
     def accept_session(self, session_id: str | None, now: int) -> dict[str, Any]:
-        """Lock a given session, or the next unlocked one with messages (SPEC §9.6)."""
+        """Lock a given session, or the next unlocked one with messages (daemon/README.md §9.6)."""
         sessions = self._sessions()
         if self.config.status in ("Disabled", "ReceiveDisabled"):
             self.check_receive("")
@@ -498,7 +501,8 @@ class Queue:
         }
 
     def receive_session(self, token: str, count: int, now: int, *, delete: bool) -> list[Delivered]:
-        """A session receiver's receive: that session's messages, in order (SPEC §9.7)."""
+        """A session receiver's receive: that session's messages, in order (daemon/README.md
+        §9.7)."""
         sessions = self._sessions()
         session_id = sessions.check(token, now)
         if self.config.status in ("Disabled", "ReceiveDisabled"):
@@ -527,7 +531,7 @@ class Queue:
         if self.faulty and token in sessions.by_token:
             self._session_partition(sessions.by_token[token])
         until = sessions.renew(token, now, self.config.lock_duration)
-        for pid, seq in sessions.owned.get(token, []):  # SPEC §9.7: its messages too
+        for pid, seq in sessions.owned.get(token, []):  # daemon/README.md §9.7: its messages too
             p = self.partitions[pid]
             if sessions.owner.get((pid, seq)) == token and seq in p.locks:
                 p.lock(seq, until, p.locks[seq][0])
@@ -535,7 +539,7 @@ class Queue:
 
     def close_session(self, token: str, now: int) -> dict[str, Any]:
         """Release the session; its unsettled messages go back, their delivery not counted
-        (SPEC §9.9)."""
+        (daemon/README.md §9.9)."""
         sessions = self._sessions()
         if self.faulty and token in sessions.by_token:
             self._session_partition(sessions.by_token[token])
@@ -549,7 +553,8 @@ class Queue:
         return {"session_id": session_id, "closed": True}
 
     def list_sessions(self, now: int) -> list[dict[str, Any]]:
-        """Sessions with messages or state (SPEC §9.2: a session exists while it has some)."""
+        """Sessions with messages or state (daemon/README.md §9.2: a session exists while it has
+        some)."""
         sessions = self._sessions()
         active: dict[str, int] = {}
         down: set[int] = set()
@@ -558,7 +563,7 @@ class Queue:
             down = set(self.unavailable())
         for p in self.partitions:
             if p.id in down:
-                continue  # SPEC §0.1.10: what the available partitions hold
+                continue  # daemon/README.md §0.1.10: what the available partitions hold
             for seq, session_id in p.session_of.items():
                 if p.log.state_of(seq) in (State.ACTIVE, State.DEFERRED):
                     active[session_id] = active.get(session_id, 0) + 1
@@ -594,7 +599,7 @@ class Queue:
         sessions.set_state(session_id, state, self.max_message_bytes)
 
     def _expire(self, p: Partition, seq: int) -> None:
-        """SPEC §6.2-6.3: drop, or dead-letter when the entity says so."""
+        """daemon/README.md §6.2-6.3: drop, or dead-letter when the entity says so."""
         if self.config.dead_lettering_on_message_expiration:
             p.log.set_state(
                 seq,
@@ -609,7 +614,8 @@ class Queue:
         p.give_back(seq)
 
     def activate_scheduled(self, now: int) -> bool:
-        """Enqueue scheduled messages whose time came, with new sequence numbers (SPEC §7,
+        """Enqueue scheduled messages whose time came, with new sequence numbers (daemon/README.md
+        §7,
         §2.4). The copy is appended before the original is retired: a crash in between can
         duplicate a scheduled message, never lose it."""
         woke = False
@@ -637,7 +643,8 @@ class Queue:
         return woke
 
     def idle(self, now: int) -> bool:
-        """SPEC §6.5: no send, receive, peek or update for auto_delete_on_idle; a queue with
+        """daemon/README.md §6.5: no send, receive, peek or update for auto_delete_on_idle; a queue
+        with
         scheduled messages, or one that forwards, is never idle."""
         cfg = self.config
         return (
@@ -656,7 +663,7 @@ class Queue:
         return min(times) if times else None
 
     def peek(self, count: int, from_sequence: int | None, *, subqueue: str) -> list[Delivered]:
-        """SPEC §5, §0.1.7: the oldest messages of one partition."""
+        """daemon/README.md §5, §0.1.7: the oldest messages of one partition."""
         if self.config.status in ("Disabled", "ReceiveDisabled"):
             raise MessagingEntityDisabled(
                 f"{self.kind} {self.config.name!r} is {self.config.status}: peeks are refused"
@@ -683,7 +690,7 @@ class Queue:
         for k in range(n):
             p = self.partitions[(start + k) % n]
             if faulty and p.fault is not None and not p.fault.reachable():
-                continue  # SPEC §0.1.7: whichever partition answers
+                continue  # daemon/README.md §0.1.7: whichever partition answers
             if p.has_peekable(subqueue):
                 p.peek(subqueue, 0, count, out)
                 if out:
@@ -701,7 +708,7 @@ class Queue:
         reason: str | None = None,
         description: str | None = None,
     ) -> list[dict[str, Any]]:
-        """Settle by lock token (SPEC §3.4, §3.6, §4); one result per token."""
+        """Settle by lock token (daemon/README.md §3.4, §3.6, §4); one result per token."""
         changes = self._settlement_changes(op, properties, reason, description)
         if self.faulty:
             self._reach_tokens(tokens)  # all or nothing: the client retries the request
@@ -716,7 +723,7 @@ class Queue:
                 results.append({"lock_token": token, "error": exc.to_wire()})
                 continue
             if op == "renew-lock":
-                # SPEC §3.6: LockDuration more, counted from now.
+                # daemon/README.md §3.6: LockDuration more, counted from now.
                 until = p.lock(seq, now + self.config.lock_duration, p.locks[seq][0])
                 results.append(
                     {"lock_token": token, "ok": True, "locked_until_utc": format_instant(until)}
@@ -752,7 +759,7 @@ class Queue:
         settlements: Sequence[tuple[str, str, dict[str, Any] | None, str | None, str | None]],
         now: int,
     ) -> dict[str, Any]:
-        """Sends and settlements on this queue, all or nothing (SPEC §12, §0.1.8).
+        """Sends and settlements on this queue, all or nothing (daemon/README.md §12, §0.1.8).
 
         Everything is checked before anything is applied: the 100-operation limit, the
         partitioned-entity key rules and every lock token.
@@ -769,7 +776,7 @@ class Queue:
                 if key is None:
                     raise InvalidOperation(
                         "every message of a transaction on a partitioned entity needs a "
-                        "partition key: SessionId, PartitionKey or MessageId (SPEC §0.1.8)"
+                        "partition key: SessionId, PartitionKey or MessageId"
                     )
                 keys.add(key)
                 if m.session_id is not None:
@@ -777,12 +784,11 @@ class Queue:
             if len(sessions) > 1:
                 raise InvalidOperation(
                     "a transaction may not send to several sessions of a partitioned entity "
-                    "(SPEC §0.1.8)"
                 )
             if len(keys) > 1:
                 raise InvalidOperation(
                     "all messages of a transaction on a partitioned entity must share one "
-                    f"partition key, not {len(keys)} (SPEC §0.1.8)"
+                    f"partition key, not {len(keys)}"
                 )
             partitions = {partition_for_key(k, len(self.partitions)) for k in keys}
         tokens: set[str] = set()
@@ -798,7 +804,7 @@ class Queue:
         if len(partitions) > 1:
             raise InvalidOperation(
                 "a transaction on a partitioned entity works within one partition; these "
-                f"operations touch {len(partitions)} (SPEC §0.1.8)"
+                f"operations touch {len(partitions)}"
             )
         via = next(iter(partitions)) if self.partitioned and partitions else None
         seqs = self.send(batch, now, via_partition=via) if batch else []
@@ -819,7 +825,7 @@ class Queue:
         if op not in SETTLEMENTS:
             raise BadRequest(f"unknown settlement {op!r}: use {', '.join(SETTLEMENTS)}")
         if self.config.status in ("Disabled", "ReceiveDisabled"):
-            # Settling is the receiver's side (SPEC §17).
+            # Settling is the receiver's side (daemon/README.md §17).
             raise MessagingEntityDisabled(
                 f"{self.kind} {self.config.name!r} is {self.config.status}: settlements are refused"
             )
@@ -839,7 +845,8 @@ class Queue:
         """The locked message ``token`` names, if ``op`` may settle it; raises otherwise."""
         p, seq = self._locked(token, now)
         if op in ("dead-letter", "defer") and p.log.state_of(seq) == State.DEADLETTERED:
-            # SPEC §4.3: a DLQ message cannot be dead-lettered again (nor deferred out of it).
+            # daemon/README.md §4.3: a DLQ message cannot be dead-lettered again (nor deferred out
+            # of it).
             raise InvalidOperation(
                 "a dead-lettered message cannot be dead-lettered again"
                 if op == "dead-letter"
@@ -856,7 +863,8 @@ class Queue:
     def receive_deferred(
         self, sequence_numbers: Sequence[int], now: int, *, delete: bool
     ) -> list[Delivered]:
-        """Fetch deferred messages by sequence number (SPEC §3.4, §3.9). Every number must
+        """Fetch deferred messages by sequence number (daemon/README.md §3.4, §3.9). Every number
+        must
         name a deferred, unlocked message (else MessageNotFound and nothing is taken); one
         that expired meanwhile is expired now and left out."""
         self.check_receive("")
@@ -886,9 +894,9 @@ class Queue:
         return out
 
     def cancel_scheduled(self, sequence_numbers: Sequence[int]) -> int:
-        """SPEC §7.2: cancelling deletes a scheduled message. All or nothing."""
+        """daemon/README.md §7.2: cancelling deletes a scheduled message. All or nothing."""
         if self.config.status in ("Disabled", "SendDisabled"):
-            # Cancelling is a sender's operation (SPEC §17).
+            # Cancelling is a sender's operation (daemon/README.md §17).
             raise MessagingEntityDisabled(
                 f"{self.kind} {self.config.name!r} is {self.config.status}: cancelling is refused"
             )
@@ -956,7 +964,7 @@ class Queue:
             log.state_of(seq) == State.ACTIVE
             and log.dc[seq - log.base] >= self.config.max_delivery_count
         ):
-            # SPEC §3.8
+            # daemon/README.md §3.8
             log.set_state(
                 seq,
                 State.DEADLETTERED,
@@ -983,7 +991,7 @@ class Queue:
             and sessions is not None
             and not sessions.holds_message(session_id, (pid, seq), now)
         ):
-            # SPEC §9.7: a session's messages are held by its session lock.
+            # daemon/README.md §9.7: a session's messages are held by its session lock.
             raise SessionLockLost(SESSION_LOCK_LOST)
         held = p.locks.get(seq)
         if held is None or held[0] != nonce or held[1] <= now:
@@ -997,7 +1005,7 @@ class Queue:
             if p.fault is not None and p.fault.down:
                 continue  # its timers wait for the store (the broker revisits on clear)
             for seq in p.expired_locks(now):
-                self.release(p, seq)  # SPEC §3.5: delivery count already counts it
+                self.release(p, seq)  # daemon/README.md §3.5: delivery count already counts it
                 freed = True
         return freed
 
@@ -1008,13 +1016,13 @@ class Queue:
         size = 0
         for p in self.partitions:
             if p.fault is not None and not p.fault.reachable():
-                continue  # SPEC §0.1.10: the available partitions' counts
+                continue  # daemon/README.md §0.1.10: the available partitions' counts
             for st in State:
                 c[st] += p.log.counts[st]
             size += p.log.live_bytes
         if self.sessions is not None:
-            size += self.sessions.state_bytes  # SPEC §9.8
-        active = c[State.ACTIVE] + c[State.DEFERRED]  # SPEC §0.4.1
+            size += self.sessions.state_bytes  # daemon/README.md §9.8
+        active = c[State.ACTIVE] + c[State.DEFERRED]  # daemon/README.md §0.4.1
         return {
             "active_message_count": active,
             "deferred_message_count": c[State.DEFERRED],
@@ -1085,7 +1093,7 @@ class Queue:
             raise all_down(self)
 
     def reach_all(self) -> None:
-        """Touch every partition (SPEC §0.1.10: management must succeed on each)."""
+        """Touch every partition (daemon/README.md §0.1.10: management must succeed on each)."""
         if self.faulty:
             for p in self.partitions:
                 if p.fault is not None:
@@ -1099,7 +1107,7 @@ class Queue:
 
     @property
     def availability_status(self) -> str:
-        """SPEC §0.1.10: Limited while some partition is unavailable (Azure's Unknown
+        """daemon/README.md §0.1.10: Limited while some partition is unavailable (Azure's Unknown
         when none is available)."""
         down = len(self.unavailable())
         if not down:

@@ -272,7 +272,7 @@ class Server:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        old = os.umask(0o177)  # socket file mode 0600 (DESIGN.md §4)
+        old = os.umask(0o177)  # socket file mode 0600 (daemon/README.md §23)
         try:
             sock.bind(path)
         finally:
@@ -357,7 +357,7 @@ class Server:
             conn.send(encode_reply(req_id, True, result))
 
     def reply_durable(self, conn: Connection, req_id: int, result: Any) -> None:
-        """Reply once every write made so far is on disk (DESIGN.md §2 "Durability")."""
+        """Reply once every write made so far is on disk (daemon/README.md §21 "Durability")."""
         delay = self._take_delay() if self.faults.delay_ms else 0
 
         def done(error: SbctlError | None) -> None:
@@ -434,7 +434,7 @@ class Server:
 
     # --- end overview ---
     def op_namespace_metrics(self, conn: Connection, req_id: int, a: Any) -> None:
-        """Premium-style metrics (SPEC §20.3): throttled and served requests, and the
+        """Premium-style metrics (daemon/README.md §20.3): throttled and served requests, and the
         daemon's own CPU and memory (shared by every namespace it serves)."""
         credits = self.broker.namespace_credits(a.name)
         info: dict[str, Any] = {

@@ -1,11 +1,12 @@
-"""Sessions of a session-enabled queue (SPEC §9): session locks and session state.
+"""Sessions of a session-enabled queue (daemon/README.md §9): session locks and session state.
 
 - A session lock is held by one receiver at a time (SessionCannotBeLocked otherwise),
   lasts the entity's LockDuration, can be renewed, and ends when its holder closes it or it
-  expires; afterwards its token fails with SessionLockLost (SPEC §9.6-9.7). Locks are not
-  persistent, as a dropped connection drops them (SPEC §3.7).
+  expires; afterwards its token fails with SessionLockLost (daemon/README.md §9.6-9.7). Locks are
+  not
+  persistent, as a dropped connection drops them (daemon/README.md §3.7).
 - Session state is an opaque blob (null when never set; set to null clears it) that
-  survives restarts (SPEC §9.8), kept in a :class:`~sbctld.keyed.KeyedLog` under
+  survives restarts (daemon/README.md §9.8), kept in a :class:`~sbctld.keyed.KeyedLog` under
   ``<queue>/sessions/``.
 """
 
@@ -29,7 +30,8 @@ class Sessions:
         self.states = KeyedLog.open(directory, syncer)
         self.locks: dict[str, tuple[str, int]] = {}  # session id -> (token, locked until)
         self.by_token: dict[str, str] = {}  # token -> session id
-        # Messages a session receiver holds: their locks are the session lock (SPEC §9.7).
+        # Messages a session receiver holds: their locks are the session lock (daemon/README.md
+        # §9.7).
         self.owned: dict[str, list[tuple[int, int]]] = {}  # token -> [(partition, seq)]
         self.owner: dict[tuple[int, int], str] = {}  # (partition, seq) -> token
 
@@ -44,9 +46,7 @@ class Sessions:
 
     def lock(self, session_id: str, now: int, lock_ms: int) -> tuple[str, int]:
         if self.held(session_id, now):
-            raise SessionCannotBeLocked(
-                f"the session {session_id!r} is locked by another receiver (SPEC §9.6)"
-            )
+            raise SessionCannotBeLocked(f"the session {session_id!r} is locked by another receiver")
         token = str(uuid.uuid4())
         until = now + lock_ms
         self.locks[session_id] = (token, until)
@@ -105,7 +105,7 @@ class Sessions:
 
     def set_state(self, session_id: str, state: bytes | None, limit: int) -> None:
         if state is not None and len(state) > limit:
-            # SPEC §9.8: at most one message size.
+            # daemon/README.md §9.8: at most one message size.
             raise MessageSizeExceeded(
                 f"session state of {len(state)} bytes exceeds the {limit // 1024} KB limit"
             )

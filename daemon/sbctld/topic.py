@@ -1,4 +1,5 @@
-"""Topics and subscriptions (SPEC §10, §0.1): fan-out through rules, stored once per topic.
+"""Topics and subscriptions (daemon/README.md §10, §0.1): fan-out through rules, stored once per
+topic.
 
 A :class:`Topic` is a queue-shaped entity whose partitions are
 :class:`~sbctld.storage.topic.TopicLog` stores: sending to it validates, deduplicates and
@@ -7,20 +8,21 @@ subscription's rules before the batch is written. A :class:`Subscription` is a
 :class:`~sbctld.queue.Queue` over :class:`~sbctld.storage.topic.SubLog` views of those
 same stores, so every lifecycle feature of a queue (locks, settlement, DLQ, TTL, sessions,
 deferral, forwarding) works on it unchanged, and it sees the topic's sequence numbers
-(partitioned ones carry the partition id in their top 16 bits, SPEC §0.1.7).
+(partitioned ones carry the partition id in their top 16 bits, daemon/README.md §0.1.7).
 
-Routing (SPEC §10.2-10.3): within one subscription, all matching rules without an action
+Routing (daemon/README.md §10.2-10.3): within one subscription, all matching rules without an action
 yield one copy (a reference to the topic's message, not a second copy of its bytes); each
 matching rule with an action yields its own copy, stored as an extra record of the batch
 and carrying ``RuleName``. A send matching nothing succeeds and is dropped. A filter error
 dead-letters the message in that subscription when
 ``dead_lettering_on_filter_evaluation_exceptions`` is on (the default), and drops it there
-otherwise (SPEC §4.4-4.5, §10.7). A message without a SessionId reaching a session-enabled
-subscription goes to its DLQ with the reason ``Session ID is null`` (SPEC §4.4).
+otherwise (daemon/README.md §4.4-4.5, §10.7). A message without a SessionId reaching a session-
+enabled
+subscription goes to its DLQ with the reason ``Session ID is null`` (daemon/README.md §4.4).
 
 Messages scheduled on the topic stay in the topic (its ``scheduled_message_count``, cancel
 by the topic's sequence number) and are routed when they activate, with a new sequence
-number (SPEC §7, §2.4).
+number (daemon/README.md §7, §2.4).
 """
 
 from __future__ import annotations
@@ -65,10 +67,10 @@ TOPIC_DESCRIPTION = "topic.toml"
 SUBSCRIPTION_DESCRIPTION = "subscription.toml"
 RULES_FILE = "rules.json"
 SUBSCRIPTIONS_DIR = "subscriptions"
-DEFAULT_RULE = "$Default"  # SPEC §10.1
-RULE_NAME = "RuleName"  # SPEC §10.3
-NOT_RECEIVING = ("Disabled", "ReceiveDisabled")  # SPEC §17.2: the same as Disabled
-SESSION_ID_NULL = "Session ID is null"  # SPEC §4.4
+DEFAULT_RULE = "$Default"  # daemon/README.md §10.1
+RULE_NAME = "RuleName"  # daemon/README.md §10.3
+NOT_RECEIVING = ("Disabled", "ReceiveDisabled")  # daemon/README.md §17.2: the same as Disabled
+SESSION_ID_NULL = "Session ID is null"  # daemon/README.md §4.4
 SESSION_ID_NULL_DESCRIPTION = (
     "A session-enabled subscription does not accept a message without a session id."
 )
@@ -134,7 +136,7 @@ class Subscription(Queue):
 
     @property
     def ttl_cap_ms(self) -> int | None:
-        """The subscription's default TTL when it is below the topic's (SPEC §1.6)."""
+        """The subscription's default TTL when it is below the topic's (daemon/README.md §1.6)."""
         ttl = self.config.default_message_time_to_live
         return ttl if ttl < self.topic.config.default_message_time_to_live else None
 
@@ -196,7 +198,8 @@ class Subscription(Queue):
             "transfer_dead_letter_message_count": counts["transfer_dead_letter_message_count"],
             "total_message_count": counts["total_message_count"],
             "corrupt_message_count": counts["corrupt_message_count"],
-            "availability_status": self.availability_status,  # the topic's stores (SPEC §0.1.10)
+            # the topic's stores (daemon/README.md §0.1.10)
+            "availability_status": self.availability_status,
         }
 
 
@@ -338,7 +341,7 @@ class Topic(Queue):
         charge: Callable[[int], None] | None,
     ) -> dict[int, int]:
         """Route every partition's batch first (pure), charge the filter evaluations
-        (SPEC §0.2.1: refused whole when the credits do not cover it), then write."""
+        (daemon/README.md §0.2.1: refused whole when the credits do not cover it), then write."""
         plans = {pid: self._route(pid, recs, messages[pid], now) for pid, recs in groups.items()}
         if charge is not None:
             charge(sum(plan.evaluations for plan in plans.values()))
@@ -494,7 +497,7 @@ class Topic(Queue):
 
     def activate_scheduled(self, now: int) -> bool:
         """Scheduled topic messages whose time came are routed now, with new sequence
-        numbers (SPEC §7, §2.4); appended before the original is retired."""
+        numbers (daemon/README.md §7, §2.4); appended before the original is retired."""
         woke = False
         for p in self.partitions:
             if p.fault is not None and p.fault.down:
@@ -522,7 +525,7 @@ class Topic(Queue):
 
     def describe(self, *, partitions: bool = True) -> dict[str, Any]:
         cfg = self.config
-        # SPEC §0.1.10: what the available partitions hold.
+        # daemon/README.md §0.1.10: what the available partitions hold.
         up = [p for p in self.partitions if p.fault is None or p.fault.reachable()]
         size = sum(p.log.live_bytes for p in up)
         scheduled = sum(p.log.counts[State.SCHEDULED] for p in up)
@@ -568,7 +571,7 @@ class Topic(Queue):
         return out
 
     def idle(self, now: int) -> bool:
-        """SPEC §6.5: a topic with subscriptions that were used recently is not idle."""
+        """daemon/README.md §6.5: a topic with subscriptions that were used recently is not idle."""
         return super().idle(now) and all(
             now - s.accessed_at_ms >= self.config.auto_delete_on_idle
             for s in self.subscriptions.values()

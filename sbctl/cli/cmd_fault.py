@@ -2,7 +2,7 @@
 
 A fault makes stores of the global namespace (``-n/--namespace``) unavailable, or slow:
 every store of the namespace, every store of one queue or topic (``--entity``), or some of
-its partitions (``--partition``, repeatable). The entities then behave as SPEC §0.1 says a
+its partitions (``--partition``, repeatable). The entities then behave as says a
 partitioned entity does during a partial outage (README "Fault injection and partition
 availability"). Faults live in the daemon's memory: a daemon restart clears them.
 """

@@ -26,9 +26,10 @@ if TYPE_CHECKING:
     from sbctl.codec import Message
     from sbctl.messages import ReceivedMessage
 
-# Below the 256 KB Standard message-size limit (SPEC §13.1), leaving room for properties.
+# Below the 256 KB Standard message-size limit (daemon/README.md §13.1), leaving room for
+# properties.
 MAX_REQUEST_BODY_BYTES = 200 * 1024
-MAX_PEEK = 250  # SPEC §13.2; sbctl.protocol.MAX_PEEK, pinned by a test
+MAX_PEEK = 250  # daemon/README.md §13.2; sbctl.protocol.MAX_PEEK, pinned by a test
 SUMMARY_OVER = 20  # more sequence numbers than this print as one summary line
 MAX_TOKENS_NAMED = 5  # a settle error names at most this many failed lock tokens
 

@@ -1,5 +1,5 @@
-"""``sbctl namespace create|list|show|update|delete|metrics`` (SPEC §14.8 names, §15 tiers,
-§20 throttling), ``sbctl namespace pair|unpair|pair-status`` (SPEC §0.3 paired namespaces)
+"""``sbctl namespace create|list|show|update|delete|metrics`` ( names, §15 tiers,
+§20 throttling), ``sbctl namespace pair|unpair|pair-status`` ( paired namespaces)
 and ``sbctl credits``."""
 
 from __future__ import annotations
@@ -191,7 +191,7 @@ def delete(ctx: typer.Context, name: NameArgument) -> None:
     render.emit(g.output, result, lambda _: f"deleted namespace {render.escape(name)}")
 
 
-# -- paired namespaces (SPEC §0.3, §19; README "Paired namespaces")
+# -- paired namespaces (daemon/README.md §0.3, §19; README "Paired namespaces")
 
 
 @group.command()

@@ -1,6 +1,6 @@
 """``sbctl queue create|update|list|show|delete``.
 
-Flag names follow ``az servicebus queue`` (DESIGN §6); each maps to the option key of the
+Flag names follow ``az servicebus queue``; each maps to the option key of the
 azure-servicebus SDK's QueueProperties (:data:`FLAG_KEYS`). Only the flags given are sent,
 so ``create`` leaves the rest to the daemon's defaults and ``update`` changes only those.
 Durations are sent in milliseconds.

@@ -1,4 +1,4 @@
-"""``sbctl session list|get-state|set-state|renew-lock`` (SPEC §9)."""
+"""``sbctl session list|get-state|set-state|renew-lock``."""
 
 from __future__ import annotations
 

@@ -1,14 +1,14 @@
 """``sbctl topic|subscription ...`` (create, update, list, show, delete) and ``sbctl rule ...``
 (create, list, show, delete).
 
-Flag names follow ``az servicebus topic|topic subscription|topic subscription rule``
-(DESIGN §6). A flag that queues have too is :mod:`sbctl.cli.cmd_queue`'s definition, and
+Flag names follow ``az servicebus topic|topic subscription|topic subscription rule``. A flag that
+queues have too is :mod:`sbctl.cli.cmd_queue`'s definition, and
 maps to the same option key; each maps to the azure-servicebus SDK's TopicProperties or
 SubscriptionProperties key (:data:`TOPIC_KEYS`, :data:`SUBSCRIPTION_KEYS`). Only the flags
 given are sent, so ``create`` leaves the rest to the daemon's defaults and ``update``
 changes only those. Durations are sent in milliseconds.
 
-A rule is one filter and an optional action (SPEC §10): ``--filter-sql-expression``, or
+A rule is one filter and an optional action: ``--filter-sql-expression``, or
 correlation flags, or neither for the TrueFilter (``1=1``). Correlation property values are
 typed as ``sbctl send --property`` types them, so ``n=5`` matches what ``send -p n=5`` sent.
 """
@@ -131,7 +131,7 @@ RuleName = Annotated[
     str, _argument("NAME", "Rule name, e.g. big-orders ('$Default': a new subscription's rule).")
 ]
 
-# Flags whose queue definitions say "queue", or whose values differ (SPEC §17.2).
+# Flags whose queue definitions say "queue", or whose values differ (daemon/README.md §17.2).
 TopicEnablePartitioning = Annotated[
     bool | None,
     flag_option(

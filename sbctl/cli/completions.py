@@ -3,7 +3,7 @@
 The scripts are self-contained (they never run ``sbctl``), list every command and option,
 and complete option values: choices (``-o table|json``), files for ``FILE``/``PATH``
 metavars and directories for ``DIR``. Because they are plain text generated from
-:func:`sbctl.cli.docs.tree`, a stale file is found by comparing text (DESIGN §6, STYLE 8):
+:func:`sbctl.cli.docs.tree`, a stale file is found by comparing text:
 ``python -m sbctl.cli.completions`` rewrites ``completions/``, and
 tests/unit/test_cli_static.py fails when the files differ from :func:`scripts`.
 """

@@ -2,7 +2,7 @@
 
 Imports here stay cheap (typer and the standard library): the client, the path rules and
 the duration parser are imported inside the helpers that need them, so ``sbctl --help``
-loads none of them (DESIGN §6, STYLE 6).
+loads none of them.
 """
 
 from __future__ import annotations

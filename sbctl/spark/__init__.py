@@ -1,6 +1,6 @@
 """spark-load and spark-export: bulk data in and out of the emulator through PySpark.
 
-STYLE 12: this package talks to the daemon only through the public client and writes data
+This package talks to the daemon only through the public client and writes data
 only with the shared batch codec (:mod:`sbctl.codec`); it never imports daemon internals.
 PySpark is an optional extra: :func:`require_pyspark` explains how to get it.
 """

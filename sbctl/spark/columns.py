@@ -15,7 +15,7 @@ from sbctl.codec import STRING_FIELDS
 from sbctl.errors import BadRequest
 
 BODY_FORMATS = ("json", "text", "binary")
-# Columns spark-export adds beside the message fields (system properties, SPEC §1.8); a
+# Columns spark-export adds beside the message fields (system properties, daemon/README.md §1.8); a
 # source holding them is an export and they are never application properties.
 SYSTEM_COLUMNS = (
     "sequence_number",
@@ -143,7 +143,7 @@ def transport(df: Any, mapping: Mapping) -> tuple[list[Any], dict[str, Any]]:
 
 
 def _body(F: Any, T: Any, col: Any, kind: Any, fmt: str | None) -> Any:
-    """The body column as text (``b``) or base64 (``b64``); SPEC §1.1: opaque bytes."""
+    """The body column as text (``b``) or base64 (``b64``); daemon/README.md §1.1: opaque bytes."""
     if fmt is not None and fmt not in BODY_FORMATS:
         raise BadRequest(f"--body-format must be one of {', '.join(BODY_FORMATS)}, not {fmt!r}")
     if isinstance(kind, T.StructType | T.MapType | T.ArrayType):

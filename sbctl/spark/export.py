@@ -1,9 +1,10 @@
 """`sbctl spark-export`: an entity's messages as a Spark dataset, for analysis or reloading.
 
-One Spark task per partition browses its partition with the public client's peek (SPEC §5:
+One Spark task per partition browses its partition with the public client's peek (daemon/README.md
+§5:
 no locks, no state change) and yields rows; Spark writes them in any format. Columns are
 the JSON Lines field names (so `spark-load` maps them with no flags; application
-properties as JSON text, keeping their types) plus the system properties of SPEC §1.8.
+properties as JSON text, keeping their types) plus the system properties of daemon/README.md §1.8.
 """
 
 from __future__ import annotations

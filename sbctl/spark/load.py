@@ -1,12 +1,14 @@
 """`sbctl spark-load`: read any Spark source, stage record batches, adopt them atomically.
 
-The work happens in Spark (SPEC §0.4.6 makes it an administrative path, charged no credits):
+The work happens in Spark (daemon/README.md §0.4.6 makes it an administrative path, charged no
+credits):
 
 1. Spark reads the source and maps columns to message fields (:mod:`.columns`).
-2. Spark SQL places each row: ``pmod(xxhash64(key), P)`` with the key of SPEC §0.1.4
+2. Spark SQL places each row: ``pmod(xxhash64(key), P)`` with the key of daemon/README.md §0.1.4
    (SessionId, else PartitionKey, else MessageId with duplicate detection), exactly the
-   daemon's function (DESIGN.md §3); keyless rows go round-robin. With duplicate detection
-   a window over the MessageId (plus the partition key on partitioned entities, SPEC §8.3)
+   daemon's function (daemon/README.md §22); keyless rows go round-robin. With duplicate detection
+   a window over the MessageId (plus the partition key on partitioned entities, daemon/README.md
+   §8.3)
    marks every copy after the earliest row of the input as a duplicate.
 3. Each Spark task validates its rows with the daemon's send rules and writes staged batch
    files per target partition with the shared codec (:mod:`.stage`); rejected rows go to
@@ -101,7 +103,7 @@ def check_sources(sources: list[str]) -> None:
 
 
 def rules_for(client: Client, entity: str, now_ms: int) -> Rules:
-    """The target entity's rules (SPEC §1, §9.3, §13.1, §14) from its description."""
+    """The target entity's rules (daemon/README.md §1, §9.3, §13.1, §14) from its description."""
     parsed = parse_entity_path(entity)
     if parsed.subqueue or parsed.subscription is not None:
         raise InvalidOperation(f"{entity!r}: spark-load loads queues, not sub-queues")
@@ -168,7 +170,8 @@ def plan(source: Any, req: LoadRequest, rules: Rules) -> Any:
     cols, keys = columns.transport(source, req.mapping)
     none = F.lit(None).cast("string")
     sid, pk, mid = (keys.get(k, none) for k in ("session_id", "partition_key", "message_id"))
-    # SPEC §0.1.4: SessionId, else PartitionKey, else MessageId with duplicate detection.
+    # daemon/README.md §0.1.4: SessionId, else PartitionKey, else MessageId with duplicate
+    # detection.
     key = F.coalesce(sid, pk, mid) if rules.duplicate_detection else F.coalesce(sid, pk)
     ordinal = F.col("_ord")
     if rules.partitions == 1:
@@ -180,7 +183,8 @@ def plan(source: Any, req: LoadRequest, rules: Rules) -> Any:
     staged = rows.select(ordinal.alias("o"), pid.cast("int").alias("p"), *cols)
     if not rules.duplicate_detection or "message_id" not in keys:
         return staged
-    # SPEC §8.3: the earliest copy in the input wins, as the first send would; on partitioned
+    # daemon/README.md §8.3: the earliest copy in the input wins, as the first send would; on
+    # partitioned
     # entities the key is MessageId plus the partition key.
     by = [mid] + ([F.coalesce(sid, pk)] if rules.partitions > 1 else [])
     window = Window.partitionBy(*by).orderBy(ordinal)

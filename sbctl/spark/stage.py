@@ -4,7 +4,7 @@ This module runs in Spark's Python workers (``mapPartitionsWithIndex``), so it i
 neither pyspark nor the client: only the shared codec and rules. Each task writes, for each
 target partition it has rows for, files of whole record batches encoded with
 :func:`sbctl.codec.encode_batch` at base sequence 0 and time 0; the daemon assigns both at
-adoption by rewriting the batch headers (DESIGN.md §2).
+adoption by rewriting the batch headers (daemon/README.md §21).
 
 A task reads its rows as JSON text made by Spark (:class:`Row`, one object per line). Rows
 the rules refuse go to the task's rejects file as ``{"o": ordinal, "reason": ...}``; the
@@ -100,11 +100,11 @@ def _props(row: Row) -> dict[str, Any] | None:
     if row.pc:
         props.update(row.pc)
     for key, value in props.items():
-        # SPEC §1.5: scalars only; lists and maps are not supported.
+        # daemon/README.md §1.5: scalars only; lists and maps are not supported.
         if isinstance(value, dict | list):
             raise Rejected(
                 f"application property {key!r} is a {type(value).__name__}: properties must "
-                "be strings, numbers, booleans or null (SPEC §1.5)"
+                "be strings, numbers, booleans or null"
             )
     return props or None
 
@@ -121,7 +121,7 @@ def _body(row: Row) -> bytes:
 def build(row: Row, rules: Rules) -> tuple[Message, int | None, int]:
     """The message of a row, its TTL as stored (capped) and its scheduled time.
 
-    The checks are the daemon's own for a send (SPEC §1.3-1.7, §9.3); a failure raises
+    The checks are the daemon's own for a send (daemon/README.md §1.3-1.7, §9.3); a failure raises
     :class:`Rejected` with the reason.
     """
     fields: dict[str, Any] = {"body": _body(row)}
@@ -131,11 +131,11 @@ def build(row: Row, rules: Rules) -> tuple[Message, int | None, int]:
             fields[name] = value
     mid = row.message_id
     if mid is not None and not 1 <= len(mid) <= MAX_ID_LENGTH:
-        raise Rejected("message_id must be 1-128 characters (SPEC §1.3)")
+        raise Rejected("message_id must be 1-128 characters")
     for name in ("session_id", "partition_key", "reply_to_session_id"):
         value = getattr(row, name)
         if value is not None and len(value) > MAX_ID_LENGTH:
-            raise Rejected(f"{name} must be at most 128 characters (SPEC §1.3)")
+            raise Rejected(f"{name} must be at most 128 characters")
     if rules.requires_session and not row.session_id:
         raise Rejected(SESSION_REQUIRED)
     try:
@@ -165,7 +165,7 @@ def _ttl(row: Row) -> int | None:
     else:
         return None
     if not 0 < ttl <= MAX_TIMESPAN_MS:
-        raise Rejected("time_to_live must be positive and at most TimeSpan.MaxValue (SPEC §1.6)")
+        raise Rejected("time_to_live must be positive and at most TimeSpan.MaxValue")
     return ttl
 
 
@@ -179,23 +179,24 @@ def _scheduled(row: Row, now_ms: int) -> int | None:
 
 
 def check_size(message: Message, payload: bytes, limit: int) -> None:
-    """SPEC §1.4, §13.1: the encoded message against the tier's limit, the header against 64
+    """daemon/README.md §1.4, §13.1: the encoded message against the tier's limit, the header
+    against 64
     KB and each property against 32 KB."""
     size = len(payload)
     if size > limit:
         raise Rejected(
             f"the message of {size} bytes is larger than the {limit // 1024} KB allowed for "
-            "this tier (SPEC §13.1)"
+            "this tier"
         )
     header = size - len(message.body)
     if header > MAX_HEADER_BYTES:
-        raise Rejected(f"the message header of {header} bytes exceeds the 64 KB limit (SPEC §1.4)")
+        raise Rejected(f"the message header of {header} bytes exceeds the 64 KB limit")
     if header > MAX_PROPERTY_BYTES:
         values = list((message.application_properties or {}).items())
         values += [(f, getattr(message, f)) for f in STRING_FIELDS]
         for key, value in values:
             if isinstance(value, str) and len(value.encode()) > MAX_PROPERTY_BYTES:
-                raise Rejected(f"property {key!r} exceeds the 32 KB limit (SPEC §1.4)")
+                raise Rejected(f"property {key!r} exceeds the 32 KB limit")
 
 
 @dataclass(frozen=True)
@@ -270,7 +271,7 @@ def stage_rows(task: int, lines: Iterable[str], target: Target) -> Iterator[tupl
             rows += 1
             row = decode(line)
             if row.d:
-                duplicates += 1  # SPEC §8.3: accepted, then silently dropped
+                duplicates += 1  # daemon/README.md §8.3: accepted, then silently dropped
                 continue
             try:
                 message, ttl, sched = build(row, rules)

@@ -1,6 +1,7 @@
 """``sbctl bench`` through the real CLI against a real daemon.
 
-Small runs only, and no timing assertions (DESIGN §7: performance is printed, not asserted):
+Small runs only, and no timing assertions (daemon/README.md §26: performance is printed, not
+asserted):
 the figures exist and are positive, and the throwaway namespace is gone afterwards.
 """
 

@@ -1,7 +1,7 @@
 """The acceptance scenario, end to end through the real ``sbctl`` CLI with ``-o json``.
 
 A partitioned queue, keyed and keyless sends (``--body``, ``--repeat``, ``--input -``),
-placement by ``partition_for_key`` (SPEC §0.1.4, §0.1.7), peek without side effects,
+placement by ``partition_for_key`` (daemon/README.md §0.1.4, §0.1.7), peek without side effects,
 ``queue show`` counts at every step, persistence across ``daemon stop``/``daemon start``,
 settlement in a separate invocation, namespaces, and the CLI's error contract (exit status
 plus one line on stderr).
@@ -186,7 +186,7 @@ def test_partitioned_queue_session(daemon: Any) -> None:
 
     # Every message of one key sits on partition_for_key(key), in send order.
     check_peek_all(daemon, model)
-    # Peek without --from-sequence answers from one partition only (SPEC §0.1.7).
+    # Peek without --from-sequence answers from one partition only (daemon/README.md §0.1.7).
     some = run(daemon, "peek", QUEUE, "--count", "250").jsonl()
     assert some
     assert len({m["partition_id"] for m in some}) == 1

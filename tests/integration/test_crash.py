@@ -1,4 +1,4 @@
-"""SIGKILL durability (DESIGN §2, §7): no acknowledged message is lost, none reappears
+"""SIGKILL durability (daemon/README.md §21, §7): no acknowledged message is lost, none reappears
 after its completion was acknowledged; torn segment tails are truncated on recovery.
 """
 

@@ -1,9 +1,10 @@
 """Injected store faults through the real ``sbctl`` CLI against a real daemon.
 
-The acceptance scenario (SPEC §0.1.5, §0.1.10): on a 16-partition queue, keyless sends all
+The acceptance scenario (daemon/README.md §0.1.5, §0.1.10): on a 16-partition queue, keyless sends
+all
 succeed with one and then eight partitions down, keyed sends to a down partition fail, the
 queue shows Limited, and once the faults are cleared every message comes back exactly once.
-Also: the client's retries and its final message (SPEC §16.2), the slow kind, the daemon
+Also: the client's retries and its final message (daemon/README.md §16.2), the slow kind, the daemon
 log, usage errors, and a parked receive woken when the stores come back.
 """
 

@@ -224,7 +224,8 @@ def test_queue_round_trip_with_extras_and_forwarding(daemon_factory: Any, tmp_pa
     config = json.loads(out.read_text())
     basic, premium, standard = config["UserConfig"]["Namespaces"]
     assert basic["Properties"] == {"Sku": "Basic"}
-    assert basic["Queues"] == [  # what Basic refuses to be given is left out (SPEC §15.1)
+    # what Basic refuses to be given is left out (daemon/README.md §15.1)
+    assert basic["Queues"] == [
         {
             "Name": "tasks",
             "Properties": {

@@ -1,6 +1,7 @@
 """Message lifecycle end to end: a real daemon, the real ``sbctl`` CLI with ``-o json``.
 
-Deferral and ``receive-deferred`` (SPEC §3.4), dead-lettering and the DLQ path in any case
+Deferral and ``receive-deferred`` (daemon/README.md §3.4), dead-lettering and the DLQ path in any
+case
 (§4.2), ``message renew-lock`` (§3.6), ``schedule``/``cancel-scheduled`` (§7), ``dlq
 resubmit`` and ``purge`` (emulator chores), duplicate detection (§8), and the two timed
 behaviours (a scheduled message becoming receivable, a lock running out), each on a plain
@@ -84,7 +85,8 @@ def counts(daemon: Any, q: str) -> dict[str, int]:
 def expect(
     daemon: Any, q: str, *, active: int = 0, deferred: int = 0, scheduled: int = 0, dead: int = 0
 ) -> None:
-    """``active`` is the reported ActiveMessageCount, deferred included (SPEC §0.4.1)."""
+    """``active`` is the reported ActiveMessageCount, deferred included (daemon/README.md
+    §0.4.1)."""
     assert counts(daemon, q) == {
         "active_message_count": active,
         "deferred_message_count": deferred,
@@ -185,7 +187,7 @@ def test_dead_letter_and_renew_lock(daemon: Any) -> None:
         fails(daemon, 7, "MessageLockLost", "message", "renew-lock", q, token)
         fails(daemon, 7, "MessageLockLost", "message", "dead-letter", q, token)
         expect(daemon, q, dead=2)
-        # A lock held across the restart is lost with it (SPEC §3.7).
+        # A lock held across the restart is lost with it (daemon/README.md §3.7).
         (s["held"],) = send(daemon, q, Message(b"held"))
         with daemon.client() as sb:
             (held,) = sb.receive(q)
@@ -201,7 +203,7 @@ def test_dead_letter_and_renew_lock(daemon: Any) -> None:
         fails(daemon, 7, "MessageLockLost", "message", "renew-lock", q, s["held_token"])
         suffix = "$DeadLetterQueue" if q == "plain" else "$DEADLETTERQUEUE"
         (peeked,) = lines(daemon, "peek", f"{q}/{suffix}", "--from-sequence", str(s["manual"]))
-        assert peeked["sequence_number"] == s["manual"]  # SPEC §0.4.1: number kept
+        assert peeked["sequence_number"] == s["manual"]  # daemon/README.md §0.4.1: number kept
         assert peeked["state"] == "deadlettered"
         assert peeked["dead_letter_reason"] == "Bad input"
         assert peeked["dead_letter_error_description"] == "field x is missing"
@@ -344,7 +346,7 @@ def test_duplicate_detection_drops_repeated_message_ids(daemon: Any) -> None:
         (out,) = lines(daemon, "send", name, "--body", "c", "--message-id", "m1")
         assert out["sequence_numbers"] == [seq[q]]
         expect(daemon, name, active=1)
-        # SPEC §8.3: partitioned entities key on MessageId + PartitionKey.
+        # daemon/README.md §8.3: partitioned entities key on MessageId + PartitionKey.
         (out,) = lines(
             daemon, "send", name, "--body", "d", "--message-id", "m1", "--partition-key", "p2"
         )
@@ -384,7 +386,7 @@ def test_scheduled_enqueue_time_becomes_receivable(daemon: Any) -> None:
         (got,) = lines(daemon, "receive", q, "--max-wait", "10s")
         assert time.monotonic() - sent_at[q] >= 1.5
         assert got["body"] == "later" and got["state"] == "active"
-        assert got["sequence_number"] != seq[q]  # SPEC §2.4: a new number once active
+        assert got["sequence_number"] != seq[q]  # daemon/README.md §2.4: a new number once active
         check_placement(q, got)
         expect(daemon, q)
 

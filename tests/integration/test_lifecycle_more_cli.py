@@ -1,10 +1,12 @@
 """Sessions, transactions and auto-forwarding end to end: a real daemon, the real ``sbctl``
 CLI with ``-o json``, and the real client.
 
-Session receivers (``receive --session-id`` / ``--next-session``, SPEC §9), session state
+Session receivers (``receive --session-id`` / ``--next-session``, daemon/README.md §9), session
+state
 and ``session list|get-state|set-state|renew-lock``, ``send --transaction`` and the
-client's ``with client.transaction()`` (SPEC §12, §0.1.8), and a forwarding chain with
-its transfer dead-letter queue (SPEC §11, §4.2, §4.6). Every scenario runs on a plain and
+client's ``with client.transaction()`` (daemon/README.md §12, §0.1.8), and a forwarding chain with
+its transfer dead-letter queue (daemon/README.md §11, §4.2, §4.6). Every scenario runs on a plain
+and
 on a partitioned queue of one daemon, the two driven concurrently (one thread each), and is
 checked again after ``daemon stop``/``daemon start``.
 """
@@ -256,7 +258,7 @@ def test_client_transaction_settles_and_sends_atomically(daemon: Any) -> None:
                 assert sb.dead_letter(q, [got[2].lock_token or ""], reason="R") != []
                 assert sb.send(q, [Message(b"new", partition_key="k")]) == []
                 with pytest.raises(InvalidOperation):
-                    sb.receive(q)  # SPEC §12.1: no receive inside a transaction
+                    sb.receive(q)  # daemon/README.md §12.1: no receive inside a transaction
             assert tx.result is not None
             assert [r.get("ok") for r in tx.result["settlements"]] == [True] * 3
             (seq,) = tx.result["sequence_numbers"]

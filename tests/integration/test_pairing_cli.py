@@ -1,4 +1,4 @@
-"""Paired namespaces through the real daemon and the real CLI (SPEC §0.3; the issue's
+"""Paired namespaces through the real daemon and the real CLI (daemon/README.md §0.3; the issue's
 acceptance): a faulted primary's sends fail over to backlog queues, pings show, the syphon
 brings every message back exactly once with its properties, a deleted secondary faults
 the pairing, and the pairing survives a restart.
@@ -105,7 +105,7 @@ def test_failover_pings_syphon_and_propagation(daemon: Daemon) -> None:
     for name in backlog:
         assert daemon.cli("-o", "json", "-n", S, "peek", name, check=True).jsonl() == []
 
-    # SPEC §0.3.6: deleting the secondary faults the pairing within 5 s.
+    # daemon/README.md §0.3.6: deleting the secondary faults the pairing within 5 s.
     daemon.cli("namespace", "delete", S, check=True)
     st = until(lambda: (s := status(daemon))["state"] == "Faulted" and s, timeout=5)
     assert "deleted" in st["fault_reason"]

@@ -1,7 +1,7 @@
 """Bad input never kills the daemon and always gets a clear error.
 
 Hostile names and oversize or inconsistent messages through the CLI and the client, and
-raw abuse of the Unix socket (DESIGN §4: length checked before the body is read; a
+raw abuse of the Unix socket (daemon/README.md §23: length checked before the body is read; a
 malformed request becomes a BadRequest, never a traceback).
 """
 

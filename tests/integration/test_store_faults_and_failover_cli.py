@@ -106,7 +106,7 @@ def setup_pair_namespaces(d: Daemon, *queues: tuple[str, dict[str, Any]]) -> Non
 
 def drain(d: Daemon, ns: str, entity: str, *extra: str, empties: int = 2) -> list[dict[str, Any]]:
     """Receive-and-delete until the entity answers nothing ``empties`` times in a row (a
-    partitioned entity may need several calls, SPEC §0.1.6)."""
+    partitioned entity may need several calls, daemon/README.md §0.1.6)."""
     got: list[dict[str, Any]] = []
     empty = 0
     while empty < empties:
@@ -224,7 +224,7 @@ def test_unavailable_store_retries_management_and_slow(daemon: Daemon) -> None:
     show = d.cli("-o", "json", "queue", "show", "plain", check=True).json()
     assert show["availability_status"] == "Unknown"
 
-    # Management of an entity with a down partition fails (SPEC §0.1.10).
+    # Management of an entity with a down partition fails (daemon/README.md §0.1.10).
     refused = [
         ("queue", "update", "plain", "--max-delivery-count", "3"),
         ("queue", "delete", "plain"),
@@ -420,7 +420,7 @@ def test_backlog_queue_properties_defaults_and_existing_queues(daemon: Daemon) -
         ).json()
         return result
 
-    for i in (1, 2):  # SPEC §0.3.1
+    for i in (1, 2):  # daemon/README.md §0.3.1
         q = show(i)
         assert q["max_size_in_megabytes"] == 5120
         assert q["max_delivery_count"] == 2**31 - 1
@@ -438,7 +438,7 @@ def test_backlog_queue_properties_defaults_and_existing_queues(daemon: Daemon) -
     assert (q7["lock_duration"], q7["active_message_count"]) == ("PT1M", 1)
     assert len(d.cli("-o", "json", "-n", S, "queue", "list", check=True).json()) == 4
 
-    # SPEC §0.3.7 defaults.
+    # daemon/README.md §0.3.7 defaults.
     st = pair(d, primary="dflt-prim")
     assert st["backlog_queue_count"] == 10 and len(st["backlog_queues"]) == 10
     assert (st["failover_interval"], st["ping_primary_interval"]) == ("PT1M", "PT1M")
@@ -605,7 +605,7 @@ def test_credit_quota_exceeded_does_not_start_failover(daemon: Daemon) -> None:
     d.cli("-n", P, "queue", "create", "q", check=True)
     pair(d, "--backlog-queue-count", "1", "--failover-interval", "0s")
     # 25 messages cost 25 credits, more than a 20-credit period: a throttling limit on a
-    # healthy primary (SPEC §0.4.4), not "a full entity"; the primary is healthy.
+    # healthy primary (daemon/README.md §0.4.4), not "a full entity"; the primary is healthy.
     r = d.cli("-n", P, "--no-retry", "send", "q", "--body", "b", "--repeat", "25")
     st = pair_status(d)
     assert (st["diverted"], st["failovers"]) == (0, 0), st
@@ -635,10 +635,10 @@ def test_a_pair_costing_more_than_a_period_is_refused_whole(daemon: Daemon) -> N
     d = daemon
     d.cli("namespace", "create", P, check=True)
     d.cli("namespace", "create", S, "--credits-per-second", "25", check=True)
-    # Three backlog queues cost 30 credits: more than a whole period (SPEC §0.4.4).
+    # Three backlog queues cost 30 credits: more than a whole period (daemon/README.md §0.4.4).
     r = d.cli("-o", "json", "--no-retry", "namespace", "pair", P, "--secondary", S,
               "--backlog-queue-count", "3")  # fmt: skip
     created = d.cli("-o", "json", "-n", S, "queue", "list", check=True).json()
     assert r.code != 0
     assert json.loads(r.stderr)["error"]["code"] == "QuotaExceeded", r.stderr
-    assert created == []  # SPEC §0.2.2: nothing of a refused request is applied
+    assert created == []  # daemon/README.md §0.2.2: nothing of a refused request is applied

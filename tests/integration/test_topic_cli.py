@@ -1,7 +1,8 @@
 """Topics, subscriptions and rules end to end: a real daemon, the real ``sbctl`` CLI.
 
 ``topic``, ``subscription`` and ``rule`` create/list/show/update/delete and their ``-o
-json`` shapes; messages sent to a topic and received from its subscriptions (SPEC §10.2);
+json`` shapes; messages sent to a topic and received from its subscriptions (daemon/README.md
+§10.2);
 the ``$Default`` rule of a new subscription and a subscription without rules (§10.1); a
 correlation filter on a typed property (§10.4); a SQL filter with an action, whose copy
 carries ``RuleName`` (§10.3); filter exceptions dead-lettered or dropped as the
@@ -375,7 +376,7 @@ def test_deleting_every_rule_means_nothing_is_delivered(daemon: Any) -> None:
 
 
 def test_filter_exceptions_dead_letter_unless_turned_off(daemon: Any) -> None:
-    """SPEC §10.7: a filter naming a system property that does not exist fails; the
+    """daemon/README.md §10.7: a filter naming a system property that does not exist fails; the
     message is dead-lettered (the default) or, with the flag off, dropped."""
     run(daemon, "topic", "create", TOPIC)
     run(daemon, "subscription", "create", TOPIC, "keeps")

@@ -4,7 +4,7 @@ independent tester).
 A real daemon (the ``daemon`` / ``daemon_factory`` fixtures) driven through the real
 ``sbctl`` CLI:
 
-- fan-out (SPEC §10): a topic whose subscriptions cover correlation filters, SQL filters
+- fan-out (daemon/README.md §10): a topic whose subscriptions cover correlation filters, SQL filters
   of every operator family, rule actions, ``$Default``, no rules, filter exceptions and a
   session-enabled subscription gets exactly the copies §10 predicts, plain and
   partitioned, across a clean restart and a ``kill -9``;
@@ -94,7 +94,7 @@ def jsonl(*messages: dict[str, Any]) -> str:
     return "".join(json.dumps(m) + "\n" for m in messages)
 
 
-# ------------------------------------------------------------------ fan-out (SPEC §10)
+# ------------------------------------------------------------------ fan-out (daemon/README.md §10)
 
 TOPIC = "fan"
 
@@ -107,7 +107,7 @@ def sql_rule(name: str, sql: str, action: str | None = None) -> dict[str, Any]:
 
 
 def fanout_config(partitioned: bool) -> dict[str, Any]:
-    """One topic; each subscription exercises one family of SPEC §10."""
+    """One topic; each subscription exercises one family of daemon/README.md §10."""
     subs: list[dict[str, Any]] = [
         {"Name": "def"},  # no Rules key: keeps $Default (1=1)
         {"Name": "none"},  # $Default deleted through the CLI below: no rules at all
@@ -252,7 +252,8 @@ M6 = {
     "application_properties": {"amount": 20, "region": "eu"},
 }
 
-# What SPEC §10 predicts: active bodies (copies) and dead-lettered bodies per subscription.
+# What daemon/README.md §10 predicts: active bodies (copies) and dead-lettered bodies per
+# subscription.
 EXPECTED_ACTIVE = {
     "def": ["m1", "m2", "m3", "m4", "m5"],
     "none": [],
@@ -295,7 +296,7 @@ def test_fanout_copies_match_spec_through_restart_and_kill9(daemon: Any, partiti
     ok(daemon, "rule", "delete", TOPIC, "none", "$Default")
     sent = js(daemon, "send", TOPIC, "--input", "-", input=jsonl(*MESSAGES))
     assert sent["sent"] == 5
-    if partitioned:  # SPEC §0.1.7: the partition id in the top 16 bits
+    if partitioned:  # daemon/README.md §0.1.7: the partition id in the top 16 bits
         assert any(n >> 48 for n in sent["sequence_numbers"])
     assert counts(daemon, TOPIC) == expected_counts(False)
 
@@ -319,7 +320,7 @@ def test_fanout_copies_match_spec_through_restart_and_kill9(daemon: Any, partiti
     for sub, bodies in EXPECTED_ACTIVE.items():
         want = bodies + ["m6"] * M6_ACTIVE.get(sub, 0)
         assert sorted(m.body.decode() for m in got[sub]) == sorted(want), sub
-    # Same sequence number for one message in every subscription (SPEC §10 / README).
+    # Same sequence number for one message in every subscription (daemon/README.md §10 / README).
     seq = {m.body: m.sequence_number for m in got["def"]}
     for sub in ("corr", "cmp", "logic", "inlike", "nul", "arith", "sysp", "sess"):
         for m in got[sub]:
@@ -336,7 +337,7 @@ def test_fanout_copies_match_spec_through_restart_and_kill9(daemon: Any, partiti
     plain = by_rule[None]
     assert plain.application_properties == MESSAGES[0]["application_properties"]
     assert plain.sequence_number == seq[b"m1"]
-    # Dead letters with the reasons SPEC §4.4 / §10.7 names.
+    # Dead letters with the reasons daemon/README.md §4.4 / §10.7 names.
     for sub, bodies in EXPECTED_DLQ.items():
         dead = drain(daemon, f"{TOPIC}/subscriptions/{sub}/$deadletterqueue")
         assert sorted(m.body.decode() for m in dead) == sorted([*bodies, "m6"]), sub
@@ -352,7 +353,8 @@ def test_fanout_copies_match_spec_through_restart_and_kill9(daemon: Any, partiti
 
 
 def test_spec_example_two_action_rules_three_plain_rules_give_three_copies(daemon: Any) -> None:
-    """SPEC §10.3's own arithmetic, built with ``rule create`` flags (correlation and SQL)."""
+    """daemon/README.md §10.3's own arithmetic, built with ``rule create`` flags (correlation and
+    SQL)."""
     ok(daemon, "topic", "create", "ex")
     ok(daemon, "subscription", "create", "ex", "s")
     ok(daemon, "rule", "create", "ex", "s", "act1", "--filter-sql-expression", "n = 5",
@@ -781,7 +783,7 @@ def test_subscription_lifecycle_through_the_cli(daemon: Any) -> None:
         (m,) = ok(daemon, "receive", sub, "--settle", "none").jsonl()
         ok(daemon, "message", "abandon", sub, m["lock_token"])
     assert counts(daemon, "lc")["s"] == (0, 1)
-    # the DLQ path, in the spellings SPEC §4.2 gives
+    # the DLQ path, in the spellings daemon/README.md §4.2 gives
     for path in ("lc/subscriptions/s/$deadletterqueue", "lc/Subscriptions/s/$DeadLetterQueue"):
         (dead,) = ok(daemon, "peek", path).jsonl()
         assert dead["dead_letter_reason"] == "MaxDeliveryCountExceeded"
@@ -882,7 +884,7 @@ def test_credits_one_send_to_three_subscriptions_costs_one_plus_three(daemon: An
     credits = js(daemon, "-n", ns, "credits")
     spent = credits["consumed"]["since_start"]
     assert (spent["data"], spent["filter"]) == (1, 3), credits
-    # 300 messages in one request cost 300 + 900 > 1000: refused at once (SPEC §0.4.4)
+    # 300 messages in one request cost 300 + 900 > 1000: refused at once (daemon/README.md §0.4.4)
     big = daemon.cli("-n", ns, "send", "t", "--body", "x", "--repeat", "300", "--batch-size", "300")
     assert big.code == EXIT_QUOTA and "1200" in one_error_line(big)
     assert counts(daemon, "t", ns) == {"a": (1, 0), "b": (1, 0), "c": (1, 0)}

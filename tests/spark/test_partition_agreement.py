@@ -1,4 +1,4 @@
-"""Spark and sbctl place every key in the same partition (DESIGN §3, SPEC §0.4.3).
+"""Spark and sbctl place every key in the same partition (daemon/README.md §22, §0.4.3).
 
 Spark SQL's ``pmod(xxhash64(key), P)`` on a string column must equal
 :func:`sbctl.partitioning.partition_for_key` for every key, so that a Spark job can
@@ -124,6 +124,6 @@ def test_spark_places_every_key_like_sbctl(spark: Any) -> None:
 
 def test_spark_null_key_is_not_a_partition_key(spark: Any) -> None:
     # Spark hashes NULL to the seed (42) itself; sbctl never hashes a missing key, it
-    # round-robins instead (SPEC §0.1.4). A Spark job must filter or fill NULL keys.
+    # round-robins instead (daemon/README.md §0.1.4). A Spark job must filter or fill NULL keys.
     (row,) = spark.sql("SELECT xxhash64(CAST(NULL AS STRING)) AS h").collect()
     assert row["h"] == 42

@@ -118,7 +118,7 @@ def test_hand_made_dataset_loads_exactly(daemon: Any, spark: Any, tmp_path: Path
     assert bodies == sorted(
         [b"r0", b"r1", b"r2", b"r6", b"\x00\x01\x02", b'{"order": 9}', b"r12", b"r13"]
     )
-    for m in messages:  # the partition a send would choose (SPEC §0.1.4)
+    for m in messages:  # the partition a send would choose (daemon/README.md §0.1.4)
         msg = m.message
         key = msg.session_id or msg.partition_key or msg.message_id
         assert m.partition_id == partition_for_key(key, 16), msg

@@ -1,6 +1,6 @@
 """The broker on a temporary data dir with a fake clock (nothing sleeps).
 
-SPEC §0.1 (partitioning), §1-3 (messages, sequence numbers, locks), §4 (DLQ), §5 (peek),
+daemon/README.md §0.1 (partitioning), §1-3 (messages, sequence numbers, locks), §4 (DLQ), §5 (peek),
 §6 (TTL), §13-15 (sizes, quotas, tiers), §17 (status), §18 (counts).
 """
 
@@ -34,7 +34,7 @@ from sbctld.clock import FakeClock
 NS = DEFAULT_NAMESPACE
 LOCAL = (1 << 48) - 1
 KB = 1024
-SESSION_TEXT = (  # SPEC §9.3, verbatim
+SESSION_TEXT = (  # daemon/README.md §9.3, verbatim
     "The SessionId was not set on a message, and it cannot be sent to the entity. Entities "
     "that have session support enabled can only receive messages that have the SessionId set "
     "to a valid value."
@@ -364,7 +364,7 @@ def test_basic_tier_refusals(broker: Broker, options: dict[str, Any]) -> None:
 def test_basic_tier_defaults(broker: Broker) -> None:
     broker.namespace_create("basicns", "basic")
     q = make(broker, ns="basicns", requires_session=False, enable_partitioning=True)
-    assert q["default_message_time_to_live"] == "P14D"  # SPEC §6.1, §15.1
+    assert q["default_message_time_to_live"] == "P14D"  # daemon/README.md §6.1, §15.1
     assert q["partition_count"] == 16
 
 
@@ -525,12 +525,13 @@ def test_message_id_ignored_for_placement_without_duplicate_detection(broker: Br
     ],
 )
 def test_key_precedence(broker: Broker, message: Message, key: str) -> None:
-    """SPEC §0.1.4: SessionId, else PartitionKey, else MessageId with duplicate detection."""
+    """daemon/README.md §0.1.4: SessionId, else PartitionKey, else MessageId with duplicate
+    detection."""
     make(broker, enable_partitioning=True, requires_duplicate_detection=True)
     seqs = send(broker, *[message] * 5)
     expected = partition_for_key(key, 16)
     assert parts(seqs) == [expected] * 5
-    # SPEC §8.3: with a MessageId the four copies are duplicates, accepted and dropped.
+    # daemon/README.md §8.3: with a MessageId the four copies are duplicates, accepted and dropped.
     stored = 1 if message.message_id is not None else 5
     assert locals_(seqs) == ([1] * 5 if stored == 1 else [1, 2, 3, 4, 5])
     q = broker.queue_get(NS, "q")
@@ -574,7 +575,7 @@ def test_receive_asks_every_partition(broker: Broker) -> None:
     seqs = send(broker, *[Message(bytes([k])) for k in range(16)])
     got = recv(broker, count=100)
     assert sorted(d.sequence_number for d in got) == sorted(seqs)
-    # Small receives also find every message eventually (SPEC §0.1.6).
+    # Small receives also find every message eventually (daemon/README.md §0.1.6).
     send(broker, *[Message(b"again")] * 16)
     found = [d.sequence_number for _ in range(16) for d in recv(broker)]
     assert len(set(found)) == 16
@@ -894,7 +895,7 @@ def test_max_delivery_count_dead_letters(broker: Broker, path: str) -> None:
     q = broker.queue_get(NS, "q")
     assert (q["active_message_count"], q["dead_letter_message_count"]) == (1, 1)
     (dead,) = recv(broker, path)
-    assert dead.sequence_number == 1  # SPEC §0.4.1: keeps its sequence number
+    assert dead.sequence_number == 1  # daemon/README.md §0.4.1: keeps its sequence number
     assert bodies([dead]) == [b"poison"]
     assert dead.changes is not None
     assert dead.changes["DeadLetterReason"] == "MaxDeliveryCountExceeded"
@@ -958,7 +959,7 @@ def test_dead_letter_queue_rules(broker: Broker) -> None:
         send(broker, Message(b"x"), path="q/$deadletterqueue")
     with pytest.raises(InvalidOperation):
         send(broker, Message(b"x"), path="q/$Transfer/$DeadLetterQueue")
-    assert recv(broker, "q/$Transfer/$DeadLetterQueue") == []  # SPEC §4.2: it exists
+    assert recv(broker, "q/$Transfer/$DeadLetterQueue") == []  # daemon/README.md §4.2: it exists
     with pytest.raises(MessagingEntityNotFound):
         recv(broker, "nosuch/$deadletterqueue")
     assert recv(broker, "q/$deadletterqueue") == []
@@ -1034,7 +1035,7 @@ def test_expired_messages_are_dead_lettered_when_enabled(
     assert dead.sequence_number == seqs[0]
     assert dead.changes is not None
     assert dead.changes["DeadLetterReason"] == "TTLExpiredException"
-    # TTL does not apply inside the DLQ (SPEC §4.3); locks do not survive a restart.
+    # TTL does not apply inside the DLQ (daemon/README.md §4.3); locks do not survive a restart.
     clock.advance(86_400_000)
     b = reopen()
     (again,) = recv(b, "q/$deadletterqueue")
@@ -1052,7 +1053,7 @@ def test_expired_message_reaches_an_already_polled_dlq(broker: Broker, clock: Fa
 
 
 def test_locked_message_expiring_is_handled_on_release(broker: Broker, clock: FakeClock) -> None:
-    """SPEC §6.3: once its lock lapses, an expired message is not delivered again."""
+    """daemon/README.md §6.3: once its lock lapses, an expired message is not delivered again."""
     make(broker, lock_duration=5_000)
     send(broker, Message(b"x", time_to_live_ms=3_000))
     assert len(recv(broker)) == 1
@@ -1150,7 +1151,7 @@ def everything(b: Broker) -> dict[str, Any]:
             desc.pop("accessed_at_utc")
             out[f"{name}/{q['name']}"] = desc
             if desc["status"] in ("Disabled", "ReceiveDisabled"):
-                continue  # peeking is receiving: refused on these (SPEC §17)
+                continue  # peeking is receiving: refused on these (daemon/README.md §17)
             for sub in ("", "/$deadletterqueue"):
                 msgs = []
                 for p in range(desc["partition_count"]):

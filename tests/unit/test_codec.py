@@ -1,4 +1,4 @@
-"""The record-batch codec and the Message payload (sbctl.codec, DESIGN.md §2)."""
+"""The record-batch codec and the Message payload (sbctl.codec, daemon/README.md §21)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Throttling (issue 5; SPEC §0.2, §0.4.4, §20): the credit meter and the broker's charges,
+"""Throttling (issue 5; daemon/README.md §0.2, §0.4.4, §20): the credit meter and the broker's
+charges,
 driven by the fake clock (nothing sleeps), and the client's retry policy."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Durations and instants (DESIGN §6, SPEC §6.1, §6.5, §1.8)."""
+"""Durations and instants (daemon/README.md §25, §6.1, §6.5, §1.8)."""
 
 from __future__ import annotations
 

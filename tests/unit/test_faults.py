@@ -1,6 +1,6 @@
 """Injected store faults on the broker, with a fake clock (nothing sleeps).
 
-SPEC §0.1.1 (one store down does not take the entity down), §0.1.5 (keyless sends go
+daemon/README.md §0.1.1 (one store down does not take the entity down), §0.1.5 (keyless sends go
 elsewhere, keyed ones fail), §0.1.6-7 (receive and peek serve the available partitions),
 §0.1.10 (management needs every partition; show aggregates and reads Limited) and §16.2
 (ServiceCommunicationProblem is transient), on a 16-partition queue, a partitioned topic,
@@ -32,7 +32,7 @@ LOCK_MS = 60_000
 
 
 def key_for(pid: int, n: int = P, prefix: str = "k") -> str:
-    """A partition key that lands on partition ``pid`` (SPEC §0.4.3)."""
+    """A partition key that lands on partition ``pid`` (daemon/README.md §0.4.3)."""
     i = 0
     while partition_for_key(f"{prefix}{i}", n) != pid:
         i += 1
@@ -64,7 +64,8 @@ def down(b: Broker, entity: str | None = "q", *partitions: int, ns: str = NS) ->
     return str(fault["id"])
 
 
-# ===================================================================== sending (SPEC §0.1.5)
+# ===================================================================== sending (daemon/README.md
+# §0.1.5)
 
 
 def test_keyless_sends_skip_unavailable_partitions(broker: Broker) -> None:
@@ -154,7 +155,8 @@ def test_a_transaction_on_an_unavailable_partition_fails_whole(broker: Broker) -
     assert broker.queue_get(NS, "q")["active_message_count"] == 1  # still locked, not settled
 
 
-# ===================================================================== receiving (SPEC §0.1.6-7)
+# ===================================================================== receiving (daemon/README.md
+# §0.1.6-7)
 
 
 def test_receive_and_peek_serve_the_available_partitions(broker: Broker) -> None:
@@ -250,7 +252,8 @@ def test_sessions_on_an_unavailable_partition(broker: Broker) -> None:
     assert {s["session_id"] for s in broker.session_list(NS, "q")} == {s_up, s_down}
 
 
-# ===================================================================== management (SPEC §0.1.10)
+# ===================================================================== management (daemon/README.md
+# §0.1.10)
 
 
 def test_show_aggregates_the_available_partitions_and_reads_limited(broker: Broker) -> None:

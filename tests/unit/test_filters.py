@@ -1,4 +1,5 @@
-"""Subscription-rule filters and actions (SPEC §10.4-10.9; semantics in sbctld.filters' docstring).
+"""Subscription-rule filters and actions (daemon/README.md §10.4-10.9; semantics in sbctld.filters'
+docstring).
 
 Example tables pin each operator family; hypothesis checks the compiled code against a small
 reference interpreter over generated trees, LIKE against a reference matcher, and that any

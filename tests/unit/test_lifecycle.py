@@ -1,6 +1,7 @@
 """Message lifecycle on the broker with a fake clock (nothing sleeps).
 
-Deferral and receive-by-number (SPEC §3.4, §3.9), dead-lettering (§4), lock renewal (§3.6),
+Deferral and receive-by-number (daemon/README.md §3.4, §3.9), dead-lettering (§4), lock renewal
+(§3.6),
 MaxDeliveryCount (§3.8), TTL (§1.6, §6), scheduled messages (§7, §2.4), duplicate detection
 (§8), purge and DLQ resubmit (emulator chores), entity status (§17) and runtime counts
 (§18, §0.4.1). Every scenario runs on a plain and on a partitioned queue (§0.1) and is
@@ -114,7 +115,8 @@ def expect(
     size: int | None = None,
     name: str = "q",
 ) -> None:
-    """``active`` is the reported ActiveMessageCount, deferred included (SPEC §0.4.1)."""
+    """``active`` is the reported ActiveMessageCount, deferred included (daemon/README.md
+    §0.4.1)."""
     got = counts(b, name)
     want = {
         "active_message_count": active,
@@ -275,7 +277,7 @@ def test_dead_letter_with_reason_description_and_properties(
         assert recv(b) == [] and peek_all(b) == []
         (peeked,) = peek_all(b, DLQ)
         assert peeked.state == DEADLETTERED
-        assert peeked.sequence_number == seq  # SPEC §0.4.1
+        assert peeked.sequence_number == seq  # daemon/README.md §0.4.1
         assert props(peeked) == {
             "keep": 1,
             "change": "new",
@@ -301,7 +303,7 @@ def test_dead_lettering_a_dlq_message_is_invalid(broker: Broker, partitioned: bo
         broker.settle(NS, DLQ, "complete", [t1.lock_token], {"k": 1})  # type: ignore[list-item]
     with pytest.raises(BadRequest):
         broker.settle(NS, "q", "abandon", [t1.lock_token], reason="r")  # type: ignore[list-item]
-    # Per token (SPEC §4.3); a stale token is still MessageLockLost.
+    # Per token (daemon/README.md §4.3); a stale token is still MessageLockLost.
     assert settle(broker, "dead-letter", t1, t2, first[0], path=DLQ, reason="again") == [
         "InvalidOperation",
         "InvalidOperation",
@@ -427,7 +429,8 @@ def test_renew_lock_does_not_survive_a_restart(
 def test_max_delivery_count_dead_letters_after_exactly_n(
     broker: Broker, clock: FakeClock, reopen: Reopen, partitioned: bool, max_count: int
 ) -> None:
-    """Odd deliveries end in abandon, even ones in a lock expiry; both count (SPEC §3.5)."""
+    """Odd deliveries end in abandon, even ones in a lock expiry; both count (daemon/README.md
+    §3.5)."""
     make(broker, partitioned, max_delivery_count=max_count, lock_duration=5_000)
     (seq,) = send(broker, Message(b"poison"))
     b = broker
@@ -505,7 +508,7 @@ def test_expired_messages_are_dropped_or_dead_lettered(
             expect(b, size=0)
             assert peek_all(b, DLQ) == []
         assert recv(b) == []
-    # TTL does not apply inside the DLQ (SPEC §4.3).
+    # TTL does not apply inside the DLQ (daemon/README.md §4.3).
     clock.advance(10 * 86_400_000)
     assert len(recv(b, DLQ, mode="receive-and-delete")) == (2 if dead_letter else 0)
 
@@ -514,7 +517,7 @@ def test_expired_messages_are_dropped_or_dead_lettered(
 def test_deferred_messages_expire_only_when_received_by_number(
     broker: Broker, clock: FakeClock, reopen: Reopen, partitioned: bool, dead_letter: bool
 ) -> None:
-    """SPEC §3.9: no expiry on its own; checked when received by sequence number."""
+    """daemon/README.md §3.9: no expiry on its own; checked when received by sequence number."""
     make(broker, partitioned, dead_lettering_on_message_expiration=dead_letter)
     m = Message(b"d", time_to_live_ms=5_000)
     (seq,) = send(broker, m)
@@ -570,7 +573,7 @@ def test_scheduled_message_lifecycle(
     expect(broker, active=1, size=size_of(later))  # same bytes, now active
     (active,) = peek_all(broker)
     new = active.sequence_number
-    assert new != s and active.state == ACTIVE  # SPEC §2.4: a new number
+    assert new != s and active.state == ACTIVE  # daemon/README.md §2.4: a new number
     assert new >> 48 == s >> 48 and new & LOCAL > s & LOCAL  # appended to its partition
     assert active.enqueued_time_ms == clock.now
     with pytest.raises(MessageNotFound):
@@ -731,7 +734,7 @@ def test_duplicates_within_one_batch(broker: Broker, partitioned: bool) -> None:
 def test_scheduled_and_plain_messages_share_the_history(
     broker: Broker, clock: FakeClock, partitioned: bool
 ) -> None:
-    """SPEC §8.4: whichever comes second is dropped."""
+    """daemon/README.md §8.4: whichever comes second is dropped."""
     dedup_queue(broker, partitioned)
     at = clock.now + 30_000
     (sx,) = send(broker, Message(b"sched", message_id="x", scheduled_enqueue_time_ms=at))
@@ -749,7 +752,8 @@ def test_scheduled_and_plain_messages_share_the_history(
 def test_partitioned_duplicate_key_includes_the_partition_key(
     broker: Broker, partitioned: bool
 ) -> None:
-    """SPEC §8.3: MessageId alone on a plain queue; MessageId + PartitionKey when partitioned."""
+    """daemon/README.md §8.3: MessageId alone on a plain queue; MessageId + PartitionKey when
+    partitioned."""
     dedup_queue(broker, partitioned)
     (s1,) = send(broker, Message(b"1", message_id="m", partition_key="p1"))
     (s2,) = send(broker, Message(b"2", message_id="m", partition_key="p2"))
@@ -1010,7 +1014,7 @@ def test_status_on_each_operation(
             with pytest.raises(MessagingEntityDisabled):
                 b.peek(NS, "q", 10, None)
         expect(b, active=2 + sent, deferred=1, scheduled=1 + sent, dead=1)
-    # Suspended entities keep their messages (SPEC §17.3): all there once Active again.
+    # Suspended entities keep their messages (daemon/README.md §17.3): all there once Active again.
     b.queue_update(NS, "q", {"status": "Active"})
     assert b.cancel_scheduled(NS, "q", [sched]) == 1
     (df,) = b.receive_deferred(NS, "q", [deferred], "receive-and-delete")
@@ -1031,7 +1035,7 @@ def test_cancel_scheduled_follows_the_send_direction(
     status: str,
     cancel_ok: bool,
 ) -> None:
-    """Cancelling is a sender's operation (SPEC §7.1, §17): blocked with sends."""
+    """Cancelling is a sender's operation (daemon/README.md §7.1, §17): blocked with sends."""
     make(broker, partitioned)
     (s,) = send(broker, Message(b"s", scheduled_enqueue_time_ms=clock.now + 60_000))
     broker.queue_update(NS, "q", {"status": status})

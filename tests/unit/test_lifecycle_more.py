@@ -1,6 +1,6 @@
 """More of the message lifecycle on the broker, with a fake clock (nothing sleeps).
 
-Sessions (SPEC §9), transactions (§12, §0.1.8), auto-forwarding and the transfer
+Sessions (daemon/README.md §9), transactions (§12, §0.1.8), auto-forwarding and the transfer
 dead-letter queue (§11, §0.1.9, §4.2, §4.6, §4.7), auto-delete-on-idle (§6.5), tiers
 (§15.1), entity status (§17) and runtime counts (§18). Scenarios run on a plain and on a
 partitioned queue (§0.1) wherever that applies, and are checked again after a restart.
@@ -39,10 +39,10 @@ from sbctld.clock import FakeClock
 NS = DEFAULT_NAMESPACE
 LOCK = 10_000  # lock duration of the queues below
 MINUTE = 60_000
-IDLE = 5 * MINUTE  # the smallest auto_delete_on_idle (SPEC §6.5)
+IDLE = 5 * MINUTE  # the smallest auto_delete_on_idle (daemon/README.md §6.5)
 TDLQ = "$Transfer/$DeadLetterQueue"
 
-# The service's own texts (SPEC §9.3, §9.5, §12.2), spelled out so a change shows.
+# The service's own texts (daemon/README.md §9.3, §9.5, §12.2), spelled out so a change shows.
 SESSION_REQUIRED = (
     "The SessionId was not set on a message, and it cannot be sent to the entity. Entities "
     "that have session support enabled can only receive messages that have the SessionId set "
@@ -257,7 +257,7 @@ def test_a_held_session_cannot_be_accepted_again(
     for _ in range(2):
         with pytest.raises(SessionCannotBeLocked):
             accept(broker, "S1")
-    # Another session, even one without messages, can be accepted by name (SPEC §9.6).
+    # Another session, even one without messages, can be accepted by name (daemon/README.md §9.6).
     accept(broker, "S2")
     accept(broker, "no-messages-yet")
     assert broker.session_close(NS, "s", got["session_lock_token"]) == {
@@ -391,7 +391,7 @@ def test_an_expired_session_lock_frees_the_session(
             fn()
     got = srecv(broker, new)
     assert bodies(got) == [b"0", b"1"]
-    # SPEC §9.9: accepted, then the lock expired: the delivery counts.
+    # daemon/README.md §9.9: accepted, then the lock expired: the delivery counts.
     assert [d.delivery_count for d in got] == [2, 1]
     assert got[0].sequence_number == first.sequence_number
     assert settle(broker, "complete", *got, path="s") == ["ok", "ok"]
@@ -432,7 +432,7 @@ def test_settling_after_the_session_lock_expired_is_session_lock_lost(
     send(broker, *[Message(b"%d" % i, session_id="S") for i in range(3)], path="s")
     token = accept(broker, "S")
     clock.advance(1_000)
-    got = srecv(broker, token, count=2)  # held by the session lock (SPEC §9.7)
+    got = srecv(broker, token, count=2)  # held by the session lock (daemon/README.md §9.7)
     clock.advance(LOCK - 1_000)
     assert settle(broker, op, *got, path="s") == ["SessionLockLost", "SessionLockLost"]
     expect(broker, "s", active=3)
@@ -518,7 +518,7 @@ def test_list_sessions_counts(
     until = format_instant(clock.now + LOCK)
     settle(broker, "complete", *srecv(broker, token, count=1), path="s")
     srecv(broker, accept(broker, "B"), mode="receive-and-delete")
-    # B has no messages and no state left: it no longer exists (SPEC §9.2).
+    # B has no messages and no state left: it no longer exists (daemon/README.md §9.2).
     assert listed(broker) == {"A": (2, until, False), "C": (0, None, True)}
     b = reopen()
     assert listed(b) == {"A": (2, None, False), "C": (0, None, True)}
@@ -530,7 +530,7 @@ def test_session_state_get_set_clear_and_restart(
     broker: Broker, reopen: Reopen, partitioned: bool
 ) -> None:
     smake(broker, partitioned)
-    assert broker.session_get_state(NS, "s", "S") is None  # never set: null (SPEC §9.8)
+    assert broker.session_get_state(NS, "s", "S") is None  # never set: null (daemon/README.md §9.8)
     broker.session_set_state(NS, "s", "S", b"\x00state\xff")
     broker.session_set_state(NS, "s", "EMPTY", b"")
     big = b"x" * (256 * 1024)  # one Standard message size
@@ -647,7 +647,8 @@ def test_restart_rebuilds_the_session_index(
 
 
 def test_session_queue_status(broker: Broker, partitioned: bool) -> None:
-    """SPEC §17 on a session queue: a blocked direction refuses session receivers too."""
+    """daemon/README.md §17 on a session queue: a blocked direction refuses session receivers
+    too."""
     smake(broker, partitioned)
     send(broker, Message(b"x", session_id="S"), path="s")
     token = accept(broker, "S")
@@ -922,7 +923,8 @@ def test_a_forwarding_chain_delivers_at_the_end(
         assert props(got[b"keyed"]) == {"p": 1}
         assert message(got[b"session-less"]).message_id == "m1"
         if partitioned:
-            # SPEC §0.1.9: the partition key carries over; a direct send would land here too.
+            # daemon/README.md §0.1.9: the partition key carries over; a direct send would land here
+            # too.
             assert got[b"keyed"].partition_id == partition_for_key("pk", 16)
     (direct,) = send(b, Message(b"direct", partition_key="pk"), path="c")
     assert partition_of(direct) == partition_of(got[b"keyed"].sequence_number)
@@ -1124,7 +1126,7 @@ def test_forwarding_dead_lettered_messages(
         if how == "settle":
             assert props(got)["c"] == 2
             assert props(got)["DeadLetterErrorDescription"] == "D"
-        # SPEC §4.7: nobody receives from a DLQ that forwards.
+        # daemon/README.md §4.7: nobody receives from a DLQ that forwards.
         err = error_of(lambda b=b: recv(b, "q/$deadletterqueue"))  # type: ignore[misc]
         assert type(err) is InvalidOperation
     (d,) = recv(b, "t")

@@ -1,4 +1,5 @@
-"""Name rules, entity identity, entity folders and entity paths (SPEC §14.8, §14.9, §4.2)."""
+"""Name rules, entity identity, entity folders and entity paths (daemon/README.md §14.8, §14.9,
+§4.2)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,8 @@ from sbctl.names import (
     validate_subscription_name,
 )
 
-# --- namespaces (SPEC §14.8) -------------------------------------------------------------
+# --- namespaces (daemon/README.md §14.8)
+# -------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -68,7 +70,8 @@ def test_namespace_error_example_from_brief() -> None:
         validate_namespace_name("ab")
 
 
-# --- queues and topics (SPEC §14.9) ------------------------------------------------------
+# --- queues and topics (daemon/README.md §14.9)
+# ------------------------------------------------------
 
 ACCEPTED_ENTITIES = [
     "orders",
@@ -152,7 +155,8 @@ def test_entity_error_escapes_and_truncates_hostile_values() -> None:
     assert len(message) < 200
 
 
-# --- subscriptions and rules (SPEC §14.9, §10.1) -----------------------------------------
+# --- subscriptions and rules (daemon/README.md §14.9, §10.1)
+# -----------------------------------------
 
 CHILD_ACCEPTED = ["a", "S1", "audit", "a.b-c_d", "x" * 50, "9", "A-1"]
 CHILD_REFUSED = [
@@ -289,7 +293,7 @@ def test_any_text_is_either_refused_or_a_safe_folder(text: str) -> None:
     assert folder not in (".", "..") and "/" not in folder and folder.isascii()
 
 
-# --- entity paths (SPEC §4.2, DESIGN §6) -------------------------------------------------
+# --- entity paths (daemon/README.md §4.2, §25) -------------------------------------------------
 
 
 @pytest.mark.parametrize(

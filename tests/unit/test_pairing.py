@@ -1,4 +1,4 @@
-"""Paired namespaces on the broker with a fake clock (SPEC §0.3, §19; sbctld.pairing,
+"""Paired namespaces on the broker with a fake clock (daemon/README.md §0.3, §19; sbctld.pairing,
 sbctld.paired): backlog queues, the failover sender, pings, the syphon, fault propagation."""
 
 from __future__ import annotations
@@ -97,7 +97,7 @@ def test_pair_creates_backlog_queues_with_spec_properties(b: Broker) -> None:
     assert [q["name"] for q in result["backlog_queues"]] == [backlog(i) for i in range(4)]
     for i in range(4):
         q = b.queue_get(S, backlog(i))
-        # SPEC §0.3.1
+        # daemon/README.md §0.3.1
         assert q["max_size_in_megabytes"] == 5120
         assert q["max_delivery_count"] == 2**31 - 1
         assert (
@@ -179,7 +179,7 @@ def test_failover_waits_for_failover_interval(b: Broker, clock: FakeClock) -> No
     with pytest.raises(ServiceCommunicationProblem):
         b.send(P, "orders", [Message(b"1")])
     clock.advance(999)
-    with pytest.raises(ServiceCommunicationProblem):  # SPEC §0.3.2: not yet
+    with pytest.raises(ServiceCommunicationProblem):  # daemon/README.md §0.3.2: not yet
         b.send(P, "orders", [Message(b"2")])
     assert status(b)["entities"][0]["state"] == "Failing"
     clock.advance(1)
@@ -262,7 +262,7 @@ def test_the_callers_mistakes_fail_while_failed_over_too(b: Broker, clock: FakeC
     b.fault_add(P)
     b.send(P, "orders", [Message(b"x")])
     b.send(P, "sessions", [Message(b"x", session_id="s")])
-    with pytest.raises(InvalidOperation):  # SPEC §9.3: the destination needs a session
+    with pytest.raises(InvalidOperation):  # daemon/README.md §9.3: the destination needs a session
         b.send(P, "sessions", [Message(b"y")])
     with pytest.raises(BadRequest):
         b.send(P, "orders", [Message(b"y", time_to_live_ms=0)])
@@ -390,7 +390,7 @@ def test_transactions_are_not_diverted(b: Broker, clock: FakeClock) -> None:
     assert status(b)["entities"] == []
 
 
-# ------------------------------------------------------------ pings (SPEC §0.3.4)
+# ------------------------------------------------------------ pings (daemon/README.md §0.3.4)
 
 
 def test_pings_every_interval_until_one_succeeds(b: Broker, clock: FakeClock) -> None:
@@ -404,7 +404,7 @@ def test_pings_every_interval_until_one_succeeds(b: Broker, clock: FakeClock) ->
     clock.advance(1)
     b.tick()
     assert status(b)["pings_sent"] == 1 and status(b)["pings_failed"] == 1
-    assert meter.total["data"] == used + 1  # SPEC §0.3.4: a ping costs like a send
+    assert meter.total["data"] == used + 1  # daemon/README.md §0.3.4: a ping costs like a send
     b.tick()
     assert status(b)["pings_sent"] == 1
     clock.advance(2000)
@@ -469,7 +469,7 @@ def test_a_deleted_entity_stops_failing_over(b: Broker, clock: FakeClock) -> Non
         b.send(P, "orders", [Message(b"y")])
 
 
-# ------------------------------------------------------------ the syphon (SPEC §0.3.5)
+# ------------------------------------------------------------ the syphon (daemon/README.md §0.3.5)
 
 
 def test_syphon_restores_every_message_exactly_once(b: Broker, clock: FakeClock) -> None:
@@ -527,7 +527,7 @@ def test_syphon_is_off_unless_enabled(b: Broker, clock: FakeClock) -> None:
 
 
 def test_syphon_charges_two_of_the_four_operations(broker: Broker, clock: FakeClock) -> None:
-    """SPEC §0.3.5: send to backlog (the diverted send, secondary), receive from backlog
+    """daemon/README.md §0.3.5: send to backlog (the diverted send, secondary), receive from backlog
     (syphon, secondary), send to primary (syphon, primary), receive from primary (the
     application's receive, primary): each charged once, where it happens."""
     broker.namespace_create(P, credits_per_second=1000)
@@ -680,7 +680,7 @@ def test_syphon_is_exactly_once_across_a_crash(
     assert bodies == [b"one", b"two"]
 
 
-# ------------------------------------------------------------ close/fault (SPEC §0.3.6)
+# ------------------------------------------------------------ close/fault (daemon/README.md §0.3.6)
 
 
 def test_deleting_the_secondary_faults_the_pairing(b: Broker, clock: FakeClock) -> None:

@@ -1,4 +1,4 @@
-"""The partition function and sequence numbers (DESIGN §3, SPEC §0.1.4, §0.1.7, §1.7)."""
+"""The partition function and sequence numbers (daemon/README.md §22, §0.1.4, §0.1.7, §1.7)."""
 
 from __future__ import annotations
 
@@ -96,7 +96,8 @@ def test_keys_spread_over_all_partitions() -> None:
     assert seen == set(range(16))
 
 
-# --- key precedence (SPEC §0.1.4, §1.7) --------------------------------------------------
+# --- key precedence (daemon/README.md §0.1.4, §1.7)
+# --------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -150,7 +151,7 @@ def test_session_and_partition_key_rule(s: str, p: str, m: str | None, dedup: bo
             partition_key_of(s, p, m, dedup)
 
 
-# --- sequence numbers (SPEC §0.1.7, §2.2, DESIGN §3) -------------------------------------
+# --- sequence numbers (daemon/README.md §0.1.7, §2.2, §22) -------------------------------------
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""The wire protocol: strict request decoding and frame round trips (DESIGN.md §4)."""
+"""The wire protocol: strict request decoding and frame round trips (daemon/README.md §23)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Partition logs: append, recovery from torn tails, checkpoints and GC (DESIGN.md §2).
+"""Partition logs: append, recovery from torn tails, checkpoints and GC (daemon/README.md §21).
 
-Tests corrupt and truncate files on purpose (STYLE.md, after Kafka's log tests).
+Tests corrupt and truncate files on purpose (after Kafka's log tests).
 """
 
 from __future__ import annotations

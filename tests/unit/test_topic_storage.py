@@ -407,7 +407,8 @@ def test_checkpointed_subscription_state_is_restored(brokers: Brokers, clock: Fa
 def test_a_subscription_ttl_cap_is_rebuilt_on_recovery(
     brokers: Brokers, clock: FakeClock, checkpoint: bool
 ) -> None:
-    """A subscription's lower default TTL caps its copies (SPEC §6.1), before and after a
+    """A subscription's lower default TTL caps its copies (daemon/README.md §6.1), before and after
+    a
     checkpoint, across crashes."""
     b = brokers.open()
     make_topic(b, default_message_time_to_live=60_000)

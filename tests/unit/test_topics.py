@@ -1,6 +1,7 @@
 """Topics, subscriptions and rules on the broker, with a fake clock (nothing sleeps).
 
-Fan-out and rule copies (SPEC §10.1-10.3), correlation and SQL filters (§10.4-10.7), filter
+Fan-out and rule copies (daemon/README.md §10.1-10.3), correlation and SQL filters (§10.4-10.7),
+filter
 errors (§4.4-4.5), session-enabled subscriptions (§9.4, §4.4), the topic's sequence numbers
 (§2.3, §0.1.7), every queue lifecycle feature on a subscription (§3, §4, §6, §11, §17, §18),
 scheduled messages on a topic (§7, §2.4), management errors and quotas (§14, §15.1,
@@ -37,7 +38,7 @@ from sbctld.clock import FakeClock
 NS = DEFAULT_NAMESPACE
 LOCAL = (1 << 48) - 1
 ACTIVE, DEFERRED, SCHEDULED, DEADLETTERED = 1, 2, 3, 4  # Delivered.state (storage State)
-LOCK = 5_000  # the shortest lock (SPEC §0.4.2)
+LOCK = 5_000  # the shortest lock (daemon/README.md §0.4.2)
 COUNT_KEYS = (
     "active_message_count",
     "deferred_message_count",
@@ -150,7 +151,7 @@ def peek_all(b: Broker, path: str) -> list[Delivered]:
 
 
 def drain(b: Broker, path: str) -> list[Delivered]:
-    """Receive-and-delete everything (several calls: SPEC §0.1.6)."""
+    """Receive-and-delete everything (several calls: daemon/README.md §0.1.6)."""
     out: list[Delivered] = []
     while got := recv(b, path, mode="receive-and-delete"):
         out += got
@@ -172,7 +173,8 @@ def expect(
     tdead: int = 0,
     topic_name: str = "t",
 ) -> None:
-    """``active`` is the reported ActiveMessageCount, deferred included (SPEC §0.4.1)."""
+    """``active`` is the reported ActiveMessageCount, deferred included (daemon/README.md
+    §0.4.1)."""
     assert counts(b, name, topic_name) == {
         "active_message_count": active,
         "deferred_message_count": deferred,
@@ -210,7 +212,8 @@ def M(text: str, **kw: Any) -> Message:
     return Message(text.encode(), application_properties=props_, **kw)
 
 
-# ===================================================================== fan-out (SPEC §10.1-10.3)
+# ===================================================================== fan-out (daemon/README.md
+# §10.1-10.3)
 
 
 def test_default_rule_delivers_everything_and_no_rules_nothing(
@@ -267,7 +270,7 @@ def test_a_send_matching_no_subscription_succeeds_and_is_dropped(
 def test_rules_with_actions_each_give_a_copy(
     broker: Broker, reopen: Reopen, partitioned: bool, crash: bool
 ) -> None:
-    """SPEC §10.3: matching rules without actions give one copy together; each matching
+    """daemon/README.md §10.3: matching rules without actions give one copy together; each matching
     rule with an action its own copy, carrying RuleName; 2 action + 3 plain rules -> 3."""
     topic(broker, partitioned)
     sub(broker, "other")
@@ -339,7 +342,8 @@ def test_action_setting_system_properties_changes_only_that_copy(
         assert props(p) == {"a": 1}
 
 
-# ===================================================================== filters (SPEC §10.4-10.7)
+# ===================================================================== filters (daemon/README.md
+# §10.4-10.7)
 
 CORRELATION_MESSAGES = [
     M(
@@ -380,7 +384,8 @@ CORRELATION_RULES: list[tuple[dict[str, Any], set[int]]] = [
 
 def tag_rules(b: Broker, rules: list[tuple[dict[str, Any], set[int]]]) -> None:
     """One subscription "f" with a rule per filter, each with an action, so that every
-    matching rule gives its own copy naming it (SPEC §10.3): one subscription tells which
+    matching rule gives its own copy naming it (daemon/README.md §10.3): one subscription tells
+    which
     filters matched which message (creating a subscription per filter costs more)."""
     sub(b, "f")
     b.rule_delete(NS, "t", "f", "$Default")
@@ -470,7 +475,7 @@ SQL_RULES: list[tuple[str, set[int]]] = [
     ("-n = 3", {3}),
     ("f * 2 = 5", {0}),
     ("(n + 1) * 2 = 12", {0}),
-    # logic, three-valued (SPEC §10.7)
+    # logic, three-valued (daemon/README.md §10.7)
     ("n > 4 AND color = 'red'", {0}),
     ("n > 4 OR missing = 1", {0, 1}),  # T OR U = T
     ("missing = 1 OR n < 0", {3}),
@@ -504,7 +509,8 @@ def test_sql_filters(broker: Broker, reopen: Reopen, partitioned: bool) -> None:
         assert {int(body(d)) for d in peek_all(b, S("one"))} == {0, 1}
 
 
-# ===================================================================== filter errors (SPEC §4.4)
+# ===================================================================== filter errors
+# (daemon/README.md §4.4)
 
 
 @pytest.mark.parametrize("expression", ["sys.NoSuchProperty = 1", "n = 1 OR sys.Bogus > 2"])
@@ -560,7 +566,8 @@ def test_an_action_error_dead_letters_in_that_subscription(
         assert "TimeToLive" in props(dead)["DeadLetterErrorDescription"]
 
 
-# ===================================================================== sessions (SPEC §9.4)
+# ===================================================================== sessions (daemon/README.md
+# §9.4)
 
 
 def test_session_subscription_dead_letters_messages_without_a_session(
@@ -578,7 +585,7 @@ def test_session_subscription_dead_letters_messages_without_a_session(
         assert (body(dead), dead.sequence_number) == (b"none", nosession)
         assert props(dead)["DeadLetterReason"] == "Session ID is null"
         assert props(dead)["DeadLetterErrorDescription"]
-        with pytest.raises(InvalidOperation):  # SPEC §9.5: a plain receiver is refused
+        with pytest.raises(InvalidOperation):  # daemon/README.md §9.5: a plain receiver is refused
             recv(b, S("sessions"))
     if partitioned:
         for seq, key in zip(s1, "ABA", strict=True):
@@ -611,7 +618,8 @@ def test_session_state_on_a_subscription(broker: Broker, reopen: Reopen, partiti
     assert (listed["session_id"], listed["active_message_count"]) == ("S1", 1)
 
 
-# ===================================================================== sequence numbers (SPEC §2.3)
+# ===================================================================== sequence numbers
+# (daemon/README.md §2.3)
 
 
 def test_subscriptions_see_the_topic_sequence_numbers(
@@ -625,10 +633,10 @@ def test_subscriptions_see_the_topic_sequence_numbers(
     seqs = send(broker, *msgs)
     if partitioned:
         for i, seq in enumerate(seqs):
-            assert seq >> 48 == partition_for_key(f"k{i}", 16)  # SPEC §0.1.4, §0.1.7
+            assert seq >> 48 == partition_for_key(f"k{i}", 16)  # daemon/README.md §0.1.4, §0.1.7
             assert seq & LOCAL >= 1
     else:
-        assert seqs == list(range(1, 9))  # gap-free, from 1 (SPEC §0.4.1)
+        assert seqs == list(range(1, 9))  # gap-free, from 1 (daemon/README.md §0.4.1)
     want = {f"m{i}".encode(): seq for i, seq in enumerate(seqs)}
     for b in restarts(broker, reopen):
         for name in ("a", "b"):
@@ -768,7 +776,7 @@ def test_renew_lock_and_receive_and_delete(
 def test_ttl_topic_default_and_the_subscription_lower_default(
     broker: Broker, clock: FakeClock, reopen: Reopen, partitioned: bool
 ) -> None:
-    """SPEC §6.1: a subscription's lower default TTL applies to its copy; a higher one
+    """daemon/README.md §6.1: a subscription's lower default TTL applies to its copy; a higher one
     does not lift the topic's."""
     topic(broker, partitioned, default_message_time_to_live=10_000)
     sub(
@@ -805,12 +813,12 @@ def test_ttl_topic_default_and_the_subscription_lower_default(
         assert bodies(dead) == [b"default", b"huge", b"quick"]
         assert {props(d)["DeadLetterReason"] for d in dead} == {"TTLExpiredException"}
         expect(b, "long")
-        expect(b, "plain", active=3)  # nobody looked: not enforced yet (SPEC §6.2)
+        expect(b, "plain", active=3)  # nobody looked: not enforced yet (daemon/README.md §6.2)
     clock.advance(5_000)
     assert recv(b, S("plain")) == []
     expect(b, "plain")
     assert topic_size(b) == size_of(default, quick, huge)  # the DLQ of "short" holds them
-    # TTL does not apply inside a DLQ (SPEC §4.3).
+    # TTL does not apply inside a DLQ (daemon/README.md §4.3).
     clock.advance(86_400_000)
     assert len(drain(b, DL(S("short")))) == 3
     assert topic_size(b) == 0
@@ -901,9 +909,9 @@ def test_forward_to_a_queue_or_a_topic(
             (d,) = peek_all(b, end)
             m = decode_message(d.payload)
             assert (m.body, m.enqueued_sequence_number, props(d)) == (b"m", seq, {"a": 1})
-            if partitioned:  # SPEC §0.1.9: the key carries over
+            if partitioned:  # daemon/README.md §0.1.9: the key carries over
                 assert d.sequence_number >> 48 == partition_for_key("key", 16)
-        with pytest.raises(InvalidOperation):  # SPEC §11.2
+        with pytest.raises(InvalidOperation):  # daemon/README.md §11.2
             recv(b, S("fw"))
     send(b, M("n"))
     for end in ends:
@@ -931,7 +939,7 @@ def test_forward_dead_lettered_messages_of_a_subscription(
         assert m.body == b"x" and m.enqueued_sequence_number == seq
         assert m.dead_letter_source is not None and m.dead_letter_source.endswith("a")
         assert props(got)["DeadLetterReason"] == "R"
-        with pytest.raises(InvalidOperation):  # SPEC §4.7
+        with pytest.raises(InvalidOperation):  # daemon/README.md §4.7
             recv(b, DL(S("a")))
 
 
@@ -951,7 +959,7 @@ def test_setting_forward_to_on_a_subscription_forwards_what_it_holds(
 def test_an_unusable_forwarding_destination_fills_the_transfer_dlq(
     broker: Broker, reopen: Reopen, partitioned: bool
 ) -> None:
-    """SPEC §4.6, §11.3: a disabled destination puts the message in the source
+    """daemon/README.md §4.6, §11.3: a disabled destination puts the message in the source
     subscription's transfer dead-letter queue."""
     topic(broker, partitioned)
     broker.queue_create(NS, "q", {})
@@ -977,7 +985,8 @@ def test_an_unusable_forwarding_destination_fills_the_transfer_dlq(
 def test_disabled_subscription(
     broker: Broker, clock: FakeClock, reopen: Reopen, partitioned: bool, status: str
 ) -> None:
-    """SPEC §17.2-17.3: receives refused, messages kept; ReceiveDisabled acts as Disabled."""
+    """daemon/README.md §17.2-17.3: receives refused, messages kept; ReceiveDisabled acts as
+    Disabled."""
     topic(broker, partitioned)
     sub(broker, "a")
     sub(broker, "b")
@@ -1011,7 +1020,8 @@ def test_disabled_subscription(
 
 
 def test_topic_status(broker: Broker, reopen: Reopen, partitioned: bool) -> None:
-    """SPEC §17.2: a Disabled or SendDisabled topic refuses sends; its subscriptions keep
+    """daemon/README.md §17.2: a Disabled or SendDisabled topic refuses sends; its subscriptions
+    keep
     what they hold."""
     topic(broker, partitioned)
     sub(broker, "a")
@@ -1031,7 +1041,8 @@ def test_topic_status(broker: Broker, reopen: Reopen, partitioned: bool) -> None
     assert bodies(drain(b, S("a"))) == [b"1", b"3"]
 
 
-# ===================================================================== scheduled (SPEC §7, §2.4)
+# ===================================================================== scheduled (daemon/README.md
+# §7, §2.4)
 
 
 def test_scheduled_messages_stay_in_the_topic_until_due(
@@ -1047,7 +1058,7 @@ def test_scheduled_messages_stay_in_the_topic_until_due(
     s_later, s_cancelled, s_small = send(broker, later, cancelled, small)
     assert broker.topic_get(NS, "t")["scheduled_message_count"] == 3
     expect(broker, "a")
-    assert peek_all(broker, S("a")) == []  # not shown on subscriptions (SPEC §5.2)
+    assert peek_all(broker, S("a")) == []  # not shown on subscriptions (daemon/README.md §5.2)
     with pytest.raises(MessageNotFound):
         broker.cancel_scheduled(NS, "t", [s_cancelled, s_cancelled + (1 << 40)])
     assert broker.cancel_scheduled(NS, "t", [s_cancelled]) == 1
@@ -1109,7 +1120,8 @@ def test_scheduled_topic_message_due_during_downtime(
     assert topic_size(b) == 0
 
 
-# ===================================================================== management (SPEC §14, §15)
+# ===================================================================== management (daemon/README.md
+# §14, §15)
 
 
 def test_names_are_case_insensitive_and_shared_by_queues_and_topics(broker: Broker) -> None:
@@ -1164,7 +1176,7 @@ def test_paths_a_topic_and_a_subscription_refuse(broker: Broker, partitioned: bo
         lambda: broker.transact(NS, S("a"), [M("y")], []),
     ):
         assert type(error_of(fn)) is InvalidOperation
-    # SPEC §4.1: a topic has no dead-letter queue.
+    # daemon/README.md §4.1: a topic has no dead-letter queue.
     for path in ("t/$deadletterqueue", "t/$DeadLetterQueue", "t/$Transfer/$DeadLetterQueue"):
         for fn in (
             lambda p=path: send(broker, M("y"), path=p),
@@ -1175,7 +1187,7 @@ def test_paths_a_topic_and_a_subscription_refuse(broker: Broker, partitioned: bo
     for path in (S("nope"), DL(S("nope")), "nope", S("a", "nope")):
         assert type(error_of(lambda p=path: recv(broker, p))) is MessagingEntityNotFound
     expect(broker, "a", active=1)
-    # Both DLQ spellings work on a subscription (SPEC §4.2).
+    # Both DLQ spellings work on a subscription (daemon/README.md §4.2).
     (d,) = recv(broker, S("a"))
     settle(broker, "dead-letter", S("a"), d)
     assert len(peek_all(broker, "t/Subscriptions/a/$DeadLetterQueue")) == 1
@@ -1183,7 +1195,7 @@ def test_paths_a_topic_and_a_subscription_refuse(broker: Broker, partitioned: bo
 
 
 def test_subscription_limit(broker: Broker, monkeypatch: pytest.MonkeyPatch) -> None:
-    """2,000 subscriptions per topic (SPEC §14), counted on a lowered limit."""
+    """2,000 subscriptions per topic (daemon/README.md §14), counted on a lowered limit."""
     monkeypatch.setattr(broker_module, "MAX_SUBSCRIPTIONS", 5)
     topic(broker, False)
     for k in range(5):
@@ -1196,7 +1208,8 @@ def test_subscription_limit(broker: Broker, monkeypatch: pytest.MonkeyPatch) -> 
 
 
 def test_sql_and_correlation_filter_quotas(broker: Broker, monkeypatch: pytest.MonkeyPatch) -> None:
-    """SPEC §10.9, §14.5: 2,000 SQL and 100,000 correlation filters per topic, counted on
+    """daemon/README.md §10.9, §14.5: 2,000 SQL and 100,000 correlation filters per topic, counted
+    on
     lowered limits; $Default counts as a SQL filter."""
     monkeypatch.setattr(broker_module, "MAX_SQL_FILTERS", 4)
     monkeypatch.setattr(broker_module, "MAX_CORRELATION_FILTERS", 3)
@@ -1241,7 +1254,7 @@ def test_rule_limits_and_bad_sql(broker: Broker) -> None:
     topic(broker, False)
     sub(broker, "a")
     long_filter = "n = '" + "x" * 1018 + "'"
-    assert len(long_filter) == 1024  # the limit (SPEC §14.5)
+    assert len(long_filter) == 1024  # the limit (daemon/README.md §14.5)
     rule(broker, "a", "long", sql(long_filter))
     with pytest.raises(BadRequest):
         rule(broker, "a", "too-long", sql(long_filter + " "))
@@ -1336,7 +1349,8 @@ def test_delete_and_recreate(broker: Broker, reopen: Reopen, partitioned: bool) 
     assert b.topic_list(NS)[0]["subscription_count"] == 0
 
 
-# ===================================================================== credits (SPEC §0.2.1)
+# ===================================================================== credits (daemon/README.md
+# §0.2.1)
 
 
 def test_topic_send_costs_one_plus_one_per_filter(broker: Broker, clock: FakeClock) -> None:
@@ -1372,6 +1386,6 @@ def test_a_throttled_topic_send_stores_nothing(broker: Broker, clock: FakeClock)
     clock.advance(1000)
     assert broker.send("metered", "t", [M("x")]) == [1]
     assert all(s.describe()["active_message_count"] == 1 for s in t.subscriptions.values())
-    with pytest.raises(QuotaExceeded):  # never admissible: 11 * 4 > 43 (SPEC §0.4.4)
+    with pytest.raises(QuotaExceeded):  # never admissible: 11 * 4 > 43 (daemon/README.md §0.4.4)
         broker.send("metered", "t", [M("y")] * 11)
     assert t.describe()["size_in_bytes"] == size_of(M("x"))

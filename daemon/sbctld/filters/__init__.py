@@ -1,4 +1,4 @@
-"""Subscription-rule filters and rule actions (SPEC §10.4-10.9).
+"""Subscription-rule filters and rule actions (daemon/README.md §10.4-10.9).
 
 The broker compiles a rule once, when it is created or loaded, and evaluates it per message::
 
@@ -8,7 +8,7 @@ The broker compiles a rule once, when it is created or loaded, and evaluates it 
             copy = rule.action.apply(view) if rule.action else message
 
 A :class:`FilterEvaluationError` dead-letters the message with ``reason = type_name`` and
-``description`` (SPEC §4.4, §10.7). Anything wrong with the rule itself (syntax, keys,
+``description`` (daemon/README.md §4.4, §10.7). Anything wrong with the rule itself (syntax, keys,
 limits, read-only targets) is a :class:`~sbctl.errors.BadRequest` from the ``compile_*``
 functions, naming the 1-based character position where there is one.
 

@@ -122,7 +122,8 @@ def _add(a: Any, b: Any) -> Any:
     raise _binary_error("Add", a, b)
 
 
-MAX_TEXT = 1024 * 1024  # no message can hold a longer string (SPEC §13.1: 1 MB on Premium)
+# no message can hold a longer string (daemon/README.md §13.1: 1 MB on Premium)
+MAX_TEXT = 1024 * 1024
 
 
 def _text(s: str) -> str:

@@ -20,8 +20,8 @@ from typing import Any, Final, NamedTuple
 
 from sbctl.codec import Message, PropertyValue
 
-MAX_EXPRESSION_LENGTH: Final = 1024  # filter and action strings (SPEC §10.9, §14.5)
-MAX_ACTION_STATEMENTS: Final = 32  # SPEC §10.8, §14.5
+MAX_EXPRESSION_LENGTH: Final = 1024  # filter and action strings (daemon/README.md §10.9, §14.5)
+MAX_ACTION_STATEMENTS: Final = 32  # daemon/README.md §10.8, §14.5
 MAX_NESTING: Final = 64  # keeps the generated code within Python's indentation limit
 INT64_MIN: Final = -(2**63)
 INT64_MAX: Final = 2**63 - 1
@@ -29,7 +29,7 @@ INT64_MAX: Final = 2**63 - 1
 
 class FilterEvaluationError(Exception):
     """A runtime error while evaluating a filter or action; the broker dead-letters the message
-    with reason = ``type_name`` and description = ``description`` (SPEC §4.4)."""
+    with reason = ``type_name`` and description = ``description`` (daemon/README.md §4.4)."""
 
     def __init__(self, type_name: str, description: str) -> None:
         super().__init__(f"{type_name}: {description}")
@@ -98,7 +98,7 @@ SYSTEM_PROPERTIES: Final[dict[str, SystemProperty]] = {
         _sys("ContentType", "m", "content_type", True),
         _sys("PartitionKey", "m", "partition_key", True),
         _sys("TimeToLive", "m", "time_to_live_ms", True),
-        # SPEC §7.3: settable, but the broker ignores it on the subscription itself.
+        # daemon/README.md §7.3: settable, but the broker ignores it on the subscription itself.
         _sys("ScheduledEnqueueTimeUtc", "m", "scheduled_enqueue_time_ms", True),
         _sys("ScheduledEnqueueTime", "m", "scheduled_enqueue_time_ms", True),
         _sys("EnqueuedSequenceNumber", "m", "enqueued_sequence_number"),

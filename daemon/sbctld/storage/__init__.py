@@ -1,4 +1,4 @@
-"""Append-only partition logs (DESIGN.md §2): segments, journal, index, recovery, sync."""
+"""Append-only partition logs (daemon/README.md §21): segments, journal, index, recovery, sync."""
 
 from sbctld.storage.log import PartitionLog, State
 from sbctld.storage.sync import Syncer

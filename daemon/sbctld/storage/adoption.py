@@ -1,5 +1,5 @@
 """Adoption of staged segment files (spark-load, sbctld.loads): check, number, link and
-index whole files of record batches into a partition store (DESIGN.md §2)."""
+index whole files of record batches into a partition store (daemon/README.md §21)."""
 
 from __future__ import annotations
 

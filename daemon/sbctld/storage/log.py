@@ -1,10 +1,10 @@
 """One partition store: message segments, settlement journal, compact index, checkpoint.
 
 Invariants:
-- Local sequence numbers start at 1 (SPEC §0.4.1) and are gap-free within a partition.
+- Local sequence numbers start at 1 (daemon/README.md §0.4.1) and are gap-free within a partition.
 - The index covers ``[base, next_seq)``; every message before ``head`` is GONE.
 - The index holds a few parallel arrays (no Python object per message); bodies stay in
-  segment files and are read with ``os.pread`` on demand (DESIGN.md §2 "Memory").
+  segment files and are read with ``os.pread`` on demand (daemon/README.md §21 "Memory").
 - Every change of a message's persistent state goes through the journal first, then into
   the index. Locks are not persistent: they belong to the broker.
 - Appends and journal writes are only ``os.write``; durability comes from the

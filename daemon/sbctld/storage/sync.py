@@ -1,4 +1,4 @@
-"""Group commit bookkeeping (DESIGN.md §2 "Durability").
+"""Group commit bookkeeping (daemon/README.md §21 "Durability").
 
 Writers append with plain ``os.write`` and :meth:`Syncer.mark` the descriptor dirty. The
 server's commit loop repeatedly takes the dirty set and fdatasyncs it in a worker thread;

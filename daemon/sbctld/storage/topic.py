@@ -6,7 +6,7 @@ journal, checkpoint) whose records are the topic's messages; each subscription i
 :class:`SubLog`, a view over the same sequence numbers with its own per-message state,
 delivery count and property changes. The queue code (sbctld.queue, sbctld.partition) works
 on a SubLog exactly as on a queue's PartitionLog, so every lifecycle rule of a queue holds
-for a subscription (SPEC §10 item 2 of the issue).
+for a subscription (daemon/README.md §10 item 2 of the issue).
 
 What is persisted, all in the topic partition's one journal:
 - ``OP_ROUTE``: which messages of a new batch a subscription received, one State byte per
@@ -17,7 +17,8 @@ Subscription ids are never reused (the topic's config hands them out), so journa
 a deleted subscription are ignored on recovery.
 
 The topic's own ``state`` is derived: SCHEDULED for a message scheduled on the topic and not
-yet routed (SPEC §7: it reaches the subscriptions when it activates), ACTIVE while at least
+yet routed (daemon/README.md §7: it reaches the subscriptions when it activates), ACTIVE while at
+least
 one subscription holds the message (``refs``), GONE otherwise. So the settled prefix, segment
 deletion and size accounting of PartitionLog work unchanged for the topic as a whole.
 """
@@ -99,7 +100,8 @@ class SubLog(StateIndex):
 
     @property
     def exp(self) -> array[int]:
-        """Expiry: the topic's, capped by this subscription's default TTL (SPEC §1.6)."""
+        """Expiry: the topic's, capped by this subscription's default TTL (daemon/README.md
+        §1.6)."""
         return self.topic.exp if self.own_exp is None else self.own_exp
 
     def set_ttl_cap(self, ttl_cap_ms: int | None) -> None:
@@ -215,7 +217,8 @@ class TopicLog(PartitionLog):
     # ---------------------------------------------------------------- subscriptions
 
     def add_sub(self, sub_id: int, ttl_cap_ms: int | None) -> SubLog:
-        """A new subscription: it holds none of the messages already stored (SPEC §10)."""
+        """A new subscription: it holds none of the messages already stored (daemon/README.md
+        §10)."""
         sub = self.subs[sub_id] = SubLog(self, sub_id, ttl_cap_ms)
         return sub
 
@@ -299,7 +302,7 @@ class TopicLog(PartitionLog):
         for seq in range(first, first + len(batch.recs)):
             i = seq - base
             if self.refs[i] == 0 and self.state[i] == State.ACTIVE:
-                self._drop(seq)  # matched no subscription: dropped (SPEC §10.2)
+                self._drop(seq)  # matched no subscription: dropped (daemon/README.md §10.2)
         return first
 
     def _index_batch(self, now_ms: int, recs: list[tuple[int, int, int, int, int]]) -> None:
