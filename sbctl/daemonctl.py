@@ -62,10 +62,11 @@ def start(
     durability: str = "fsync",
     default_credits_per_second: int | None = None,
     amqp: tuple[bool, str, int] = (True, "127.0.0.1", 5672),
+    http: tuple[bool, str, int] = (True, "127.0.0.1", 5300),
 ) -> dict[str, Any]:
     """``default_credits_per_second``: what namespaces created without their own figure
     get (None: 1000, SPEC §0.2.1; 0: unlimited). ``amqp``: (on, host, port) of the AMQP
-    listener (port 0: any free port)."""
+    listener (port 0: any free port); ``http``: the same for the HTTP listener."""
     t0 = time.perf_counter()
     paths.check_socket_path(socket_path)
     base = {"data_dir": str(data_dir), "socket": str(socket_path)}
@@ -81,7 +82,7 @@ def start(
             f"stop it with `kill {owner}`"
         )
     if foreground:
-        from sbctld.main import AmqpSettings, run
+        from sbctld.main import AmqpSettings, HttpSettings, run
 
         code = run(
             data_dir,
@@ -90,6 +91,7 @@ def start(
             foreground=True,
             default_credits_per_second=default_credits_per_second,
             amqp=AmqpSettings(*amqp),
+            http=HttpSettings(*http),
         )
         if code:
             raise GeneralError(f"the daemon exited with status {code}; see {log_file}")
@@ -98,7 +100,9 @@ def start(
     pid = os.fork()
     if pid == 0:  # pragma: no cover - runs in the child
         os.close(read_fd)
-        _daemonize(data_dir, socket_path, durability, write_fd, default_credits_per_second, amqp)
+        _daemonize(
+            data_dir, socket_path, durability, write_fd, default_credits_per_second, amqp, http
+        )
     os.close(write_fd)
     line = _read_ready(read_fd)
     os.waitpid(pid, 0)
@@ -120,6 +124,7 @@ def _daemonize(
     ready_fd: int,
     default_credits_per_second: int | None,
     amqp: tuple[bool, str, int] = (True, "127.0.0.1", 5672),
+    http: tuple[bool, str, int] = (True, "127.0.0.1", 5300),
 ) -> None:
     """Second half of the double fork; never returns."""
     code = 1
@@ -133,7 +138,7 @@ def _daemonize(
         os.close(devnull)
         os.chdir("/")
         signal.signal(signal.SIGINT, signal.SIG_DFL)
-        from sbctld.main import AmqpSettings, run
+        from sbctld.main import AmqpSettings, HttpSettings, run
 
         code = run(
             data_dir,
@@ -142,6 +147,7 @@ def _daemonize(
             ready_fd=ready_fd,
             default_credits_per_second=default_credits_per_second,
             amqp=AmqpSettings(*amqp),
+            http=HttpSettings(*http),
         )
     except BaseException as exc:
         with contextlib.suppress(OSError):
