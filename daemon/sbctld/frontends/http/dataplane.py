@@ -18,6 +18,7 @@ from __future__ import annotations
 import email.utils
 import json
 import re
+import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -133,6 +134,8 @@ def message_from(
             raise BadRequest(f"unknown BrokerProperties field {key!r}")
     if custom:
         fields["application_properties"] = custom
+    if "message_id" not in fields:
+        fields["message_id"] = uuid.uuid4().hex  # Service Bus gives every message an id
     return Message(**fields)
 
 
