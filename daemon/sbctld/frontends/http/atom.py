@@ -286,8 +286,14 @@ def _xsi_type(elem: ET.Element) -> str:
     return ""
 
 
-def rule_from(desc: ET.Element) -> tuple[dict[str, Any], str | None, str | None]:
-    """A RuleDescription → (broker filter spec, SQL action or None, name or None)."""
+def rule_from(
+    desc: ET.Element, params_out: dict[str, Any] | None = None
+) -> tuple[dict[str, Any], str | None, str | None]:
+    """A RuleDescription → (broker filter spec, SQL action or None, name or None).
+
+    SQL ``@parameters`` are put into the text; ``params_out`` gets, for ``filter`` and
+    ``action`` with parameters, ``[expression as sent, parameters, expression stored]``.
+    """
     if _local(desc.tag) != "RuleDescription":
         raise BadRequest(f"expected a <RuleDescription> in the entry, not <{_local(desc.tag)}>")
     for child in desc:
@@ -304,8 +310,11 @@ def rule_from(desc: ET.Element) -> tuple[dict[str, Any], str | None, str | None]
         elif kind == "SqlFilter":
             expr = _child(filt, "SqlExpression")
             params = key_values(_child(filt, "Parameters"))
-            text = substitute((expr.text or "") if expr is not None else "", params)
+            sent = (expr.text or "") if expr is not None else ""
+            text = substitute(sent, params)
             spec = {"type": "sql", "sql_expression": text}
+            if params and params_out is not None:
+                params_out["filter"] = [sent, params, text]
         elif kind == "CorrelationFilter":
             spec = {"type": "correlation"}
             for child in filt:
@@ -326,7 +335,10 @@ def rule_from(desc: ET.Element) -> tuple[dict[str, Any], str | None, str | None]
     if act is not None and _xsi_type(act) == "SqlRuleAction":
         expr = _child(act, "SqlExpression")
         params = key_values(_child(act, "Parameters"))
-        action = substitute((expr.text or "") if expr is not None else "", params) or None
+        sent = (expr.text or "") if expr is not None else ""
+        action = substitute(sent, params) or None
+        if params and params_out is not None:
+            params_out["action"] = [sent, params, action]
     elif act is not None and _xsi_type(act) not in ("EmptyRuleAction", ""):
         raise BadRequest(f"unknown action type {_xsi_type(act)!r}")
     name = _child(desc, "Name")
@@ -476,14 +488,24 @@ def _kv(tag: str, values: dict[str, Any] | None) -> str:
     return "".join(parts)
 
 
-def rule_xml(rule: Out) -> str:
+def _sent(params: Out | None, part: str, stored: str | None) -> tuple[str | None, str]:
+    """The expression as the client sent it and its Parameters, when ``stored`` is theirs."""
+    entry = (params or {}).get(part)
+    if entry and entry[2] == stored:
+        return entry[0], _kv("Parameters", entry[1])
+    return stored, ""
+
+
+def rule_xml(rule: Out, params: Out | None = None) -> str:
+    """``params``: what :func:`rule_from` collected when the rule was made, if anything."""
     spec = rule["filter"]
     kind = spec["type"]
     if kind in ("sql", "true", "false"):
         xsi = {"sql": "SqlFilter", "true": "TrueFilter", "false": "FalseFilter"}[kind]
-        expr = spec.get("sql_expression") or ("1=1" if kind == "true" else "1=0")
+        expr, kv = _sent(params, "filter", spec.get("sql_expression"))
+        expr = expr or ("1=1" if kind == "true" else "1=0")
         filt = (
-            f'<Filter i:type="{xsi}"><SqlExpression>{escape(expr)}</SqlExpression>'
+            f'<Filter i:type="{xsi}"><SqlExpression>{escape(expr)}</SqlExpression>{kv}'
             "<CompatibilityLevel>20</CompatibilityLevel></Filter>"
         )
     else:
@@ -497,9 +519,10 @@ def rule_xml(rule: Out) -> str:
             f"{_kv('Properties', spec.get('properties'))}</Filter>"
         )
     if rule.get("action"):
+        text, kv = _sent(params, "action", rule["action"])
         action = (
-            f'<Action i:type="SqlRuleAction"><SqlExpression>{escape(rule["action"])}'
-            "</SqlExpression><CompatibilityLevel>20</CompatibilityLevel></Action>"
+            f'<Action i:type="SqlRuleAction"><SqlExpression>{escape(text or "")}'
+            f"</SqlExpression>{kv}<CompatibilityLevel>20</CompatibilityLevel></Action>"
         )
     else:
         action = '<Action i:type="EmptyRuleAction"/>'

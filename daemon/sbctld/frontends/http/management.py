@@ -21,6 +21,7 @@ from sbctl.errors import BadRequest, InvalidOperation, MessagingEntityNotFound, 
 from sbctld.frontends.amqp.errors import status_of
 from sbctld.frontends.http import atom
 from sbctld.frontends.http.request import Request, Respond
+from sbctld.frontends.http.sqlparams import SqlParameters
 
 if TYPE_CHECKING:
     from sbctld.frontends.http.server import HttpFrontend
@@ -47,6 +48,7 @@ class Management:
     def __init__(self, frontend: HttpFrontend) -> None:
         self.frontend = frontend
         self.broker = frontend.server.broker
+        self.params = SqlParameters(frontend.data_dir / "http" / "sql_parameters.json")
 
     # ------------------------------------------------------------ dispatch
 
@@ -123,7 +125,10 @@ class Management:
         return self._entry(req, path, desc["name"], xml)
 
     def _rule_entry(self, req: Request, path: str, rule: dict[str, Any]) -> str:
-        return self._entry(req, path, rule["name"], atom.rule_xml(rule))
+        parts = [p for p in path.split("/") if p]
+        i = parts.index("subscriptions")
+        key = self.params.key(req.namespace, "/".join(parts[:i]), parts[i + 1], rule["name"])
+        return self._entry(req, path, rule["name"], atom.rule_xml(rule, self.params.get(key)))
 
     def _sub_entries(self, req: Request, topic: str) -> list[str]:
         subs = self.broker.subscription_list(req.namespace, topic)
@@ -286,14 +291,18 @@ class Management:
             self._ok(respond, self._rule_entry(req, req.path, rule))
         elif req.method == "DELETE":
             self.broker.rule_delete(ns, topic, sub, name)
+            self.params.set(self.params.key(ns, topic, sub, name), {})
             self._durable(respond, 200, b"")
         elif req.method == "PUT":
-            spec, action, _ = atom.rule_from(atom.description_of(atom.parse(req.body)))
+            params: dict[str, Any] = {}
+            desc = atom.description_of(atom.parse(req.body))
+            spec, action, _ = atom.rule_from(desc, params)
             update = req.headers.get("if-match", "").strip() == "*"
             if update:
                 self._update_rule(ns, topic, sub, name, spec, action)
             else:
                 self.broker.rule_create(ns, topic, sub, name, spec, action)
+            self.params.set(self.params.key(ns, topic, sub, name), params)
             rule = self.broker.rule_get(ns, topic, sub, name)
             xml = self._rule_entry(req, req.path, rule)
             self._durable(respond, 200 if update else 201, atom.document(xml))
