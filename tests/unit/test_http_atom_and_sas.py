@@ -54,7 +54,7 @@ def test_queue_description_becomes_broker_options() -> None:
         (b'<!DOCTYPE x [<!ENTITY a "b">]><entry/>', "DTD"),
         (
             body(f'<QueueDescription xmlns="{atom.SB}"><Colour>red</Colour></QueueDescription>'),
-            "unknown element <Colour>",
+            "unknown element 'Colour'",
         ),
         (
             body(
@@ -70,7 +70,7 @@ def test_queue_description_becomes_broker_options() -> None:
             ),
             "true or false",
         ),
-        (b"<feed/>", "must be an Atom <entry>"),
+        (b"<feed/>", "must be an Atom entry"),
     ],
 )
 def test_bad_descriptions_are_refused_with_the_reason(xml: bytes, message: str) -> None:

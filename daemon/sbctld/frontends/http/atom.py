@@ -136,13 +136,13 @@ def parse(body: bytes) -> ET.Element:
 def description_of(root: ET.Element) -> ET.Element:
     """``<entry><content><XDescription>`` → the description element."""
     if _local(root.tag) != "entry":
-        raise BadRequest(f"the body must be an Atom <entry>, not <{_local(root.tag)}>")
+        raise BadRequest(f"the body must be an Atom entry, not '{_local(root.tag)}'")
     content = next((c for c in root if _local(c.tag) == "content"), None)
     if content is None:
-        raise BadRequest("the Atom entry has no <content>")
+        raise BadRequest("the Atom entry has no content element")
     described = [c for c in content if isinstance(c.tag, str)]
     if len(described) != 1:
-        raise BadRequest("the Atom <content> must hold exactly one description element")
+        raise BadRequest("the Atom content must hold exactly one description element")
     return described[0]
 
 
@@ -177,7 +177,7 @@ def options_from(desc: ET.Element, kind: str) -> dict[str, Any]:
     """A Queue/Topic/SubscriptionDescription element → broker options."""
     name = _local(desc.tag)
     if name != kind:
-        raise BadRequest(f"expected a <{kind}> in the entry, not <{name}>")
+        raise BadRequest(f"expected a '{kind}' in the entry, not '{name}'")
     fields = KINDS[kind]
     options: dict[str, Any] = {}
     for child in desc:
@@ -193,7 +193,7 @@ def options_from(desc: ET.Element, kind: str) -> dict[str, Any]:
         elif tag in IGNORED or (tag == "DefaultRuleDescription" and kind.startswith("Sub")):
             continue
         else:
-            raise BadRequest(f"unknown element <{tag}> in {kind}")
+            raise BadRequest(f"unknown element '{tag}' in {kind}")
     return options
 
 
@@ -233,7 +233,7 @@ def key_values(parent: ET.Element | None) -> dict[str, Any]:
         key = next((c for c in kv if _local(c.tag) == "Key"), None)
         value = next((c for c in kv if _local(c.tag) == "Value"), None)
         if key is None or value is None:
-            raise BadRequest(f"<{_local(kv.tag)}> needs a <Key> and a <Value>")
+            raise BadRequest(f"'{_local(kv.tag)}' needs a Key and a Value")
         out[key.text or ""] = _typed_value(value)
     return out
 
@@ -295,10 +295,10 @@ def rule_from(
     ``action`` with parameters, ``[expression as sent, parameters, expression stored]``.
     """
     if _local(desc.tag) != "RuleDescription":
-        raise BadRequest(f"expected a <RuleDescription> in the entry, not <{_local(desc.tag)}>")
+        raise BadRequest(f"expected a RuleDescription in the entry, not '{_local(desc.tag)}'")
     for child in desc:
         if _local(str(child.tag)) not in ("Filter", "Action", "Name", "CreatedAt"):
-            raise BadRequest(f"unknown element <{_local(str(child.tag))}> in RuleDescription")
+            raise BadRequest(f"unknown element '{_local(str(child.tag))}' in RuleDescription")
     spec: dict[str, Any] = {"type": "true"}
     filt = _child(desc, "Filter")
     if filt is not None:
@@ -327,7 +327,7 @@ def rule_from(
                     if props:
                         spec["properties"] = props
                 else:
-                    raise BadRequest(f"unknown element <{tag}> in CorrelationFilter")
+                    raise BadRequest(f"unknown element '{tag}' in CorrelationFilter")
         else:
             raise BadRequest(f"unknown filter type {kind!r}")
     action: str | None = None
