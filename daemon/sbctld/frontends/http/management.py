@@ -54,15 +54,16 @@ class Management:
 
     def handle(self, req: Request, respond: Respond) -> None:
         parts = req.segments()
+        lowered = [p.lower() for p in parts]
         try:
-            if parts == ["$namespaceinfo"] or not parts:
+            if lowered == ["$namespaceinfo"] or not parts:
                 self._only(req, "GET")
                 self._namespace(req, respond)
             elif parts[0].lower() == "$resources" and len(parts) == 2:
                 self._only(req, "GET")
                 self._list_entities(req, parts[1].lower(), respond)
-            elif "subscriptions" in parts[1:]:
-                i = parts.index("subscriptions", 1)
+            elif "subscriptions" in lowered[1:]:
+                i = lowered.index("subscriptions", 1)  # the JavaScript SDK says Subscriptions
                 topic, rest = "/".join(parts[:i]), parts[i + 1 :]
                 self._subscription_route(req, topic, rest, respond)
             else:
@@ -83,13 +84,13 @@ class Management:
             self._list(req, respond, "Subscriptions", self._sub_entries(req, topic))
         elif len(rest) == 1:
             self._subscription(req, topic, rest[0], respond)
-        elif len(rest) == 2 and rest[1] == "rules":
+        elif len(rest) == 2 and rest[1].lower() == "rules":
             self._only(req, "GET")
             rules = self.broker.rule_list(req.namespace, topic, rest[0])
-            base = f"/{topic}/subscriptions/{rest[0]}/rules/"
+            base = f"/{topic}/Subscriptions/{rest[0]}/Rules/"
             entries = [self._rule_entry(req, base + r["name"], r) for r in rules]
             self._list(req, respond, "Rules", entries)
-        elif len(rest) == 3 and rest[1] == "rules":
+        elif len(rest) == 3 and rest[1].lower() == "rules":
             self._rule(req, topic, rest[0], rest[2], respond)
         else:
             raise MessagingEntityNotFound(f"no such resource {req.path!r}")
@@ -126,13 +127,13 @@ class Management:
 
     def _rule_entry(self, req: Request, path: str, rule: dict[str, Any]) -> str:
         parts = [p for p in path.split("/") if p]
-        i = parts.index("subscriptions")
+        i = [p.lower() for p in parts].index("subscriptions")
         key = self.params.key(req.namespace, "/".join(parts[:i]), parts[i + 1], rule["name"])
         return self._entry(req, path, rule["name"], atom.rule_xml(rule, self.params.get(key)))
 
     def _sub_entries(self, req: Request, topic: str) -> list[str]:
         subs = self.broker.subscription_list(req.namespace, topic)
-        return [self._sub_entry(req, f"/{topic}/subscriptions/{s['name']}", s) for s in subs]
+        return [self._sub_entry(req, f"/{topic}/Subscriptions/{s['name']}", s) for s in subs]
 
     def _list(self, req: Request, respond: Respond, title: str, entries: list[str]) -> None:
         try:
@@ -244,10 +245,12 @@ class Management:
     # ------------------------------------------------------------ subscriptions
 
     def _subscription(self, req: Request, topic: str, name: str, respond: Respond) -> None:
+        # The JavaScript SDK reads the names from the entry's id: Azure's capitals.
+        path = f"/{topic}/Subscriptions/{name}"
         ns = req.namespace
         if req.method == "GET":
             desc = self.broker.subscription_get(ns, topic, name)
-            self._ok(respond, self._sub_entry(req, req.path, desc))
+            self._ok(respond, self._sub_entry(req, path, desc))
         elif req.method == "DELETE":
             key = self.broker.resolve(ns, f"{topic}/subscriptions/{name}")[0].key
             self.broker.subscription_delete(ns, topic, name)
@@ -266,7 +269,7 @@ class Management:
                 if rule is not None:
                     self._replace_default_rule(ns, topic, name, rule)
             desc = self.broker.subscription_get(ns, topic, name)
-            xml = self._sub_entry(req, req.path, desc)
+            xml = self._sub_entry(req, path, desc)
             self._durable(respond, 200 if update else 201, atom.document(xml))
         else:
             raise InvalidOperation(f"{req.method} is not allowed on {req.path}")
@@ -285,10 +288,11 @@ class Management:
     # ------------------------------------------------------------ rules
 
     def _rule(self, req: Request, topic: str, sub: str, name: str, respond: Respond) -> None:
+        path = f"/{topic}/Subscriptions/{sub}/Rules/{name}"
         ns = req.namespace
         if req.method == "GET":
             rule = self.broker.rule_get(ns, topic, sub, name)
-            self._ok(respond, self._rule_entry(req, req.path, rule))
+            self._ok(respond, self._rule_entry(req, path, rule))
         elif req.method == "DELETE":
             self.broker.rule_delete(ns, topic, sub, name)
             self.params.set(self.params.key(ns, topic, sub, name), {})
@@ -304,7 +308,7 @@ class Management:
                 self.broker.rule_create(ns, topic, sub, name, spec, action)
             self.params.set(self.params.key(ns, topic, sub, name), params)
             rule = self.broker.rule_get(ns, topic, sub, name)
-            xml = self._rule_entry(req, req.path, rule)
+            xml = self._rule_entry(req, path, rule)
             self._durable(respond, 200 if update else 201, atom.document(xml))
         else:
             raise InvalidOperation(f"{req.method} is not allowed on {req.path}")

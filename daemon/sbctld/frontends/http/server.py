@@ -289,7 +289,6 @@ class HttpFrontend:
     async def start(self) -> None:
         from sbctld.frontends.http.sniff import sniffing
 
-        self.tls_context()  # make the certificate now, not on the first HTTPS request
         if self.port is not None:
             self.listener = await self.loop().create_server(
                 sniffing(None, self, DEFAULT_NAMESPACE), self.host, self.port, backlog=1024

@@ -1,10 +1,10 @@
 """TLS for the HTTP endpoint: a self-signed certificate for localhost and a sans-IO layer.
 
 The certificate (``<data dir>/http/cert.pem``, key ``key.pem`` mode 0600) is made on first
-use with the ``cryptography`` library and kept across restarts, so a client trusts it once
-(``connection_verify``, ``NODE_EXTRA_CA_CERTS``, ``SSL_CERT_FILE``). It is its own CA
-(basic constraints CA, key usage for both) with the names ``localhost``, ``127.0.0.1``
-and ``::1``.
+use (the first HTTPS connection, or ``sbctl daemon cert``) with the ``cryptography``
+library and kept across restarts, so a client trusts it once (``connection_verify``,
+``NODE_EXTRA_CA_CERTS``, ``SSL_CERT_FILE``). It is its own CA (basic constraints CA, key
+usage for both) with the names ``localhost``, ``127.0.0.1`` and ``::1``.
 
 :class:`TlsLayer` runs the server side of a TLS session over memory buffers
 (``ssl.MemoryBIO`` + ``SSLObject``): the connection feeds it the bytes it already read
@@ -14,6 +14,7 @@ while telling TLS from AMQP and HTTP (daemon/README.md §HTTP), then everything 
 from __future__ import annotations
 
 import datetime
+import fcntl
 import ipaddress
 import os
 import ssl
@@ -34,6 +35,19 @@ def ensure_certificate(data_dir: Path) -> tuple[Path, Path]:
     cert_path, key_path = cert_paths(data_dir)
     if cert_path.exists() and key_path.exists():
         return cert_path, key_path
+    cert_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    # The daemon (first HTTPS connection) and `sbctl daemon cert` may race: one makes both.
+    lock = os.open(cert_path.parent / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (cert_path.exists() and key_path.exists()):
+            _generate(cert_path, key_path)
+    finally:
+        os.close(lock)
+    return cert_path, key_path
+
+
+def _generate(cert_path: Path, key_path: Path) -> None:
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
@@ -77,7 +91,6 @@ def ensure_certificate(data_dir: Path) -> tuple[Path, Path]:
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
         .sign(key, hashes.SHA256())
     )
-    cert_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     key_bytes = key.private_bytes(
         serialization.Encoding.PEM,
         serialization.PrivateFormat.PKCS8,
@@ -85,7 +98,6 @@ def ensure_certificate(data_dir: Path) -> tuple[Path, Path]:
     )
     _write(key_path, key_bytes, 0o600)
     _write(cert_path, cert.public_bytes(serialization.Encoding.PEM), 0o644)
-    return cert_path, key_path
 
 
 def _write(path: Path, data: bytes, mode: int) -> None:
