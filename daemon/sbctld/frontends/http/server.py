@@ -239,7 +239,8 @@ class HttpConnection(asyncio.Protocol):
         except ValueError:
             reason = b""
         data = self.h11.send(h11.Response(status_code=status, headers=out, reason=reason))
-        data += self.h11.send(h11.Data(data=body)) if body else b""
+        head = self.request is not None and self.request.method == b"HEAD"
+        data += self.h11.send(h11.Data(data=body)) if body and not head else b""
         data += self.h11.send(h11.EndOfMessage())
         self._write(data)
 
