@@ -252,3 +252,31 @@ def test_rest_over_https_with_the_certificate(daemon: Any, scheme: str) -> None:
         assert r.status_code == 200 and r.content == b"secret"
     with pytest.raises(httpx.ConnectError):
         httpx.get(f"https://localhost:{port}/health")  # not trusted without the certificate
+
+
+def test_garbage_never_takes_the_endpoint_down(daemon: Any) -> None:
+    import random
+
+    rng = random.Random(16)
+    http_port = cli_json(daemon, "daemon", "status")["http_port"]
+    samples = [
+        b"\x16\x03\x01\x00\x05hello",  # a TLS record that is no handshake
+        b"GET / HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n",
+        b"POST /q/messages HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+        b"GET /" + b"a" * 100_000 + b" HTTP/1.1\r\n\r\n",
+        b"PUT /q HTTP/1.1\r\nHost: x\r\n" + b"X: y\r\n" * 5000 + b"\r\n",
+    ] + [bytes(rng.randrange(256) for _ in range(rng.randrange(1, 400))) for _ in range(20)]
+    for data in samples:
+        with socket.create_connection(("127.0.0.1", http_port), timeout=10) as sock:
+            try:
+                sock.sendall(data)
+                sock.shutdown(socket.SHUT_WR)
+                while sock.recv(65536):
+                    pass
+            except OSError:
+                pass  # the daemon may close first
+    with rest(daemon, http_port) as c:
+        assert c.get("/health").status_code == 200
+        assert c.get("/$namespaceinfo").status_code == 200
+    log = (daemon.data_dir / "sbctld.log").read_text()
+    assert "Traceback" not in log
