@@ -280,3 +280,41 @@ def test_garbage_never_takes_the_endpoint_down(daemon: Any) -> None:
         assert c.get("/$namespaceinfo").status_code == 200
     log = (daemon.data_dir / "sbctld.log").read_text()
     assert "Traceback" not in log
+
+
+def test_curl_with_the_cli_token_sends_peek_locks_completes_and_deletes(daemon: Any) -> None:
+    import shutil
+    import subprocess
+
+    if shutil.which("curl") is None:
+        pytest.skip("curl is not installed")
+    daemon.cli("queue", "create", "cq", check=True)
+    token = daemon.cli("namespace", "sas-token", check=True).stdout.strip()
+    base = f"http://127.0.0.1:{amqp_port(daemon)}/cq/messages"
+
+    def curl(*args: str) -> tuple[int, dict[str, str], str]:
+        done = subprocess.run(
+            ["curl", "-s", "-i", "-H", f"Authorization: {token}", *args],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        )
+        head, _, body = done.stdout.replace("\r\n", "\n").partition("\n\n")
+        lines = head.splitlines()
+        headers = dict(line.split(": ", 1) for line in lines[1:] if ": " in line)
+        return int(lines[0].split()[1]), {k.lower(): v for k, v in headers.items()}, body
+
+    status, _, _ = curl("-X", "POST", base, "-H", 'BrokerProperties: {"Label":"c"}', "-d", "one")
+    assert status == 201
+    assert curl("-X", "POST", base, "-d", "two")[0] == 201
+    assert [m["body"] for m in peek(daemon, "cq", "--count", "5")] == ["one", "two"]
+    status, headers, body = curl("-X", "POST", f"{base}/head?timeout=5")
+    assert status == 201 and body == "one"
+    assert curl("-X", "DELETE", headers["location"])[0] == 200
+    status, _, body = curl("-X", "DELETE", f"{base}/head?timeout=5")
+    assert status == 200 and body == "two"
+    assert peek(daemon, "cq", "--count", "5") == []
+    scoped = daemon.cli("namespace", "sas-token", "--path", "other", check=True).stdout.strip()
+    token = scoped
+    assert curl("-X", "POST", base, "-d", "x")[0] == 401

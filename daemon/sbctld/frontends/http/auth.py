@@ -4,7 +4,8 @@ The signature itself is checked by the same function as the AMQP endpoint's ``$c
 node (:func:`sbctld.frontends.amqp.cbs.check_token`: key name, HMAC-SHA256 over the ``sr``
 exactly as the client sent it, ``se`` not past). Over HTTP the token must also cover the
 resource requested: its ``sr`` (scheme ignored) names the same host and a path that is the
-request's path or a prefix of it at a ``/`` boundary — the namespace URL, the entity URL
+request's path or a prefix of it at a ``/`` boundary (``localhost``, ``127.0.0.1`` and ``::1``
+are the same host; ports are not compared) — the namespace URL, the entity URL
 or the full URL with its query, as the different SDKs scope it.
 """
 
@@ -26,12 +27,18 @@ def _fields(token: str) -> dict[str, str]:
     return fields
 
 
+LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1"})
+
+
 def _host(netloc: str) -> str:
-    """``Host:`` or a URL's netloc → the lower-case host without port."""
+    """``Host:`` or a URL's netloc → the lower-case host without port; the loopback names
+    are one host."""
     netloc = netloc.strip().lower()
     if netloc.startswith("["):
-        return netloc[1 : netloc.find("]")]
-    return netloc.rsplit(":", 1)[0] if netloc.count(":") == 1 else netloc
+        host = netloc[1 : netloc.find("]")]
+    else:
+        host = netloc.rsplit(":", 1)[0] if netloc.count(":") == 1 else netloc
+    return "localhost" if host in LOOPBACK else host
 
 
 def covers(sr: str, host: str, path: str) -> bool:
