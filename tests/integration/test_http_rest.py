@@ -318,3 +318,30 @@ def test_curl_with_the_cli_token_sends_peek_locks_completes_and_deletes(daemon: 
     scoped = daemon.cli("namespace", "sas-token", "--path", "other", check=True).stdout.strip()
     token = scoped
     assert curl("-X", "POST", base, "-d", "x")[0] == 401
+
+
+def test_rest_sends_meet_the_same_faults_and_throttling(daemon: Any) -> None:
+    daemon.cli("queue", "create", "fq", check=True)
+    with rest(daemon) as c:
+        daemon.cli("fault", "add", "--entity", "fq", check=True)
+        down = c.post("/fq/messages", content=b"x")
+        assert down.status_code == 503 and "unavailable" in down.text.lower()
+        daemon.cli("fault", "clear", check=True)
+        daemon.cli(
+            "fault", "add", "--entity", "fq", "--kind", "slow", "--latency", "1s", check=True
+        )
+        t0 = time.monotonic()
+        assert c.post("/fq/messages", content=b"slow").status_code == 201
+        assert time.monotonic() - t0 >= 0.9
+        daemon.cli("fault", "clear", check=True)
+    daemon.cli("namespace", "create", "thinns", "--credits-per-second", "12", check=True)
+    daemon.cli("-n", "thinns", "queue", "create", "tq", check=True)
+    port = int(connection_string(daemon, "thinns").split("localhost:", 1)[1].split(";")[0])
+    with rest(daemon, port) as c:
+        answers = [c.post("/tq/messages", content=b"m") for _ in range(30)]
+    busy = [r for r in answers if r.status_code == 503]
+    assert busy, [r.status_code for r in answers]
+    assert "50009" in busy[0].text or "busy" in busy[0].text.lower()
+    assert int(busy[0].headers["Retry-After"]) >= 1
+    sent = len([r for r in answers if r.status_code == 201])
+    assert len(peek(daemon, "-n", "thinns", "tq", "--count", "100")) == sent

@@ -11,13 +11,20 @@ HTTP status of the error (daemon/README.md §HTTP).
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
 from sbctl.durations import format_instant
-from sbctl.errors import BadRequest, InvalidOperation, MessagingEntityNotFound, SbctlError
+from sbctl.errors import (
+    BadRequest,
+    InvalidOperation,
+    MessagingEntityNotFound,
+    SbctlError,
+    ServiceCommunicationProblem,
+)
 from sbctld.frontends.amqp.errors import status_of
 from sbctld.frontends.http import atom
 from sbctld.frontends.http.request import Request, Respond
@@ -31,13 +38,20 @@ FEED_TYPE = "application/atom+xml;type=feed;charset=utf-8"
 MAX_TOP = 100
 
 
-def error(respond: Respond, status: int, detail: str) -> None:
+def error(
+    respond: Respond, status: int, detail: str, headers: list[tuple[str, str]] | None = None
+) -> None:
     body = atom.document(atom.error_xml(status, detail))
-    respond(status, [("Content-Type", "application/xml; charset=utf-8")], body)
+    respond(status, [("Content-Type", "application/xml; charset=utf-8"), *(headers or [])], body)
 
 
 def fail(respond: Respond, err: SbctlError) -> None:
-    error(respond, status_of(err), err.message)
+    """An error as the service answers it: throttling and unavailable stores are 503."""
+    status = 503 if isinstance(err, ServiceCommunicationProblem) else status_of(err)
+    headers = []
+    if err.retry_after is not None:
+        headers.append(("Retry-After", str(max(1, math.ceil(err.retry_after)))))
+    error(respond, status, err.message, headers)
 
 
 def _now() -> str:
