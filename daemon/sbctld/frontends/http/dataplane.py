@@ -194,7 +194,6 @@ def messages_of(req: Request) -> list[Message]:
 def delivered_headers(d: Delivered, m: Message, location: str | None) -> list[tuple[str, str]]:
     props: dict[str, Any] = {
         "DeliveryCount": d.delivery_count,
-        "EnqueuedSequenceNumber": m.enqueued_sequence_number or 0,
         "EnqueuedTimeUtc": rfc1123(d.enqueued_time_ms),
         "SequenceNumber": d.sequence_number,
         "State": STATES.get(d.state, "Active"),
@@ -211,6 +210,8 @@ def delivered_headers(d: Delivered, m: Message, location: str | None) -> list[tu
         props["TimeToLive"] = m.time_to_live_ms / 1000
     if m.scheduled_enqueue_time_ms is not None:
         props["ScheduledEnqueueTimeUtc"] = rfc1123(m.scheduled_enqueue_time_ms)
+    if m.enqueued_sequence_number is not None:  # where a forwarded message came from
+        props["EnqueuedSequenceNumber"] = m.enqueued_sequence_number
     if m.dead_letter_source is not None:
         props["DeadLetterSource"] = m.dead_letter_source
     if d.partition_id is not None:
