@@ -251,6 +251,7 @@ async def _start_http(
     from sbctld.frontends.http.tls import cert_paths
 
     server.info["http_port"] = None
+    sniff.FRONTEND = None  # a foreground run in a process that ran one before
     if http is None or not http.enabled:
         return None
     frontend = HttpFrontend(server, data_dir, http.host, http.port)

@@ -299,6 +299,10 @@ class HttpFrontend:
         self.server.wake_hooks.append(self.wake_key)
 
     async def stop(self) -> None:
+        from sbctld.frontends.http import sniff
+
+        if sniff.FRONTEND is self:
+            sniff.FRONTEND = None
         if self.listener is not None:
             self.listener.close()
         for conn in list(self.connections):
