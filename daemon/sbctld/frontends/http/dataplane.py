@@ -23,10 +23,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from sbctl.codec import Message, decode_message
-from sbctl.durations import parse_instant_ms
-from sbctl.errors import BadRequest, InvalidOperation, SbctlError
+from sbctl.durations import MAX_TIMESPAN_MS, parse_instant_ms
+from sbctl.errors import BadRequest, SbctlError
 from sbctl.protocol import Delivered
-from sbctld.frontends.http.management import error, fail
+from sbctld.frontends.http.management import MethodNotAllowed, error, fail
 from sbctld.frontends.http.request import Request, Respond
 
 if TYPE_CHECKING:
@@ -105,7 +105,7 @@ def _instant_ms(text: Any, what: str) -> int:
         raise BadRequest(f"BrokerProperties {what} must be a date string")
     try:
         return int(email.utils.parsedate_to_datetime(text).timestamp() * 1000)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return parse_instant_ms(text, 0)
 
 
@@ -125,8 +125,15 @@ def message_from(
             if value is not None:
                 fields[SETTABLE[key]] = str(value)
         elif key == "TimeToLive":
-            if not isinstance(value, int | float) or isinstance(value, bool) or value <= 0:
-                raise BadRequest("BrokerProperties TimeToLive must be a positive number of seconds")
+            if (
+                not isinstance(value, int | float)
+                or isinstance(value, bool)
+                or not 0 < value * 1000 <= MAX_TIMESPAN_MS
+            ):
+                raise BadRequest(
+                    "BrokerProperties TimeToLive must be a positive number of seconds "
+                    "(at most TimeSpan.MaxValue)"
+                )
             fields["time_to_live_ms"] = int(value * 1000)
         elif key == "ScheduledEnqueueTimeUtc":
             fields["scheduled_enqueue_time_ms"] = _instant_ms(value, key)
@@ -243,7 +250,7 @@ class DataPlane:
         try:
             if not rest:
                 if req.method != "POST":
-                    raise InvalidOperation(f"{req.method} is not allowed on {req.path}")
+                    raise MethodNotAllowed(f"{req.method} is not allowed on {req.path}")
                 self.send(req, entity, respond)
             elif rest == ["head"]:
                 if req.method == "POST":
@@ -251,11 +258,11 @@ class DataPlane:
                 elif req.method == "DELETE":
                     self.receive(req, entity, "receive-and-delete", respond, alive)
                 else:
-                    raise InvalidOperation(f"{req.method} is not allowed on {req.path}")
+                    raise MethodNotAllowed(f"{req.method} is not allowed on {req.path}")
             elif len(rest) == 2:
                 ops = {"DELETE": "complete", "PUT": "abandon", "POST": "renew-lock"}
                 if req.method not in ops:
-                    raise InvalidOperation(f"{req.method} is not allowed on {req.path}")
+                    raise MethodNotAllowed(f"{req.method} is not allowed on {req.path}")
                 self.settle(req.namespace, entity, ops[req.method], rest[1], respond)
             else:
                 error(respond, 404, f"no such resource {req.path!r}")

@@ -38,6 +38,10 @@ FEED_TYPE = "application/atom+xml;type=feed;charset=utf-8"
 MAX_TOP = 100
 
 
+class MethodNotAllowed(InvalidOperation):
+    """A method the resource does not take: 405."""
+
+
 def error(
     respond: Respond, status: int, detail: str, headers: list[tuple[str, str]] | None = None
 ) -> None:
@@ -48,6 +52,8 @@ def error(
 def fail(respond: Respond, err: SbctlError) -> None:
     """An error as the service answers it: throttling and unavailable stores are 503."""
     status = 503 if isinstance(err, ServiceCommunicationProblem) else status_of(err)
+    if isinstance(err, MethodNotAllowed):
+        status = 405
     headers = []
     if err.retry_after is not None:
         headers.append(("Retry-After", str(max(1, math.ceil(err.retry_after)))))
@@ -88,7 +94,7 @@ class Management:
     @staticmethod
     def _only(req: Request, *methods: str) -> None:
         if req.method not in methods:
-            raise InvalidOperation(f"{req.method} is not allowed on {req.path}")
+            raise MethodNotAllowed(f"{req.method} is not allowed on {req.path}")
 
     def _subscription_route(
         self, req: Request, topic: str, rest: list[str], respond: Respond
@@ -248,7 +254,7 @@ class Management:
                 raise BadRequest(f"expected a QueueDescription or TopicDescription, not {kind_tag}")
             self._durable(respond, 200 if update else 201, atom.document(xml))
         else:
-            raise InvalidOperation(f"{req.method} is not allowed on {req.path}")
+            raise MethodNotAllowed(f"{req.method} is not allowed on {req.path}")
 
     def _gone(self, keys: list[tuple[str, str]], why: str) -> None:
         """After a delete: end the receives waiting on the entity (Unix socket and HTTP)."""
@@ -286,7 +292,7 @@ class Management:
             xml = self._sub_entry(req, path, desc)
             self._durable(respond, 200 if update else 201, atom.document(xml))
         else:
-            raise InvalidOperation(f"{req.method} is not allowed on {req.path}")
+            raise MethodNotAllowed(f"{req.method} is not allowed on {req.path}")
 
     def _replace_default_rule(
         self, ns: str, topic: str, sub: str, rule: tuple[dict[str, Any], str | None, str | None]
@@ -325,7 +331,7 @@ class Management:
             xml = self._rule_entry(req, path, rule)
             self._durable(respond, 200 if update else 201, atom.document(xml))
         else:
-            raise InvalidOperation(f"{req.method} is not allowed on {req.path}")
+            raise MethodNotAllowed(f"{req.method} is not allowed on {req.path}")
 
     def _update_rule(
         self, ns: str, topic: str, sub: str, name: str, spec: dict[str, Any], action: str | None
