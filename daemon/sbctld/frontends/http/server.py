@@ -93,9 +93,11 @@ class HttpConnection(asyncio.Protocol):
         self._process()
 
     def eof_received(self) -> bool | None:
-        self.h11.receive_data(b"")
-        self._process()
-        return None
+        """The client half-closed: answer what it sent, then close (h11 says when)."""
+        if self.tls is None:
+            self.h11.receive_data(b"")
+            self._process()
+        return not self.closed
 
     def _write_tls(self) -> None:
         assert self.tls is not None
