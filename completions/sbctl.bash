@@ -4,8 +4,8 @@
 _sbctl_children() {
     case "$1" in
         "") echo "credits import-config export-config send peek receive receive-deferred schedule cancel-scheduled purge spark-load spark-export bench top daemon namespace queue topic subscription rule fault message dlq session" ;;
-        "daemon") echo "start stop status" ;;
-        "namespace") echo "create update metrics list show connection-string delete pair unpair pair-status" ;;
+        "daemon") echo "start stop status cert" ;;
+        "namespace") echo "create update metrics list show connection-string sas-token delete pair unpair pair-status" ;;
         "queue") echo "create update list show delete" ;;
         "topic") echo "create update list show delete" ;;
         "subscription") echo "create update list show delete" ;;
@@ -35,9 +35,10 @@ _sbctl_options() {
         "bench") echo "--messages --size --batch --clients --entity --partitioned --workers --skip-raw --skip-start --topic --subscriptions --stored -h --help" ;;
         "top") echo "--once --interval --sort --reverse --filter -h --help" ;;
         "daemon") echo "-h --help" ;;
-        "daemon start") echo "--data-dir --socket --foreground --durability --default-credits-per-second --wait --wait-timeout --reply-buffer-mb --amqp-port --amqp-host --no-amqp -h --help" ;;
+        "daemon start") echo "--data-dir --socket --foreground --durability --default-credits-per-second --wait --wait-timeout --reply-buffer-mb --amqp-port --amqp-host --no-amqp --http-port --http-host --no-http -h --help" ;;
         "daemon stop") echo "--data-dir --socket -h --help" ;;
         "daemon status") echo "--data-dir --socket -h --help" ;;
+        "daemon cert") echo "--data-dir --socket -h --help" ;;
         "namespace") echo "-h --help" ;;
         "namespace create") echo "--sku --premium-messaging-partitions --capacity --credits-per-second --ops-per-unit -h --help" ;;
         "namespace update") echo "--capacity --credits-per-second --ops-per-unit -h --help" ;;
@@ -45,6 +46,7 @@ _sbctl_options() {
         "namespace list") echo "-h --help" ;;
         "namespace show") echo "-h --help" ;;
         "namespace connection-string") echo "-h --help" ;;
+        "namespace sas-token") echo "--path --ttl -h --help" ;;
         "namespace delete") echo "-h --help" ;;
         "namespace pair") echo "--secondary --backlog-queue-count --failover-interval --ping-primary-interval --enable-syphon -h --help" ;;
         "namespace unpair") echo "-h --help" ;;
@@ -105,11 +107,13 @@ _sbctl_value_options() {
         "spark-export") echo "--to --format --master --spark-conf" ;;
         "bench") echo "--messages --size --batch --clients --entity --workers --subscriptions --stored" ;;
         "top") echo "--interval --sort --filter" ;;
-        "daemon start") echo "--data-dir --socket --durability --default-credits-per-second --wait-timeout --reply-buffer-mb --amqp-port --amqp-host" ;;
+        "daemon start") echo "--data-dir --socket --durability --default-credits-per-second --wait-timeout --reply-buffer-mb --amqp-port --amqp-host --http-port --http-host" ;;
         "daemon stop") echo "--data-dir --socket" ;;
         "daemon status") echo "--data-dir --socket" ;;
+        "daemon cert") echo "--data-dir --socket" ;;
         "namespace create") echo "--sku --premium-messaging-partitions --capacity --credits-per-second --ops-per-unit" ;;
         "namespace update") echo "--capacity --credits-per-second --ops-per-unit" ;;
+        "namespace sas-token") echo "--path --ttl" ;;
         "namespace pair") echo "--secondary --backlog-queue-count --failover-interval --ping-primary-interval" ;;
         "queue create") echo "--max-size --lock-duration --max-delivery-count --default-message-time-to-live --duplicate-detection-history-time-window --forward-to --forward-dead-lettered-messages-to --auto-delete-on-idle --user-metadata --status" ;;
         "queue update") echo "--max-size --lock-duration --max-delivery-count --default-message-time-to-live --duplicate-detection-history-time-window --forward-to --forward-dead-lettered-messages-to --auto-delete-on-idle --user-metadata --status" ;;
@@ -221,10 +225,14 @@ _sbctl_option_values() {
         "daemon start --reply-buffer-mb") COMPREPLY=() ;;
         "daemon start --amqp-port") COMPREPLY=() ;;
         "daemon start --amqp-host") COMPREPLY=() ;;
+        "daemon start --http-port") COMPREPLY=() ;;
+        "daemon start --http-host") COMPREPLY=() ;;
         "daemon stop --data-dir") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -d -- "$cur")) ;;
         "daemon stop --socket") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")) ;;
         "daemon status --data-dir") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -d -- "$cur")) ;;
         "daemon status --socket") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")) ;;
+        "daemon cert --data-dir") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -d -- "$cur")) ;;
+        "daemon cert --socket") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")) ;;
         "namespace create --sku") COMPREPLY=($(compgen -W "basic standard premium" -- "$cur")) ;;
         "namespace create --premium-messaging-partitions") COMPREPLY=($(compgen -W "1 2 4" -- "$cur")) ;;
         "namespace create --capacity") COMPREPLY=($(compgen -W "1 2 4 8 16" -- "$cur")) ;;
@@ -233,6 +241,8 @@ _sbctl_option_values() {
         "namespace update --capacity") COMPREPLY=($(compgen -W "1 2 4 8 16" -- "$cur")) ;;
         "namespace update --credits-per-second") COMPREPLY=() ;;
         "namespace update --ops-per-unit") COMPREPLY=() ;;
+        "namespace sas-token --path") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")) ;;
+        "namespace sas-token --ttl") COMPREPLY=() ;;
         "namespace pair --secondary") COMPREPLY=() ;;
         "namespace pair --backlog-queue-count") COMPREPLY=() ;;
         "namespace pair --failover-interval") COMPREPLY=() ;;

@@ -19,18 +19,20 @@ function __sbctl_children
         case 'bench'
         case 'top'
         case 'daemon'
-            printf '%s\n' start stop status
+            printf '%s\n' start stop status cert
         case 'daemon start'
         case 'daemon stop'
         case 'daemon status'
+        case 'daemon cert'
         case 'namespace'
-            printf '%s\n' create update metrics list show connection-string delete pair unpair pair-status
+            printf '%s\n' create update metrics list show connection-string sas-token delete pair unpair pair-status
         case 'namespace create'
         case 'namespace update'
         case 'namespace metrics'
         case 'namespace list'
         case 'namespace show'
         case 'namespace connection-string'
+        case 'namespace sas-token'
         case 'namespace delete'
         case 'namespace pair'
         case 'namespace unpair'
@@ -116,10 +118,12 @@ function __sbctl_value_options
             printf '%s\n' --interval --sort --filter
         case 'daemon'
         case 'daemon start'
-            printf '%s\n' --data-dir --socket --durability --default-credits-per-second --wait-timeout --reply-buffer-mb --amqp-port --amqp-host
+            printf '%s\n' --data-dir --socket --durability --default-credits-per-second --wait-timeout --reply-buffer-mb --amqp-port --amqp-host --http-port --http-host
         case 'daemon stop'
             printf '%s\n' --data-dir --socket
         case 'daemon status'
+            printf '%s\n' --data-dir --socket
+        case 'daemon cert'
             printf '%s\n' --data-dir --socket
         case 'namespace'
         case 'namespace create'
@@ -130,6 +134,8 @@ function __sbctl_value_options
         case 'namespace list'
         case 'namespace show'
         case 'namespace connection-string'
+        case 'namespace sas-token'
+            printf '%s\n' --path --ttl
         case 'namespace delete'
         case 'namespace pair'
             printf '%s\n' --secondary --backlog-queue-count --failover-interval --ping-primary-interval
@@ -355,6 +361,7 @@ complete -c sbctl -n '__sbctl_using \'top\'' -s h -l help -d 'Show this message 
 complete -c sbctl -n '__sbctl_using \'daemon\'' -a start -d 'Start the daemon (in the background unless --foreground); a no-op if it runs'
 complete -c sbctl -n '__sbctl_using \'daemon\'' -a stop -d 'Stop the daemon and wait until it has exited; a no-op if it is not running'
 complete -c sbctl -n '__sbctl_using \'daemon\'' -a status -d 'Show the daemon\'s status; exits 9 when it is not running'
+complete -c sbctl -n '__sbctl_using \'daemon\'' -a cert -d 'Print the path of the HTTPS certificate (made on first use); trust it as connection_verify=PATH (Python), NODE_EXTRA_CA_CERTS=PATH (Node) or SSL_CERT_FILE'
 complete -c sbctl -n '__sbctl_using \'daemon\'' -s h -l help -d 'Show this message and exit'
 complete -c sbctl -n '__sbctl_using \'daemon start\'' -l data-dir -r -F -d 'Daemon data directory (overrides the global --data-dir and SBCTL_DATA_DIR)'
 complete -c sbctl -n '__sbctl_using \'daemon start\'' -l socket -r -F -d 'Daemon Unix socket (overrides the global --socket and SBCTL_SOCKET)'
@@ -367,6 +374,9 @@ complete -c sbctl -n '__sbctl_using \'daemon start\'' -l reply-buffer-mb -x -d '
 complete -c sbctl -n '__sbctl_using \'daemon start\'' -l amqp-port -x -d 'TCP port of the AMQP 1.0 endpoint the Azure SDKs connect to (0: any free port; `daemon status` shows it)'
 complete -c sbctl -n '__sbctl_using \'daemon start\'' -l amqp-host -x -d 'Address the AMQP endpoint listens on'
 complete -c sbctl -n '__sbctl_using \'daemon start\'' -l no-amqp -d 'Serve no AMQP endpoint (Unix socket only)'
+complete -c sbctl -n '__sbctl_using \'daemon start\'' -l http-port -x -d 'TCP port of the HTTP and HTTPS endpoint (management API, REST messages, /health); the AMQP ports answer HTTP and HTTPS too (0: any free port)'
+complete -c sbctl -n '__sbctl_using \'daemon start\'' -l http-host -x -d 'Address the HTTP endpoint listens on'
+complete -c sbctl -n '__sbctl_using \'daemon start\'' -l no-http -d 'Serve no HTTP endpoint, on its port or the AMQP ports'
 complete -c sbctl -n '__sbctl_using \'daemon start\'' -s h -l help -d 'Show this message and exit'
 complete -c sbctl -n '__sbctl_using \'daemon stop\'' -l data-dir -r -F -d 'Daemon data directory (overrides the global --data-dir and SBCTL_DATA_DIR)'
 complete -c sbctl -n '__sbctl_using \'daemon stop\'' -l socket -r -F -d 'Daemon Unix socket (overrides the global --socket and SBCTL_SOCKET)'
@@ -374,12 +384,16 @@ complete -c sbctl -n '__sbctl_using \'daemon stop\'' -s h -l help -d 'Show this 
 complete -c sbctl -n '__sbctl_using \'daemon status\'' -l data-dir -r -F -d 'Daemon data directory (overrides the global --data-dir and SBCTL_DATA_DIR)'
 complete -c sbctl -n '__sbctl_using \'daemon status\'' -l socket -r -F -d 'Daemon Unix socket (overrides the global --socket and SBCTL_SOCKET)'
 complete -c sbctl -n '__sbctl_using \'daemon status\'' -s h -l help -d 'Show this message and exit'
+complete -c sbctl -n '__sbctl_using \'daemon cert\'' -l data-dir -r -F -d 'Daemon data directory (overrides the global --data-dir and SBCTL_DATA_DIR)'
+complete -c sbctl -n '__sbctl_using \'daemon cert\'' -l socket -r -F -d 'Daemon Unix socket (overrides the global --socket and SBCTL_SOCKET)'
+complete -c sbctl -n '__sbctl_using \'daemon cert\'' -s h -l help -d 'Show this message and exit'
 complete -c sbctl -n '__sbctl_using \'namespace\'' -a create -d 'Create a namespace'
 complete -c sbctl -n '__sbctl_using \'namespace\'' -a update -d 'Change a namespace\'s throttling at runtime'
 complete -c sbctl -n '__sbctl_using \'namespace\'' -a metrics -d 'Show throttled and served requests and the daemon\'s CPU and memory'
 complete -c sbctl -n '__sbctl_using \'namespace\'' -a list -d 'List the namespaces'
 complete -c sbctl -n '__sbctl_using \'namespace\'' -a show -d 'Show a namespace\'s properties'
 complete -c sbctl -n '__sbctl_using \'namespace\'' -a connection-string -d 'Print the connection string an Azure SDK uses, unchanged, to reach a namespace over AMQP (each namespace has its own port)'
+complete -c sbctl -n '__sbctl_using \'namespace\'' -a sas-token -d 'Print a SharedAccessSignature for the HTTP endpoint\'s Authorization header, e.g'
 complete -c sbctl -n '__sbctl_using \'namespace\'' -a delete -d 'Delete a namespace with all its entities and messages'
 complete -c sbctl -n '__sbctl_using \'namespace\'' -a pair -d 'Pair a primary namespace with a secondary for send availability'
 complete -c sbctl -n '__sbctl_using \'namespace\'' -a unpair -d 'Unpair a primary: its sends no longer fail over'
@@ -400,6 +414,9 @@ complete -c sbctl -n '__sbctl_using \'namespace metrics\'' -s h -l help -d 'Show
 complete -c sbctl -n '__sbctl_using \'namespace list\'' -s h -l help -d 'Show this message and exit'
 complete -c sbctl -n '__sbctl_using \'namespace show\'' -s h -l help -d 'Show this message and exit'
 complete -c sbctl -n '__sbctl_using \'namespace connection-string\'' -s h -l help -d 'Show this message and exit'
+complete -c sbctl -n '__sbctl_using \'namespace sas-token\'' -l path -r -F -d 'Scope the token to this entity path (default: all)'
+complete -c sbctl -n '__sbctl_using \'namespace sas-token\'' -l ttl -x -d 'How long it is valid (1h, PT10M)'
+complete -c sbctl -n '__sbctl_using \'namespace sas-token\'' -s h -l help -d 'Show this message and exit'
 complete -c sbctl -n '__sbctl_using \'namespace delete\'' -s h -l help -d 'Show this message and exit'
 complete -c sbctl -n '__sbctl_using \'namespace pair\'' -l secondary -x -d 'The namespace holding the backlog queues (<PRIMARY>/x-servicebus-transfer/<i>)'
 complete -c sbctl -n '__sbctl_using \'namespace pair\'' -l backlog-queue-count -x -d 'Backlog queues in the secondary, created when missing'

@@ -55,12 +55,13 @@ def start(
     default_credits_per_second: int | None = None,
     reply_buffer_bytes: int | None = None,
     amqp: tuple[bool, str, int] = (True, "127.0.0.1", 5672),
+    http: tuple[bool, str, int] = (True, "127.0.0.1", 5300),
 ) -> dict[str, Any]:
     """``default_credits_per_second``: what namespaces created without their own figure
-    get (None: 1000, daemon/README.md §0.2.1; 0: unlimited). ``reply_buffer_bytes``: unsent replies
-    a
-    connection may have before the daemon stops reading its requests (None: 64 MB).
-    ``amqp``: (on, host, port) of the AMQP listener (port 0: any free port).
+    get (None: 1000; 0: unlimited). ``reply_buffer_bytes``: unsent replies a connection may
+    have before the daemon stops reading its requests (None: 64 MB). ``amqp``: (on, host,
+    port) of the AMQP listener (port 0: any free port); ``http``: the same for the HTTP
+    listener.
 
     The result's ``warnings`` are what the daemon said while starting (e.g. permissions it
     tightened); a refused start raises with the daemon's reason."""
@@ -85,7 +86,7 @@ def start(
             f"stop it with `kill {owner}`"
         )
     if foreground:
-        from sbctld.main import AmqpSettings, run
+        from sbctld.main import AmqpSettings, HttpSettings, run
         from sbctld.ownership import claim
 
         # A refusal is the command's error line; warnings go to the log, on stderr here.
@@ -99,6 +100,7 @@ def start(
             reply_buffer_bytes=reply_buffer_bytes,
             claimed=claimed,
             amqp=AmqpSettings(*amqp),
+            http=HttpSettings(*http),
         )
         if code:
             raise GeneralError(f"the daemon exited with status {code}; see {log_file}")
@@ -115,6 +117,7 @@ def start(
             default_credits_per_second,
             reply_buffer_bytes,
             amqp,
+            http,
         )
     os.close(write_fd)
     warnings, line = _read_ready(read_fd)
@@ -141,6 +144,7 @@ def _daemonize(
     default_credits_per_second: int | None,
     reply_buffer_bytes: int | None,
     amqp: tuple[bool, str, int] = (True, "127.0.0.1", 5672),
+    http: tuple[bool, str, int] = (True, "127.0.0.1", 5300),
 ) -> None:
     """Second half of the double fork; never returns."""
     code = 1
@@ -154,7 +158,7 @@ def _daemonize(
         os.close(devnull)
         os.chdir("/")
         signal.signal(signal.SIGINT, signal.SIG_DFL)
-        from sbctld.main import AmqpSettings, run
+        from sbctld.main import AmqpSettings, HttpSettings, run
 
         code = run(
             data_dir,
@@ -164,6 +168,7 @@ def _daemonize(
             default_credits_per_second=default_credits_per_second,
             reply_buffer_bytes=reply_buffer_bytes,
             amqp=AmqpSettings(*amqp),
+            http=HttpSettings(*http),
         )
     except BaseException as exc:
         with contextlib.suppress(OSError):

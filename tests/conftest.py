@@ -237,6 +237,8 @@ def new_daemon(start: bool = True) -> Daemon:
         SBCTL_DEFAULT_CREDITS_PER_SECOND="0",
         # Never the shared default AMQP port 5672: any free port.
         SBCTL_AMQP_PORT="0",
+        # Nor the default HTTP port 5300.
+        SBCTL_HTTP_PORT="0",
     )
     env.pop("SBCTL_NAMESPACE", None)
     d = Daemon(data_dir, socket_path, env)

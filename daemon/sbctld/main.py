@@ -18,7 +18,7 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from sbctl import paths
 from sbctl.errors import InvalidOperation, SbctlError
@@ -39,6 +39,14 @@ class AmqpSettings(NamedTuple):
     enabled: bool = True
     host: str = "127.0.0.1"
     port: int = 5672
+
+
+class HttpSettings(NamedTuple):
+    """The HTTP listener (management API, REST data plane, health): 127.0.0.1:5300."""
+
+    enabled: bool = True
+    host: str = "127.0.0.1"
+    port: int = 5300
 
 
 def setup_logging(data_dir: Path, foreground: bool) -> None:
@@ -68,6 +76,7 @@ def run(
     reply_buffer_bytes: int | None = None,
     claimed: Claim | None = None,
     amqp: AmqpSettings | None = None,
+    http: HttpSettings | None = None,
 ) -> int:
     """Run the daemon until stopped.
 
@@ -119,6 +128,7 @@ def run(
                 default_credits_per_second,
                 reply_buffer_bytes or DEFAULT_REPLY_BUFFER_BYTES,
                 amqp,
+                http,
             )
         )
     except Exception as exc:
@@ -138,6 +148,7 @@ async def _serve(
     default_credits_per_second: int | None,
     reply_buffer_bytes: int,
     amqp: AmqpSettings | None = None,
+    http: HttpSettings | None = None,
 ) -> int:
     syncer = Syncer(durability)
     credits = DEFAULT_CREDITS_PER_SECOND
@@ -148,6 +159,12 @@ async def _serve(
     )
     server = Server(broker, syncer, socket_path, reply_buffer_bytes=reply_buffer_bytes)
     await server.start()
+    # --- HTTP front-end (sbctld.frontends.http); before AMQP, whose ports answer HTTP too ---
+    http_frontend = await _start_http(server, data_dir, http, tell)
+    if http_frontend is False:
+        await server.stop()
+        return 1
+    # --- end HTTP ---
     # --- AMQP front-end (sbctld.frontends.amqp) ---
     frontend = None
     if amqp is not None and amqp.enabled:
@@ -164,8 +181,12 @@ async def _serve(
                 "--amqp-port N (0: any free port) or turn AMQP off with --no-amqp"
             )
             await frontend.stop()
+            if http_frontend:
+                await http_frontend.stop()
             await server.stop()
             return 1
+        if http_frontend:
+            http_frontend.keys = frontend.keys  # one set of SAS keys for AMQP and HTTP
         server.info["amqp_port"] = frontend.port
         server.info["amqp_host"] = amqp.host
         server.info["amqp_ports"] = frontend.ports
@@ -196,9 +217,42 @@ async def _serve(
     log.info("stopping")
     if frontend is not None:
         await frontend.stop()
+    if http_frontend:
+        await http_frontend.stop()
     await server.stop()
     log.info("stopped cleanly")
     return 0
+
+
+async def _start_http(
+    server: Server, data_dir: Path, http: HttpSettings | None, tell: object
+) -> Any:
+    """The started HTTP front-end, None when HTTP is off, False when its port is taken."""
+    from sbctld.frontends.http import sniff
+    from sbctld.frontends.http.server import HttpFrontend
+    from sbctld.frontends.http.tls import cert_paths
+
+    server.info["http_port"] = None
+    sniff.FRONTEND = None  # a foreground run in a process that ran one before
+    if http is None or not http.enabled:
+        return None
+    frontend = HttpFrontend(server, data_dir, http.host, http.port)
+    try:
+        await frontend.start()
+    except OSError as exc:
+        assert callable(tell)
+        why = "is already in use" if exc.errno == errno.EADDRINUSE else f"failed: {exc}"
+        tell(
+            f"error HTTP port {http.port} on {http.host} {why}; choose another with "
+            "--http-port N (0: any free port) or turn HTTP off with --no-http"
+        )
+        await frontend.stop()
+        return False
+    sniff.FRONTEND = frontend
+    server.info["http_port"] = frontend.port
+    server.info["http_host"] = http.host
+    server.info["https_certificate"] = str(cert_paths(data_dir)[0])
+    return frontend
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -219,6 +273,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--amqp-host", default="127.0.0.1")
     parser.add_argument("--amqp-port", type=int, default=5672)
     parser.add_argument("--no-amqp", action="store_true")
+    parser.add_argument("--http-host", default="127.0.0.1")
+    parser.add_argument("--http-port", type=int, default=5300)
+    parser.add_argument("--no-http", action="store_true")
     args = parser.parse_args(argv)
     if args.reply_buffer_mb < 1:
         parser.error("--reply-buffer-mb must be at least 1")
@@ -233,6 +290,7 @@ def main(argv: list[str] | None = None) -> int:
         default_credits_per_second=args.default_credits_per_second,
         reply_buffer_bytes=args.reply_buffer_mb * MB,
         amqp=AmqpSettings(not args.no_amqp, args.amqp_host, args.amqp_port),
+        http=HttpSettings(not args.no_http, args.http_host, args.http_port),
     )
 
 

@@ -99,6 +99,31 @@ def start(
     no_amqp: Annotated[
         bool, typer.Option("--no-amqp", help="Serve no AMQP endpoint (Unix socket only).")
     ] = False,
+    http_port: Annotated[
+        int,
+        typer.Option(
+            "--http-port",
+            envvar="SBCTL_HTTP_PORT",
+            metavar="N",
+            min=0,
+            max=65535,
+            help="TCP port of the HTTP and HTTPS endpoint (management API, REST messages, "
+            "/health); the AMQP ports answer HTTP and HTTPS too (0: any free port).",
+        ),
+    ] = 5300,
+    http_host: Annotated[
+        str,
+        typer.Option(
+            "--http-host",
+            metavar="HOST",
+            help="Address the HTTP endpoint listens on. Anything but loopback exposes it "
+            "to the network.",
+        ),
+    ] = "127.0.0.1",
+    no_http: Annotated[
+        bool,
+        typer.Option("--no-http", help="Serve no HTTP endpoint, on its port or the AMQP ports."),
+    ] = False,
 ) -> None:
     """Start the daemon (in the background unless --foreground); a no-op if it runs."""
 
@@ -114,6 +139,12 @@ def start(
             "and has no TLS; anyone who can reach it and knows the key can use it",
             file=sys.stderr,
         )
+    if not no_http and http_host not in ("127.0.0.1", "localhost", "::1"):
+        print(
+            f"warning: the HTTP endpoint on {http_host} is reachable from other machines; "
+            "anyone who can reach it and knows the key can use it",
+            file=sys.stderr,
+        )
     result = daemonctl.start(
         where,
         socket_path,
@@ -122,6 +153,7 @@ def start(
         default_credits_per_second=default_credits_per_second,
         reply_buffer_bytes=None if reply_buffer_mb is None else reply_buffer_mb * 1024 * 1024,
         amqp=(not no_amqp, amqp_host, amqp_port),
+        http=(not no_http, http_host, http_port),
     )
     if wait:
         from sbctl.ready import wait_ready
@@ -182,3 +214,19 @@ def status(
         raise ServiceCommunicationProblem(
             str(info.get("error") or f"the sbctl daemon is not running (socket {socket_path})")
         )
+
+
+@group.command()
+def cert(
+    ctx: typer.Context, data_dir: CommandDataDirOption = None, socket: CommandSocketOption = None
+) -> None:
+    """Print the path of the HTTPS certificate (made on first use); trust it as
+    connection_verify=PATH (Python), NODE_EXTRA_CA_CERTS=PATH (Node) or SSL_CERT_FILE."""
+    from sbctld.frontends.http.tls import ensure_certificate
+    from sbctld.ownership import prepare_data_dir
+
+    g = options.state(ctx)
+    where, _socket_path = options.daemon_paths(g, data_dir, socket)
+    prepare_data_dir(where)
+    cert_path, _key = ensure_certificate(where)
+    render.emit(g.output, {"certificate": str(cert_path)}, lambda r: r["certificate"])

@@ -182,6 +182,41 @@ def connection_string(
     render.emit(g.output, {"connection_string": text}, lambda r: r["connection_string"])
 
 
+@group.command("sas-token")
+def sas_token(
+    ctx: typer.Context,
+    name: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="[NS]", show_default=False, help="Namespace (default: the global -n)."
+        ),
+    ] = None,
+    path: Annotated[
+        str,
+        typer.Option(
+            "--path", metavar="PATH", help="Scope the token to this entity path (default: all)."
+        ),
+    ] = "",
+    ttl: Annotated[
+        str, typer.Option("--ttl", metavar="DURATION", help="How long it is valid (1h, PT10M).")
+    ] = "1h",
+) -> None:
+    """Print a SharedAccessSignature for the HTTP endpoint's Authorization header, e.g.
+    `curl -H "Authorization: $(sbctl namespace sas-token)" http://localhost:5300/q/messages`."""
+    import time
+
+    from sbctl.durations import parse_duration_ms
+    from sbctld.frontends.amqp.cbs import make_token
+
+    g = options.state(ctx)
+    with options.connect(ctx) as sb:
+        info = sb.amqp_endpoint(name or g.namespace)
+    expiry = int(time.time() + parse_duration_ms(ttl) / 1000)
+    audience = f"http://localhost:{info['port']}/{path.strip('/')}".rstrip("/")
+    token = make_token(audience, info["key_name"], info["key"], expiry)
+    render.emit(g.output, {"token": token, "expires_at_s": expiry}, lambda r: r["token"])
+
+
 @group.command()
 def delete(ctx: typer.Context, name: NameArgument) -> None:
     """Delete a namespace with all its entities and messages."""

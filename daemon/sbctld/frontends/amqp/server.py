@@ -695,9 +695,12 @@ class AmqpFrontend:
 
     async def _listen(self, namespace: str, port: int) -> None:
         loop = asyncio.get_running_loop()
-        listener = await loop.create_server(
-            lambda: AmqpConnection(self, namespace), self.host, port, backlog=1024
-        )
+        # --- HTTP and HTTPS on the AMQP ports (sbctld.frontends.http.sniff) ---
+        from sbctld.frontends.http.sniff import sniffing
+
+        factory = sniffing(lambda: AmqpConnection(self, namespace), namespace=namespace)
+        # --- end HTTP ---
+        listener = await loop.create_server(factory, self.host, port, backlog=1024)
         bound = listener.sockets[0].getsockname()[1]
         self.listeners[entity_key(namespace)] = listener
         self.ports[entity_key(namespace)] = bound

@@ -1,0 +1,576 @@
+"""Entity descriptions as the Service Bus management API's Atom XML (daemon/README.md §HTTP).
+
+In: the ``<entry><content><QueueDescription>…`` an SDK PUTs → the option names the broker
+takes (the CLI's), durations as milliseconds. Elements the broker computes or ignores
+(counts, times, ``AuthorizationRules``) are skipped; an element of no description is a
+one-line error. Documents with a DTD or entities are refused before parsing.
+
+Out: the broker's description dicts → ``<entry>`` and ``<feed>`` documents shaped as the
+service answers them, which the SDKs' deserializers read.
+"""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+from typing import Any
+from xml.sax.saxutils import escape, quoteattr
+
+from sbctl.durations import parse_duration_ms
+from sbctl.errors import BadRequest
+
+ATOM = "http://www.w3.org/2005/Atom"
+SB = "http://schemas.microsoft.com/netservices/2010/10/servicebus/connect"
+SB11 = "http://schemas.microsoft.com/netservices/2011/06/servicebus"
+XSI = "http://www.w3.org/2001/XMLSchema-instance"
+XSD = "http://www.w3.org/2001/XMLSchema"
+
+# XML element → (broker option, kind). Kinds: int, bool, duration, str, status, entity.
+QUEUE_FIELDS: dict[str, tuple[str, str]] = {
+    "LockDuration": ("lock_duration", "duration"),
+    "MaxSizeInMegabytes": ("max_size_in_megabytes", "int"),
+    "RequiresDuplicateDetection": ("requires_duplicate_detection", "bool"),
+    "RequiresSession": ("requires_session", "bool"),
+    "DefaultMessageTimeToLive": ("default_message_time_to_live", "duration"),
+    "DeadLetteringOnMessageExpiration": ("dead_lettering_on_message_expiration", "bool"),
+    "DuplicateDetectionHistoryTimeWindow": ("duplicate_detection_history_time_window", "duration"),
+    "MaxDeliveryCount": ("max_delivery_count", "int"),
+    "EnableBatchedOperations": ("enable_batched_operations", "bool"),
+    "Status": ("status", "str"),
+    "AutoDeleteOnIdle": ("auto_delete_on_idle", "duration"),
+    "EnablePartitioning": ("enable_partitioning", "bool"),
+    "ForwardTo": ("forward_to", "entity"),
+    "UserMetadata": ("user_metadata", "str"),
+    "ForwardDeadLetteredMessagesTo": ("forward_dead_lettered_messages_to", "entity"),
+}
+TOPIC_FIELDS = {
+    k: QUEUE_FIELDS[k]
+    for k in (
+        "DefaultMessageTimeToLive",
+        "MaxSizeInMegabytes",
+        "RequiresDuplicateDetection",
+        "DuplicateDetectionHistoryTimeWindow",
+        "EnableBatchedOperations",
+        "Status",
+        "AutoDeleteOnIdle",
+        "EnablePartitioning",
+        "UserMetadata",
+    )
+} | {"SupportOrdering": ("support_ordering", "bool")}
+SUBSCRIPTION_FIELDS = {
+    k: QUEUE_FIELDS[k]
+    for k in (
+        "LockDuration",
+        "RequiresSession",
+        "DefaultMessageTimeToLive",
+        "DeadLetteringOnMessageExpiration",
+        "MaxDeliveryCount",
+        "EnableBatchedOperations",
+        "Status",
+        "ForwardTo",
+        "AutoDeleteOnIdle",
+        "UserMetadata",
+        "ForwardDeadLetteredMessagesTo",
+    )
+} | {
+    "DeadLetteringOnFilterEvaluationExceptions": (
+        "dead_lettering_on_filter_evaluation_exceptions",
+        "bool",
+    )
+}
+# Read-only or not modelled: accepted and ignored (the SDKs send some of them back).
+IGNORED = frozenset(
+    {
+        "AuthorizationRules",
+        "IsAnonymousAccessible",
+        "EntityAvailabilityStatus",
+        "CreatedAt",
+        "UpdatedAt",
+        "AccessedAt",
+        "SizeInBytes",
+        "MessageCount",
+        "CountDetails",
+        "MessageCountDetails",
+        "SubscriptionCount",
+        "FilteringMessagesBeforePublishing",
+        "EnableSubscriptionPartitioning",
+        "MaxMessageSizeInKilobytes",
+        "SupportOrdering",  # on a queue
+        "EnableExpress",  # checked separately: true is refused
+        "SqlFilterCount",
+        "CorrelationFilterCount",
+    }
+)
+KINDS = {
+    "QueueDescription": QUEUE_FIELDS,
+    "TopicDescription": TOPIC_FIELDS,
+    "SubscriptionDescription": SUBSCRIPTION_FIELDS,
+}
+CORRELATION_FIELDS = {
+    "CorrelationId": "correlation_id",
+    "MessageId": "message_id",
+    "To": "to",
+    "ReplyTo": "reply_to",
+    "Label": "subject",
+    "SessionId": "session_id",
+    "ReplyToSessionId": "reply_to_session_id",
+    "ContentType": "content_type",
+}
+_DTD = re.compile(rb"<!(DOCTYPE|ENTITY)", re.IGNORECASE)
+
+
+def _local(tag: str) -> str:
+    return tag.rsplit("}", 1)[-1]
+
+
+def parse(body: bytes) -> ET.Element:
+    """Parse a request body; refuses DTDs and entity declarations."""
+    if _DTD.search(body):
+        raise BadRequest("the XML body has a DTD or entity declaration, which is not allowed")
+    try:
+        return ET.fromstring(body)
+    except ET.ParseError as exc:
+        raise BadRequest(f"the body is not well-formed XML: {exc}") from None
+
+
+def description_of(root: ET.Element) -> ET.Element:
+    """``<entry><content><XDescription>`` → the description element."""
+    if _local(root.tag) != "entry":
+        raise BadRequest(f"the body must be an Atom entry, not '{_local(root.tag)}'")
+    content = next((c for c in root if _local(c.tag) == "content"), None)
+    if content is None:
+        raise BadRequest("the Atom entry has no content element")
+    described = [c for c in content if isinstance(c.tag, str)]
+    if len(described) != 1:
+        raise BadRequest("the Atom content must hold exactly one description element")
+    return described[0]
+
+
+def _value(elem: ET.Element, option: str, kind: str) -> Any:
+    text = (elem.text or "").strip()
+    if kind == "int":
+        try:
+            return int(text)
+        except ValueError:
+            raise BadRequest(f"{_local(elem.tag)} must be an integer, not {text!r}") from None
+    if kind == "bool":
+        if text.lower() not in ("true", "false"):
+            raise BadRequest(f"{_local(elem.tag)} must be true or false, not {text!r}")
+        return text.lower() == "true"
+    if kind == "duration":
+        return parse_duration_ms(text)
+    if kind == "entity":
+        return entity_name(text) or None
+    return text if text or option != "user_metadata" else None
+
+
+def entity_name(text: str) -> str:
+    """``sb://host/queue`` (how the SDKs send ForwardTo) or ``queue`` → ``queue``."""
+    text = text.strip()
+    if "://" in text:
+        rest = text.split("://", 1)[1]
+        text = rest.split("/", 1)[1] if "/" in rest else ""
+    return text.strip("/")
+
+
+def options_from(desc: ET.Element, kind: str) -> dict[str, Any]:
+    """A Queue/Topic/SubscriptionDescription element → broker options."""
+    name = _local(desc.tag)
+    if name != kind:
+        raise BadRequest(f"expected a '{kind}' in the entry, not '{name}'")
+    fields = KINDS[kind]
+    options: dict[str, Any] = {}
+    for child in desc:
+        if not isinstance(child.tag, str):
+            continue
+        tag = _local(child.tag)
+        if tag in fields:
+            option, what = fields[tag]
+            options[option] = _value(child, option, what)
+        elif tag == "EnableExpress":
+            if (child.text or "").strip().lower() == "true":
+                raise BadRequest("express entities are not supported (EnableExpress)")
+        elif tag in IGNORED or (tag == "DefaultRuleDescription" and kind.startswith("Sub")):
+            continue
+        else:
+            raise BadRequest(f"unknown element '{tag}' in {kind}")
+    return options
+
+
+def default_rule_of(desc: ET.Element) -> ET.Element | None:
+    return next((c for c in desc if _local(str(c.tag)) == "DefaultRuleDescription"), None)
+
+
+# ------------------------------------------------------------ rules
+
+
+def _typed_value(elem: ET.Element) -> Any:
+    """A ``<Value i:type="d6p1:int">2</Value>`` → 2."""
+    kind = ""
+    for attr, value in elem.attrib.items():
+        if _local(attr) == "type":
+            kind = value.rsplit(":", 1)[-1]
+    text = elem.text or ""
+    try:
+        if kind in ("int", "long", "short", "byte", "unsignedInt", "unsignedLong"):
+            return int(text)
+        if kind in ("double", "float", "decimal"):
+            return float(text)
+    except ValueError:
+        raise BadRequest(f"the {kind} value {text!r} is not a number") from None
+    if kind == "boolean":
+        return text.strip().lower() == "true"
+    if kind in ("string", "", "dateTime", "duration", "guid"):
+        return text
+    raise BadRequest(f"values of type {kind!r} are not supported in rules")
+
+
+def key_values(parent: ET.Element | None) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if parent is None:
+        return out
+    for kv in parent:
+        key = next((c for c in kv if _local(c.tag) == "Key"), None)
+        value = next((c for c in kv if _local(c.tag) == "Value"), None)
+        if key is None or value is None:
+            raise BadRequest(f"'{_local(kv.tag)}' needs a Key and a Value")
+        out[key.text or ""] = _typed_value(value)
+    return out
+
+
+def _sql_literal(value: Any) -> str:
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    if isinstance(value, int | float):
+        return repr(value)
+    return "'" + str(value).replace("'", "''") + "'"
+
+
+def substitute(expression: str, parameters: dict[str, Any]) -> str:
+    """Put a SQL filter's or action's ``@parameters`` into its text as literals."""
+    if not parameters:
+        return expression
+    params = {k if k.startswith("@") else "@" + k: v for k, v in parameters.items()}
+    out: list[str] = []
+    i = 0
+    while i < len(expression):
+        ch = expression[i]
+        if ch == "'":
+            end = i + 1
+            while end < len(expression):
+                if expression[end] == "'" and expression[end + 1 : end + 2] != "'":
+                    break
+                end += 2 if expression[end] == "'" else 1
+            out.append(expression[i : end + 1])
+            i = end + 1
+            continue
+        if ch == "@":
+            m = re.match(r"@[A-Za-z_][A-Za-z0-9_.]*", expression[i:])
+            if m and m.group(0) in params:
+                out.append(_sql_literal(params[m.group(0)]))
+                i += len(m.group(0))
+                continue
+        out.append(ch)
+        i += 1
+    return "".join(out)
+
+
+def _child(elem: ET.Element, name: str) -> ET.Element | None:
+    return next((c for c in elem if _local(str(c.tag)) == name), None)
+
+
+def _xsi_type(elem: ET.Element) -> str:
+    for attr, value in elem.attrib.items():
+        if _local(attr) == "type":
+            return value.rsplit(":", 1)[-1]
+    return ""
+
+
+def rule_from(
+    desc: ET.Element, params_out: dict[str, Any] | None = None
+) -> tuple[dict[str, Any], str | None, str | None]:
+    """A RuleDescription → (broker filter spec, SQL action or None, name or None).
+
+    SQL ``@parameters`` are put into the text; ``params_out`` gets, for ``filter`` and
+    ``action`` with parameters, ``[expression as sent, parameters, expression stored]``.
+    """
+    if _local(desc.tag) != "RuleDescription":
+        raise BadRequest(f"expected a RuleDescription in the entry, not '{_local(desc.tag)}'")
+    for child in desc:
+        if _local(str(child.tag)) not in ("Filter", "Action", "Name", "CreatedAt"):
+            raise BadRequest(f"unknown element '{_local(str(child.tag))}' in RuleDescription")
+    spec: dict[str, Any] = {"type": "true"}
+    filt = _child(desc, "Filter")
+    if filt is not None:
+        kind = _xsi_type(filt)
+        if kind == "TrueFilter":
+            spec = {"type": "true"}
+        elif kind == "FalseFilter":
+            spec = {"type": "false"}
+        elif kind == "SqlFilter":
+            expr = _child(filt, "SqlExpression")
+            params = key_values(_child(filt, "Parameters"))
+            sent = (expr.text or "") if expr is not None else ""
+            text = substitute(sent, params)
+            spec = {"type": "sql", "sql_expression": text}
+            if params and params_out is not None:
+                params_out["filter"] = [sent, params, text]
+        elif kind == "CorrelationFilter":
+            spec = {"type": "correlation"}
+            for child in filt:
+                tag = _local(str(child.tag))
+                if tag in CORRELATION_FIELDS:
+                    if child.text:
+                        spec[CORRELATION_FIELDS[tag]] = child.text
+                elif tag == "Properties":
+                    props = key_values(child)
+                    if props:
+                        spec["properties"] = props
+                else:
+                    raise BadRequest(f"unknown element '{tag}' in CorrelationFilter")
+        else:
+            raise BadRequest(f"unknown filter type {kind!r}")
+    action: str | None = None
+    act = _child(desc, "Action")
+    if act is not None and _xsi_type(act) == "SqlRuleAction":
+        expr = _child(act, "SqlExpression")
+        params = key_values(_child(act, "Parameters"))
+        sent = (expr.text or "") if expr is not None else ""
+        action = substitute(sent, params) or None
+        if params and params_out is not None:
+            params_out["action"] = [sent, params, action]
+    elif act is not None and _xsi_type(act) not in ("EmptyRuleAction", ""):
+        raise BadRequest(f"unknown action type {_xsi_type(act)!r}")
+    name = _child(desc, "Name")
+    return spec, action, (name.text if name is not None else None)
+
+
+# ------------------------------------------------------------ out
+
+Out = dict[str, Any]
+DESCRIPTION_ORDER: dict[str, list[tuple[str, str | None]]] = {
+    "QueueDescription": [
+        ("LockDuration", "lock_duration"),
+        ("MaxSizeInMegabytes", "max_size_in_megabytes"),
+        ("RequiresDuplicateDetection", "requires_duplicate_detection"),
+        ("RequiresSession", "requires_session"),
+        ("DefaultMessageTimeToLive", "default_message_time_to_live"),
+        ("DeadLetteringOnMessageExpiration", "dead_lettering_on_message_expiration"),
+        ("DuplicateDetectionHistoryTimeWindow", "duplicate_detection_history_time_window"),
+        ("MaxDeliveryCount", "max_delivery_count"),
+        ("EnableBatchedOperations", "enable_batched_operations"),
+        ("SizeInBytes", "size_in_bytes"),
+        ("MessageCount", "total_message_count"),
+        ("IsAnonymousAccessible", None),
+        ("Status", "status"),
+        ("ForwardTo", "forward_to"),
+        ("UserMetadata", "user_metadata"),
+        ("CreatedAt", "created_at_utc"),
+        ("UpdatedAt", "updated_at_utc"),
+        ("AccessedAt", "accessed_at_utc"),
+        ("SupportOrdering", None),
+        ("CountDetails", "counts"),
+        ("AutoDeleteOnIdle", "auto_delete_on_idle"),
+        ("EnablePartitioning", "enable_partitioning"),
+        ("EntityAvailabilityStatus", "availability_status"),
+        ("ForwardDeadLetteredMessagesTo", "forward_dead_lettered_messages_to"),
+        ("EnableExpress", "enable_express"),
+        ("MaxMessageSizeInKilobytes", "max_message_size_in_kilobytes"),
+    ],
+    "TopicDescription": [
+        ("DefaultMessageTimeToLive", "default_message_time_to_live"),
+        ("MaxSizeInMegabytes", "max_size_in_megabytes"),
+        ("RequiresDuplicateDetection", "requires_duplicate_detection"),
+        ("DuplicateDetectionHistoryTimeWindow", "duplicate_detection_history_time_window"),
+        ("EnableBatchedOperations", "enable_batched_operations"),
+        ("SizeInBytes", "size_in_bytes"),
+        ("FilteringMessagesBeforePublishing", None),
+        ("IsAnonymousAccessible", None),
+        ("Status", "status"),
+        ("UserMetadata", "user_metadata"),
+        ("CreatedAt", "created_at_utc"),
+        ("UpdatedAt", "updated_at_utc"),
+        ("AccessedAt", "accessed_at_utc"),
+        ("SupportOrdering", "support_ordering"),
+        ("CountDetails", "counts"),
+        ("SubscriptionCount", "subscription_count"),
+        ("AutoDeleteOnIdle", "auto_delete_on_idle"),
+        ("EnablePartitioning", "enable_partitioning"),
+        ("EntityAvailabilityStatus", "availability_status"),
+        ("EnableSubscriptionPartitioning", None),
+        ("EnableExpress", "enable_express"),
+        ("MaxMessageSizeInKilobytes", "max_message_size_in_kilobytes"),
+    ],
+    "SubscriptionDescription": [
+        ("LockDuration", "lock_duration"),
+        ("RequiresSession", "requires_session"),
+        ("DefaultMessageTimeToLive", "default_message_time_to_live"),
+        ("DeadLetteringOnMessageExpiration", "dead_lettering_on_message_expiration"),
+        (
+            "DeadLetteringOnFilterEvaluationExceptions",
+            "dead_lettering_on_filter_evaluation_exceptions",
+        ),
+        ("MessageCount", "total_message_count"),
+        ("MaxDeliveryCount", "max_delivery_count"),
+        ("EnableBatchedOperations", "enable_batched_operations"),
+        ("Status", "status"),
+        ("ForwardTo", "forward_to"),
+        ("UserMetadata", "user_metadata"),
+        ("CreatedAt", "created_at_utc"),
+        ("UpdatedAt", "updated_at_utc"),
+        ("AccessedAt", "accessed_at_utc"),
+        ("CountDetails", "counts"),
+        ("ForwardDeadLetteredMessagesTo", "forward_dead_lettered_messages_to"),
+        ("AutoDeleteOnIdle", "auto_delete_on_idle"),
+        ("EntityAvailabilityStatus", "availability_status"),
+    ],
+}
+COUNTS = [
+    ("ActiveMessageCount", "active_message_count"),
+    ("DeadLetterMessageCount", "dead_letter_message_count"),
+    ("ScheduledMessageCount", "scheduled_message_count"),
+    ("TransferMessageCount", "transfer_message_count"),
+    ("TransferDeadLetterMessageCount", "transfer_dead_letter_message_count"),
+]
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return escape(str(value))
+
+
+def _counts(desc: Out) -> str:
+    parts = [f'<CountDetails xmlns:d2p1="{SB11}">']
+    for tag, key in COUNTS:
+        parts.append(f"<d2p1:{tag}>{int(desc.get(key) or 0)}</d2p1:{tag}>")
+    parts.append("</CountDetails>")
+    return "".join(parts)
+
+
+def description_xml(kind: str, desc: Out, forward_base: str) -> str:
+    """A broker description → ``<QueueDescription …>…</QueueDescription>`` (etc.)."""
+    parts = [f'<{kind} xmlns="{SB}" xmlns:i="{XSI}">']
+    for tag, key in DESCRIPTION_ORDER[kind]:
+        if key is None:
+            parts.append(f"<{tag}>{'true' if tag == 'SupportOrdering' else 'false'}</{tag}>")
+        elif key == "counts":
+            parts.append(_counts(desc))
+        elif key in ("forward_to", "forward_dead_lettered_messages_to"):
+            target = desc.get(key)
+            if target:
+                parts.append(f"<{tag}>{escape(forward_base + target)}</{tag}>")
+        elif key == "size_in_bytes" and key not in desc:
+            parts.append(f"<{tag}>0</{tag}>")
+        elif key in desc and desc[key] is not None:
+            parts.append(f"<{tag}>{_text(desc[key])}</{tag}>")
+    parts.append(f"</{kind}>")
+    return "".join(parts)
+
+
+def _kv(tag: str, values: dict[str, Any] | None) -> str:
+    parts = [f"<{tag}>"]
+    for key, value in (values or {}).items():
+        if isinstance(value, bool):
+            kind, text = "boolean", "true" if value else "false"
+        elif isinstance(value, int):
+            kind, text = ("int" if -(2**31) <= value < 2**31 else "long"), str(value)
+        elif isinstance(value, float):
+            kind, text = "double", repr(value)
+        else:
+            kind, text = "string", str(value)
+        parts.append(
+            f"<KeyValueOfstringanyType><Key>{escape(key)}</Key>"
+            f'<Value xmlns:d6p1="{XSD}" i:type="d6p1:{kind}">{escape(text)}</Value>'
+            "</KeyValueOfstringanyType>"
+        )
+    parts.append(f"</{tag}>")
+    return "".join(parts)
+
+
+def _sent(params: Out | None, part: str, stored: str | None) -> tuple[str | None, str]:
+    """The expression as the client sent it and its Parameters, when ``stored`` is theirs."""
+    entry = (params or {}).get(part)
+    if entry and entry[2] == stored:
+        return entry[0], _kv("Parameters", entry[1])
+    return stored, ""
+
+
+def rule_xml(rule: Out, params: Out | None = None) -> str:
+    """``params``: what :func:`rule_from` collected when the rule was made, if anything."""
+    spec = rule["filter"]
+    kind = spec["type"]
+    if kind in ("sql", "true", "false"):
+        xsi = {"sql": "SqlFilter", "true": "TrueFilter", "false": "FalseFilter"}[kind]
+        expr, kv = _sent(params, "filter", spec.get("sql_expression"))
+        expr = expr or ("1=1" if kind == "true" else "1=0")
+        filt = (
+            f'<Filter i:type="{xsi}"><SqlExpression>{escape(expr)}</SqlExpression>{kv}'
+            "<CompatibilityLevel>20</CompatibilityLevel></Filter>"
+        )
+    else:
+        inner = "".join(
+            f"<{tag}>{escape(str(spec[key]))}</{tag}>"
+            for tag, key in CORRELATION_FIELDS.items()
+            if spec.get(key) is not None
+        )
+        filt = (
+            f'<Filter i:type="CorrelationFilter">{inner}'
+            f"{_kv('Properties', spec.get('properties'))}</Filter>"
+        )
+    if rule.get("action"):
+        text, kv = _sent(params, "action", rule["action"])
+        action = (
+            f'<Action i:type="SqlRuleAction"><SqlExpression>{escape(text or "")}'
+            f"</SqlExpression>{kv}<CompatibilityLevel>20</CompatibilityLevel></Action>"
+        )
+    else:
+        action = '<Action i:type="EmptyRuleAction"/>'
+    return (
+        f'<RuleDescription xmlns="{SB}" xmlns:i="{XSI}">{filt}{action}'
+        f"<CreatedAt>{escape(rule['created_at_utc'])}</CreatedAt>"
+        f"<Name>{escape(rule['name'])}</Name></RuleDescription>"
+    )
+
+
+def namespace_xml(ns: Out) -> str:
+    sku = str(ns.get("sku", "standard")).capitalize()
+    units = ns.get("capacity") or 0
+    created = escape(str(ns.get("created_at_utc", "")))
+    return (
+        f'<NamespaceInfo xmlns="{SB}" xmlns:i="{XSI}"><CreatedTime>{created}</CreatedTime>'
+        f"<MessagingSKU>{sku}</MessagingSKU><MessagingUnits>{int(units)}</MessagingUnits>"
+        f"<ModifiedTime>{created}</ModifiedTime><Name>{escape(ns['name'])}</Name>"
+        "<NamespaceType>Messaging</NamespaceType></NamespaceInfo>"
+    )
+
+
+def entry(url: str, title: str, updated: str, content: str, author: str = "") -> str:
+    return (
+        f'<entry xmlns="{ATOM}"><id>{escape(url)}</id>'
+        f'<title type="text">{escape(title)}</title>'
+        f"<published>{escape(updated)}</published><updated>{escape(updated)}</updated>"
+        f"<author><name>{escape(author)}</name></author>"
+        f'<link rel="self" href={quoteattr(url)}/>'
+        f'<content type="application/xml">{content}</content></entry>'
+    )
+
+
+def feed(url: str, title: str, updated: str, entries: list[str], next_url: str | None) -> str:
+    links = f'<link rel="self" href={quoteattr(url)}/>'
+    if next_url is not None:
+        links += f'<link rel="next" href={quoteattr(next_url)}/>'
+    return (
+        f'<feed xmlns="{ATOM}"><title type="text">{escape(title)}</title>'
+        f"<id>{escape(url)}</id><updated>{escape(updated)}</updated>{links}"
+        + "".join(entries)
+        + "</feed>"
+    )
+
+
+def error_xml(status: int, detail: str) -> str:
+    return f"<Error><Code>{status}</Code><Detail>{escape(detail)}</Detail></Error>"
+
+
+def document(xml: str) -> bytes:
+    return b'<?xml version="1.0" encoding="utf-8"?>' + xml.encode()

@@ -1,0 +1,375 @@
+"""The REST data plane (daemon/README.md §HTTP), on the broker operations every path uses.
+
+* ``POST /{entity}/messages``: send; the body is the message body, ``BrokerProperties`` a
+  JSON object of system properties, every other non-standard header a custom property
+  (``"text"`` in quotes is a string, a bare number or ``true``/``false`` that value).
+  With ``Content-Type: application/vnd.microsoft.servicebus.json`` the body is a JSON
+  array of ``{"Body", "BrokerProperties", "UserProperties"}`` sent as one batch.
+  Answered 201 once durable.
+* ``POST /{entity}/messages/head?timeout=N``: peek-lock one message (201, body,
+  ``BrokerProperties`` with ``LockToken`` and ``SequenceNumber``, ``Location`` to settle
+  it), or 204 after N seconds without one.
+* ``DELETE /{entity}/messages/head?timeout=N``: receive and delete (200, or 204).
+* ``DELETE|PUT|POST /{entity}/messages/{seq}/{lock}``: complete, unlock (abandon), renew.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import re
+import uuid
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from sbctl.codec import Message, decode_message
+from sbctl.durations import MAX_TIMESPAN_MS, parse_instant_ms
+from sbctl.errors import BadRequest, SbctlError
+from sbctl.protocol import Delivered
+from sbctld.frontends.http.management import MethodNotAllowed, error, fail
+from sbctld.frontends.http.request import Request, Respond
+
+if TYPE_CHECKING:
+    from sbctld.frontends.http.server import HttpFrontend
+
+BATCH_TYPE = "application/vnd.microsoft.servicebus.json"
+DEFAULT_TIMEOUT_S = 60.0
+MAX_TIMEOUT_S = 300.0
+STANDARD_HEADERS = frozenset(
+    {
+        "host",
+        "content-length",
+        "content-type",
+        "content-encoding",
+        "authorization",
+        "brokerproperties",
+        "accept",
+        "accept-encoding",
+        "accept-language",
+        "user-agent",
+        "connection",
+        "keep-alive",
+        "expect",
+        "transfer-encoding",
+        "te",
+        "upgrade",
+        "cookie",
+        "date",
+        "origin",
+        "referer",
+        "cache-control",
+        "pragma",
+        "traceparent",
+        "tracestate",
+        "request-id",
+    }
+)
+STANDARD_PREFIXES = ("x-ms-", "proxy-", "x-forwarded-", "sec-")
+# BrokerProperties a sender sets → stored message fields.
+SETTABLE = {
+    "MessageId": "message_id",
+    "CorrelationId": "correlation_id",
+    "SessionId": "session_id",
+    "Label": "subject",
+    "ReplyTo": "reply_to",
+    "To": "to",
+    "ReplyToSessionId": "reply_to_session_id",
+    "PartitionKey": "partition_key",
+    "ContentType": "content_type",
+}
+READ_ONLY = frozenset(
+    {
+        "DeliveryCount",
+        "EnqueuedSequenceNumber",
+        "EnqueuedTimeUtc",
+        "LockToken",
+        "LockedUntilUtc",
+        "SequenceNumber",
+        "State",
+        "DeadLetterSource",
+        "ForcePersistence",
+        "ViaPartitionKey",
+        "Size",
+    }
+)
+TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
+STATES = {1: "Active", 2: "Deferred", 3: "Scheduled", 4: "Active", 5: "Active"}
+
+
+def rfc1123(ms: int) -> str:
+    return email.utils.formatdate(ms / 1000, usegmt=True)
+
+
+def _instant_ms(text: Any, what: str) -> int:
+    if not isinstance(text, str):
+        raise BadRequest(f"BrokerProperties {what} must be a date string")
+    try:
+        return int(email.utils.parsedate_to_datetime(text).timestamp() * 1000)
+    except (TypeError, ValueError, OverflowError):
+        return parse_instant_ms(text, 0)
+
+
+def message_from(
+    body: bytes, props: Any, custom: dict[str, Any], content_type: str | None
+) -> Message:
+    """One REST message → the stored message."""
+    if props is None:
+        props = {}
+    if not isinstance(props, dict):
+        raise BadRequest("BrokerProperties must be a JSON object")
+    fields: dict[str, Any] = {"body": body}
+    if content_type:
+        fields["content_type"] = content_type
+    for key, value in props.items():
+        if key in SETTABLE:
+            if value is not None:
+                fields[SETTABLE[key]] = str(value)
+        elif key == "TimeToLive":
+            if (
+                not isinstance(value, int | float)
+                or isinstance(value, bool)
+                or not 0 < value * 1000 <= MAX_TIMESPAN_MS
+            ):
+                raise BadRequest(
+                    "BrokerProperties TimeToLive must be a positive number of seconds "
+                    "(at most TimeSpan.MaxValue)"
+                )
+            fields["time_to_live_ms"] = int(value * 1000)
+        elif key == "ScheduledEnqueueTimeUtc":
+            fields["scheduled_enqueue_time_ms"] = _instant_ms(value, key)
+        elif key not in READ_ONLY:
+            raise BadRequest(f"unknown BrokerProperties field {key!r}")
+    if custom:
+        fields["application_properties"] = custom
+    if "message_id" not in fields:
+        fields["message_id"] = uuid.uuid4().hex  # Service Bus gives every message an id
+    return Message(**fields)
+
+
+def _property_value(text: str) -> Any:
+    """A custom property header's value: JSON string, number, boolean or null, else text."""
+    text = text.strip()
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return text
+    if value is None or isinstance(value, str | bool | int | float):
+        return value
+    return text
+
+
+def custom_properties(req: Request) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, value in req.raw_headers:
+        low = name.lower()
+        if low in STANDARD_HEADERS or low.startswith(STANDARD_PREFIXES):
+            continue
+        out[name] = _property_value(value)
+    return out
+
+
+def _json(text: bytes | str, what: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise BadRequest(f"{what} is not valid JSON: {exc}") from None
+
+
+def messages_of(req: Request) -> list[Message]:
+    content_type = req.headers.get("content-type")
+    if content_type is not None and content_type.split(";")[0].strip().lower() == BATCH_TYPE:
+        items = _json(req.body, "the batch body")
+        if not isinstance(items, list) or not items:
+            raise BadRequest("a batch body must be a non-empty JSON array of messages")
+        out = []
+        for item in items:
+            if not isinstance(item, dict):
+                raise BadRequest("each batch item must be an object with a Body")
+            body = item.get("Body", "")
+            if not isinstance(body, str):
+                raise BadRequest("a batch item's Body must be a string")
+            user = item.get("UserProperties") or {}
+            if not isinstance(user, dict):
+                raise BadRequest("a batch item's UserProperties must be an object")
+            out.append(message_from(body.encode(), item.get("BrokerProperties"), user, None))
+        return out
+    raw = req.headers.get("brokerproperties")
+    props = _json(raw, "the BrokerProperties header") if raw else None
+    return [message_from(req.body, props, custom_properties(req), content_type)]
+
+
+def delivered_headers(d: Delivered, m: Message, location: str | None) -> list[tuple[str, str]]:
+    props: dict[str, Any] = {
+        "DeliveryCount": d.delivery_count,
+        "EnqueuedTimeUtc": rfc1123(d.enqueued_time_ms),
+        "SequenceNumber": d.sequence_number,
+        "State": STATES.get(d.state, "Active"),
+    }
+    if d.lock_token is not None:
+        props["LockToken"] = d.lock_token
+    if d.locked_until_ms is not None:
+        props["LockedUntilUtc"] = rfc1123(d.locked_until_ms)
+    for key, attr in SETTABLE.items():
+        value = getattr(m, attr)
+        if value is not None and key != "ContentType":
+            props[key] = value
+    if m.time_to_live_ms is not None:
+        props["TimeToLive"] = m.time_to_live_ms / 1000
+    if m.scheduled_enqueue_time_ms is not None:
+        props["ScheduledEnqueueTimeUtc"] = rfc1123(m.scheduled_enqueue_time_ms)
+    if m.enqueued_sequence_number is not None:  # where a forwarded message came from
+        props["EnqueuedSequenceNumber"] = m.enqueued_sequence_number
+    if m.dead_letter_source is not None:
+        props["DeadLetterSource"] = m.dead_letter_source
+    if d.partition_id is not None:
+        props["PartitionId"] = d.partition_id
+    headers = [
+        ("BrokerProperties", json.dumps(props)),
+        ("Content-Type", m.content_type or "application/octet-stream"),
+    ]
+    if location is not None:
+        headers.append(("Location", location))
+    app = dict(m.application_properties or {})
+    if d.changes:
+        app.update(d.changes)
+    for name, value in app.items():
+        if TOKEN.match(name) and name.lower() not in STANDARD_HEADERS:
+            headers.append((name, json.dumps(value)))
+    return headers
+
+
+class DataPlane:
+    def __init__(self, frontend: HttpFrontend) -> None:
+        self.frontend = frontend
+        self.server = frontend.server
+        self.broker = frontend.server.broker
+
+    def handle(
+        self, req: Request, entity: str, rest: list[str], respond: Respond, alive: Alive
+    ) -> None:
+        try:
+            if not rest:
+                if req.method != "POST":
+                    raise MethodNotAllowed(f"{req.method} is not allowed on {req.path}")
+                self.send(req, entity, respond)
+            elif rest == ["head"]:
+                if req.method == "POST":
+                    self.receive(req, entity, "peek-lock", respond, alive)
+                elif req.method == "DELETE":
+                    self.receive(req, entity, "receive-and-delete", respond, alive)
+                else:
+                    raise MethodNotAllowed(f"{req.method} is not allowed on {req.path}")
+            elif len(rest) == 2:
+                ops = {"DELETE": "complete", "PUT": "abandon", "POST": "renew-lock"}
+                if req.method not in ops:
+                    raise MethodNotAllowed(f"{req.method} is not allowed on {req.path}")
+                self.settle(req.namespace, entity, ops[req.method], rest[1], respond)
+            else:
+                error(respond, 404, f"no such resource {req.path!r}")
+        except SbctlError as err:
+            fail(respond, err)
+
+    # ------------------------------------------------------------ send
+
+    def send(self, req: Request, entity: str, respond: Respond) -> None:
+        messages = messages_of(req)
+        server = self.server
+        server.faults.delay_ms = 0
+        try:
+            self.broker.send(req.namespace, entity, messages, id(self))
+        finally:
+            delay = server.faults.delay_ms
+            server.faults.delay_ms = 0
+
+        def done(err: SbctlError | None) -> None:
+            if err is not None:
+                fail(respond, err)
+            elif delay:
+                loop = self.frontend.loop()
+                loop.call_later(delay / 1000, respond, 201, [], b"")
+            else:
+                respond(201, [], b"")
+
+        server.committer.after_durable(done)
+        self.frontend.wake(req.namespace, entity)
+
+    # ------------------------------------------------------------ receive
+
+    def _timeout(self, req: Request) -> float:
+        text = req.query.get("timeout")
+        if text is None or text == "":
+            return DEFAULT_TIMEOUT_S
+        try:
+            value = float(text)
+        except ValueError:
+            raise BadRequest(f"timeout must be a number of seconds, not {text!r}") from None
+        if value < 0:
+            raise BadRequest("timeout must not be negative")
+        return min(value, MAX_TIMEOUT_S)
+
+    def receive(self, req: Request, entity: str, mode: str, respond: Respond, alive: Alive) -> None:
+        timeout = self._timeout(req)
+        ns = req.namespace
+        key = self.broker.resolve(ns, entity)[0].key
+
+        def attempt(final: bool) -> bool:
+            """True once answered (or the client is gone)."""
+            if not alive():
+                return True
+            try:
+                got = self.broker.receive(ns, entity, 1, mode)
+            except SbctlError as err:
+                fail(respond, err)
+                return True
+            if got:
+                self._deliver(req, entity, mode, got[0], respond)
+                return True
+            if final:
+                respond(204, [], b"")
+                return True
+            return False
+
+        if not attempt(timeout <= 0):
+            self.frontend.wait(key, attempt, timeout)
+
+    def _deliver(
+        self, req: Request, entity: str, mode: str, d: Delivered, respond: Respond
+    ) -> None:
+        m = decode_message(d.payload)
+        if mode == "peek-lock":
+            location = req.url(f"/{entity}/messages/{d.sequence_number}/{d.lock_token}")
+            respond(201, delivered_headers(d, m, location), m.body)
+            return
+        headers = delivered_headers(d, m, None)
+
+        def done(err: SbctlError | None) -> None:
+            if err is not None:
+                fail(respond, err)
+            else:
+                respond(200, headers, m.body)
+
+        self.server.committer.after_durable(done)
+
+    # ------------------------------------------------------------ settle
+
+    def settle(self, req_ns: str, entity: str, op: str, token: str, respond: Respond) -> None:
+        results = self.broker.settle(req_ns, entity, op, [token])
+        if results and "error" in results[0]:
+            raise SbctlError.from_wire(results[0]["error"])
+        headers: list[tuple[str, str]] = []
+        if op == "renew-lock" and results and results[0].get("locked_until_utc"):
+            until = parse_instant_ms(results[0]["locked_until_utc"], 0)
+            headers.append(("BrokerProperties", json.dumps({"LockedUntilUtc": rfc1123(until)})))
+        if op == "abandon":
+            self.frontend.wake(req_ns, entity)
+
+        def done(err: SbctlError | None) -> None:
+            if err is not None:
+                fail(respond, err)
+            else:
+                respond(200, headers, b"")
+
+        self.server.committer.after_durable(done)
+
+
+Alive = Callable[[], bool]

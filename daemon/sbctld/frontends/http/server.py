@@ -1,0 +1,379 @@
+"""The HTTP endpoint: connections (h11 over plain TCP or sans-IO TLS) and the listener.
+
+An :class:`HttpConnection` parses requests with h11 (one at a time per connection, kept
+alive), caps bodies at :data:`MAX_BODY`, times out a request that does not arrive whole
+within :data:`REQUEST_TIMEOUT_S` (408), checks the SharedAccessSignature and hands the
+request to the management API, the REST data plane or the health check. The connection's
+namespace is the one of the port it came in on (the HTTP port serves the default one).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import ssl
+import time
+import traceback
+from collections.abc import Callable
+from http import HTTPStatus
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import h11
+
+from sbctl import __version__
+from sbctl.errors import SbctlError
+from sbctld.frontends.amqp.cbs import Keys
+from sbctld.frontends.http import auth
+from sbctld.frontends.http.dataplane import DataPlane
+from sbctld.frontends.http.management import Management, error
+from sbctld.frontends.http.request import API_VERSIONS, Request
+from sbctld.frontends.http.tls import TlsError, TlsLayer, server_context
+
+if TYPE_CHECKING:
+    from sbctld.server import Server
+
+log = logging.getLogger("sbctld")
+DEFAULT_NAMESPACE = "sbemulatorns"
+MAX_BODY = 4 * 1024 * 1024
+# A request must arrive whole this long after its first byte (or after the last answer).
+REQUEST_TIMEOUT_S = float(os.environ.get("SBCTLD_HTTP_REQUEST_TIMEOUT_S", "30"))
+IDLE_TIMEOUT_S = 120.0
+Attempt = Callable[[bool], bool]
+
+
+class HttpConnection(asyncio.Protocol):
+    def __init__(self, frontend: HttpFrontend, namespace: str, tls: bool) -> None:
+        self.frontend = frontend
+        self.namespace = namespace
+        self.h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=64 * 1024)
+        self.tls = TlsLayer(frontend.tls_context()) if tls else None
+        self.transport: asyncio.Transport | None = None
+        self.closed = False
+        self.busy = False  # a request is being answered
+        self.request: h11.Request | None = None
+        self.body: list[bytes] = []
+        self.size = 0
+        self.started = False  # bytes of the current request have arrived
+        self._timer: asyncio.TimerHandle | None = None
+
+    # ------------------------------------------------------------ transport
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        self.frontend.connections.add(self)
+        self._arm(IDLE_TIMEOUT_S)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self.frontend.connections.discard(self)
+        if self._timer is not None:
+            self._timer.cancel()
+
+    def data_received(self, data: bytes) -> None:
+        if self.closed:
+            return
+        if self.tls is not None:
+            try:
+                data = self.tls.receive(data)
+            except TlsError as exc:
+                log.info("HTTPS: TLS failed: %s", exc)
+                self._write_tls()
+                self.close()
+                return
+            self._write_tls()
+            if not data:
+                return
+        if not self.started and not self.busy:
+            self.started = True
+            self._arm(REQUEST_TIMEOUT_S)
+        self.h11.receive_data(data)
+        self._process()
+
+    def eof_received(self) -> bool | None:
+        """The client half-closed: answer what it sent, then close (h11 says when)."""
+        if self.tls is None:
+            self.h11.receive_data(b"")
+            self._process()
+        return not self.closed
+
+    def _write_tls(self) -> None:
+        assert self.tls is not None
+        out = self.tls.data_to_send()
+        if out and self.transport is not None and not self.transport.is_closing():
+            self.transport.write(out)
+
+    def _write(self, data: bytes) -> None:
+        if self.transport is None or self.transport.is_closing():
+            return
+        if self.tls is not None:
+            try:
+                self.tls.send(data)
+            except TlsError:
+                self.close()
+                return
+            self._write_tls()
+        else:
+            self.transport.write(data)
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        if self.tls is not None:
+            self.tls.close()
+            self._write_tls()
+        if self.transport is not None:
+            self.transport.close()
+
+    def _arm(self, seconds: float) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = asyncio.get_running_loop().call_later(seconds, self._timed_out)
+
+    def _timed_out(self) -> None:
+        self._timer = None
+        if self.busy or self.closed:
+            return
+        if self.started:
+            self._send_error(408, "the request did not arrive in time; closing the connection")
+        self.close()
+
+    # ------------------------------------------------------------ requests
+
+    def _process(self) -> None:
+        while not self.busy and not self.closed:
+            try:
+                event = self.h11.next_event()
+            except h11.RemoteProtocolError as exc:
+                status = exc.error_status_hint or 400
+                self._send_error(status, f"malformed HTTP request: {exc}")
+                self.close()
+                return
+            if event is h11.NEED_DATA or event is h11.PAUSED:
+                return
+            if isinstance(event, h11.Request):
+                if not self._begin(event):
+                    return
+            elif isinstance(event, h11.Data):
+                self.size += len(event.data)
+                if self.size > MAX_BODY:
+                    self._too_large()
+                    return
+                self.body.append(bytes(event.data))
+            elif isinstance(event, h11.EndOfMessage):
+                self._dispatch()
+            elif isinstance(event, h11.ConnectionClosed):
+                self.close()
+                return
+
+    def _begin(self, event: h11.Request) -> bool:
+        self.request = event
+        self.body = []
+        self.size = 0
+        length = dict(event.headers).get(b"content-length")
+        if length is not None and length.isdigit() and int(length) > MAX_BODY:
+            self._too_large()
+            return False
+        if self.h11.they_are_waiting_for_100_continue:
+            self._write(self.h11.send(h11.InformationalResponse(status_code=100, headers=[])))
+        return True
+
+    def _too_large(self) -> None:
+        self._send_error(413, f"the request body is larger than {MAX_BODY} bytes")
+        self.close()
+
+    def _send_error(self, status: int, detail: str) -> None:
+        if self.h11.our_state not in (h11.IDLE, h11.SEND_RESPONSE):
+            return
+        from sbctld.frontends.http import atom
+
+        body = atom.document(atom.error_xml(status, detail))
+        headers = [("Content-Type", "application/xml; charset=utf-8"), ("Connection", "close")]
+        try:
+            self._respond_now(status, headers, body)
+        except h11.LocalProtocolError:
+            pass
+
+    def _dispatch(self) -> None:
+        event = self.request
+        assert event is not None
+        self.busy = True
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        raw = [(n.decode("latin-1"), v.decode("latin-1")) for n, v in event.headers.raw_items()]
+        req = Request(
+            method=event.method.decode("ascii", "replace").upper(),
+            target=event.target.decode("latin-1"),
+            headers={n.lower(): v for n, v in raw},
+            raw_headers=raw,
+            body=b"".join(self.body),
+            scheme="https" if self.tls is not None else "http",
+            namespace=self.namespace,
+        )
+        self.body = []
+        answered = False
+
+        def respond(status: int, headers: list[tuple[str, str]], body: bytes) -> None:
+            nonlocal answered
+            if answered:
+                return
+            answered = True
+            self._finish(status, headers, body)
+
+        try:
+            self.frontend.handle(req, respond, lambda: not self.closed)
+        except Exception:
+            log.error("HTTP %s %s failed:\n%s", req.method, req.path, traceback.format_exc())
+            error(respond, 500, "internal error")
+
+    def _respond_now(self, status: int, headers: list[tuple[str, str]], body: bytes) -> None:
+        out = [
+            *headers,
+            ("Content-Length", str(len(body))),
+            ("Server", "sbctld"),
+        ]
+        try:
+            reason = HTTPStatus(status).phrase.encode()
+        except ValueError:
+            reason = b""
+        data = self.h11.send(h11.Response(status_code=status, headers=out, reason=reason))
+        head = self.request is not None and self.request.method == b"HEAD"
+        data += self.h11.send(h11.Data(data=body)) if body and not head else b""
+        data += self.h11.send(h11.EndOfMessage())
+        self._write(data)
+
+    def _finish(self, status: int, headers: list[tuple[str, str]], body: bytes) -> None:
+        if self.closed:
+            return
+        try:
+            self._respond_now(status, headers, body)
+        except h11.LocalProtocolError as exc:
+            log.warning("HTTP: could not answer: %s", exc)
+            self.close()
+            return
+        self.busy = False
+        self.started = False
+        if self.h11.our_state is h11.MUST_CLOSE or self.h11.their_state is not h11.DONE:
+            self.close()
+            return
+        self.h11.start_next_cycle()
+        self._arm(IDLE_TIMEOUT_S)
+        self._process()
+
+
+class HttpFrontend:
+    """The HTTP port, the HTTP side of the AMQP ports, and receivers waiting for messages."""
+
+    def __init__(self, server: Server, data_dir: Path, host: str, port: int | None) -> None:
+        self.server = server
+        self.data_dir = data_dir
+        self.host = host
+        self.port = port  # None: no HTTP port of its own (only the AMQP ports)
+        self.keys = Keys(data_dir / "amqp" / "keys.json")
+        self.connections: set[HttpConnection] = set()
+        self.listener: asyncio.AbstractServer | None = None
+        self.management = Management(self)
+        self.dataplane = DataPlane(self)
+        self.waiting: dict[tuple[str, str], dict[Attempt, asyncio.TimerHandle]] = {}
+        self._tls: ssl.SSLContext | None = None
+
+    def tls_context(self) -> ssl.SSLContext:
+        if self._tls is None:
+            self._tls = server_context(self.data_dir)
+        return self._tls
+
+    def loop(self) -> asyncio.AbstractEventLoop:
+        return asyncio.get_running_loop()
+
+    async def start(self) -> None:
+        from sbctld.frontends.http.sniff import sniffing
+
+        if self.port is not None:
+            self.listener = await self.loop().create_server(
+                sniffing(None, self, DEFAULT_NAMESPACE), self.host, self.port, backlog=1024
+            )
+            self.port = self.listener.sockets[0].getsockname()[1]
+            log.info("HTTP: %s:%s", self.host, self.port)
+        self.server.wake_hooks.append(self.wake_key)
+
+    async def stop(self) -> None:
+        from sbctld.frontends.http import sniff
+
+        if sniff.FRONTEND is self:
+            sniff.FRONTEND = None
+        if self.listener is not None:
+            self.listener.close()
+        for conn in list(self.connections):
+            conn.close()
+        for waiting in self.waiting.values():
+            for handle in waiting.values():
+                handle.cancel()
+        self.waiting.clear()
+
+    # ------------------------------------------------------------ requests
+
+    def handle(self, req: Request, respond: Any, alive: Callable[[], bool]) -> None:
+        parts = req.segments()
+        if parts == ["health"] and req.method in ("GET", "HEAD"):
+            status = {"status": "healthy", "version": __version__, "pid": os.getpid()}
+            body = json.dumps(status).encode()
+            respond(200, [("Content-Type", "application/json")], body)
+            return
+        version = req.query.get("api-version")
+        if version is not None and version not in API_VERSIONS:
+            error(
+                respond,
+                400,
+                f"api-version {version!r} is not supported; use one of {', '.join(API_VERSIONS)}",
+            )
+            return
+        key_name, key = self.keys.get(req.namespace)
+        why = auth.check_request(
+            req.headers.get("authorization"), req.host, req.path, key_name, key, time.time()
+        )
+        if why is not None:
+            error(respond, 401, f"unauthorized: {why}")
+            return
+        if "messages" in parts[1:]:
+            i = len(parts) - 1 - parts[::-1].index("messages")
+            entity = "/".join(parts[:i])
+            self.dataplane.handle(req, entity, parts[i + 1 :], respond, alive)
+            return
+        self.management.handle(req, respond)
+
+    # ------------------------------------------------------------ waiting receivers
+
+    def wait(self, key: tuple[str, str], attempt: Attempt, timeout_s: float) -> None:
+        def expire() -> None:
+            waiting = self.waiting.get(key, {})
+            if waiting.pop(attempt, None) is not None:
+                attempt(True)
+            if not waiting:
+                self.waiting.pop(key, None)
+
+        handle = self.loop().call_later(timeout_s, expire)
+        self.waiting.setdefault(key, {})[attempt] = handle
+
+    def wake(self, namespace: str, path: str) -> None:
+        try:
+            key = self.server.broker.resolve(namespace, path)[0].key
+        except SbctlError:
+            return
+        self.server.wake(key)  # runs wake_key through the hook
+        for touched in self.server.broker.take_touched():
+            self.server.wake(touched)
+
+    def wake_key(self, key: tuple[str, str]) -> None:
+        waiting = self.waiting.get(key)
+        if not waiting:
+            return
+        for attempt, handle in list(waiting.items()):
+            if attempt(False):
+                handle.cancel()
+                waiting.pop(attempt, None)
+        if not waiting:
+            self.waiting.pop(key, None)
