@@ -8,11 +8,14 @@ into ``tests/sdk/js/node_modules`` the first time (git-ignored)."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
 from typing import Any
 
 import pytest
 
-from tests.integration.amqp_sdk import connection_string, peek
+from tests.integration.amqp_sdk import cli_json, connection_string, peek
 from tests.integration.sdk_programs import SDK_DIR, require_tools, run_program, run_step
 
 JS_DIR = SDK_DIR / "js"
@@ -115,3 +118,36 @@ def test_ci_never_skips_a_missing_toolchain(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setenv("CI", "")
     with pytest.raises(pytest.skip.Exception, match="node not on PATH"):
         require_tools("node")
+
+
+def test_the_javascript_admin_client_creates_lists_updates_and_deletes(
+    js_program: None, daemon: Any
+) -> None:
+    """The SDK's ServiceBusAdministrationClient over HTTPS on the connection string's port,
+    trusting the generated certificate (NODE_EXTRA_CA_CERTS); tests/sdk/js/sb_admin.mjs."""
+    cert = cli_json(daemon, "daemon", "cert")["certificate"]
+    run = subprocess.run(
+        ["node", "sb_admin.mjs", connection_string(daemon)],
+        cwd=JS_DIR,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "NODE_EXTRA_CA_CERTS": cert},
+    )
+    assert run.returncode == 0, run.stderr
+    seen = json.loads(run.stdout.strip().splitlines()[-1])
+    assert seen == {
+        "created": ["js-orders", 4, "PT30S"],
+        "updated": 6,
+        "exists": [True, False],
+        "queues": ["js-orders"],
+        "topics": ["js-events"],
+        "subscriptions": ["js-all"],
+        "rules": ["$Default", "js-sql", "js-corr"],
+        "sqlRule": "n > 1",
+        "runtime": 0,
+        "namespace": "sbemulatorns",
+        "conflict": "MessageEntityAlreadyExistsError",
+        "after": [],
+    }
+    assert cli_json(daemon, "queue", "list") == []
