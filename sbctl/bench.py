@@ -213,7 +213,17 @@ def cli_start_ms(tmpdir: Path | None = None, runs: int = START_RUNS) -> float:
     def start(data_dir: Path, sock: Path) -> None:
         cmd = [sys.executable, "-m", "sbctl.cli.app", "--data-dir", str(data_dir)]
         subprocess.run(
-            [*cmd, "--socket", str(sock), "daemon", "start", "--amqp-port", "0"],
+            [
+                *cmd,
+                "--socket",
+                str(sock),
+                "daemon",
+                "start",
+                "--amqp-port",
+                "0",
+                "--http-port",
+                "0",
+            ],
             check=True,
             capture_output=True,
             timeout=60,

@@ -190,6 +190,7 @@ def _start_own_daemon(root: Path) -> SbctlDaemon:
     env = dict(os.environ)
     env.pop("SBCTL_SOCKET", None)
     env["SBCTL_AMQP_PORT"] = "0"  # xdist workers must not fight over 5672
+    env["SBCTL_HTTP_PORT"] = "0"  # nor over 5300
     started = _cli(
         env,
         "daemon",

@@ -271,10 +271,14 @@ def main(argv: list[str] | None = None) -> int:
         "SBCTL_REPLY_BUFFER_MB)",
     )
     parser.add_argument("--amqp-host", default="127.0.0.1")
-    parser.add_argument("--amqp-port", type=int, default=5672)
+    parser.add_argument(
+        "--amqp-port", type=int, default=int(os.environ.get("SBCTL_AMQP_PORT") or 5672)
+    )
     parser.add_argument("--no-amqp", action="store_true")
     parser.add_argument("--http-host", default="127.0.0.1")
-    parser.add_argument("--http-port", type=int, default=5300)
+    parser.add_argument(
+        "--http-port", type=int, default=int(os.environ.get("SBCTL_HTTP_PORT") or 5300)
+    )
     parser.add_argument("--no-http", action="store_true")
     args = parser.parse_args(argv)
     if args.reply_buffer_mb < 1:

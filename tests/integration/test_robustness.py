@@ -72,6 +72,7 @@ class SharedDaemon:
             SBCTL_SOCKET=str(self.socket),
             NO_COLOR="1",
             SBCTL_AMQP_PORT="0",  # never the shared 5672
+            SBCTL_HTTP_PORT="0",  # nor 5300
         )
         self.env.pop("SBCTL_NAMESPACE", None)
 

@@ -148,6 +148,7 @@ def run_with_terminal_stderr(
     return proc.returncode, out.decode(), b"".join(chunks).decode("utf-8", "replace")
 
 
+@pytest.mark.timeout(400)
 def test_unactivated_venv_console_script_loads_and_exports(daemon: Any, tmp_path: Path) -> None:
     venv = tmp_path / "venv"
     python = make_venv(venv, system_site=True, paths=[ROOT, ROOT / "daemon"])
@@ -221,6 +222,7 @@ def test_unactivated_venv_console_script_loads_and_exports(daemon: Any, tmp_path
     assert "sbctl spark-export --master local[2]" in log.read_text()
 
 
+@pytest.mark.timeout(300)
 def test_worker_python_without_a_library_fails_in_one_line(daemon: Any, tmp_path: Path) -> None:
     bare = make_venv(tmp_path / "bare", system_site=False, paths=[])
     daemon.cli("queue", "create", "q", check=True)
