@@ -73,7 +73,8 @@ class KeyedLog:
             return
         self.directory.mkdir(mode=0o700, exist_ok=True)
         # Journaled first: a write the disk refuses (StorageError) changes nothing.
-        self.syncer.mark(self._journal.append(entries, self.syncer.reserve))
+        for fd in self._journal.append(entries, self.syncer.reserve):
+            self.syncer.mark(fd)
         for key, item in changes:
             self.items.pop(key, None)
             if item is not None:
@@ -92,8 +93,7 @@ class KeyedLog:
 
     def rewrite(self) -> None:
         """Write the live items as a new generation and drop the older files."""
-        old = self._journal.rotate()
-        if old is not None:
+        for old in self._journal.rotate():
             self.syncer.close_later(old)
         self.directory.mkdir(mode=0o700, exist_ok=True)
         path = self.directory / journal_name(self._journal.generation)

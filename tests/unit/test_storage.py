@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from sbctl.codec import BATCH_OVERHEAD, NOT_SCHEDULED, RECORD_OVERHEAD, StagedRecord
 from sbctld.storage import log as log_module
 from sbctld.storage.checkpoint import PREVIOUS
-from sbctld.storage.files import CHECKPOINT, journal_name, segment_name
+from sbctld.storage.files import CHECKPOINT, journal_name, mirror_name, segment_name
 from sbctld.storage.journal import Entry
 from sbctld.storage.log import MAX_TIME_MS, OP_DELIVERY, OP_PROPS, PartitionLog, State
 from sbctld.storage.sync import Syncer
@@ -448,62 +448,58 @@ def assert_journal_prefix(log: PartitionLog) -> None:
 
 @pytest.mark.parametrize("damage", ["cut-1", "cut-4", "cut-9", "flip-first", "flip-last"])
 def test_torn_journal_tail(logs: Logs, damage: str) -> None:
-    """Each journal batch is written twice: damage to one copy loses nothing."""
+    """Each journal batch is also written to the mirror: damage to one copy loses nothing."""
     log = logs.open()
     sizes = journal_history(log)
     path = log.directory / journal_name(0)
     log = logs.reopen(log)
     data = bytearray(path.read_bytes())
-    assert len(data) == sizes[-1]
-    copy = (sizes[3] - sizes[2]) // 2
+    assert len(data) == sizes[-1] == (log.directory / mirror_name(0)).stat().st_size
     if damage.startswith("cut-"):
         data = data[: sizes[-1] - int(damage[4:])]
     else:
-        data[sizes[2] + (4 if damage == "flip-first" else 2 * copy - 1)] ^= 0x10
+        data[sizes[2] + (4 if damage == "flip-first" else sizes[3] - sizes[2] - 1)] ^= 0x10
     path.write_bytes(bytes(data))
     log = logs.reopen(log)
     assert len(log.notes) == 1, log.notes
-    if damage == "flip-first":
-        assert "1 damaged journal batches skipped" in log.notes[0]
-        assert path.stat().st_size == sizes[3]
-    else:
-        assert f"truncated {len(data) - sizes[2] - copy} torn bytes" in log.notes[0]
-        assert path.stat().st_size == sizes[2] + copy
-    assert log.state_of(4) == State.DEADLETTERED  # from the intact copy
+    assert "0 lost" in log.notes[0]
+    assert log.state_of(4) == State.DEADLETTERED  # from the mirror
     assert log.props.get(4) == {"DeadLetterReason": "r"}
     assert [log.state_of(q) for q in (1, 2)] == [State.GONE, State.DEFERRED]
     assert log.dc[3 - log.base] == 2
     check_invariants(log)
-    # Later journal writes go after the truncation point and survive.
+    # Later journal writes go to a new generation (both copies whole) and survive.
+    assert log.journal.generation == 1
     log.set_state(5, State.GONE)
     log = logs.reopen(log)
-    # Damage in the middle stays (reported until a checkpoint moves past it).
-    assert log.notes == [] or damage == "flip-first"
     assert log.state_of(5) == State.GONE
+    assert log.state_of(4) == State.DEADLETTERED
 
 
 @pytest.mark.parametrize("cut", [1, 7])
 def test_a_journal_batch_torn_in_both_copies_is_lost(logs: Logs, cut: int) -> None:
     log = logs.open()
     sizes = journal_history(log)
-    path = log.directory / journal_name(0)
+    paths = [log.directory / journal_name(0), log.directory / mirror_name(0)]
     log = logs.reopen(log)
-    os.truncate(path, sizes[2] + (sizes[3] - sizes[2]) // 2 - cut)  # into the first copy
+    for path in paths:
+        os.truncate(path, sizes[2] + (sizes[3] - sizes[2]) // 2 - cut)
     log = logs.reopen(log)
-    assert path.stat().st_size == sizes[2]
+    assert [path.stat().st_size for path in paths] == [sizes[2]] * 2
     assert_journal_prefix(log)
 
 
 def test_garbage_after_the_journal(logs: Logs) -> None:
     log = logs.open()
     sizes = journal_history(log)
-    path = log.directory / journal_name(0)
+    paths = [log.directory / journal_name(0), log.directory / mirror_name(0)]
     log = logs.reopen(log)
-    with open(path, "ab") as fh:
-        fh.write(b"\x07\x00\x00\x00junk")
+    for path in paths:
+        with open(path, "ab") as fh:
+            fh.write(b"\x07\x00\x00\x00junk")
     log = logs.reopen(log)
-    assert "truncated 8 torn bytes" in log.notes[0]
-    assert path.stat().st_size == sizes[-1]
+    assert "0 lost" in log.notes[0]
+    assert [path.stat().st_size for path in paths] == [sizes[-1]] * 2
     assert log.state_of(4) == State.DEADLETTERED
     check_invariants(log)
 
@@ -524,11 +520,14 @@ def test_checkpoint_deletes_settled_segments_and_old_journals(logs: Logs) -> Non
     log = one_per_segment(logs, 6)
     for q in (1, 2, 4, 5, 6):
         log.set_state(q, State.GONE)
-    assert files(log.directory) == [journal_name(0)] + [segment_name(b) for b in range(1, 7)]
+    assert files(log.directory) == [journal_name(0), mirror_name(0)] + [
+        segment_name(b) for b in range(1, 7)
+    ]
     log.checkpoint()
     # Settled segments and the journal stay for the previous checkpoint generation ...
     assert segment_name(1) in files(log.directory)
     assert journal_name(0) in files(log.directory)
+    assert mirror_name(0) in files(log.directory)
     log.checkpoint()
     # ... until the next one. Segment 3 holds a live message; 6 is the one appends go to.
     assert files(log.directory) == [segment_name(3), segment_name(6), CHECKPOINT, PREVIOUS]
@@ -541,6 +540,7 @@ def test_checkpoint_deletes_settled_segments_and_old_journals(logs: Logs) -> Non
     log.set_state(3, State.GONE)
     assert files(log.directory) == [
         journal_name(2),
+        mirror_name(2),
         segment_name(3),
         segment_name(6),
         segment_name(7),

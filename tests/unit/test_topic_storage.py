@@ -20,7 +20,13 @@ from sbctl.codec import BATCH_OVERHEAD, RECORD_OVERHEAD, Message, decode_message
 from sbctl.protocol import Delivered
 from sbctld.broker import DEFAULT_NAMESPACE, Broker
 from sbctld.clock import FakeClock
-from sbctld.storage.files import CHECKPOINT, JOURNAL_SUFFIX, SEGMENT_SUFFIX, segment_name
+from sbctld.storage.files import (
+    CHECKPOINT,
+    JOURNAL_SUFFIX,
+    MIRROR_SUFFIX,
+    SEGMENT_SUFFIX,
+    segment_name,
+)
 from sbctld.storage.log import DEFAULT_SEGMENT_BYTES
 from sbctld.storage.sync import Syncer
 from sbctld.topic import Topic
@@ -156,6 +162,10 @@ def segments(t: Topic, pid: int = 0) -> list[str]:
 def journal(t: Topic, pid: int = 0) -> Path:
     (path,) = t.logs()[pid].directory.glob(f"*{JOURNAL_SUFFIX}")
     return path
+
+
+def mirror(path: Path) -> Path:
+    return path.with_suffix(MIRROR_SUFFIX)
 
 
 def size(b: Broker, topic_name: str = "t") -> int:
@@ -507,9 +517,9 @@ def test_torn_journal_tail_keeps_the_other_subscriptions_state(
         path.write_bytes(bytes(data))
 
     b = brokers.restart(b, crash=True, between=tear)
-    assert any("torn bytes" in note for note in b.topic(NS, "t").logs()[0].notes)
-    # Garbage after the journal is cut away; the other damage hits the second copy of the
-    # last batch only ("a" defers m3): the first copy applies.
+    assert any("0 lost" in note for note in b.topic(NS, "t").logs()[0].notes)
+    # Garbage after the journal is cut away; the other damage hits the journal's copy of
+    # the last batch only ("a" defers m3): the mirror's copy applies.
     want_a = {"m2": ACTIVE, "m3": DEFERRED}
     assert peek(b, S("a")) == want_a
     assert peek(b, S("b")) == {"m1": ACTIVE, "m3": ACTIVE}
@@ -535,6 +545,7 @@ def test_journal_torn_before_a_batch_was_routed(brokers: Brokers) -> None:
 
     def tear() -> None:
         os.truncate(journal(t), before)
+        os.truncate(mirror(journal(t)), before)
 
     b = brokers.restart(b, crash=True, between=tear)
     assert peek(b, S("a")) == {}

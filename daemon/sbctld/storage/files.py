@@ -15,6 +15,7 @@ import crc32c
 
 SEGMENT_SUFFIX = ".log"
 JOURNAL_SUFFIX = ".jnl"
+MIRROR_SUFFIX = ".jnm"  # the journal's mirror (sbctld.storage.journal)
 CHECKPOINT = "checkpoint.bin"
 
 
@@ -24,6 +25,10 @@ def segment_name(base_seq: int) -> str:
 
 def journal_name(generation: int) -> str:
     return f"{generation:020d}{JOURNAL_SUFFIX}"
+
+
+def mirror_name(generation: int) -> str:
+    return f"{generation:020d}{MIRROR_SUFFIX}"
 
 
 def numbered(directory: Path, suffix: str) -> list[tuple[int, Path]]:

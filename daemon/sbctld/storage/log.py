@@ -42,6 +42,8 @@ from sbctld.storage import journal as jnl
 from sbctld.storage.files import (
     SEGMENT_SUFFIX,
     fsync_dir,
+    journal_name,
+    mirror_name,
     numbered,
     segment_name,
     write_all,
@@ -157,7 +159,7 @@ class PartitionLog(StateIndex):
         self.corrupt_count = 0
         self.live_bytes = 0
         self.seg_live: dict[int, int] = {}
-        self.journal = jnl.Journal(directory, 0, None, 0)
+        self.journal = jnl.Journal(directory, 0, None, 0, mirror=True)
         self.changes_since_checkpoint = 0
         self._roll = False  # next append starts a new segment (after recovery cut one)
         self.synced_base = 0  # segments from this base on may hold unsynced appends
@@ -399,45 +401,36 @@ class PartitionLog(StateIndex):
     def _replay_journal(self, jpos: tuple[int, ...]) -> int:
         """Apply the journal after ``jpos``; returns how many entries were beyond the log.
 
-        A damaged journal batch loses only itself (copied to ``<journal>.corrupt``); a torn
-        tail is cut off.
+        Each generation is read from both its copies (sbctld.storage.journal.merge): a
+        damaged, truncated or missing copy loses nothing the other holds. Bytes valid in
+        neither copy lose only their batches (copied to ``<journal>.corrupt``); a torn tail
+        is cut off. Appends continue in the last generation only when both its copies are
+        whole; otherwise in a new generation, so the two copies never disagree again.
         """
         start_gen, start_off = jpos
-        files = [(g, p) for g, p in self.journal.files() if g >= start_gen]
+        generations = [g for g in self.journal.generations() if g >= start_gen]
         generation, size = start_gen, 0
         stale = 0
-        for g, path in files:
-            data = path.read_bytes()
+        intact = True
+        for g in generations:
             off = start_off if g == start_gen else 0
-            spans, valid_end, damaged, problem = jnl.scan(data[off:])
-            for a, b in spans:
-                for entry in jnl.decode_entries(data, off + a, off + b):
+            merged = jnl.recover_generation(self.directory, g, off, self.notes)
+            for data, a, b in merged.spans:
+                for entry in jnl.decode_entries(data, a, b):
                     stale += entry.seq >= self.next_seq
                     self._apply(entry)
                     self.changes_since_checkpoint += 1
-            generation, size = g, off + valid_end
-            if damaged:
-                aside = path.with_name(path.name + ".corrupt")
-                with open(aside, "ab") as fh:
-                    for a, b in damaged:
-                        fh.write(data[off + a : off + b])
-                self.notes.append(
-                    f"{path}: {problem}: {len(damaged)} damaged journal batches skipped and "
-                    f"copied to {aside.name}; the rest applied"
-                )
-                self.changes_since_checkpoint += 1
-            if size < len(data):
-                with open(path, "r+b") as fh:
-                    fh.truncate(size)
-                    os.fsync(fh.fileno())
-                self.notes.append(
-                    f"{path}: {problem} at byte {size}; truncated {len(data) - size} torn bytes"
-                )
-        fd = None
-        if files:
-            path = self.directory / jnl.journal_name(generation)
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND)
-        self.journal = jnl.Journal(self.directory, generation, fd, size)
+            generation, size, intact = g, merged.end, merged.intact
+            self.changes_since_checkpoint += bool(merged.problems)  # checkpoint past it
+        fd = mirror_fd = None
+        if generations and intact:
+            fd = os.open(self.directory / journal_name(generation), os.O_WRONLY | os.O_APPEND)
+            mirror_fd = os.open(self.directory / mirror_name(generation), os.O_WRONLY | os.O_APPEND)
+        elif generations:
+            generation, size = generation + 1, 0
+        self.journal = jnl.Journal(
+            self.directory, generation, fd, size, mirror=True, mirror_fd=mirror_fd
+        )
         return stale
 
     def _rebuild_derived(self) -> None:
@@ -574,8 +567,8 @@ class PartitionLog(StateIndex):
         entries = list(entries)
         if not entries:
             return
-        fd = self.journal.append(entries, self.syncer.reserve if reserve else None)
-        self.syncer.mark(fd)
+        for fd in self.journal.append(entries, self.syncer.reserve if reserve else None):
+            self.syncer.mark(fd)
         for entry in entries:
             self._apply(entry)
         self.changes_since_checkpoint += len(entries)
@@ -705,8 +698,8 @@ class PartitionLog(StateIndex):
                 os.fdatasync(seg.fd)
         if self.segments:
             self.synced_base = self.segments[-1].base
-        if self.journal.fd is not None:
-            os.fdatasync(self.journal.fd)
+        for fd in self.journal.fds:
+            os.fdatasync(fd)
         last = self.segments[-1] if self.segments else None
         generation = self.journal.generation + 1
         ckp.write(
@@ -729,12 +722,11 @@ class PartitionLog(StateIndex):
                 **self._checkpoint_extra(),
             },
         )
-        old_journal_fd = self.journal.rotate()
-        if old_journal_fd is not None:
-            self.syncer.close_later(old_journal_fd)
-        for g, path in self.journal.files():
+        for fd in self.journal.rotate():
+            self.syncer.close_later(fd)
+        for g in self.journal.generations():
             if g < self._ckpt_gen:  # needed by neither kept generation
-                path.unlink()
+                self.journal.remove(g)
         self._ckpt_gen = generation
         self._drop_settled_segments()
         self.changes_since_checkpoint = 0
@@ -781,11 +773,11 @@ class PartitionLog(StateIndex):
     def close(self) -> None:
         for seg in self.segments:
             self.syncer.close_later(seg.fd)
-        if self.journal.fd is not None:
-            self.syncer.close_later(self.journal.fd)
+        for fd in self.journal.fds:
+            self.syncer.close_later(fd)
         self.segments = []
         self._bases = []
-        self.journal.fd = None
+        self.journal.fd = self.journal.mirror_fd = None
 
     def destroy(self) -> None:
         """Close and delete this store's files (entity deletion)."""

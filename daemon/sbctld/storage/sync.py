@@ -3,7 +3,9 @@
 Writers append with plain ``os.write`` and :meth:`Syncer.mark` the descriptor dirty. The
 server's commit loop repeatedly takes the dirty set and fdatasyncs it in a worker thread;
 every request whose writes happened before a round started is acknowledged when that round
-ends. Many concurrent requests thus share one fdatasync per file.
+ends. Many concurrent requests thus share one fdatasync per file. The server syncs a round's
+files concurrently (threads), so a journal and its mirror (sbctld.storage.journal) cost one
+sync's latency, not two.
 
 Only the event-loop thread calls :meth:`mark`, :meth:`take` and :meth:`close_later`; the
 worker thread only runs :func:`sync_fds` on the list it was handed.

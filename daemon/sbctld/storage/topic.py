@@ -278,18 +278,19 @@ class TopicLog(PartitionLog):
         journal_size = self.journal.size
         if entries:
             try:
-                fd = self.journal.append(entries)
+                fds = self.journal.append(entries)
             except StorageError:
                 self.unstage(staged)
                 raise
-            self.syncer.mark(fd)
+            for fd in fds:
+                self.syncer.mark(fd)
         return staged, entries, journal_size
 
     def unstage_routed(self, staged: tuple[Staged, list[jnl.Entry], int]) -> None:
         """Take back a staged batch and its routes (another partition's write failed)."""
         batch, entries, journal_size = staged
         self.unstage(batch)
-        if entries and self.journal.fd is not None:
+        if entries:
             self.journal.truncate(journal_size)
 
     def commit_routed(self, staged: tuple[Staged, list[jnl.Entry], int]) -> int:
