@@ -96,7 +96,7 @@ def pristine(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict, dict
 
 THOROUGH = pytest.mark.skipif(
     os.environ.get("SBCTL_THOROUGH") != "1",
-    reason="every file at 7 positions (~1 min): set SBCTL_THOROUGH=1",
+    reason="every file at every position or cut (minutes): set SBCTL_THOROUGH=1",
 )
 
 
@@ -167,7 +167,9 @@ CUTS = ("delete", "truncate-half", "truncate-zero")
 
 
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize("thorough", [False, pytest.param(True, marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+    "thorough", [False, pytest.param(True, marks=[pytest.mark.slow, THOROUGH])]
+)
 def test_any_single_deleted_or_truncated_file(
     pristine: tuple[Path, dict, dict],
     tmp_path: Path,
