@@ -145,6 +145,7 @@ def _environment(tmp: Path) -> dict[str, str]:
         # Any network endpoint the daemon opens takes a free port, never the well-known one
         # (other tests and a developer's own daemon may hold it).
         SBCTL_AMQP_PORT="0",
+        SBCTL_HTTP_PORT="0",
         TMPDIR=str(tmp),
     )
     return env
