@@ -5,7 +5,7 @@ everything the application decides (a link attaches, a message arrives, credit i
 granted, a delivery is settled, a link goes away); ``data_to_send()`` returns the bytes
 to write. Nothing here touches a socket or a clock: ``tick(now)`` sends heartbeats.
 
-Rules this module keeps (AMQP 1.0 parts 2 and 5; daemon/README.md §AMQP):
+Rules this module keeps (AMQP 1.0 parts 2 and 5; daemon/README.md §29):
 
 - protocol headers: SASL first (mechanisms MSSBCBS, PLAIN, ANONYMOUS, every one accepted:
   authorization happens at ``$cbs``), then AMQP; a client may also skip SASL;

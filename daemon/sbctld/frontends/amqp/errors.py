@@ -1,5 +1,5 @@
 """sbctl's errors as the AMQP error conditions the Service Bus SDKs map to their
-exceptions (daemon/README.md §AMQP)."""
+exceptions (daemon/README.md §29)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The ``$management`` node: request/response operations on an entity (daemon/README.md
-§AMQP). Each request is an amqp-value map; the answer carries ``statusCode``,
+§29). Each request is an amqp-value map; the answer carries ``statusCode``,
 ``statusDescription`` and, on failure, ``errorCondition``."""
 
 from __future__ import annotations

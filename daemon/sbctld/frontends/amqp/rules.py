@@ -1,5 +1,5 @@
 """``$management`` rule operations on a subscription (add, remove, enumerate), as the
-.NET and Java SDKs send them (daemon/README.md §AMQP). The Python SDK manages rules
+.NET and Java SDKs send them (daemon/README.md §29). The Python SDK manages rules
 over HTTP instead.
 
 Request maps use the Service Bus names: ``rule-description`` holds ``sql-filter``

@@ -8,7 +8,7 @@ are ``list`` and ``map``.
 
 Composite types (performatives, termini, outcomes, message sections that are lists) are
 classes made by :func:`composite` from one declaration: name, descriptor code, fields and
-their AMQP types (daemon/README.md §AMQP; the AMQP 1.0 specification's field tables).
+their AMQP types (daemon/README.md §29; the AMQP 1.0 specification's field tables).
 """
 
 from __future__ import annotations

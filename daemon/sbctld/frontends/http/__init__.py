@@ -1,1 +1,1 @@
-"""The HTTP endpoint: management API, REST data plane, health (daemon/README.md §HTTP)."""
+"""The HTTP endpoint: management API, REST data plane, health (daemon/README.md §30)."""

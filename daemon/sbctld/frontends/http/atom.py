@@ -1,4 +1,4 @@
-"""Entity descriptions as the Service Bus management API's Atom XML (daemon/README.md §HTTP).
+"""Entity descriptions as the Service Bus management API's Atom XML (daemon/README.md §30).
 
 In: the ``<entry><content><QueueDescription>…`` an SDK PUTs → the option names the broker
 takes (the CLI's), durations as milliseconds. Elements the broker computes or ignores

@@ -1,4 +1,4 @@
-"""SharedAccessSignature checks for HTTP requests (daemon/README.md §HTTP).
+"""SharedAccessSignature checks for HTTP requests (daemon/README.md §30).
 
 The signature itself is checked by the same function as the AMQP endpoint's ``$cbs``
 node (:func:`sbctld.frontends.amqp.cbs.check_token`: key name, HMAC-SHA256 over the ``sr``

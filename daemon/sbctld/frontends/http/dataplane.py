@@ -1,4 +1,4 @@
-"""The REST data plane (daemon/README.md §HTTP), on the broker operations every path uses.
+"""The REST data plane (daemon/README.md §30), on the broker operations every path uses.
 
 * ``POST /{entity}/messages``: send; the body is the message body, ``BrokerProperties`` a
   JSON object of system properties, every other non-standard header a custom property

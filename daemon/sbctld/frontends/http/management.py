@@ -6,7 +6,7 @@
 remain); ``GET /$namespaceinfo``. ``PUT`` creates (409 when it exists) unless it carries
 ``If-Match: *``, which updates (404 when missing). Changes are answered once durable.
 Every error is the service's ``<Error><Code>…</Code><Detail>…</Detail></Error>`` with the
-HTTP status of the error (daemon/README.md §HTTP).
+HTTP status of the error (daemon/README.md §30).
 """
 
 from __future__ import annotations

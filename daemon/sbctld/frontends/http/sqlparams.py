@@ -1,7 +1,7 @@
 """SQL filter and action parameters as the management API's clients sent them.
 
 The broker stores a SQL rule's text with its ``@parameters`` already replaced by their
-values (daemon/README.md §HTTP). So that a client reads back what it wrote (and the SDKs'
+values (daemon/README.md §30). So that a client reads back what it wrote (and the SDKs'
 get-modify-update flows keep working), the expression as sent and its parameters are kept
 in ``<data dir>/http/sql_parameters.json``, keyed by namespace/topic/subscription/rule and
 shown only while the stored text is still the one they produced.

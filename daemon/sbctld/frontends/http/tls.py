@@ -8,7 +8,7 @@ usage for both) with the names ``localhost``, ``127.0.0.1`` and ``::1``.
 
 :class:`TlsLayer` runs the server side of a TLS session over memory buffers
 (``ssl.MemoryBIO`` + ``SSLObject``): the connection feeds it the bytes it already read
-while telling TLS from AMQP and HTTP (daemon/README.md §HTTP), then everything after.
+while telling TLS from AMQP and HTTP (daemon/README.md §30), then everything after.
 """
 
 from __future__ import annotations
