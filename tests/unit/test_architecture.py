@@ -72,22 +72,7 @@ ALLOWED_COMPLEX: dict[str, int] = {
 }
 
 # Import cycles today: each is the exact set of modules of one strongly connected component.
-# Both close only through `if TYPE_CHECKING` imports, but each is a real back-reference.
 ALLOWED_CYCLES: list[frozenset[str]] = [
-    # paired holds the broker (reads broker.namespaces); the broker creates the pairing.
-    # One back-edge (paired -> sbctld.broker, typing); the package's modules ride along.
-    frozenset(
-        {
-            "sbctld.broker",
-            "sbctld.broker.core",
-            "sbctld.broker.housekeeping",
-            "sbctld.broker.management",
-            "sbctld.broker.messaging",
-            "sbctld.paired",
-        }
-    ),
-    # faults flags Queue objects; the queue and its partitions hold StoreFault.
-    frozenset({"sbctld.faults", "sbctld.partition", "sbctld.queue"}),
     # render and watch call into each other lazily.
     frozenset({"sbctl.cli.render", "sbctl.cli.watch"}),
     # convert names messages' types under TYPE_CHECKING; messages uses convert.

@@ -213,6 +213,10 @@ class BrokerCore:
     def touched(self) -> bool:
         return bool(self._touched)
 
+    def wake(self, key: tuple[str, str]) -> None:
+        """Wake the receivers of the queue with this key (at the next :meth:`take_touched`)."""
+        self._touched.add(key)
+
     def take_touched(self) -> set[tuple[str, str]]:
         """Queues that forwarding put messages in since the last call (to wake receivers)."""
         touched, self._touched = self._touched, set()
