@@ -22,7 +22,7 @@ from sbctl.codec import (
     decode_message,
     encode_message,
 )
-from sbctl.durations import MAX_TIMESPAN_MS, format_duration_iso, format_instant
+from sbctl.durations import MAX_TIMESPAN_MS, format_instant
 from sbctl.errors import (
     BadRequest,
     InvalidOperation,
@@ -46,8 +46,9 @@ from sbctl.partitioning import partition_for_key, partition_key_of
 from sbctl.protocol import Delivered
 from sbctld.config import MB, QueueConfig, save_toml
 from sbctld.dedup import DuplicateHistory
-from sbctld.faults import ENTITY_UNAVAILABLE, all_down
+from sbctld.faults import all_down
 from sbctld.partition import Partition
+from sbctld.queue_state import QueueState
 from sbctld.sessions import SESSION_LOCK_LOST, Sessions
 from sbctld.storage.journal import Entry
 from sbctld.storage.log import (
@@ -107,31 +108,21 @@ def decode_batch(
     return messages, payloads
 
 
-class Queue:
-    kind = "queue"  # how errors name it (a Topic and a Subscription say so)
-    sessions_span_partitions = False  # see receive_session
+def _check_not_broker_set(m: Message) -> None:
+    """Senders may not set what only the broker sets (forwarding, resubmission)."""
+    if (
+        m.enqueued_sequence_number is not None
+        or m.transfer_hops is not None
+        or m.dead_letter_source is not None
+    ):
+        raise BadRequest(
+            "enqueued_sequence_number, transfer_hops and dead_letter_source are set "
+            "by the broker, not by senders"
+        )
 
-    def __init__(
-        self,
-        directory: Path,
-        config: QueueConfig,
-        partitions: list[Partition],
-        *,
-        max_message_bytes: int,
-    ) -> None:
-        self.directory = directory
-        self.config = config
-        self.partitions = partitions
-        self.max_message_bytes = max_message_bytes
-        self.accessed_at_ms = config.updated_at_ms
-        self.key = ("", "")  # (namespace key, queue key), set by the broker
-        self.dedup: DuplicateHistory | None = None
-        self.sessions: Sessions | None = None
-        # Some partition has an injected fault (sbctld.faults): the one check the data
-        # plane makes while there are none.
-        self.faulty = False
-        self._rr_send = 0
-        self._rr_receive = 0
+
+class Queue(QueueState):
+    sessions_span_partitions = False  # see receive_session
 
     @classmethod
     def open(
@@ -170,14 +161,6 @@ class Queue:
                 session_id = decode_message(p.log.read_payload(seq)).session_id
                 if session_id is not None:
                     p.index_session(seq, session_id)
-
-    @property
-    def name(self) -> str:
-        return self.config.name
-
-    @property
-    def partitioned(self) -> bool:
-        return len(self.partitions) > 1
 
     def save(self) -> None:
         save_toml(self.directory / DESCRIPTION, self.config)
@@ -240,43 +223,24 @@ class Queue:
         for m, payload in zip(messages, payloads, strict=True):
             size = len(payload)
             key = self._check(m, size)
-            if not from_broker and (
-                m.enqueued_sequence_number is not None
-                or m.transfer_hops is not None
-                or m.dead_letter_source is not None
+            if not from_broker:
+                _check_not_broker_set(m)
+            if (
+                dedup is not None
+                and m.message_id is not None
+                and self._duplicate(dedup, m.message_id, key, now, fresh, order)
             ):
-                raise BadRequest(
-                    "enqueued_sequence_number, transfer_hops and dead_letter_source are set "
-                    "by the broker, not by senders"
-                )
-            if dedup is not None and m.message_id is not None:
-                # SPEC §8.3: MessageId, plus the partition key on partitioned entities.
-                dkey = m.message_id if count == 1 else f"{m.message_id}\x00{key}"
-                prior = dedup.get(dkey, now, window)
-                if prior is not None:
-                    order.append((DUPLICATE_OF_SEQ, prior))
-                    continue
-                if dkey in fresh:
-                    order.append((DUPLICATE_IN_BATCH, fresh[dkey]))
-                    continue
-                fresh[dkey] = len(order)
+                continue
             if size > limit:
                 raise MessageSizeExceeded(
                     f"the message of {size} bytes is larger than the {limit // 1024} KB "
                     "allowed for this tier"
                 )
             total += size
-            if count == 1:
+            if count == 1 and not faulty:
                 pid = 0
-            elif via_partition is not None:
-                pid = via_partition  # a transaction's partition (SPEC §0.1.8)
-            elif key is not None:
-                pid = partition_for_key(key, count)  # SPEC §0.1.4
             else:
-                pid = rr % count  # keyless: round-robin
-                rr += 1
-            if faulty:
-                pid = self._writable(pid, keyless=key is None and via_partition is None)
+                pid, rr = self._partition_of(key, via_partition, rr)
             ttl = m.time_to_live_ms
             # SPEC §1.6: a message's TTL is capped by the entity default.
             ttl = default_ttl if ttl is None or ttl > default_ttl else ttl
@@ -285,18 +249,89 @@ class Queue:
                 group = groups[pid] = []
                 group_msgs[pid] = []
                 sizes[pid] = 0
-            sched = m.scheduled_enqueue_time_ms
-            if sched is not None and sched > now:
-                scheduled.append((pid, len(group), sched))
-            else:
-                sched = NOT_SCHEDULED
-                if self.sessions is not None and m.session_id is not None:
-                    in_session.append((pid, len(group), m.session_id))
+            sched = self._timing(m, pid, len(group), now, scheduled, in_session)
             order.append((pid, len(group)))
             group.append(StagedRecord(payload, ttl, sched))
             group_msgs[pid].append(m)
             sizes[pid] += size
-        if total > limit and len(messages) > 1:
+        self._check_room(total, len(messages), sizes)
+        firsts = self._store(groups, group_msgs, now, charge)
+        for pid, k, session_id in in_session:
+            self.partitions[pid].index_session(firsts[pid] + k, session_id)
+        for pid, k, when in scheduled:
+            self.partitions[pid].schedule(when, firsts[pid] + k)
+        self._rr_send = rr
+        self.accessed_at_ms = now
+        if count == 1 and not fresh and len(order) == len(messages) and groups:
+            return list(range(firsts[0], firsts[0] + len(messages)))
+        seqs = self._sequence_numbers(order, firsts)
+        if dedup is not None and fresh:
+            dedup.add(((dkey, seqs[i]) for dkey, i in fresh.items()), now)
+        return seqs
+
+    def _duplicate(
+        self,
+        dedup: DuplicateHistory,
+        message_id: str,
+        key: str | None,
+        now: int,
+        fresh: dict[str, int],
+        order: list[tuple[int, int]],
+    ) -> bool:
+        """Whether a message is a duplicate (then its place in ``order`` says of what);
+        else it is noted in ``fresh`` (SPEC §8.3: MessageId, plus the partition key on
+        partitioned entities)."""
+        dkey = message_id if len(self.partitions) == 1 else f"{message_id}\x00{key}"
+        prior = dedup.get(dkey, now, self.config.duplicate_detection_history_time_window)
+        if prior is not None:
+            order.append((DUPLICATE_OF_SEQ, prior))
+            return True
+        if dkey in fresh:
+            order.append((DUPLICATE_IN_BATCH, fresh[dkey]))
+            return True
+        fresh[dkey] = len(order)
+        return False
+
+    def _timing(
+        self,
+        m: Message,
+        pid: int,
+        k: int,
+        now: int,
+        scheduled: list[tuple[int, int, int]],
+        in_session: list[tuple[int, int, str]],
+    ) -> int:
+        """A sent message's scheduled time (NOT_SCHEDULED: now), noting it in ``scheduled``
+        or, when it enters now with a session id, in ``in_session``."""
+        sched = m.scheduled_enqueue_time_ms
+        if sched is not None and sched > now:
+            scheduled.append((pid, k, sched))
+            return sched
+        if self.sessions is not None and m.session_id is not None:
+            in_session.append((pid, k, m.session_id))
+        return NOT_SCHEDULED
+
+    def _partition_of(self, key: str | None, via_partition: int | None, rr: int) -> tuple[int, int]:
+        """The partition a message goes to, and the round-robin counter after it."""
+        count = len(self.partitions)
+        if count == 1:
+            pid = 0
+        elif via_partition is not None:
+            pid = via_partition  # a transaction's partition (SPEC §0.1.8)
+        elif key is not None:
+            pid = partition_for_key(key, count)  # SPEC §0.1.4
+        else:
+            pid = rr % count  # keyless: round-robin
+            rr += 1
+        if self.faulty:
+            pid = self._writable(pid, keyless=key is None and via_partition is None)
+        return pid, rr
+
+    def _check_room(self, total: int, messages: int, sizes: dict[int, int]) -> None:
+        """The batch fits the tier's size limit and each partition's quota."""
+        cfg = self.config
+        limit = self.max_message_bytes
+        if total > limit and messages > 1:
             raise MessageSizeExceeded(
                 f"the batch of {total} bytes is larger than the {limit // 1024} KB allowed "
                 "for this tier (SPEC §13.1)"
@@ -309,15 +344,9 @@ class Queue:
                     f"the maximum entity size has been reached or exceeded for queue "
                     f"{cfg.name!r} ({cfg.max_size_in_megabytes} MB per partition)"
                 )
-        firsts = self._store(groups, group_msgs, now, charge)
-        for pid, k, session_id in in_session:
-            self.partitions[pid].index_session(firsts[pid] + k, session_id)
-        for pid, k, when in scheduled:
-            self.partitions[pid].schedule(when, firsts[pid] + k)
-        self._rr_send = rr
-        self.accessed_at_ms = now
-        if count == 1 and not fresh and len(order) == len(messages) and groups:
-            return list(range(firsts[0], firsts[0] + len(messages)))
+
+    def _sequence_numbers(self, order: list[tuple[int, int]], firsts: dict[int, int]) -> list[int]:
+        """Each sent message's number, in batch order (a duplicate: its original's)."""
         seqs: list[int] = []
         for pid, k in order:
             if pid == DUPLICATE_OF_SEQ:
@@ -326,8 +355,6 @@ class Queue:
                 seqs.append(seqs[k])
             else:
                 seqs.append(self.partitions[pid].shift | (firsts[pid] + k))
-        if dedup is not None and fresh:
-            dedup.add(((dkey, seqs[i]) for dkey, i in fresh.items()), now)
         return seqs
 
     def _writable(self, pid: int, *, keyless: bool) -> int:
@@ -1000,144 +1027,3 @@ class Queue:
                 self.release(p, seq)  # SPEC §3.5: delivery count already counts it
                 freed = True
         return freed
-
-    # ------------------------------------------------------------ describing
-
-    def counts(self) -> dict[str, int]:
-        c = [0] * len(State)
-        size = 0
-        for p in self.partitions:
-            if p.fault is not None and not p.fault.reachable():
-                continue  # SPEC §0.1.10: the available partitions' counts
-            for st in State:
-                c[st] += p.log.counts[st]
-            size += p.log.live_bytes
-        if self.sessions is not None:
-            size += self.sessions.state_bytes  # SPEC §9.8
-        active = c[State.ACTIVE] + c[State.DEFERRED]  # SPEC §0.4.1
-        return {
-            "active_message_count": active,
-            "deferred_message_count": c[State.DEFERRED],
-            "dead_letter_message_count": c[State.DEADLETTERED],
-            "scheduled_message_count": c[State.SCHEDULED],
-            "transfer_message_count": 0,
-            "transfer_dead_letter_message_count": c[State.TRANSFER_DEADLETTERED],
-            "total_message_count": active
-            + c[State.DEADLETTERED]
-            + c[State.SCHEDULED]
-            + c[State.TRANSFER_DEADLETTERED],
-            "size_in_bytes": size,
-            # Records that failed their CRC check: never served (daemon/README.md §0.4).
-            "corrupt_message_count": sum(p.log.corrupt_count for p in self.partitions),
-        }
-
-    def describe(self, *, partitions: bool = True) -> dict[str, Any]:
-        cfg = self.config
-        out: dict[str, Any] = {
-            "name": cfg.name,
-            "max_size_in_megabytes": cfg.max_size_in_megabytes,
-            "max_message_size_in_kilobytes": self.max_message_bytes // 1024,
-            "lock_duration": format_duration_iso(cfg.lock_duration),
-            "max_delivery_count": cfg.max_delivery_count,
-            "default_message_time_to_live": format_duration_iso(cfg.default_message_time_to_live),
-            "requires_duplicate_detection": cfg.requires_duplicate_detection,
-            "duplicate_detection_history_time_window": format_duration_iso(
-                cfg.duplicate_detection_history_time_window
-            ),
-            "requires_session": cfg.requires_session,
-            "enable_partitioning": self.partitioned,
-            "forward_to": cfg.forward_to,
-            "forward_dead_lettered_messages_to": cfg.forward_dead_lettered_messages_to,
-            "dead_lettering_on_message_expiration": cfg.dead_lettering_on_message_expiration,
-            "auto_delete_on_idle": format_duration_iso(cfg.auto_delete_on_idle),
-            "enable_batched_operations": cfg.enable_batched_operations,
-            "enable_express": False,
-            "status": cfg.status,
-            "user_metadata": cfg.user_metadata,
-            "created_at_utc": format_instant(cfg.created_at_ms),
-            "updated_at_utc": format_instant(cfg.updated_at_ms),
-            "accessed_at_utc": format_instant(self.accessed_at_ms),
-            **self.counts(),
-            "partition_count": len(self.partitions),
-            "availability_status": self.availability_status,
-        }
-        if partitions:
-            out["partitions"] = [
-                self.partition_fault(p)
-                or {
-                    "partition_id": p.id,
-                    "active_message_count": p.log.counts[State.ACTIVE]
-                    + p.log.counts[State.DEFERRED],
-                    "dead_letter_message_count": p.log.counts[State.DEADLETTERED],
-                    "size_in_bytes": p.log.live_bytes,
-                    "next_sequence_number": p.shift | p.log.next_seq,
-                    **self.partition_slowness(p),
-                }
-                for p in self.partitions
-            ]
-        return out
-
-    # ------------------------------------------------------------ faults (sbctld.faults)
-
-    def check_reachable(self) -> None:
-        """Raise ServiceCommunicationProblem when no partition is available."""
-        if all(p.fault is not None and p.fault.down for p in self.partitions):
-            raise all_down(self)
-
-    def reach_all(self) -> None:
-        """Touch every partition (SPEC §0.1.10: management must succeed on each)."""
-        if self.faulty:
-            for p in self.partitions:
-                if p.fault is not None:
-                    p.fault.touch()
-
-    def unavailable(self) -> list[int]:
-        """The partitions whose store is unavailable."""
-        if not self.faulty:
-            return []
-        return [p.id for p in self.partitions if p.fault is not None and p.fault.down]
-
-    @property
-    def availability_status(self) -> str:
-        """SPEC §0.1.10: Limited while some partition is unavailable (Azure's Unknown
-        when none is available)."""
-        down = len(self.unavailable())
-        if not down:
-            return "Available"
-        return ENTITY_UNAVAILABLE if down == len(self.partitions) else "Limited"
-
-    def partition_fault(self, p: Partition) -> dict[str, Any] | None:
-        """A faulty partition's entry in :meth:`describe` (None when it is healthy): an
-        unavailable one has no counts; a slow one says how slow."""
-        fault = p.fault
-        if fault is None or not fault.down:
-            return None
-        return {
-            "partition_id": p.id,
-            "availability_status": "Unavailable",
-            "faults": list(fault.fault_ids),
-        }
-
-    @staticmethod
-    def partition_slowness(p: Partition) -> dict[str, Any]:
-        fault = p.fault
-        if fault is None:
-            return {}
-        return {
-            "availability_status": "Slow",
-            "latency": format_duration_iso(fault.latency_ms),
-            "faults": list(fault.fault_ids),
-        }
-
-    def _reach_tokens(self, tokens: Sequence[str]) -> None:
-        """Touch the partitions of these lock tokens before settling any of them."""
-        for token in tokens:
-            try:
-                public, _nonce = parse_lock_token(token)
-            except BadRequest:
-                continue  # reported with the token's result
-            pid = public >> 48 if self.partitioned else 0
-            if pid < len(self.partitions):
-                p = self.partitions[pid]
-                if p.fault is not None:
-                    p.fault.touch()

@@ -58,7 +58,7 @@ ALLOWED_CLIENT_TO_DAEMON: dict[tuple[str, str], str] = {
 ALLOWED_OVERSIZE: dict[str, int] = {
     "sbctl.client": 1351,
     "sbctl.emulator_config": 1090,
-    "sbctld.queue": 1143,
+    "sbctld.queue": 1033,
     "sbctld.server": 821,
 }
 
@@ -67,7 +67,6 @@ ALLOWED_COMPLEX: dict[str, int] = {
     "sbctl.bench:run_bench": 28,
     "sbctl.spark.columns:transport": 27,
     "sbctld.frontends.amqp.server:AmqpConnection.on_disposition": 28,
-    "sbctld.queue:Queue.send": 44,
     "sbctld.staged:_checker": 26,
 }
 
