@@ -56,9 +56,8 @@ ALLOWED_CLIENT_TO_DAEMON: dict[tuple[str, str], str] = {
 
 # Modules over MAX_LINES: module -> its line count today (may shrink, must not grow).
 ALLOWED_OVERSIZE: dict[str, int] = {
-    "sbctl.client": 1351,
     "sbctl.emulator_config": 1090,
-    "sbctld.queue": 1033,
+    "sbctld.queue": 1029,
     "sbctld.server": 821,
 }
 
