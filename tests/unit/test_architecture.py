@@ -50,13 +50,15 @@ ENTRY_POINTS = frozenset({"sbctld.main", "sbctld.__main__"})
 ALLOWED_CLIENT_TO_DAEMON: dict[tuple[str, str], str] = {
     ("sbctl.daemonctl", "sbctld.main"): "`sbctl daemon start` runs the daemon in its process",
     ("sbctl.daemonctl", "sbctld.ownership"): "claims the data directory's lock as the daemon does",
-    ("sbctl.emulator_config", "sbctld.config"): "checks an entity's settings as the daemon does",
-    ("sbctl.emulator_config", "sbctld.filters"): "compiles rules as the daemon does",
+    (
+        "sbctl.emulator_config.apply",
+        "sbctld.config",
+    ): "checks an entity's settings as the daemon does",
+    ("sbctl.emulator_config.apply", "sbctld.filters"): "compiles rules as the daemon does",
 }
 
 # Modules over MAX_LINES: module -> its line count today (may shrink, must not grow).
 ALLOWED_OVERSIZE: dict[str, int] = {
-    "sbctl.emulator_config": 1090,
     "sbctld.queue": 1029,
     "sbctld.server": 821,
 }
@@ -380,7 +382,7 @@ def test_the_graph_sees_the_packages_and_their_imports(modules: dict[str, Module
     # An absolute import, a from-import of a module and one of a name all count.
     assert "sbctld.storage.log" in modules["sbctld.storage"].imports
     assert "sbctld.filters" in modules["sbctld.topic"].imports
-    assert modules["sbctl.emulator_config"].imports.get("sbctld.filters") == "lazy"
+    assert modules["sbctl.emulator_config.apply"].imports.get("sbctld.filters") == "lazy"
 
 
 def test_every_module_opens_with_a_docstring_saying_what_it_owns(
