@@ -15,7 +15,6 @@ import msgspec
 
 from sbctl.codec import (
     NOT_SCHEDULED,
-    RECORD_HEADER,
     STRING_FIELDS,
     Message,
     StagedRecord,
@@ -31,7 +30,6 @@ from sbctl.errors import (
     MessageSizeExceeded,
     MessagingEntityDisabled,
     QuotaExceeded,
-    ServiceTimeout,
     SessionLockLost,
 )
 from sbctl.limits import (
@@ -48,44 +46,31 @@ from sbctld.config import MB, QueueConfig, save_toml
 from sbctld.dedup import DuplicateHistory
 from sbctld.faults import all_down
 from sbctld.partition import Partition
-from sbctld.queue_state import QueueState
+from sbctld.queue_sessions import QueueSessions
+from sbctld.queue_state import (
+    DEAD_LETTER_DESCRIPTION,
+    DEAD_LETTER_REASON,
+    DEAD_LETTER_SOURCE,
+    DESCRIPTION,
+    DUPLICATE_IN_BATCH,
+    DUPLICATE_OF_SEQ,
+    LOCAL_MASK,
+    LOCK_LOST,
+    PURGE_CHUNK,
+    PURGEABLE,
+    SETTLEMENTS,
+)
 from sbctld.sessions import SESSION_LOCK_LOST, Sessions
 from sbctld.storage.journal import Entry
 from sbctld.storage.log import (
     MAX_TIME_MS,
-    OP_DELIVERY,
     OP_PROPS,
     OP_STATE,
     PartitionLog,
     State,
 )
-from sbctld.storage.space import CorruptRecord, StorageError
+from sbctld.storage.space import StorageError
 from sbctld.storage.sync import Syncer
-
-DESCRIPTION = "queue.toml"
-SESSION_RECEIVER_ON_PLAIN = (
-    # SPEC §9.5
-    "A sessionful message receiver cannot be created on an entity that does not require sessions."
-)
-NON_SESSION_RECEIVER = (
-    # SPEC §9.5
-    "It is not possible for an entity that requires sessions to create a non-sessionful "
-    "message receiver."
-)
-SETTLEMENTS = ("complete", "abandon", "defer", "dead-letter", "renew-lock")
-DEAD_LETTER_REASON = "DeadLetterReason"  # application properties (SPEC §1.9)
-DEAD_LETTER_DESCRIPTION = "DeadLetterErrorDescription"
-DEAD_LETTER_SOURCE = "DeadLetterSource"
-LOCAL_MASK = (1 << 48) - 1
-PURGEABLE = (State.ACTIVE, State.DEFERRED, State.SCHEDULED)
-PURGE_CHUNK = 100_000
-SCHEDULE_RETRY_MS = 1_000  # a scheduled message the disk could not take: tried again
-DUPLICATE_OF_SEQ = -1  # in Queue.send's ``order``: (marker, the earlier sequence number)
-DUPLICATE_IN_BATCH = -2  # (marker, index of the first copy in ``order``)
-LOCK_LOST = (
-    "The lock supplied is invalid. Either the lock expired, or the message has already been "
-    "removed from the queue, or was received by a different receiver instance."
-)
 
 
 def decode_batch(
@@ -121,9 +106,7 @@ def _check_not_broker_set(m: Message) -> None:
         )
 
 
-class Queue(QueueState):
-    sessions_span_partitions = False  # see receive_session
-
+class Queue(QueueSessions):
     @classmethod
     def open(
         cls,
@@ -433,26 +416,6 @@ class Queue(QueueState):
 
     # ------------------------------------------------------------ receiving
 
-    def check_receive(self, subqueue: str) -> None:
-        cfg = self.config
-        if cfg.status in ("Disabled", "ReceiveDisabled"):
-            raise MessagingEntityDisabled(
-                f"{self.kind} {cfg.name!r} is {cfg.status}: receives are refused"
-            )
-        if cfg.forward_to is not None and not subqueue:
-            # SPEC §11.2
-            raise InvalidOperation(
-                f"cannot receive from {cfg.name!r}: it forwards every message to {cfg.forward_to!r}"
-            )
-        if cfg.forward_dead_lettered_messages_to is not None and subqueue == "deadletter":
-            # SPEC §4.7
-            raise InvalidOperation(
-                f"cannot receive from the dead-letter queue of {cfg.name!r}: it forwards "
-                f"dead-lettered messages to {cfg.forward_dead_lettered_messages_to!r}"
-            )
-        if cfg.requires_session and not subqueue:
-            raise InvalidOperation(NON_SESSION_RECEIVER)
-
     def receive(self, count: int, now: int, *, delete: bool, subqueue: str) -> list[Delivered]:
         """SPEC §0.1.6: ask every partition, starting with a different one each time."""
         self.check_receive(subqueue)
@@ -473,214 +436,6 @@ class Queue(QueueState):
                 break
         self.accessed_at_ms = now
         return out
-
-    # ------------------------------------------------------------ sessions (SPEC §9)
-
-    def _sessions(self) -> Sessions:
-        if self.sessions is None:
-            raise InvalidOperation(SESSION_RECEIVER_ON_PLAIN)
-        return self.sessions
-
-    def _session_partition(self, session_id: str) -> Partition:
-        """The partition holding the session (SPEC §0.1.4); raises when it is unavailable."""
-        n = len(self.partitions)
-        p = self.partitions[partition_for_key(session_id, n) if n > 1 else 0]
-        if p.fault is not None:
-            p.fault.touch()
-        return p
-
-    def accept_session(self, session_id: str | None, now: int) -> dict[str, Any]:
-        """Lock a given session, or the next unlocked one with messages (SPEC §9.6)."""
-        sessions = self._sessions()
-        if self.config.status in ("Disabled", "ReceiveDisabled"):
-            self.check_receive("")
-        lock_ms = self.config.lock_duration
-        if session_id is not None:
-            if not 0 < len(session_id) <= MAX_ID_LENGTH:
-                raise BadRequest("session_id must be 1-128 characters")
-            if self.faulty:
-                self._session_partition(session_id)
-            token, until = sessions.lock(session_id, now, lock_ms)
-            return self._session_info(session_id, token, until)
-        n = len(self.partitions)
-        if self.faulty:
-            self.check_reachable()
-        for k in range(n):
-            p = self.partitions[(self._rr_receive + k) % n]
-            if p.fault is not None and not p.fault.reachable():
-                continue
-            for candidate in list(p.by_session):
-                if not sessions.held(candidate, now) and p.session_available(candidate):
-                    self._rr_receive = (self._rr_receive + k + 1) % n
-                    token, until = sessions.lock(candidate, now, lock_ms)
-                    return self._session_info(candidate, token, until)
-        raise ServiceTimeout(f"no unlocked session with messages is available in {self.name!r}")
-
-    @staticmethod
-    def _session_info(session_id: str, token: str, until: int) -> dict[str, Any]:
-        return {
-            "session_id": session_id,
-            "session_lock_token": token,
-            "locked_until_utc": format_instant(until),
-        }
-
-    def receive_session(self, token: str, count: int, now: int, *, delete: bool) -> list[Delivered]:
-        """A session receiver's receive: that session's messages, in order (SPEC §9.7)."""
-        sessions = self._sessions()
-        session_id = sessions.check(token, now)
-        if self.config.status in ("Disabled", "ReceiveDisabled"):
-            self.check_receive("")
-        out: list[Delivered] = []
-        lock_ms = None if delete else self.config.lock_duration
-        p = self._session_partition(session_id)
-        until = sessions.locks[session_id][1]  # the session lock covers its messages
-        p.take_session(session_id, count, now, lock_ms, out, self._expire, until)
-        if self.sessions_span_partitions and len(out) < count:
-            # A subscription copy whose SessionId a rule action set stays in the topic
-            # partition of its original (sbctld.topic): look in the others too.
-            for other in self.partitions:
-                if other is not p and other.fault is None and other.by_session.get(session_id):
-                    other.take_session(session_id, count, now, lock_ms, out, self._expire, until)
-        if not delete:
-            sessions.own(
-                token,
-                [(d.partition_id or 0, d.sequence_number & LOCAL_MASK) for d in out],
-            )
-        self.accessed_at_ms = now
-        return out
-
-    def renew_session(self, token: str, now: int) -> dict[str, Any]:
-        sessions = self._sessions()
-        if self.faulty and token in sessions.by_token:
-            self._session_partition(sessions.by_token[token])
-        until = sessions.renew(token, now, self.config.lock_duration)
-        for pid, seq in sessions.owned.get(token, []):  # SPEC §9.7: its messages too
-            p = self.partitions[pid]
-            if sessions.owner.get((pid, seq)) == token and seq in p.locks:
-                p.lock(seq, until, p.locks[seq][0])
-        return self._session_info(sessions.by_token[token], token, until)
-
-    def close_session(self, token: str, now: int) -> dict[str, Any]:
-        """Release the session; its unsettled messages go back, their delivery not counted
-        (SPEC §9.9)."""
-        sessions = self._sessions()
-        if self.faulty and token in sessions.by_token:
-            self._session_partition(sessions.by_token[token])
-        session_id, held = sessions.close(token, now)
-        for pid, seq in held:
-            p = self.partitions[pid]
-            if p.locks.pop(seq, None) is not None:
-                dc = p.log.dc[seq - p.log.base]
-                p.log.record([Entry(OP_DELIVERY, seq, max(dc - 1, 0), b"")])
-                p.give_back(seq)
-        return {"session_id": session_id, "closed": True}
-
-    def list_sessions(self, now: int) -> list[dict[str, Any]]:
-        """Sessions with messages or state (SPEC §9.2: a session exists while it has some)."""
-        sessions = self._sessions()
-        active: dict[str, int] = {}
-        down: set[int] = set()
-        if self.faulty:
-            self.check_reachable()
-            down = set(self.unavailable())
-        for p in self.partitions:
-            if p.id in down:
-                continue  # SPEC §0.1.10: what the available partitions hold
-            for seq, session_id in p.session_of.items():
-                if p.log.state_of(seq) in (State.ACTIVE, State.DEFERRED):
-                    active[session_id] = active.get(session_id, 0) + 1
-        names = sorted(set(active) | set(sessions.states.items))
-        if down:
-            n = len(self.partitions)
-            names = [s for s in names if partition_for_key(s, n) not in down]
-        out = []
-        for session_id in names:
-            lock = sessions.locks.get(session_id) if sessions.held(session_id, now) else None
-            out.append(
-                {
-                    "session_id": session_id,
-                    "active_message_count": active.get(session_id, 0),
-                    "locked_until_utc": format_instant(lock[1]) if lock else None,
-                    "has_state": session_id in sessions.states.items,
-                }
-            )
-        return out
-
-    def get_session_state(self, session_id: str) -> bytes | None:
-        sessions = self._sessions()
-        if self.faulty:
-            self._session_partition(session_id)
-        return sessions.get_state(session_id)
-
-    def set_session_state(self, session_id: str, state: bytes | None) -> None:
-        if not 0 < len(session_id) <= MAX_ID_LENGTH:
-            raise BadRequest("session_id must be 1-128 characters")
-        sessions = self._sessions()
-        if self.faulty:
-            self._session_partition(session_id)
-        sessions.set_state(session_id, state, self.max_message_bytes)
-
-    def _expire(self, p: Partition, seq: int) -> None:
-        """SPEC §6.2-6.3: drop, or dead-letter when the entity says so."""
-        if self.config.dead_lettering_on_message_expiration:
-            p.log.set_state(
-                seq,
-                State.DEADLETTERED,
-                {
-                    DEAD_LETTER_REASON: "TTLExpiredException",
-                    DEAD_LETTER_DESCRIPTION: "The message expired and was dead lettered.",
-                },
-            )
-        else:
-            p.log.set_state(seq, State.GONE)
-        p.give_back(seq)
-
-    def activate_scheduled(self, now: int) -> bool:
-        """Enqueue scheduled messages whose time came, with new sequence numbers (SPEC §7,
-        §2.4). The copy is appended before the original is retired: a crash in between can
-        duplicate a scheduled message, never lose it."""
-        woke = False
-        for p in self.partitions:
-            if p.fault is not None and p.fault.down:
-                continue  # its timers wait for the store (the broker revisits on clear)
-            for seq in p.due_scheduled(now):
-                try:
-                    raw = p.log.read_record(seq)
-                except CorruptRecord:
-                    p.log.discard_corrupt(seq)
-                    continue
-                ttl = RECORD_HEADER.unpack_from(raw)[2]
-                payload = raw[RECORD_HEADER.size :]
-                try:
-                    new = p.log.append([StagedRecord(payload, ttl, NOT_SCHEDULED)], now)
-                except StorageError:  # a full disk: it activates once there is space
-                    p.schedule(now + SCHEDULE_RETRY_MS, seq)
-                    continue
-                session_id = decode_message(payload).session_id if self.sessions else None
-                if session_id is not None:
-                    p.index_session(new, session_id)
-                p.log.set_state(seq, State.GONE)
-                woke = True
-        return woke
-
-    def idle(self, now: int) -> bool:
-        """SPEC §6.5: no send, receive, peek or update for auto_delete_on_idle; a queue with
-        scheduled messages, or one that forwards, is never idle."""
-        cfg = self.config
-        return (
-            cfg.auto_delete_on_idle < MAX_TIMESPAN_MS
-            and cfg.forward_to is None
-            and not self.scheduled_pending
-            and now - self.accessed_at_ms >= cfg.auto_delete_on_idle
-        )
-
-    @property
-    def scheduled_pending(self) -> bool:
-        return any(p.next_scheduled() is not None for p in self.partitions)
-
-    def next_scheduled(self) -> int | None:
-        times = [t for p in self.partitions if (t := p.next_scheduled()) is not None]
-        return min(times) if times else None
 
     def peek(self, count: int, from_sequence: int | None, *, subqueue: str) -> list[Delivered]:
         """SPEC §5, §0.1.7: the oldest messages of one partition."""

@@ -17,6 +17,8 @@ from typing import Any
 from sbctl.durations import format_duration_iso, format_instant
 from sbctl.errors import (
     BadRequest,
+    InvalidOperation,
+    MessagingEntityDisabled,
 )
 from sbctl.messages import parse_lock_token
 from sbctld.config import QueueConfig
@@ -28,11 +30,37 @@ from sbctld.storage.log import (
     State,
 )
 
+DESCRIPTION = "queue.toml"
+SESSION_RECEIVER_ON_PLAIN = (
+    # SPEC §9.5
+    "A sessionful message receiver cannot be created on an entity that does not require sessions."
+)
+NON_SESSION_RECEIVER = (
+    # SPEC §9.5
+    "It is not possible for an entity that requires sessions to create a non-sessionful "
+    "message receiver."
+)
+SETTLEMENTS = ("complete", "abandon", "defer", "dead-letter", "renew-lock")
+DEAD_LETTER_REASON = "DeadLetterReason"  # application properties (SPEC §1.9)
+DEAD_LETTER_DESCRIPTION = "DeadLetterErrorDescription"
+DEAD_LETTER_SOURCE = "DeadLetterSource"
+LOCAL_MASK = (1 << 48) - 1
+PURGEABLE = (State.ACTIVE, State.DEFERRED, State.SCHEDULED)
+PURGE_CHUNK = 100_000
+SCHEDULE_RETRY_MS = 1_000  # a scheduled message the disk could not take: tried again
+DUPLICATE_OF_SEQ = -1  # in Queue.send's ``order``: (marker, the earlier sequence number)
+DUPLICATE_IN_BATCH = -2  # (marker, index of the first copy in ``order``)
+LOCK_LOST = (
+    "The lock supplied is invalid. Either the lock expired, or the message has already been "
+    "removed from the queue, or was received by a different receiver instance."
+)
+
 
 class QueueState:
     """A queue's attributes and its read-only views (see the module docstring)."""
 
     kind = "queue"  # how errors name it (a Topic and a Subscription say so)
+    sessions_span_partitions = False  # see receive_session
 
     def __init__(
         self,
@@ -200,3 +228,23 @@ class QueueState:
                 p = self.partitions[pid]
                 if p.fault is not None:
                     p.fault.touch()
+
+    def check_receive(self, subqueue: str) -> None:
+        cfg = self.config
+        if cfg.status in ("Disabled", "ReceiveDisabled"):
+            raise MessagingEntityDisabled(
+                f"{self.kind} {cfg.name!r} is {cfg.status}: receives are refused"
+            )
+        if cfg.forward_to is not None and not subqueue:
+            # SPEC §11.2
+            raise InvalidOperation(
+                f"cannot receive from {cfg.name!r}: it forwards every message to {cfg.forward_to!r}"
+            )
+        if cfg.forward_dead_lettered_messages_to is not None and subqueue == "deadletter":
+            # SPEC §4.7
+            raise InvalidOperation(
+                f"cannot receive from the dead-letter queue of {cfg.name!r}: it forwards "
+                f"dead-lettered messages to {cfg.forward_dead_lettered_messages_to!r}"
+            )
+        if cfg.requires_session and not subqueue:
+            raise InvalidOperation(NON_SESSION_RECEIVER)
