@@ -26,7 +26,7 @@ from sbctl.protocol import (
 from sbctl.retry import DEFAULT_BACKOFF, DEFAULT_MAX, DEFAULT_TOTAL
 
 if TYPE_CHECKING:
-    from sbctl.convert import Tokens
+    from sbctl.messages import Tokens
 from sbctl.client._calls import (
     DEFAULT_NAMESPACE,
     Call,

@@ -60,7 +60,7 @@ from sbctl.protocol import (
 from sbctl.retry import RetryPolicy
 
 if TYPE_CHECKING:
-    from sbctl.convert import Tokens
+    from sbctl.messages import Tokens
 
 
 DEFAULT_NAMESPACE = "sbemulatorns"

@@ -71,8 +71,6 @@ ALLOWED_COMPLEX: dict[str, int] = {
 ALLOWED_CYCLES: list[frozenset[str]] = [
     # render and watch call into each other lazily.
     frozenset({"sbctl.cli.render", "sbctl.cli.watch"}),
-    # convert names messages' types under TYPE_CHECKING; messages uses convert.
-    frozenset({"sbctl.convert", "sbctl.messages"}),
     # the AMQP server dispatches to management/transactions, which call back into it.
     frozenset(
         {
