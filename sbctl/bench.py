@@ -562,6 +562,69 @@ def namespace_name() -> str:
     return f"bench-{secrets.token_hex(6)}"
 
 
+def _check_bench_options(
+    messages: int, size: int, batch: int, clients: int, topic: bool, subscriptions: int
+) -> None:
+    if messages < 1:
+        raise BadRequest("--messages must be at least 1")
+    if size < 0:
+        raise BadRequest("--size must not be negative")
+    if batch < 1:
+        raise BadRequest("--batch must be at least 1")
+    if clients < 1:
+        raise BadRequest("--clients must be at least 1")
+    if topic and not 1 <= subscriptions <= 2000:
+        raise BadRequest("--subscriptions must be between 1 and 2000")
+
+
+def _record_phase(
+    out: dict[str, Any],
+    phase: str,
+    count: int,
+    secs: float,
+    lat: list[float],
+    before: dict[str, Any],
+    after: dict[str, Any],
+) -> None:
+    """A phase's figures into ``out``: rate, time, latency percentiles, daemon CPU."""
+    out[f"{phase}_msgs_per_s"] = count / secs
+    out[f"{phase}_seconds"] = secs
+    out[f"{phase}_p50_ms"] = percentile(lat, 50)
+    out[f"{phase}_p99_ms"] = percentile(lat, 99)
+    # Where the daemon's time goes: its CPU per message and how many requests
+    # shared one group-commit fdatasync round.
+    if "cpu_seconds" in before and "cpu_seconds" in after:
+        cpu = after["cpu_seconds"] - before["cpu_seconds"]
+        out[f"{phase}_daemon_cpu_us_per_msg"] = cpu / count * 1e6
+    rounds = after.get("commit_rounds", 0) - before.get("commit_rounds", 0)
+    if rounds > 0:
+        out[f"{phase}_msgs_per_commit"] = count / rounds
+
+
+def _check_fanout(
+    out: dict[str, Any],
+    sock: str | None,
+    ns: str,
+    entity: str,
+    messages: int,
+    clients: int,
+    subscriptions: int,
+) -> None:
+    """The copies the subscriptions hold are what their filters predict."""
+    with Client(sock, namespace=ns, timeout=60) as admin:
+        held = sum(
+            admin.subscription_get(entity, f"s{i}")["active_message_count"]
+            for i in range(subscriptions)
+        )
+    expected = fanout_copies(split(messages, clients), subscriptions)
+    if held != expected:
+        raise GeneralError(
+            f"the subscriptions hold {held} copies; their filters predict {expected}"
+        )
+    out["fanout_copies"] = held
+    out["fanout_copies_per_s"] = held / out["send_seconds"]
+
+
 def run_bench(
     socket_path: Path | None,
     *,
@@ -586,16 +649,7 @@ def run_bench(
     own SQL filter (:func:`fanout_filter`): the send phase measures topic sends with fan-out
     and the copies each subscription holds are checked against what the filters predict.
     """
-    if messages < 1:
-        raise BadRequest("--messages must be at least 1")
-    if size < 0:
-        raise BadRequest("--size must not be negative")
-    if batch < 1:
-        raise BadRequest("--batch must be at least 1")
-    if clients < 1:
-        raise BadRequest("--clients must be at least 1")
-    if topic and not 1 <= subscriptions <= 2000:
-        raise BadRequest("--subscriptions must be between 1 and 2000")
+    _check_bench_options(messages, size, batch, clients, topic, subscriptions)
     workers = default_workers(clients) if workers is None else max(1, min(workers, clients))
     sock = str(socket_path) if socket_path is not None else None
     with Client(sock, timeout=30) as admin:
@@ -655,31 +709,9 @@ def run_bench(
             after = _daemon_counters(sock)
             if count != messages:
                 raise GeneralError(f"the bench {phase} phase moved {count} of {messages} messages")
-            out[f"{phase}_msgs_per_s"] = count / secs
-            out[f"{phase}_seconds"] = secs
-            out[f"{phase}_p50_ms"] = percentile(lat, 50)
-            out[f"{phase}_p99_ms"] = percentile(lat, 99)
-            # Where the daemon's time goes: its CPU per message and how many requests
-            # shared one group-commit fdatasync round.
-            if "cpu_seconds" in before and "cpu_seconds" in after:
-                cpu = after["cpu_seconds"] - before["cpu_seconds"]
-                out[f"{phase}_daemon_cpu_us_per_msg"] = cpu / count * 1e6
-            rounds = after.get("commit_rounds", 0) - before.get("commit_rounds", 0)
-            if rounds > 0:
-                out[f"{phase}_msgs_per_commit"] = count / rounds
+            _record_phase(out, phase, count, secs, lat, before, after)
         if topic:
-            with Client(sock, namespace=ns, timeout=60) as admin:
-                held = sum(
-                    admin.subscription_get(entity, f"s{i}")["active_message_count"]
-                    for i in range(subscriptions)
-                )
-            expected = fanout_copies(split(messages, clients), subscriptions)
-            if held != expected:
-                raise GeneralError(
-                    f"the subscriptions hold {held} copies; their filters predict {expected}"
-                )
-            out["fanout_copies"] = held
-            out["fanout_copies_per_s"] = held / out["send_seconds"]
+            _check_fanout(out, sock, ns, entity, messages, clients, subscriptions)
     finally:
         with contextlib.suppress(SbctlError), Client(sock, timeout=60) as cleanup:
             cleanup.namespace_delete(ns)

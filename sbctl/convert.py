@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 
@@ -28,13 +28,6 @@ Body = bytes | bytearray | memoryview | str
 Sendable = Message | Body | Sequence[Message | Body]
 Duration = int | timedelta
 Instant = int | datetime
-
-if TYPE_CHECKING:
-    from typing import TypeAlias
-
-    from sbctl.messages import ReceivedMessage
-
-    Tokens: TypeAlias = str | ReceivedMessage | Sequence[str | ReceivedMessage]
 
 
 def body_bytes(body: Any) -> bytes:

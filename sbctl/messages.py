@@ -9,9 +9,10 @@ from __future__ import annotations
 import base64
 import binascii
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeAlias
 
 import msgspec
 
@@ -305,3 +306,7 @@ def parse_lock_token(token: str) -> tuple[int, int]:
     except (ValueError, AttributeError, TypeError):
         raise BadRequest(f"invalid lock token {token!r}: expected a GUID") from None
     return int.from_bytes(raw[:8], "big"), int.from_bytes(raw[8:], "big")
+
+
+# What the clients' settle calls take: lock tokens or received messages, one or a sequence.
+Tokens: TypeAlias = str | ReceivedMessage | Sequence[str | ReceivedMessage]

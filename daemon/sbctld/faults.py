@@ -24,16 +24,13 @@ one is written to the daemon log through the broker's ``report``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from sbctl.durations import format_duration_iso, format_instant
 from sbctl.errors import ServiceCommunicationProblem
 from sbctl.names import entity_key
-
-if TYPE_CHECKING:
-    from sbctld.queue import Queue
 
 KINDS = ("unavailable", "slow")
 MAX_LATENCY_MS = 3_600_000  # daemon/README.md §16.4: an SDK's try timeout is at most 1 h
@@ -144,7 +141,29 @@ class StoreFault:
         )
 
 
-def all_down(queue: Queue) -> ServiceCommunicationProblem:
+class Store(Protocol):
+    """A partition store as faults see it (:class:`sbctld.partition.Partition` is one)."""
+
+    fault: StoreFault | None
+
+
+class Entity(Protocol):
+    """A queue, topic or subscription as faults see it (:class:`sbctld.queue.Queue` is
+    one): this module flags entities without importing them."""
+
+    faulty: bool
+
+    @property
+    def key(self) -> tuple[str, str]: ...
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def partitions(self) -> Sequence[Store]: ...
+
+
+def all_down(queue: Entity) -> ServiceCommunicationProblem:
     """The error of an entity none of whose stores is available."""
     faults = [p.fault for p in queue.partitions if p.fault is not None]
     if len(queue.partitions) == 1:
@@ -209,7 +228,7 @@ class FaultRegistry:
         latency = max(f.latency_ms for f in covering)
         return StoreFault(self, entity, at, False, latency, tuple(f.id for f in covering))
 
-    def apply(self, entity: Queue, kind: str, shared: Iterable[Queue] = ()) -> None:
+    def apply(self, entity: Entity, kind: str, shared: Iterable[Entity] = ()) -> None:
         """Hang the current faults on ``entity``'s partitions and on those of the
         entities in ``shared`` (a topic's subscriptions, which live in its stores)."""
         ns_key, key = entity.key

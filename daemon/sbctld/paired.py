@@ -26,9 +26,9 @@ from __future__ import annotations
 import json
 import random
 import tomllib
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
 import tomli_w
@@ -72,9 +72,12 @@ from sbctld.storage.space import CorruptRecord
 from sbctld.topic import Subscription
 
 if TYPE_CHECKING:
-    from sbctld.broker import Broker, Namespace
+    from sbctld.broker.namespace import Namespace
+    from sbctld.clock import Clock
+    from sbctld.faults import FaultRegistry
     from sbctld.partition import Partition
     from sbctld.queue import Queue
+    from sbctld.storage.sync import Syncer
 
 PAIRING_FILE = "pairing.toml"
 LEDGER_FILE = "syphon.ledger"
@@ -102,11 +105,45 @@ class _Pick(msgspec.Struct):
     message: Message  # as restored
 
 
+class PairingHost(Protocol):
+    """What the pairings use of the broker (:class:`sbctld.broker.Broker` is one): its
+    public operations and state, nothing private. The broker passes itself in; this
+    module never imports it."""
+
+    namespaces: dict[str, Namespace]  # read only: by key
+    clock: Clock
+    faults: FaultRegistry
+    syncer: Syncer
+    report: Callable[[str], None]
+
+    def namespace(self, name: str) -> Namespace: ...
+
+    def queue_get(self, namespace: str, name: str) -> dict[str, Any]: ...
+
+    def queue_create(
+        self, namespace: str, name: str, options: dict[str, Any]
+    ) -> dict[str, Any]: ...
+
+    def resolve(self, namespace: str, path: str) -> tuple[Queue, str]: ...
+
+    def send(
+        self,
+        namespace: str,
+        path: str,
+        messages: Sequence[Message | bytes | msgspec.Raw],
+        sender: Hashable = None,
+        *,
+        direct: bool = False,
+    ) -> list[int]: ...
+
+    def wake(self, key: tuple[str, str]) -> None: ...
+
+
 class PairedNamespaces:
     """Every pairing of the daemon, by primary namespace key (``by_primary``, which the
     broker checks on each send)."""
 
-    def __init__(self, broker: Broker, rng: random.Random | None = None) -> None:
+    def __init__(self, broker: PairingHost, rng: random.Random | None = None) -> None:
         self.broker = broker
         self.rng = rng or random.Random()
         self.by_primary: dict[str, Pairing] = {}
@@ -420,7 +457,7 @@ class PairedNamespaces:
                 entity_key(name)
             )
             if backlog is not None:
-                self.broker._touched.add(backlog.key)  # its receivers are woken
+                self.broker.wake(backlog.key)  # its receivers are woken
             # The numbers are the backlog queue's, meaningless in the primary (a schedule's
             # number there would cancel someone else's message): 0, which names nothing.
             return [0] * len(seqs)

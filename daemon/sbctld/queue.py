@@ -15,14 +15,13 @@ import msgspec
 
 from sbctl.codec import (
     NOT_SCHEDULED,
-    RECORD_HEADER,
     STRING_FIELDS,
     Message,
     StagedRecord,
     decode_message,
     encode_message,
 )
-from sbctl.durations import MAX_TIMESPAN_MS, format_duration_iso, format_instant
+from sbctl.durations import MAX_TIMESPAN_MS, format_instant
 from sbctl.errors import (
     BadRequest,
     InvalidOperation,
@@ -31,7 +30,6 @@ from sbctl.errors import (
     MessageSizeExceeded,
     MessagingEntityDisabled,
     QuotaExceeded,
-    ServiceTimeout,
     SessionLockLost,
 )
 from sbctl.limits import (
@@ -46,45 +44,33 @@ from sbctl.partitioning import partition_for_key, partition_key_of
 from sbctl.protocol import Delivered
 from sbctld.config import MB, QueueConfig, save_toml
 from sbctld.dedup import DuplicateHistory
-from sbctld.faults import ENTITY_UNAVAILABLE, all_down
+from sbctld.faults import all_down
 from sbctld.partition import Partition
+from sbctld.queue_sessions import QueueSessions
+from sbctld.queue_state import (
+    DEAD_LETTER_DESCRIPTION,
+    DEAD_LETTER_REASON,
+    DEAD_LETTER_SOURCE,
+    DESCRIPTION,
+    DUPLICATE_IN_BATCH,
+    DUPLICATE_OF_SEQ,
+    LOCAL_MASK,
+    LOCK_LOST,
+    PURGE_CHUNK,
+    PURGEABLE,
+    SETTLEMENTS,
+)
 from sbctld.sessions import SESSION_LOCK_LOST, Sessions
 from sbctld.storage.journal import Entry
 from sbctld.storage.log import (
     MAX_TIME_MS,
-    OP_DELIVERY,
     OP_PROPS,
     OP_STATE,
     PartitionLog,
     State,
 )
-from sbctld.storage.space import CorruptRecord, StorageError
+from sbctld.storage.space import StorageError
 from sbctld.storage.sync import Syncer
-
-DESCRIPTION = "queue.toml"
-SESSION_RECEIVER_ON_PLAIN = (
-    # daemon/README.md §9.5
-    "A sessionful message receiver cannot be created on an entity that does not require sessions."
-)
-NON_SESSION_RECEIVER = (
-    # daemon/README.md §9.5
-    "It is not possible for an entity that requires sessions to create a non-sessionful "
-    "message receiver."
-)
-SETTLEMENTS = ("complete", "abandon", "defer", "dead-letter", "renew-lock")
-DEAD_LETTER_REASON = "DeadLetterReason"  # application properties (daemon/README.md §1.9)
-DEAD_LETTER_DESCRIPTION = "DeadLetterErrorDescription"
-DEAD_LETTER_SOURCE = "DeadLetterSource"
-LOCAL_MASK = (1 << 48) - 1
-PURGEABLE = (State.ACTIVE, State.DEFERRED, State.SCHEDULED)
-PURGE_CHUNK = 100_000
-SCHEDULE_RETRY_MS = 1_000  # a scheduled message the disk could not take: tried again
-DUPLICATE_OF_SEQ = -1  # in Queue.send's ``order``: (marker, the earlier sequence number)
-DUPLICATE_IN_BATCH = -2  # (marker, index of the first copy in ``order``)
-LOCK_LOST = (
-    "The lock supplied is invalid. Either the lock expired, or the message has already been "
-    "removed from the queue, or was received by a different receiver instance."
-)
 
 
 def decode_batch(
@@ -107,32 +93,20 @@ def decode_batch(
     return messages, payloads
 
 
-class Queue:
-    kind = "queue"  # how errors name it (a Topic and a Subscription say so)
-    sessions_span_partitions = False  # see receive_session
+def _check_not_broker_set(m: Message) -> None:
+    """Senders may not set what only the broker sets (forwarding, resubmission)."""
+    if (
+        m.enqueued_sequence_number is not None
+        or m.transfer_hops is not None
+        or m.dead_letter_source is not None
+    ):
+        raise BadRequest(
+            "enqueued_sequence_number, transfer_hops and dead_letter_source are set "
+            "by the broker, not by senders"
+        )
 
-    def __init__(
-        self,
-        directory: Path,
-        config: QueueConfig,
-        partitions: list[Partition],
-        *,
-        max_message_bytes: int,
-    ) -> None:
-        self.directory = directory
-        self.config = config
-        self.partitions = partitions
-        self.max_message_bytes = max_message_bytes
-        self.accessed_at_ms = config.updated_at_ms
-        self.key = ("", "")  # (namespace key, queue key), set by the broker
-        self.dedup: DuplicateHistory | None = None
-        self.sessions: Sessions | None = None
-        # Some partition has an injected fault (sbctld.faults): the one check the data
-        # plane makes while there are none.
-        self.faulty = False
-        self._rr_send = 0
-        self._rr_receive = 0
 
+class Queue(QueueSessions):
     @classmethod
     def open(
         cls,
@@ -170,14 +144,6 @@ class Queue:
                 session_id = decode_message(p.log.read_payload(seq)).session_id
                 if session_id is not None:
                     p.index_session(seq, session_id)
-
-    @property
-    def name(self) -> str:
-        return self.config.name
-
-    @property
-    def partitioned(self) -> bool:
-        return len(self.partitions) > 1
 
     def save(self) -> None:
         save_toml(self.directory / DESCRIPTION, self.config)
@@ -240,43 +206,24 @@ class Queue:
         for m, payload in zip(messages, payloads, strict=True):
             size = len(payload)
             key = self._check(m, size)
-            if not from_broker and (
-                m.enqueued_sequence_number is not None
-                or m.transfer_hops is not None
-                or m.dead_letter_source is not None
+            if not from_broker:
+                _check_not_broker_set(m)
+            if (
+                dedup is not None
+                and m.message_id is not None
+                and self._duplicate(dedup, m.message_id, key, now, fresh, order)
             ):
-                raise BadRequest(
-                    "enqueued_sequence_number, transfer_hops and dead_letter_source are set "
-                    "by the broker, not by senders"
-                )
-            if dedup is not None and m.message_id is not None:
-                # daemon/README.md §8.3: MessageId, plus the partition key on partitioned entities.
-                dkey = m.message_id if count == 1 else f"{m.message_id}\x00{key}"
-                prior = dedup.get(dkey, now, window)
-                if prior is not None:
-                    order.append((DUPLICATE_OF_SEQ, prior))
-                    continue
-                if dkey in fresh:
-                    order.append((DUPLICATE_IN_BATCH, fresh[dkey]))
-                    continue
-                fresh[dkey] = len(order)
+                continue
             if size > limit:
                 raise MessageSizeExceeded(
                     f"the message of {size} bytes is larger than the {limit // 1024} KB "
                     "allowed for this tier"
                 )
             total += size
-            if count == 1:
+            if count == 1 and not faulty:
                 pid = 0
-            elif via_partition is not None:
-                pid = via_partition  # a transaction's partition (daemon/README.md §0.1.8)
-            elif key is not None:
-                pid = partition_for_key(key, count)  # daemon/README.md §0.1.4
             else:
-                pid = rr % count  # keyless: round-robin
-                rr += 1
-            if faulty:
-                pid = self._writable(pid, keyless=key is None and via_partition is None)
+                pid, rr = self._partition_of(key, via_partition, rr)
             ttl = m.time_to_live_ms
             # daemon/README.md §1.6: a message's TTL is capped by the entity default.
             ttl = default_ttl if ttl is None or ttl > default_ttl else ttl
@@ -285,18 +232,89 @@ class Queue:
                 group = groups[pid] = []
                 group_msgs[pid] = []
                 sizes[pid] = 0
-            sched = m.scheduled_enqueue_time_ms
-            if sched is not None and sched > now:
-                scheduled.append((pid, len(group), sched))
-            else:
-                sched = NOT_SCHEDULED
-                if self.sessions is not None and m.session_id is not None:
-                    in_session.append((pid, len(group), m.session_id))
+            sched = self._timing(m, pid, len(group), now, scheduled, in_session)
             order.append((pid, len(group)))
             group.append(StagedRecord(payload, ttl, sched))
             group_msgs[pid].append(m)
             sizes[pid] += size
-        if total > limit and len(messages) > 1:
+        self._check_room(total, len(messages), sizes)
+        firsts = self._store(groups, group_msgs, now, charge)
+        for pid, k, session_id in in_session:
+            self.partitions[pid].index_session(firsts[pid] + k, session_id)
+        for pid, k, when in scheduled:
+            self.partitions[pid].schedule(when, firsts[pid] + k)
+        self._rr_send = rr
+        self.accessed_at_ms = now
+        if count == 1 and not fresh and len(order) == len(messages) and groups:
+            return list(range(firsts[0], firsts[0] + len(messages)))
+        seqs = self._sequence_numbers(order, firsts)
+        if dedup is not None and fresh:
+            dedup.add(((dkey, seqs[i]) for dkey, i in fresh.items()), now)
+        return seqs
+
+    def _duplicate(
+        self,
+        dedup: DuplicateHistory,
+        message_id: str,
+        key: str | None,
+        now: int,
+        fresh: dict[str, int],
+        order: list[tuple[int, int]],
+    ) -> bool:
+        """Whether a message is a duplicate (then its place in ``order`` says of what);
+        else it is noted in ``fresh`` (daemon/README.md §8.3: MessageId, plus the partition key on
+        partitioned entities)."""
+        dkey = message_id if len(self.partitions) == 1 else f"{message_id}\x00{key}"
+        prior = dedup.get(dkey, now, self.config.duplicate_detection_history_time_window)
+        if prior is not None:
+            order.append((DUPLICATE_OF_SEQ, prior))
+            return True
+        if dkey in fresh:
+            order.append((DUPLICATE_IN_BATCH, fresh[dkey]))
+            return True
+        fresh[dkey] = len(order)
+        return False
+
+    def _timing(
+        self,
+        m: Message,
+        pid: int,
+        k: int,
+        now: int,
+        scheduled: list[tuple[int, int, int]],
+        in_session: list[tuple[int, int, str]],
+    ) -> int:
+        """A sent message's scheduled time (NOT_SCHEDULED: now), noting it in ``scheduled``
+        or, when it enters now with a session id, in ``in_session``."""
+        sched = m.scheduled_enqueue_time_ms
+        if sched is not None and sched > now:
+            scheduled.append((pid, k, sched))
+            return sched
+        if self.sessions is not None and m.session_id is not None:
+            in_session.append((pid, k, m.session_id))
+        return NOT_SCHEDULED
+
+    def _partition_of(self, key: str | None, via_partition: int | None, rr: int) -> tuple[int, int]:
+        """The partition a message goes to, and the round-robin counter after it."""
+        count = len(self.partitions)
+        if count == 1:
+            pid = 0
+        elif via_partition is not None:
+            pid = via_partition  # a transaction's partition (daemon/README.md §0.1.8)
+        elif key is not None:
+            pid = partition_for_key(key, count)  # daemon/README.md §0.1.4
+        else:
+            pid = rr % count  # keyless: round-robin
+            rr += 1
+        if self.faulty:
+            pid = self._writable(pid, keyless=key is None and via_partition is None)
+        return pid, rr
+
+    def _check_room(self, total: int, messages: int, sizes: dict[int, int]) -> None:
+        """The batch fits the tier's size limit and each partition's quota."""
+        cfg = self.config
+        limit = self.max_message_bytes
+        if total > limit and messages > 1:
             raise MessageSizeExceeded(
                 f"the batch of {total} bytes is larger than the {limit // 1024} KB allowed "
                 "for this tier"
@@ -309,15 +327,9 @@ class Queue:
                     f"the maximum entity size has been reached or exceeded for queue "
                     f"{cfg.name!r} ({cfg.max_size_in_megabytes} MB per partition)"
                 )
-        firsts = self._store(groups, group_msgs, now, charge)
-        for pid, k, session_id in in_session:
-            self.partitions[pid].index_session(firsts[pid] + k, session_id)
-        for pid, k, when in scheduled:
-            self.partitions[pid].schedule(when, firsts[pid] + k)
-        self._rr_send = rr
-        self.accessed_at_ms = now
-        if count == 1 and not fresh and len(order) == len(messages) and groups:
-            return list(range(firsts[0], firsts[0] + len(messages)))
+
+    def _sequence_numbers(self, order: list[tuple[int, int]], firsts: dict[int, int]) -> list[int]:
+        """Each sent message's number, in batch order (a duplicate: its original's)."""
         seqs: list[int] = []
         for pid, k in order:
             if pid == DUPLICATE_OF_SEQ:
@@ -326,8 +338,6 @@ class Queue:
                 seqs.append(seqs[k])
             else:
                 seqs.append(self.partitions[pid].shift | (firsts[pid] + k))
-        if dedup is not None and fresh:
-            dedup.add(((dkey, seqs[i]) for dkey, i in fresh.items()), now)
         return seqs
 
     def _writable(self, pid: int, *, keyless: bool) -> int:
@@ -408,26 +418,6 @@ class Queue:
 
     # ------------------------------------------------------------ receiving
 
-    def check_receive(self, subqueue: str) -> None:
-        cfg = self.config
-        if cfg.status in ("Disabled", "ReceiveDisabled"):
-            raise MessagingEntityDisabled(
-                f"{self.kind} {cfg.name!r} is {cfg.status}: receives are refused"
-            )
-        if cfg.forward_to is not None and not subqueue:
-            # daemon/README.md §11.2
-            raise InvalidOperation(
-                f"cannot receive from {cfg.name!r}: it forwards every message to {cfg.forward_to!r}"
-            )
-        if cfg.forward_dead_lettered_messages_to is not None and subqueue == "deadletter":
-            # daemon/README.md §4.7
-            raise InvalidOperation(
-                f"cannot receive from the dead-letter queue of {cfg.name!r}: it forwards "
-                f"dead-lettered messages to {cfg.forward_dead_lettered_messages_to!r}"
-            )
-        if cfg.requires_session and not subqueue:
-            raise InvalidOperation(NON_SESSION_RECEIVER)
-
     def receive(self, count: int, now: int, *, delete: bool, subqueue: str) -> list[Delivered]:
         """daemon/README.md §0.1.6: ask every partition, starting with a different one each time."""
         self.check_receive(subqueue)
@@ -448,219 +438,6 @@ class Queue:
                 break
         self.accessed_at_ms = now
         return out
-
-    # ------------------------------------------------------------ sessions (daemon/README.md §9)
-
-    def _sessions(self) -> Sessions:
-        if self.sessions is None:
-            raise InvalidOperation(SESSION_RECEIVER_ON_PLAIN)
-        return self.sessions
-
-    def _session_partition(self, session_id: str) -> Partition:
-        """The partition holding the session (daemon/README.md §0.1.4); raises when it is
-        unavailable."""
-        n = len(self.partitions)
-        p = self.partitions[partition_for_key(session_id, n) if n > 1 else 0]
-        if p.fault is not None:
-            p.fault.touch()
-        return p
-
-    def accept_session(self, session_id: str | None, now: int) -> dict[str, Any]:
-        """Lock a given session, or the next unlocked one with messages (daemon/README.md §9.6)."""
-        sessions = self._sessions()
-        if self.config.status in ("Disabled", "ReceiveDisabled"):
-            self.check_receive("")
-        lock_ms = self.config.lock_duration
-        if session_id is not None:
-            if not 0 < len(session_id) <= MAX_ID_LENGTH:
-                raise BadRequest("session_id must be 1-128 characters")
-            if self.faulty:
-                self._session_partition(session_id)
-            token, until = sessions.lock(session_id, now, lock_ms)
-            return self._session_info(session_id, token, until)
-        n = len(self.partitions)
-        if self.faulty:
-            self.check_reachable()
-        for k in range(n):
-            p = self.partitions[(self._rr_receive + k) % n]
-            if p.fault is not None and not p.fault.reachable():
-                continue
-            for candidate in list(p.by_session):
-                if not sessions.held(candidate, now) and p.session_available(candidate):
-                    self._rr_receive = (self._rr_receive + k + 1) % n
-                    token, until = sessions.lock(candidate, now, lock_ms)
-                    return self._session_info(candidate, token, until)
-        raise ServiceTimeout(f"no unlocked session with messages is available in {self.name!r}")
-
-    @staticmethod
-    def _session_info(session_id: str, token: str, until: int) -> dict[str, Any]:
-        return {
-            "session_id": session_id,
-            "session_lock_token": token,
-            "locked_until_utc": format_instant(until),
-        }
-
-    def receive_session(self, token: str, count: int, now: int, *, delete: bool) -> list[Delivered]:
-        """A session receiver's receive: that session's messages, in order (daemon/README.md
-        §9.7)."""
-        sessions = self._sessions()
-        session_id = sessions.check(token, now)
-        if self.config.status in ("Disabled", "ReceiveDisabled"):
-            self.check_receive("")
-        out: list[Delivered] = []
-        lock_ms = None if delete else self.config.lock_duration
-        p = self._session_partition(session_id)
-        until = sessions.locks[session_id][1]  # the session lock covers its messages
-        p.take_session(session_id, count, now, lock_ms, out, self._expire, until)
-        if self.sessions_span_partitions and len(out) < count:
-            # A subscription copy whose SessionId a rule action set stays in the topic
-            # partition of its original (sbctld.topic): look in the others too.
-            for other in self.partitions:
-                if other is not p and other.fault is None and other.by_session.get(session_id):
-                    other.take_session(session_id, count, now, lock_ms, out, self._expire, until)
-        if not delete:
-            sessions.own(
-                token,
-                [(d.partition_id or 0, d.sequence_number & LOCAL_MASK) for d in out],
-            )
-        self.accessed_at_ms = now
-        return out
-
-    def renew_session(self, token: str, now: int) -> dict[str, Any]:
-        sessions = self._sessions()
-        if self.faulty and token in sessions.by_token:
-            self._session_partition(sessions.by_token[token])
-        until = sessions.renew(token, now, self.config.lock_duration)
-        for pid, seq in sessions.owned.get(token, []):  # daemon/README.md §9.7: its messages too
-            p = self.partitions[pid]
-            if sessions.owner.get((pid, seq)) == token and seq in p.locks:
-                p.lock(seq, until, p.locks[seq][0])
-        return self._session_info(sessions.by_token[token], token, until)
-
-    def close_session(self, token: str, now: int) -> dict[str, Any]:
-        """Release the session; its unsettled messages go back, their delivery not counted
-        (daemon/README.md §9.9)."""
-        sessions = self._sessions()
-        if self.faulty and token in sessions.by_token:
-            self._session_partition(sessions.by_token[token])
-        session_id, held = sessions.close(token, now)
-        for pid, seq in held:
-            p = self.partitions[pid]
-            if p.locks.pop(seq, None) is not None:
-                dc = p.log.dc[seq - p.log.base]
-                p.log.record([Entry(OP_DELIVERY, seq, max(dc - 1, 0), b"")])
-                p.give_back(seq)
-        return {"session_id": session_id, "closed": True}
-
-    def list_sessions(self, now: int) -> list[dict[str, Any]]:
-        """Sessions with messages or state (daemon/README.md §9.2: a session exists while it has
-        some)."""
-        sessions = self._sessions()
-        active: dict[str, int] = {}
-        down: set[int] = set()
-        if self.faulty:
-            self.check_reachable()
-            down = set(self.unavailable())
-        for p in self.partitions:
-            if p.id in down:
-                continue  # daemon/README.md §0.1.10: what the available partitions hold
-            for seq, session_id in p.session_of.items():
-                if p.log.state_of(seq) in (State.ACTIVE, State.DEFERRED):
-                    active[session_id] = active.get(session_id, 0) + 1
-        names = sorted(set(active) | set(sessions.states.items))
-        if down:
-            n = len(self.partitions)
-            names = [s for s in names if partition_for_key(s, n) not in down]
-        out = []
-        for session_id in names:
-            lock = sessions.locks.get(session_id) if sessions.held(session_id, now) else None
-            out.append(
-                {
-                    "session_id": session_id,
-                    "active_message_count": active.get(session_id, 0),
-                    "locked_until_utc": format_instant(lock[1]) if lock else None,
-                    "has_state": session_id in sessions.states.items,
-                }
-            )
-        return out
-
-    def get_session_state(self, session_id: str) -> bytes | None:
-        sessions = self._sessions()
-        if self.faulty:
-            self._session_partition(session_id)
-        return sessions.get_state(session_id)
-
-    def set_session_state(self, session_id: str, state: bytes | None) -> None:
-        if not 0 < len(session_id) <= MAX_ID_LENGTH:
-            raise BadRequest("session_id must be 1-128 characters")
-        sessions = self._sessions()
-        if self.faulty:
-            self._session_partition(session_id)
-        sessions.set_state(session_id, state, self.max_message_bytes)
-
-    def _expire(self, p: Partition, seq: int) -> None:
-        """daemon/README.md §6.2-6.3: drop, or dead-letter when the entity says so."""
-        if self.config.dead_lettering_on_message_expiration:
-            p.log.set_state(
-                seq,
-                State.DEADLETTERED,
-                {
-                    DEAD_LETTER_REASON: "TTLExpiredException",
-                    DEAD_LETTER_DESCRIPTION: "The message expired and was dead lettered.",
-                },
-            )
-        else:
-            p.log.set_state(seq, State.GONE)
-        p.give_back(seq)
-
-    def activate_scheduled(self, now: int) -> bool:
-        """Enqueue scheduled messages whose time came, with new sequence numbers (daemon/README.md
-        §7,
-        §2.4). The copy is appended before the original is retired: a crash in between can
-        duplicate a scheduled message, never lose it."""
-        woke = False
-        for p in self.partitions:
-            if p.fault is not None and p.fault.down:
-                continue  # its timers wait for the store (the broker revisits on clear)
-            for seq in p.due_scheduled(now):
-                try:
-                    raw = p.log.read_record(seq)
-                except CorruptRecord:
-                    p.log.discard_corrupt(seq)
-                    continue
-                ttl = RECORD_HEADER.unpack_from(raw)[2]
-                payload = raw[RECORD_HEADER.size :]
-                try:
-                    new = p.log.append([StagedRecord(payload, ttl, NOT_SCHEDULED)], now)
-                except StorageError:  # a full disk: it activates once there is space
-                    p.schedule(now + SCHEDULE_RETRY_MS, seq)
-                    continue
-                session_id = decode_message(payload).session_id if self.sessions else None
-                if session_id is not None:
-                    p.index_session(new, session_id)
-                p.log.set_state(seq, State.GONE)
-                woke = True
-        return woke
-
-    def idle(self, now: int) -> bool:
-        """daemon/README.md §6.5: no send, receive, peek or update for auto_delete_on_idle; a queue
-        with
-        scheduled messages, or one that forwards, is never idle."""
-        cfg = self.config
-        return (
-            cfg.auto_delete_on_idle < MAX_TIMESPAN_MS
-            and cfg.forward_to is None
-            and not self.scheduled_pending
-            and now - self.accessed_at_ms >= cfg.auto_delete_on_idle
-        )
-
-    @property
-    def scheduled_pending(self) -> bool:
-        return any(p.next_scheduled() is not None for p in self.partitions)
-
-    def next_scheduled(self) -> int | None:
-        times = [t for p in self.partitions if (t := p.next_scheduled()) is not None]
-        return min(times) if times else None
 
     def peek(self, count: int, from_sequence: int | None, *, subqueue: str) -> list[Delivered]:
         """daemon/README.md §5, §0.1.7: the oldest messages of one partition."""
@@ -1008,144 +785,3 @@ class Queue:
                 self.release(p, seq)  # daemon/README.md §3.5: delivery count already counts it
                 freed = True
         return freed
-
-    # ------------------------------------------------------------ describing
-
-    def counts(self) -> dict[str, int]:
-        c = [0] * len(State)
-        size = 0
-        for p in self.partitions:
-            if p.fault is not None and not p.fault.reachable():
-                continue  # daemon/README.md §0.1.10: the available partitions' counts
-            for st in State:
-                c[st] += p.log.counts[st]
-            size += p.log.live_bytes
-        if self.sessions is not None:
-            size += self.sessions.state_bytes  # daemon/README.md §9.8
-        active = c[State.ACTIVE] + c[State.DEFERRED]  # daemon/README.md §0.4.1
-        return {
-            "active_message_count": active,
-            "deferred_message_count": c[State.DEFERRED],
-            "dead_letter_message_count": c[State.DEADLETTERED],
-            "scheduled_message_count": c[State.SCHEDULED],
-            "transfer_message_count": 0,
-            "transfer_dead_letter_message_count": c[State.TRANSFER_DEADLETTERED],
-            "total_message_count": active
-            + c[State.DEADLETTERED]
-            + c[State.SCHEDULED]
-            + c[State.TRANSFER_DEADLETTERED],
-            "size_in_bytes": size,
-            # Records that failed their CRC check: never served (daemon/README.md §0.4).
-            "corrupt_message_count": sum(p.log.corrupt_count for p in self.partitions),
-        }
-
-    def describe(self, *, partitions: bool = True) -> dict[str, Any]:
-        cfg = self.config
-        out: dict[str, Any] = {
-            "name": cfg.name,
-            "max_size_in_megabytes": cfg.max_size_in_megabytes,
-            "max_message_size_in_kilobytes": self.max_message_bytes // 1024,
-            "lock_duration": format_duration_iso(cfg.lock_duration),
-            "max_delivery_count": cfg.max_delivery_count,
-            "default_message_time_to_live": format_duration_iso(cfg.default_message_time_to_live),
-            "requires_duplicate_detection": cfg.requires_duplicate_detection,
-            "duplicate_detection_history_time_window": format_duration_iso(
-                cfg.duplicate_detection_history_time_window
-            ),
-            "requires_session": cfg.requires_session,
-            "enable_partitioning": self.partitioned,
-            "forward_to": cfg.forward_to,
-            "forward_dead_lettered_messages_to": cfg.forward_dead_lettered_messages_to,
-            "dead_lettering_on_message_expiration": cfg.dead_lettering_on_message_expiration,
-            "auto_delete_on_idle": format_duration_iso(cfg.auto_delete_on_idle),
-            "enable_batched_operations": cfg.enable_batched_operations,
-            "enable_express": False,
-            "status": cfg.status,
-            "user_metadata": cfg.user_metadata,
-            "created_at_utc": format_instant(cfg.created_at_ms),
-            "updated_at_utc": format_instant(cfg.updated_at_ms),
-            "accessed_at_utc": format_instant(self.accessed_at_ms),
-            **self.counts(),
-            "partition_count": len(self.partitions),
-            "availability_status": self.availability_status,
-        }
-        if partitions:
-            out["partitions"] = [
-                self.partition_fault(p)
-                or {
-                    "partition_id": p.id,
-                    "active_message_count": p.log.counts[State.ACTIVE]
-                    + p.log.counts[State.DEFERRED],
-                    "dead_letter_message_count": p.log.counts[State.DEADLETTERED],
-                    "size_in_bytes": p.log.live_bytes,
-                    "next_sequence_number": p.shift | p.log.next_seq,
-                    **self.partition_slowness(p),
-                }
-                for p in self.partitions
-            ]
-        return out
-
-    # ------------------------------------------------------------ faults (sbctld.faults)
-
-    def check_reachable(self) -> None:
-        """Raise ServiceCommunicationProblem when no partition is available."""
-        if all(p.fault is not None and p.fault.down for p in self.partitions):
-            raise all_down(self)
-
-    def reach_all(self) -> None:
-        """Touch every partition (daemon/README.md §0.1.10: management must succeed on each)."""
-        if self.faulty:
-            for p in self.partitions:
-                if p.fault is not None:
-                    p.fault.touch()
-
-    def unavailable(self) -> list[int]:
-        """The partitions whose store is unavailable."""
-        if not self.faulty:
-            return []
-        return [p.id for p in self.partitions if p.fault is not None and p.fault.down]
-
-    @property
-    def availability_status(self) -> str:
-        """daemon/README.md §0.1.10: Limited while some partition is unavailable (Azure's Unknown
-        when none is available)."""
-        down = len(self.unavailable())
-        if not down:
-            return "Available"
-        return ENTITY_UNAVAILABLE if down == len(self.partitions) else "Limited"
-
-    def partition_fault(self, p: Partition) -> dict[str, Any] | None:
-        """A faulty partition's entry in :meth:`describe` (None when it is healthy): an
-        unavailable one has no counts; a slow one says how slow."""
-        fault = p.fault
-        if fault is None or not fault.down:
-            return None
-        return {
-            "partition_id": p.id,
-            "availability_status": "Unavailable",
-            "faults": list(fault.fault_ids),
-        }
-
-    @staticmethod
-    def partition_slowness(p: Partition) -> dict[str, Any]:
-        fault = p.fault
-        if fault is None:
-            return {}
-        return {
-            "availability_status": "Slow",
-            "latency": format_duration_iso(fault.latency_ms),
-            "faults": list(fault.fault_ids),
-        }
-
-    def _reach_tokens(self, tokens: Sequence[str]) -> None:
-        """Touch the partitions of these lock tokens before settling any of them."""
-        for token in tokens:
-            try:
-                public, _nonce = parse_lock_token(token)
-            except BadRequest:
-                continue  # reported with the token's result
-            pid = public >> 48 if self.partitioned else 0
-            if pid < len(self.partitions):
-                p = self.partitions[pid]
-                if p.fault is not None:
-                    p.fault.touch()

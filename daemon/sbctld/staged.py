@@ -21,7 +21,7 @@ import asyncio
 import os
 import struct
 from array import array
-from collections.abc import Generator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
@@ -81,6 +81,36 @@ class CheckedFile(NamedTuple):
 Checker = Generator[Read | None, bytes | None, CheckedFile]
 
 
+def _read_batch(
+    pos: int, size: int, bad: Callable[[str, int], AdoptionError]
+) -> Generator[Read | None, bytes | None, tuple[memoryview, int, int]]:
+    """Read and check the batch at ``pos`` (header, length, CRC, magic); returns its
+    inner bytes, its record count and its size in the file."""
+    if size - pos < CRC_START + BATCH_INNER.size:
+        raise bad(f"truncated header ({size - pos} bytes)", pos)
+    head = yield Read(pos, CRC_START)
+    if head is None or len(head) != CRC_START:
+        raise bad("file shrank while it was read", pos)
+    _seq, _time, length, crc = BATCH_HEADER.unpack_from(head, 0)
+    batch_size = 20 + length
+    if length < BATCH_INNER.size + 4 or length > MAX_BATCH_BYTES or pos + batch_size > size:
+        raise bad(f"bad length {length}", pos)
+    data = yield Read(pos + CRC_START, batch_size - CRC_START)
+    if data is None or len(data) != batch_size - CRC_START:
+        raise bad("file shrank while it was read", pos)
+    inner = memoryview(data)
+    value = 0
+    for k in range(0, len(inner), CRC_SLICE):
+        value = crc32c.crc32c(inner[k : k + CRC_SLICE], value)
+        yield None
+    if value != crc:
+        raise bad("CRC mismatch", pos)
+    magic, _attrs, _res, count = BATCH_INNER.unpack_from(inner, 0)
+    if magic != MAGIC:
+        raise bad(f"unknown magic {magic}", pos)
+    return inner, count, batch_size
+
+
 def _checker(source: Path, size: int, max_payload: int) -> Checker:
     """Check a staged file of ``size`` bytes; yields reads (answered with the bytes) and
     pause points (``None``). Raises AdoptionError naming the file and what is wrong."""
@@ -99,28 +129,7 @@ def _checker(source: Path, size: int, max_payload: int) -> Checker:
     one_ttl = True
     pos = 0
     while pos < size:
-        if size - pos < CRC_START + BATCH_INNER.size:
-            raise bad(f"truncated header ({size - pos} bytes)", pos)
-        head = yield Read(pos, CRC_START)
-        if head is None or len(head) != CRC_START:
-            raise bad("file shrank while it was read", pos)
-        _seq, _time, length, crc = BATCH_HEADER.unpack_from(head, 0)
-        batch_size = 20 + length
-        if length < BATCH_INNER.size + 4 or length > MAX_BATCH_BYTES or pos + batch_size > size:
-            raise bad(f"bad length {length}", pos)
-        data = yield Read(pos + CRC_START, batch_size - CRC_START)
-        if data is None or len(data) != batch_size - CRC_START:
-            raise bad("file shrank while it was read", pos)
-        inner = memoryview(data)
-        value = 0
-        for k in range(0, len(inner), CRC_SLICE):
-            value = crc32c.crc32c(inner[k : k + CRC_SLICE], value)
-            yield None
-        if value != crc:
-            raise bad("CRC mismatch", pos)
-        magic, _attrs, _res, count = BATCH_INNER.unpack_from(inner, 0)
-        if magic != MAGIC:
-            raise bad(f"unknown magic {magic}", pos)
+        inner, count, batch_size = yield from _read_batch(pos, size, bad)
         base_at = pos + CRC_START  # file offset of inner[0]
         at = BATCH_INNER.size
         end = len(inner)

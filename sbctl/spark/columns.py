@@ -92,16 +92,7 @@ def transport(df: Any, mapping: Mapping) -> tuple[list[Any], dict[str, Any]]:
     ttl = _pick(cols, "--ttl-column", chosen.get("time_to_live"), "time_to_live")
     if ttl is not None:
         used.add(ttl)
-        kind = types[ttl]
-        if isinstance(kind, T.NumericType):
-            out.append((F.col(_q(ttl)).cast("double") * 1000).alias("ttl_ms"))  # seconds
-        elif isinstance(kind, T.StringType):
-            out.append(F.col(_q(ttl)).alias("ttl"))
-        else:
-            raise BadRequest(
-                f"--ttl-column {ttl!r} is {kind.simpleString()}: use seconds or durations "
-                "such as PT1M or 30s"
-            )
+        out.append(_ttl(F, T, ttl, types[ttl]))
 
     at = _pick(
         cols,
@@ -111,18 +102,7 @@ def transport(df: Any, mapping: Mapping) -> tuple[list[Any], dict[str, Any]]:
     )
     if at is not None:
         used.add(at)
-        kind = types[at]
-        if isinstance(kind, T.TimestampType | T.TimestampNTZType | T.DateType):
-            out.append(F.unix_millis(F.col(_q(at)).cast("timestamp")).alias("at_ms"))
-        elif isinstance(kind, T.NumericType):  # seconds since the epoch
-            out.append((F.col(_q(at)).cast("double") * 1000).cast("long").alias("at_ms"))
-        elif isinstance(kind, T.StringType):
-            out.append(F.col(_q(at)).alias("at"))
-        else:
-            raise BadRequest(
-                f"--scheduled-enqueue-time-column {at!r} is {kind.simpleString()}: use a "
-                "timestamp, seconds since the epoch or text such as 2026-11-21T10:00:00Z"
-            )
+        out.append(_scheduled(F, T, at, types[at]))
 
     if "application_properties" in cols:
         used.add("application_properties")
@@ -140,6 +120,32 @@ def transport(df: Any, mapping: Mapping) -> tuple[list[Any], dict[str, Any]]:
     if props:
         out.append(F.struct(*[F.col(_q(c)).alias(c) for c in props]).alias("pc"))
     return out, keys
+
+
+def _ttl(F: Any, T: Any, ttl: str, kind: Any) -> Any:
+    """The time-to-live column: seconds (numbers) or durations (text)."""
+    if isinstance(kind, T.NumericType):
+        return (F.col(_q(ttl)).cast("double") * 1000).alias("ttl_ms")  # seconds
+    if isinstance(kind, T.StringType):
+        return F.col(_q(ttl)).alias("ttl")
+    raise BadRequest(
+        f"--ttl-column {ttl!r} is {kind.simpleString()}: use seconds or durations "
+        "such as PT1M or 30s"
+    )
+
+
+def _scheduled(F: Any, T: Any, at: str, kind: Any) -> Any:
+    """The scheduled-enqueue-time column: timestamps, epoch seconds or text."""
+    if isinstance(kind, T.TimestampType | T.TimestampNTZType | T.DateType):
+        return F.unix_millis(F.col(_q(at)).cast("timestamp")).alias("at_ms")
+    if isinstance(kind, T.NumericType):  # seconds since the epoch
+        return (F.col(_q(at)).cast("double") * 1000).cast("long").alias("at_ms")
+    if isinstance(kind, T.StringType):
+        return F.col(_q(at)).alias("at")
+    raise BadRequest(
+        f"--scheduled-enqueue-time-column {at!r} is {kind.simpleString()}: use a "
+        "timestamp, seconds since the epoch or text such as 2026-11-21T10:00:00Z"
+    )
 
 
 def _body(F: Any, T: Any, col: Any, kind: Any, fmt: str | None) -> Any:

@@ -26,9 +26,10 @@ from sbctl.errors import (
 from sbctl.messages import lock_token_for
 from sbctl.partitioning import partition_for_key
 from sbctl.protocol import Delivered
-from sbctld import broker as broker_module
 from sbctld import queue as queue_module
 from sbctld.broker import DEFAULT_NAMESPACE, Broker
+from sbctld.broker import management as broker_management
+from sbctld.broker import namespace as broker_namespace
 from sbctld.clock import FakeClock
 
 NS = DEFAULT_NAMESPACE
@@ -464,7 +465,7 @@ def test_100_partitioned_queues_per_standard_namespace(broker: Broker) -> None:
 def test_premium_partitioned_entities_do_not_count(
     broker: Broker, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(broker_module, "MAX_PARTITIONED", 2)
+    monkeypatch.setattr(broker_management, "MAX_PARTITIONED", 2)
     broker.namespace_create("premiumns", "premium", 2, 2)
     for k in range(3):
         make(broker, f"q{k}", ns="premiumns")
@@ -475,7 +476,7 @@ def test_premium_partitioned_entities_do_not_count(
 
 
 def test_entity_quota(broker: Broker, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(broker_module, "MAX_ENTITIES", 3)
+    monkeypatch.setattr(broker_namespace, "MAX_ENTITIES", 3)
     for k in range(3):
         make(broker, f"q{k}")
     with pytest.raises(QuotaExceeded):

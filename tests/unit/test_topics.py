@@ -31,8 +31,8 @@ from sbctl.errors import (
 from sbctl.messages import ReceivedMessage
 from sbctl.partitioning import partition_for_key
 from sbctl.protocol import Delivered
-from sbctld import broker as broker_module
 from sbctld.broker import DEFAULT_NAMESPACE, Broker
+from sbctld.broker import management as broker_management
 from sbctld.clock import FakeClock
 
 NS = DEFAULT_NAMESPACE
@@ -1196,7 +1196,7 @@ def test_paths_a_topic_and_a_subscription_refuse(broker: Broker, partitioned: bo
 
 def test_subscription_limit(broker: Broker, monkeypatch: pytest.MonkeyPatch) -> None:
     """2,000 subscriptions per topic (daemon/README.md §14), counted on a lowered limit."""
-    monkeypatch.setattr(broker_module, "MAX_SUBSCRIPTIONS", 5)
+    monkeypatch.setattr(broker_management, "MAX_SUBSCRIPTIONS", 5)
     topic(broker, False)
     for k in range(5):
         sub(broker, f"s{k}")
@@ -1211,8 +1211,8 @@ def test_sql_and_correlation_filter_quotas(broker: Broker, monkeypatch: pytest.M
     """daemon/README.md §10.9, §14.5: 2,000 SQL and 100,000 correlation filters per topic, counted
     on
     lowered limits; $Default counts as a SQL filter."""
-    monkeypatch.setattr(broker_module, "MAX_SQL_FILTERS", 4)
-    monkeypatch.setattr(broker_module, "MAX_CORRELATION_FILTERS", 3)
+    monkeypatch.setattr(broker_management, "MAX_SQL_FILTERS", 4)
+    monkeypatch.setattr(broker_management, "MAX_CORRELATION_FILTERS", 3)
     topic(broker, False)
     topic(broker, False, "u")
     sub(broker, "a")  # $Default: 1

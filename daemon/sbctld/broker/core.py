@@ -1,0 +1,327 @@
+"""The broker's state and what every part of it uses: finding entities, resolving paths,
+removing folders, timers, and auto-forwarding (daemon/README.md §11, §4.7).
+
+Rule 1: :class:`BrokerCore` holds every attribute of :class:`sbctld.broker.Broker`; the
+mixins (management, messaging, housekeeping) add operations and call only what is here or
+in themselves, never one another.
+Rule 2: a data-plane request pays at most two attribute reads here when nothing forwards.
+"""
+
+from __future__ import annotations
+
+import heapq
+import os
+import shutil
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from sbctl.codec import decode_message
+from sbctl.errors import (
+    InvalidOperation,
+    MessagingEntityNotFound,
+    SbctlError,
+    ServiceCommunicationProblem,
+)
+from sbctl.limits import (
+    MAX_TRANSFER_HOPS,
+)
+from sbctl.names import (
+    entity_key,
+    parse_entity_path,
+    validate_entity_name,
+    validate_subscription_name,
+)
+from sbctld.broker.namespace import WORK_PREFIX, Namespace
+from sbctld.clock import Clock
+from sbctld.faults import FaultRegistry
+from sbctld.paired import PairedNamespaces
+from sbctld.pairing import Pairing
+from sbctld.partition import Partition
+from sbctld.queue import Queue
+from sbctld.storage.files import fsync_dir
+from sbctld.storage.log import State
+from sbctld.storage.space import CorruptRecord, StorageError
+from sbctld.storage.sync import Syncer
+from sbctld.topic import (
+    Subscription,
+    Topic,
+)
+
+RESOLVE_CACHE = 4096
+
+
+class BrokerCore:
+    """State and shared helpers of the broker (see the module docstring)."""
+
+    # Set by Broker.__init__ (sbctld.broker).
+    data_dir: Path
+    root: Path
+    clock: Clock
+    syncer: Syncer
+    report: Callable[[str], None]
+    faults: FaultRegistry
+    segment_bytes: int
+    default_credits_per_second: int
+    namespaces: dict[str, Namespace]
+    # (deadline, namespace key, queue key): when some lock of that queue may run out,
+    # so that tick() visits only queues with something due, not every partition.
+    _due: list[tuple[int, str, str]]
+    _resolved: dict[tuple[str, str], tuple[Queue, str]]  # cleared on deletes
+    _touched: set[tuple[str, str]]
+    _idle_check_ms: int
+    pairings: PairedNamespaces
+    paired: dict[str, Pairing]
+
+    def namespace(self, name: str) -> Namespace:
+        ns = self.namespaces.get(entity_key(name))
+        if ns is None:
+            raise MessagingEntityNotFound(f"namespace {name!r} does not exist")
+        return ns
+
+    def queue(self, namespace: str, name: str) -> Queue:
+        ns = self.namespace(namespace)
+        queue = ns.queues.get(entity_key(name))
+        if queue is None:
+            validate_entity_name(name)
+            raise MessagingEntityNotFound(f"queue {name!r} does not exist in namespace {ns.name!r}")
+        return queue
+
+    def topic(self, namespace: str, name: str) -> Topic:
+        ns = self.namespace(namespace)
+        topic = ns.topics.get(entity_key(name))
+        if topic is None:
+            validate_entity_name(name, "topic")
+            raise MessagingEntityNotFound(f"topic {name!r} does not exist in namespace {ns.name!r}")
+        return topic
+
+    def subscription(self, topic: Topic, name: str) -> Subscription:
+        sub = topic.subscriptions.get(name.lower())
+        if sub is None:
+            validate_subscription_name(name)
+            raise MessagingEntityNotFound(
+                f"subscription {name!r} does not exist in topic {topic.name!r}"
+            )
+        return sub
+
+    def resolve(self, namespace: str, path: str) -> tuple[Queue, str]:
+        """An entity path → (queue, sub-queue: "", "deadletter" or "transfer-deadletter").
+        Cached: every data-plane request asks."""
+        hit = self._resolved.get((namespace, path))
+        if hit is not None:
+            return hit
+        found = self._resolve(namespace, path)
+        if len(self._resolved) >= RESOLVE_CACHE:
+            self._resolved.clear()
+        self._resolved[(namespace, path)] = found
+        return found
+
+    def _resolve(self, namespace: str, path: str) -> tuple[Queue, str]:
+        parsed = parse_entity_path(path)
+        if parsed.subscription is not None:
+            topic = self.topic(namespace, parsed.entity)
+            return self.subscription(topic, parsed.subscription), parsed.subqueue
+        ns = self.namespace(namespace)
+        topic_or_none = ns.topics.get(entity_key(parsed.entity))
+        if topic_or_none is not None:
+            if parsed.subqueue:
+                raise MessagingEntityNotFound(
+                    f"{path!r}: a topic has no dead-letter queue; its subscriptions do"
+                )
+            return topic_or_none, ""
+        return self.queue(namespace, parsed.entity), parsed.subqueue
+
+    def _reader(self, namespace: str, path: str) -> tuple[Queue, str]:
+        """An entity messages are read from: a queue or a subscription, never a topic."""
+        queue, sub = self.resolve(namespace, path)
+        if isinstance(queue, Topic):
+            raise InvalidOperation(
+                f"{queue.name!r} is a topic: read from its subscriptions "
+                f"({queue.name}/subscriptions/<name>)"
+            )
+        return queue, sub
+
+    def _folders(self, parent: Path) -> list[Path]:
+        """Entity folders of ``parent``; leftovers of interrupted creates/deletes removed."""
+        out = []
+        for p in sorted(parent.iterdir()):
+            if p.name.startswith(WORK_PREFIX):
+                shutil.rmtree(p, ignore_errors=True)
+            elif p.is_dir():
+                out.append(p)
+        return out
+
+    def _remove_dir(self, directory: Path) -> None:
+        """Rename first (atomic), then delete: a crash never leaves half an entity."""
+        trash = directory.with_name(f"{WORK_PREFIX}deleted-{uuid.uuid4().hex}")
+        os.rename(directory, trash)
+        fsync_dir(directory.parent)
+        shutil.rmtree(trash, ignore_errors=True)
+
+    def _reach_namespace(self, ns: Namespace) -> None:
+        """Creating needs the namespace's stores: a namespace-wide unavailable fault
+        refuses it (daemon/README.md §0.1.10)."""
+        fault = self.faults.namespace_down(entity_key(ns.name))
+        if fault is not None:
+            raise ServiceCommunicationProblem(
+                f"the stores of namespace {ns.name!r} are unavailable (injected fault {fault.id})"
+            )
+
+    def _drop_faults(self, ns_key: str, key: str | None, why: str) -> None:
+        """Faults on a deleted namespace or entity go with it."""
+        gone = [
+            f
+            for f in self.faults.faults.values()
+            if f.ns_key == ns_key and (key is None or f.entity_key == key)
+        ]
+        if gone:
+            self.faults.remove(gone, f"dropped, {why}")
+
+    def _note_scheduled(self, ns_key: str, q_key: str, queue: Queue) -> None:
+        when = queue.next_scheduled()
+        if when is not None:
+            heapq.heappush(self._due, (when, ns_key, q_key))
+
+    def _queue_delete(self, namespace: str, name: str) -> dict[str, Any]:
+        ns = self.namespace(namespace)
+        queue = self.queue(namespace, name)
+        queue.close()
+        self._remove_dir(queue.directory)
+        del ns.queues[entity_key(name)]
+        self._resolved.clear()
+        self._drop_faults(queue.key[0], queue.key[1], "its queue was deleted")
+        return {"deleted": queue.name}
+
+    def _topic_delete(self, ns: Namespace, topic: Topic) -> dict[str, Any]:
+        topic.close()
+        self._remove_dir(topic.directory)
+        del ns.topics[entity_key(topic.name)]
+        self._resolved.clear()
+        self._drop_faults(topic.key[0], topic.key[1], "its topic was deleted")
+        return {"deleted": topic.name}
+
+    def _subscription_delete(self, topic: Topic, sub: Subscription) -> dict[str, Any]:
+        topic.remove_subscription(sub)
+        self._remove_dir(sub.directory)
+        self._resolved.clear()
+        return {"deleted": sub.name, "topic": topic.name}
+
+    @property
+    def touched(self) -> bool:
+        return bool(self._touched)
+
+    def wake(self, key: tuple[str, str]) -> None:
+        """Wake the receivers of the queue with this key (at the next :meth:`take_touched`)."""
+        self._touched.add(key)
+
+    def take_touched(self) -> set[tuple[str, str]]:
+        """Queues that forwarding put messages in since the last call (to wake receivers)."""
+        touched, self._touched = self._touched, set()
+        return touched
+
+    def _fanned_out(self, topic: Topic) -> None:
+        """After messages reached a topic's subscriptions: timers, forwarding, wake-ups."""
+        if topic.scheduled_pending:
+            self._note_scheduled(*topic.key, topic)
+        for sub in topic.subscriptions.values():
+            self._touched.add(sub.key)
+            self.flow(sub)
+
+    def flow(self, queue: Queue) -> None:
+        """Forward what ``queue`` must pass on (daemon/README.md §11, §4.7), along the whole
+        chain."""
+        cfg = queue.config
+        if cfg.forward_to is None and cfg.forward_dead_lettered_messages_to is None:
+            return  # the common case, on every data-plane request: two attribute reads
+        ns = self.namespaces.get(queue.key[0])
+        if ns is None:
+            return
+        now = self.clock.now_ms()
+        pending = [queue]
+        for _hop in range(MAX_TRANSFER_HOPS + 2):
+            if not pending:
+                break
+            nxt: list[Queue] = []
+            for source in pending:
+                nxt += self._forward(ns, source, now)
+            pending = nxt
+
+    def _forward(self, ns: Namespace, source: Queue, now: int) -> list[Queue]:
+        """Move the source's forwardable messages on; returns the queues that received some."""
+        cfg = source.config
+        received: list[Queue] = []
+        if cfg.forward_to is not None:
+            for p, seq in source.waiting(State.ACTIVE):
+                received += self._transfer(ns, source, p, seq, cfg.forward_to, now, False)
+        if cfg.forward_dead_lettered_messages_to is not None:
+            for p, seq in source.waiting(State.DEADLETTERED):
+                target = cfg.forward_dead_lettered_messages_to
+                received += self._transfer(ns, source, p, seq, target, now, True)
+        return received
+
+    def _transfer(
+        self,
+        ns: Namespace,
+        source: Queue,
+        p: Partition,
+        seq: int,
+        target_name: str,
+        now: int,
+        from_dlq: bool,
+    ) -> list[Queue]:
+        try:
+            message = decode_message(p.log.read_payload(seq))
+        except CorruptRecord:
+            p.log.discard_corrupt(seq)
+            return []
+        hops = (message.transfer_hops or 0) + 1
+        if from_dlq:
+            props = {**(message.application_properties or {}), **p.log.props.get(seq, {})}
+            message = msgspec.structs.replace(
+                message, application_properties=props or None, dead_letter_source=source.name
+            )
+        message = msgspec.structs.replace(
+            message,
+            enqueued_sequence_number=message.enqueued_sequence_number or (p.shift | seq),
+            transfer_hops=hops,
+        )
+        key = entity_key(target_name)
+        target: Queue | None = ns.queues.get(key) or ns.topics.get(key)
+        failure: tuple[str, str] | None = None
+        if hops > MAX_TRANSFER_HOPS:
+            failure = (
+                "MaxTransferHopCountExceeded",
+                f"the message passed more than {MAX_TRANSFER_HOPS} forwarding hops",
+            )
+        elif target is None:
+            failure = ("MessagingEntityNotFound", f"the destination {target_name!r} is gone")
+        else:
+            try:
+                target.send([message], now, from_broker=True)
+            except SbctlError as exc:  # disabled, full, needs a session...: daemon/README.md §4.6
+                if exc.transient or isinstance(exc, StorageError):
+                    return []  # an unavailable store or a full disk: it stays, forwarded later
+                failure = (exc.code, exc.message)
+        if failure is None:
+            p.log.set_state(seq, State.GONE)
+            assert target is not None
+            if isinstance(target, Topic):  # daemon/README.md §11.1: a topic fans it out
+                for sub in target.subscriptions.values():
+                    self._touched.add(sub.key)
+                if target.scheduled_pending:
+                    self._note_scheduled(*target.key, target)
+                return list(target.subscriptions.values())
+            self._touched.add(target.key)
+            return [target]
+        if not from_dlq:  # daemon/README.md §4.6: the source's transfer dead-letter queue
+            reason, description = failure
+            p.log.set_state(
+                seq,
+                State.TRANSFER_DEADLETTERED,
+                {"DeadLetterReason": reason, "DeadLetterErrorDescription": description},
+            )
+            p.give_back(seq)
+        return []

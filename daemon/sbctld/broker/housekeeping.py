@@ -1,0 +1,380 @@
+"""What the broker does on its own: recovery at start-up, timers (locks, schedules, idle
+deletion), checkpoints, spark-load adoption, injected faults, shutdown and statistics.
+
+Rule 1: time comes only from the injected clock; :meth:`tick` visits only queues with
+something due.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from sbctl.errors import (
+    BadRequest,
+    InvalidOperation,
+    MessagingEntityNotFound,
+)
+from sbctl.names import (
+    entity_key,
+    parse_entity_path,
+    validate_entity_name,
+)
+from sbctld import loads
+from sbctld.broker.core import BrokerCore
+from sbctld.broker.namespace import (
+    NAMESPACE_FILE,
+    Namespace,
+)
+from sbctld.config import (
+    NamespaceConfig,
+    QueueConfig,
+    TopicConfig,
+    load_toml,
+)
+from sbctld.faults import KINDS, MAX_LATENCY_MS, Fault
+from sbctld.queue import DESCRIPTION, Queue
+from sbctld.storage.files import exists_verified
+from sbctld.storage.log import PartitionLog
+from sbctld.storage.space import StorageError
+from sbctld.topic import (
+    TOPIC_DESCRIPTION,
+    Topic,
+)
+
+IDLE_CHECK_MS = 1000
+
+
+class Housekeeping(BrokerCore):
+    def _checkpoint_recovered(self) -> None:
+        """Checkpoint every store whose recovery replayed anything (restart time stays
+        flat across crashes: the next start does not redo it)."""
+        for ns in self.namespaces.values():
+            for queue in [*ns.queues.values(), *ns.topics.values()]:
+                for p in queue.partitions:
+                    log = p.log
+                    if isinstance(log, PartitionLog):
+                        log.checkpoint_recovered()
+                        for note in log.notes[-1:] if log.notes else ():
+                            if "not checkpointed" in note:
+                                self.report(note)
+
+    def _load(self) -> None:
+        for ns_dir in self._folders(self.root):
+            desc = ns_dir / NAMESPACE_FILE
+            if not exists_verified(desc):
+                continue
+            ns = Namespace(ns_dir, load_toml(desc, NamespaceConfig))
+            self.namespaces[entity_key(ns.name)] = ns
+            self._load_topics(ns, ns_dir / "topics")
+            queues = ns_dir / "queues"
+            if not queues.exists():
+                continue
+            for q_dir in self._folders(queues):
+                if not exists_verified(q_dir / DESCRIPTION):
+                    continue  # an interrupted create or delete: nothing was acknowledged
+                cfg = load_toml(q_dir / DESCRIPTION, QueueConfig)
+                notes: list[str] = []
+                loads.recover(q_dir, notes.append)  # spark-load adoptions that never committed
+                queue = Queue.open(
+                    q_dir,
+                    cfg,
+                    ns.partition_count(cfg),
+                    self.syncer,
+                    max_message_bytes=ns.max_message_bytes,
+                    segment_bytes=self.segment_bytes,
+                    notes=notes,
+                    now=self.clock.now_ms(),
+                )
+                for note in notes:
+                    self.report(f"recovery: {ns.name}/{cfg.name}: {note}")
+                queue.key = (entity_key(ns.name), entity_key(cfg.name))
+                ns.queues[entity_key(cfg.name)] = queue
+                self._note_scheduled(entity_key(ns.name), entity_key(cfg.name), queue)
+
+    def _load_topics(self, ns: Namespace, parent: Path) -> None:
+        if not parent.exists():
+            return
+        for t_dir in self._folders(parent):
+            if not exists_verified(t_dir / TOPIC_DESCRIPTION):
+                continue
+            cfg = load_toml(t_dir / TOPIC_DESCRIPTION, TopicConfig)
+            notes: list[str] = []
+            topic = Topic.open_topic(
+                t_dir,
+                cfg,
+                ns.partition_count(cfg),
+                self.syncer,
+                max_message_bytes=ns.max_message_bytes,
+                segment_bytes=self.segment_bytes,
+                notes=notes,
+                now=self.clock.now_ms(),
+                folders=self._folders,
+                key=(entity_key(ns.name), entity_key(cfg.name)),
+            )
+            for note in notes:
+                self.report(f"recovery: {ns.name}/{cfg.name}: {note}")
+            ns.topics[entity_key(cfg.name)] = topic
+            self._note_scheduled(*topic.key, topic)
+
+    def load_adopt(
+        self, namespace: str, path: str, load_id: str, files: Sequence[tuple[int, str]]
+    ) -> dict[str, Any]:
+        """Adopt a spark-load's staged batches atomically, in one call (sbctld.loads;
+        daemon/README.md §0.4.6). The daemon checks them off the loop instead
+        (:meth:`load_queue`,
+        ``loads.check``, ``loads.commit``, :meth:`load_adopted`)."""
+        queue = self.load_queue(namespace, path, files)
+        return self.load_adopted(queue, loads.adopt(queue, load_id, files, self.clock.now_ms()))
+
+    def load_queue(self, namespace: str, path: str, files: Sequence[tuple[int, str]]) -> Queue:
+        """The queue a load goes to, every partition it touches available."""
+        queue, dlq = self._reader(namespace, path)
+        if dlq:
+            raise InvalidOperation("messages cannot be loaded into a dead-letter queue")
+        if queue.faulty:
+            for pid in {pid for pid, _path in files if 0 <= pid < len(queue.partitions)}:
+                fault = queue.partitions[pid].fault
+                if fault is not None:
+                    fault.touch()  # all or nothing: no partition may be unavailable
+        return queue
+
+    def load_adopted(self, queue: Queue, result: dict[str, Any]) -> dict[str, Any]:
+        if queue.scheduled_pending:
+            self._note_scheduled(*queue.key, queue)
+        return result
+
+    def load_status(self, namespace: str, path: str, load_id: str) -> dict[str, Any]:
+        return loads.status(self._reader(namespace, path)[0], load_id)
+
+    def fault_add(
+        self,
+        namespace: str,
+        entity: str | None = None,
+        partitions: Sequence[int] = (),
+        kind: str = "unavailable",
+        latency_ms: int | None = None,
+    ) -> dict[str, Any]:
+        """Make stores of a namespace unavailable or slow: every one, one queue's or
+        topic's, or some partitions of it (test tooling, beyond Azure)."""
+        ns = self.namespace(namespace)
+        if kind not in KINDS:
+            raise BadRequest(f"fault kind {kind!r} is not one of {', '.join(KINDS)}")
+        if kind == "slow":
+            if latency_ms is None:
+                raise BadRequest("a slow fault needs a latency")
+            if not 0 < latency_ms <= MAX_LATENCY_MS:
+                raise BadRequest("a slow fault's latency must be above 0 and at most 1 hour")
+        elif latency_ms is not None:
+            raise BadRequest("only a slow fault takes a latency")
+        target: Queue | None = None
+        entity_kind = None
+        if entity is None:
+            if partitions:
+                raise BadRequest("partitions need an entity: name a queue or topic")
+        else:
+            target, entity_kind = self._fault_target(ns, entity)
+            count = len(target.partitions)
+            for pid in partitions:
+                if not 0 <= pid < count:
+                    raise BadRequest(
+                        f"partition {pid} is not a partition of {entity_kind} "
+                        f"{target.name!r} (it has {count}: 0-{count - 1})"
+                    )
+        fault = Fault(
+            id=self.faults.new_id(),
+            namespace=ns.name,
+            kind=kind,
+            created_at_ms=self.clock.now_ms(),
+            entity=None if target is None else target.name,
+            entity_kind=entity_kind,
+            partitions=tuple(sorted(set(partitions))),
+            latency_ms=latency_ms or 0,
+        )
+        self.faults.add(fault)
+        self._apply_faults(ns)
+        return fault.describe()
+
+    def _fault_target(self, ns: Namespace, entity: str) -> tuple[Queue, str]:
+        """The queue or topic a fault names (a subscription or DLQ lives in its stores)."""
+        parsed = parse_entity_path(entity)
+        if parsed.subscription is not None or parsed.subqueue:
+            owner = "topic" if parsed.subscription is not None else "entity"
+            raise BadRequest(
+                f"{entity!r} lives in the stores of {parsed.entity!r}: fault that {owner}"
+            )
+        key = entity_key(parsed.entity)
+        if key in ns.queues:
+            return ns.queues[key], "queue"
+        if key in ns.topics:
+            return ns.topics[key], "topic"
+        validate_entity_name(parsed.entity)
+        raise MessagingEntityNotFound(
+            f"queue or topic {entity!r} does not exist in namespace {ns.name!r}"
+        )
+
+    def fault_list(self, namespace: str | None = None) -> list[dict[str, Any]]:
+        """The faults of one namespace (None: of every namespace), oldest first."""
+        faults = list(self.faults.faults.values())
+        if namespace is not None:
+            ns_key = entity_key(self.namespace(namespace).name)
+            faults = [f for f in faults if f.ns_key == ns_key]
+        return [f.describe() for f in faults]
+
+    def fault_clear(
+        self,
+        namespace: str | None = None,
+        ids: Sequence[str] = (),
+        all_namespaces: bool = False,
+    ) -> dict[str, Any]:
+        """Clear faults by id, every fault of ``namespace``, or every fault. The stores
+        answer again with everything they held (nothing was changed while they were down)."""
+        if ids and all_namespaces:
+            raise BadRequest("clear some faults by id or every fault, not both")
+        if ids:
+            wanted = list(dict.fromkeys(i.lower() for i in ids))
+            unknown = [i for i in wanted if i not in self.faults.faults]
+            if unknown:
+                raise MessagingEntityNotFound(
+                    f"no fault {unknown[0]!r} (`sbctl fault list --all` shows them)"
+                )
+            chosen = [self.faults.faults[i] for i in wanted]
+        elif all_namespaces:
+            chosen = list(self.faults.faults.values())
+        elif namespace is not None:
+            chosen = self.faults.in_namespace(entity_key(self.namespace(namespace).name))
+        else:
+            raise BadRequest("say which faults to clear: ids, a namespace, or all of them")
+        cleared = self.faults.remove(chosen)
+        for ns_key in dict.fromkeys(f.ns_key for f in cleared):
+            ns = self.namespaces.get(ns_key)
+            if ns is not None:
+                self._apply_faults(ns)
+                self._revisit(ns)
+        return {"cleared": [f.describe() for f in cleared]}
+
+    def _apply_faults(self, ns: Namespace) -> None:
+        for queue in ns.queues.values():
+            self.faults.apply(queue, "queue")
+        for topic in ns.topics.values():
+            self.faults.apply(topic, "topic", topic.subscriptions.values())
+
+    def _revisit(self, ns: Namespace) -> None:
+        """After stores came back: run their timers (locks, schedules) and forwarding."""
+        now = self.clock.now_ms()
+        for entity in ns.entities():
+            heapq.heappush(self._due, (now, *entity.key))
+
+    def tick(self) -> list[tuple[str, str]]:
+        """Run what time makes due; returns (namespace, queue) keys with new messages."""
+        now = self.clock.now_ms()
+        if now >= self._idle_check_ms:
+            self._idle_check_ms = now + IDLE_CHECK_MS
+            self._delete_idle(now)
+        due: set[tuple[str, str]] = set()
+        while self._due and self._due[0][0] <= now:
+            _deadline, ns_key, q_key = heapq.heappop(self._due)
+            due.add((ns_key, q_key))
+        woke = []
+        for ns_key, q_key in due:
+            queue = self._by_key(ns_key, q_key)
+            if queue is None:
+                continue
+            freed = queue.expire_locks(now)
+            if queue.activate_scheduled(now):
+                freed = True
+            self._note_scheduled(ns_key, q_key, queue)
+            if isinstance(queue, Topic):
+                if freed:
+                    self._fanned_out(queue)
+                continue
+            self.flow(queue)
+            if freed:
+                woke.append((ns_key, q_key))
+        if self.paired:
+            woke += self.pairings.tick(now)  # pings, the syphon, fault propagation
+        return woke
+
+    def _by_key(self, ns_key: str, key: str) -> Queue | None:
+        """The queue, topic or subscription with this key (``Queue.key[1]``)."""
+        ns = self.namespaces.get(ns_key)
+        if ns is None:
+            return None
+        found: Queue | None = ns.queues.get(key) or ns.topics.get(key)
+        if found is None and "/subscriptions/" in key:
+            topic_key, sub_key = key.rsplit("/subscriptions/", 1)
+            topic = ns.topics.get(topic_key)
+            found = topic.subscriptions.get(sub_key) if topic else None
+        return found
+
+    def _delete_idle(self, now: int) -> None:
+        # An entity with an unavailable store cannot be deleted (daemon/README.md §0.1.10): it
+        # waits.
+        for ns in list(self.namespaces.values()):
+            for queue in [q for q in ns.queues.values() if q.idle(now) and not q.unavailable()]:
+                self._queue_delete(ns.name, queue.name)  # the system's own: not charged
+                self.report(f"deleted queue {ns.name}/{queue.name}: idle for auto_delete_on_idle")
+            for topic in list(ns.topics.values()):
+                if topic.unavailable():
+                    continue
+                if topic.idle(now):
+                    self._topic_delete(ns, topic)
+                    self.report(
+                        f"deleted topic {ns.name}/{topic.name}: idle for auto_delete_on_idle"
+                    )
+                    continue
+                for sub in [s for s in topic.subscriptions.values() if s.idle(now)]:
+                    self._subscription_delete(topic, sub)
+                    self.report(
+                        f"deleted subscription {ns.name}/{topic.name}/subscriptions/"
+                        f"{sub.name}: idle for auto_delete_on_idle"
+                    )
+
+    def checkpoint(self, *, min_changes: int = 1) -> int:
+        """Checkpoint every partition with at least ``min_changes`` changes; returns how many.
+
+        On a full disk (the settlement reserve spent), and for ``min_changes`` 1, every
+        partition with any change or a settled segment is checkpointed, which deletes the
+        segments settled at its previous checkpoint and frees their space.
+        """
+        done = 0
+        full = self.syncer.reserve.full
+        for ns in self.namespaces.values():
+            for queue in [*ns.queues.values(), *ns.topics.values()]:
+                for p in queue.partitions:
+                    log = p.log
+                    if log.changes_since_checkpoint >= min_changes or (
+                        (full or min_changes <= 1)
+                        and (log.changes_since_checkpoint or log.settled_segments)
+                    ):
+                        try:
+                            log.checkpoint()
+                        except StorageError as exc:
+                            self.report(f"checkpoint of {log.directory} not written: {exc}")
+                            continue
+                        done += 1
+        return done
+
+    def close(self) -> None:
+        self.pairings.close()
+        try:
+            self.checkpoint()
+        except StorageError as exc:  # the journals still hold it all
+            self.report(f"final checkpoint not written: {exc}")
+        for ns in self.namespaces.values():
+            for queue in [*ns.queues.values(), *ns.topics.values()]:
+                queue.close()
+        self.syncer.sync_now()
+
+    def stats(self) -> dict[str, Any]:
+        queues = [
+            q for ns in self.namespaces.values() for q in [*ns.queues.values(), *ns.topics.values()]
+        ]
+        return {
+            "namespaces": len(self.namespaces),
+            "entities": len(queues),
+            "partitions": sum(len(q.partitions) for q in queues),
+            "messages": sum(p.log.message_count for q in queues for p in q.partitions),
+        }

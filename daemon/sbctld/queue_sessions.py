@@ -1,0 +1,185 @@
+"""A queue's sessions (daemon/README.md §9): accepting, receiving from, renewing and closing a
+session lock, listing sessions, session state.
+
+The third layer of :class:`sbctld.queue.Queue` (over
+:class:`sbctld.queue_timers.QueueTimers`).
+
+Rule 1: a session lives in the partition its id hashes to (daemon/README.md §0.1.4); an unavailable
+partition refuses the session, not the queue.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sbctl.durations import format_instant
+from sbctl.errors import (
+    BadRequest,
+    InvalidOperation,
+    ServiceTimeout,
+)
+from sbctl.limits import (
+    MAX_ID_LENGTH,
+)
+from sbctl.partitioning import partition_for_key
+from sbctl.protocol import Delivered
+from sbctld.partition import Partition
+from sbctld.queue_state import LOCAL_MASK, SESSION_RECEIVER_ON_PLAIN
+from sbctld.queue_timers import QueueTimers
+from sbctld.sessions import Sessions
+from sbctld.storage.journal import Entry
+from sbctld.storage.log import (
+    OP_DELIVERY,
+    State,
+)
+
+
+class QueueSessions(QueueTimers):
+    """Session operations of a queue (see the module docstring)."""
+
+    def _sessions(self) -> Sessions:
+        if self.sessions is None:
+            raise InvalidOperation(SESSION_RECEIVER_ON_PLAIN)
+        return self.sessions
+
+    def _session_partition(self, session_id: str) -> Partition:
+        """The partition holding the session (daemon/README.md §0.1.4); raises when it is
+        unavailable."""
+        n = len(self.partitions)
+        p = self.partitions[partition_for_key(session_id, n) if n > 1 else 0]
+        if p.fault is not None:
+            p.fault.touch()
+        return p
+
+    def accept_session(self, session_id: str | None, now: int) -> dict[str, Any]:
+        """Lock a given session, or the next unlocked one with messages (daemon/README.md §9.6)."""
+        sessions = self._sessions()
+        if self.config.status in ("Disabled", "ReceiveDisabled"):
+            self.check_receive("")
+        lock_ms = self.config.lock_duration
+        if session_id is not None:
+            if not 0 < len(session_id) <= MAX_ID_LENGTH:
+                raise BadRequest("session_id must be 1-128 characters")
+            if self.faulty:
+                self._session_partition(session_id)
+            token, until = sessions.lock(session_id, now, lock_ms)
+            return self._session_info(session_id, token, until)
+        n = len(self.partitions)
+        if self.faulty:
+            self.check_reachable()
+        for k in range(n):
+            p = self.partitions[(self._rr_receive + k) % n]
+            if p.fault is not None and not p.fault.reachable():
+                continue
+            for candidate in list(p.by_session):
+                if not sessions.held(candidate, now) and p.session_available(candidate):
+                    self._rr_receive = (self._rr_receive + k + 1) % n
+                    token, until = sessions.lock(candidate, now, lock_ms)
+                    return self._session_info(candidate, token, until)
+        raise ServiceTimeout(f"no unlocked session with messages is available in {self.name!r}")
+
+    @staticmethod
+    def _session_info(session_id: str, token: str, until: int) -> dict[str, Any]:
+        return {
+            "session_id": session_id,
+            "session_lock_token": token,
+            "locked_until_utc": format_instant(until),
+        }
+
+    def receive_session(self, token: str, count: int, now: int, *, delete: bool) -> list[Delivered]:
+        """A session receiver's receive: that session's messages, in order (daemon/README.md
+        §9.7)."""
+        sessions = self._sessions()
+        session_id = sessions.check(token, now)
+        if self.config.status in ("Disabled", "ReceiveDisabled"):
+            self.check_receive("")
+        out: list[Delivered] = []
+        lock_ms = None if delete else self.config.lock_duration
+        p = self._session_partition(session_id)
+        until = sessions.locks[session_id][1]  # the session lock covers its messages
+        p.take_session(session_id, count, now, lock_ms, out, self._expire, until)
+        if self.sessions_span_partitions and len(out) < count:
+            # A subscription copy whose SessionId a rule action set stays in the topic
+            # partition of its original (sbctld.topic): look in the others too.
+            for other in self.partitions:
+                if other is not p and other.fault is None and other.by_session.get(session_id):
+                    other.take_session(session_id, count, now, lock_ms, out, self._expire, until)
+        if not delete:
+            sessions.own(
+                token,
+                [(d.partition_id or 0, d.sequence_number & LOCAL_MASK) for d in out],
+            )
+        self.accessed_at_ms = now
+        return out
+
+    def renew_session(self, token: str, now: int) -> dict[str, Any]:
+        sessions = self._sessions()
+        if self.faulty and token in sessions.by_token:
+            self._session_partition(sessions.by_token[token])
+        until = sessions.renew(token, now, self.config.lock_duration)
+        for pid, seq in sessions.owned.get(token, []):  # daemon/README.md §9.7: its messages too
+            p = self.partitions[pid]
+            if sessions.owner.get((pid, seq)) == token and seq in p.locks:
+                p.lock(seq, until, p.locks[seq][0])
+        return self._session_info(sessions.by_token[token], token, until)
+
+    def close_session(self, token: str, now: int) -> dict[str, Any]:
+        """Release the session; its unsettled messages go back, their delivery not counted
+        (daemon/README.md §9.9)."""
+        sessions = self._sessions()
+        if self.faulty and token in sessions.by_token:
+            self._session_partition(sessions.by_token[token])
+        session_id, held = sessions.close(token, now)
+        for pid, seq in held:
+            p = self.partitions[pid]
+            if p.locks.pop(seq, None) is not None:
+                dc = p.log.dc[seq - p.log.base]
+                p.log.record([Entry(OP_DELIVERY, seq, max(dc - 1, 0), b"")])
+                p.give_back(seq)
+        return {"session_id": session_id, "closed": True}
+
+    def list_sessions(self, now: int) -> list[dict[str, Any]]:
+        """Sessions with messages or state (daemon/README.md §9.2: a session exists while it has
+        some)."""
+        sessions = self._sessions()
+        active: dict[str, int] = {}
+        down: set[int] = set()
+        if self.faulty:
+            self.check_reachable()
+            down = set(self.unavailable())
+        for p in self.partitions:
+            if p.id in down:
+                continue  # daemon/README.md §0.1.10: what the available partitions hold
+            for seq, session_id in p.session_of.items():
+                if p.log.state_of(seq) in (State.ACTIVE, State.DEFERRED):
+                    active[session_id] = active.get(session_id, 0) + 1
+        names = sorted(set(active) | set(sessions.states.items))
+        if down:
+            n = len(self.partitions)
+            names = [s for s in names if partition_for_key(s, n) not in down]
+        out = []
+        for session_id in names:
+            lock = sessions.locks.get(session_id) if sessions.held(session_id, now) else None
+            out.append(
+                {
+                    "session_id": session_id,
+                    "active_message_count": active.get(session_id, 0),
+                    "locked_until_utc": format_instant(lock[1]) if lock else None,
+                    "has_state": session_id in sessions.states.items,
+                }
+            )
+        return out
+
+    def get_session_state(self, session_id: str) -> bytes | None:
+        sessions = self._sessions()
+        if self.faulty:
+            self._session_partition(session_id)
+        return sessions.get_state(session_id)
+
+    def set_session_state(self, session_id: str, state: bytes | None) -> None:
+        if not 0 < len(session_id) <= MAX_ID_LENGTH:
+            raise BadRequest("session_id must be 1-128 characters")
+        sessions = self._sessions()
+        if self.faulty:
+            self._session_partition(session_id)
+        sessions.set_state(session_id, state, self.max_message_bytes)

@@ -1,0 +1,250 @@
+"""A queue's state and what it says about itself: counts, description, availability.
+
+The base of :class:`sbctld.queue.Queue` (and so of topics and subscriptions): it holds
+every attribute and answers read-only questions; the data-plane rules live in
+:mod:`sbctld.queue`.
+
+Rule 1: nothing here changes a message; with no injected faults (``faulty`` False) the
+availability checks cost one attribute read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from sbctl.durations import format_duration_iso, format_instant
+from sbctl.errors import (
+    BadRequest,
+    InvalidOperation,
+    MessagingEntityDisabled,
+)
+from sbctl.messages import parse_lock_token
+from sbctld.config import QueueConfig
+from sbctld.dedup import DuplicateHistory
+from sbctld.faults import ENTITY_UNAVAILABLE, all_down
+from sbctld.partition import Partition
+from sbctld.sessions import Sessions
+from sbctld.storage.log import (
+    State,
+)
+
+DESCRIPTION = "queue.toml"
+SESSION_RECEIVER_ON_PLAIN = (
+    # daemon/README.md §9.5
+    "A sessionful message receiver cannot be created on an entity that does not require sessions."
+)
+NON_SESSION_RECEIVER = (
+    # daemon/README.md §9.5
+    "It is not possible for an entity that requires sessions to create a non-sessionful "
+    "message receiver."
+)
+SETTLEMENTS = ("complete", "abandon", "defer", "dead-letter", "renew-lock")
+DEAD_LETTER_REASON = "DeadLetterReason"  # application properties (daemon/README.md §1.9)
+DEAD_LETTER_DESCRIPTION = "DeadLetterErrorDescription"
+DEAD_LETTER_SOURCE = "DeadLetterSource"
+LOCAL_MASK = (1 << 48) - 1
+PURGEABLE = (State.ACTIVE, State.DEFERRED, State.SCHEDULED)
+PURGE_CHUNK = 100_000
+SCHEDULE_RETRY_MS = 1_000  # a scheduled message the disk could not take: tried again
+DUPLICATE_OF_SEQ = -1  # in Queue.send's ``order``: (marker, the earlier sequence number)
+DUPLICATE_IN_BATCH = -2  # (marker, index of the first copy in ``order``)
+LOCK_LOST = (
+    "The lock supplied is invalid. Either the lock expired, or the message has already been "
+    "removed from the queue, or was received by a different receiver instance."
+)
+
+
+class QueueState:
+    """A queue's attributes and its read-only views (see the module docstring)."""
+
+    kind = "queue"  # how errors name it (a Topic and a Subscription say so)
+    sessions_span_partitions = False  # see receive_session
+
+    def __init__(
+        self,
+        directory: Path,
+        config: QueueConfig,
+        partitions: list[Partition],
+        *,
+        max_message_bytes: int,
+    ) -> None:
+        self.directory = directory
+        self.config = config
+        self.partitions = partitions
+        self.max_message_bytes = max_message_bytes
+        self.accessed_at_ms = config.updated_at_ms
+        self.key = ("", "")  # (namespace key, queue key), set by the broker
+        self.dedup: DuplicateHistory | None = None
+        self.sessions: Sessions | None = None
+        # Some partition has an injected fault (sbctld.faults): the one check the data
+        # plane makes while there are none.
+        self.faulty = False
+        self._rr_send = 0
+        self._rr_receive = 0
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    @property
+    def partitioned(self) -> bool:
+        return len(self.partitions) > 1
+
+    def counts(self) -> dict[str, int]:
+        c = [0] * len(State)
+        size = 0
+        for p in self.partitions:
+            if p.fault is not None and not p.fault.reachable():
+                continue  # daemon/README.md §0.1.10: the available partitions' counts
+            for st in State:
+                c[st] += p.log.counts[st]
+            size += p.log.live_bytes
+        if self.sessions is not None:
+            size += self.sessions.state_bytes  # daemon/README.md §9.8
+        active = c[State.ACTIVE] + c[State.DEFERRED]  # daemon/README.md §0.4.1
+        return {
+            "active_message_count": active,
+            "deferred_message_count": c[State.DEFERRED],
+            "dead_letter_message_count": c[State.DEADLETTERED],
+            "scheduled_message_count": c[State.SCHEDULED],
+            "transfer_message_count": 0,
+            "transfer_dead_letter_message_count": c[State.TRANSFER_DEADLETTERED],
+            "total_message_count": active
+            + c[State.DEADLETTERED]
+            + c[State.SCHEDULED]
+            + c[State.TRANSFER_DEADLETTERED],
+            "size_in_bytes": size,
+            # Records that failed their CRC check: never served (daemon/README.md §0.4).
+            "corrupt_message_count": sum(p.log.corrupt_count for p in self.partitions),
+        }
+
+    def describe(self, *, partitions: bool = True) -> dict[str, Any]:
+        cfg = self.config
+        out: dict[str, Any] = {
+            "name": cfg.name,
+            "max_size_in_megabytes": cfg.max_size_in_megabytes,
+            "max_message_size_in_kilobytes": self.max_message_bytes // 1024,
+            "lock_duration": format_duration_iso(cfg.lock_duration),
+            "max_delivery_count": cfg.max_delivery_count,
+            "default_message_time_to_live": format_duration_iso(cfg.default_message_time_to_live),
+            "requires_duplicate_detection": cfg.requires_duplicate_detection,
+            "duplicate_detection_history_time_window": format_duration_iso(
+                cfg.duplicate_detection_history_time_window
+            ),
+            "requires_session": cfg.requires_session,
+            "enable_partitioning": self.partitioned,
+            "forward_to": cfg.forward_to,
+            "forward_dead_lettered_messages_to": cfg.forward_dead_lettered_messages_to,
+            "dead_lettering_on_message_expiration": cfg.dead_lettering_on_message_expiration,
+            "auto_delete_on_idle": format_duration_iso(cfg.auto_delete_on_idle),
+            "enable_batched_operations": cfg.enable_batched_operations,
+            "enable_express": False,
+            "status": cfg.status,
+            "user_metadata": cfg.user_metadata,
+            "created_at_utc": format_instant(cfg.created_at_ms),
+            "updated_at_utc": format_instant(cfg.updated_at_ms),
+            "accessed_at_utc": format_instant(self.accessed_at_ms),
+            **self.counts(),
+            "partition_count": len(self.partitions),
+            "availability_status": self.availability_status,
+        }
+        if partitions:
+            out["partitions"] = [
+                self.partition_fault(p)
+                or {
+                    "partition_id": p.id,
+                    "active_message_count": p.log.counts[State.ACTIVE]
+                    + p.log.counts[State.DEFERRED],
+                    "dead_letter_message_count": p.log.counts[State.DEADLETTERED],
+                    "size_in_bytes": p.log.live_bytes,
+                    "next_sequence_number": p.shift | p.log.next_seq,
+                    **self.partition_slowness(p),
+                }
+                for p in self.partitions
+            ]
+        return out
+
+    def check_reachable(self) -> None:
+        """Raise ServiceCommunicationProblem when no partition is available."""
+        if all(p.fault is not None and p.fault.down for p in self.partitions):
+            raise all_down(self)
+
+    def reach_all(self) -> None:
+        """Touch every partition (daemon/README.md §0.1.10: management must succeed on each)."""
+        if self.faulty:
+            for p in self.partitions:
+                if p.fault is not None:
+                    p.fault.touch()
+
+    def unavailable(self) -> list[int]:
+        """The partitions whose store is unavailable."""
+        if not self.faulty:
+            return []
+        return [p.id for p in self.partitions if p.fault is not None and p.fault.down]
+
+    @property
+    def availability_status(self) -> str:
+        """daemon/README.md §0.1.10: Limited while some partition is unavailable (Azure's Unknown
+        when none is available)."""
+        down = len(self.unavailable())
+        if not down:
+            return "Available"
+        return ENTITY_UNAVAILABLE if down == len(self.partitions) else "Limited"
+
+    def partition_fault(self, p: Partition) -> dict[str, Any] | None:
+        """A faulty partition's entry in :meth:`describe` (None when it is healthy): an
+        unavailable one has no counts; a slow one says how slow."""
+        fault = p.fault
+        if fault is None or not fault.down:
+            return None
+        return {
+            "partition_id": p.id,
+            "availability_status": "Unavailable",
+            "faults": list(fault.fault_ids),
+        }
+
+    @staticmethod
+    def partition_slowness(p: Partition) -> dict[str, Any]:
+        fault = p.fault
+        if fault is None:
+            return {}
+        return {
+            "availability_status": "Slow",
+            "latency": format_duration_iso(fault.latency_ms),
+            "faults": list(fault.fault_ids),
+        }
+
+    def _reach_tokens(self, tokens: Sequence[str]) -> None:
+        """Touch the partitions of these lock tokens before settling any of them."""
+        for token in tokens:
+            try:
+                public, _nonce = parse_lock_token(token)
+            except BadRequest:
+                continue  # reported with the token's result
+            pid = public >> 48 if self.partitioned else 0
+            if pid < len(self.partitions):
+                p = self.partitions[pid]
+                if p.fault is not None:
+                    p.fault.touch()
+
+    def check_receive(self, subqueue: str) -> None:
+        cfg = self.config
+        if cfg.status in ("Disabled", "ReceiveDisabled"):
+            raise MessagingEntityDisabled(
+                f"{self.kind} {cfg.name!r} is {cfg.status}: receives are refused"
+            )
+        if cfg.forward_to is not None and not subqueue:
+            # daemon/README.md §11.2
+            raise InvalidOperation(
+                f"cannot receive from {cfg.name!r}: it forwards every message to {cfg.forward_to!r}"
+            )
+        if cfg.forward_dead_lettered_messages_to is not None and subqueue == "deadletter":
+            # daemon/README.md §4.7
+            raise InvalidOperation(
+                f"cannot receive from the dead-letter queue of {cfg.name!r}: it forwards "
+                f"dead-lettered messages to {cfg.forward_dead_lettered_messages_to!r}"
+            )
+        if cfg.requires_session and not subqueue:
+            raise InvalidOperation(NON_SESSION_RECEIVER)

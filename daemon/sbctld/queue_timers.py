@@ -1,0 +1,96 @@
+"""A queue's timers: message expiry, scheduled messages coming due, idleness.
+
+The second layer of :class:`sbctld.queue.Queue` (over :class:`sbctld.queue_state.QueueState`).
+
+Rule 1: a scheduled message's copy is appended before the original is retired: a crash in
+between can duplicate it, never lose it.
+"""
+
+from __future__ import annotations
+
+from sbctl.codec import (
+    NOT_SCHEDULED,
+    RECORD_HEADER,
+    StagedRecord,
+    decode_message,
+)
+from sbctl.durations import MAX_TIMESPAN_MS
+from sbctld.partition import Partition
+from sbctld.queue_state import (
+    DEAD_LETTER_DESCRIPTION,
+    DEAD_LETTER_REASON,
+    SCHEDULE_RETRY_MS,
+    QueueState,
+)
+from sbctld.storage.log import (
+    State,
+)
+from sbctld.storage.space import CorruptRecord, StorageError
+
+
+class QueueTimers(QueueState):
+    """Expiry, scheduling and idleness of a queue (see the module docstring)."""
+
+    def _expire(self, p: Partition, seq: int) -> None:
+        """daemon/README.md §6.2-6.3: drop, or dead-letter when the entity says so."""
+        if self.config.dead_lettering_on_message_expiration:
+            p.log.set_state(
+                seq,
+                State.DEADLETTERED,
+                {
+                    DEAD_LETTER_REASON: "TTLExpiredException",
+                    DEAD_LETTER_DESCRIPTION: "The message expired and was dead lettered.",
+                },
+            )
+        else:
+            p.log.set_state(seq, State.GONE)
+        p.give_back(seq)
+
+    def activate_scheduled(self, now: int) -> bool:
+        """Enqueue scheduled messages whose time came, with new sequence numbers (daemon/README.md
+        §7,
+        §2.4). The copy is appended before the original is retired: a crash in between can
+        duplicate a scheduled message, never lose it."""
+        woke = False
+        for p in self.partitions:
+            if p.fault is not None and p.fault.down:
+                continue  # its timers wait for the store (the broker revisits on clear)
+            for seq in p.due_scheduled(now):
+                try:
+                    raw = p.log.read_record(seq)
+                except CorruptRecord:
+                    p.log.discard_corrupt(seq)
+                    continue
+                ttl = RECORD_HEADER.unpack_from(raw)[2]
+                payload = raw[RECORD_HEADER.size :]
+                try:
+                    new = p.log.append([StagedRecord(payload, ttl, NOT_SCHEDULED)], now)
+                except StorageError:  # a full disk: it activates once there is space
+                    p.schedule(now + SCHEDULE_RETRY_MS, seq)
+                    continue
+                session_id = decode_message(payload).session_id if self.sessions else None
+                if session_id is not None:
+                    p.index_session(new, session_id)
+                p.log.set_state(seq, State.GONE)
+                woke = True
+        return woke
+
+    def idle(self, now: int) -> bool:
+        """daemon/README.md §6.5: no send, receive, peek or update for auto_delete_on_idle; a queue
+        with
+        scheduled messages, or one that forwards, is never idle."""
+        cfg = self.config
+        return (
+            cfg.auto_delete_on_idle < MAX_TIMESPAN_MS
+            and cfg.forward_to is None
+            and not self.scheduled_pending
+            and now - self.accessed_at_ms >= cfg.auto_delete_on_idle
+        )
+
+    @property
+    def scheduled_pending(self) -> bool:
+        return any(p.next_scheduled() is not None for p in self.partitions)
+
+    def next_scheduled(self) -> int | None:
+        times = [t for p in self.partitions if (t := p.next_scheduled()) is not None]
+        return min(times) if times else None

@@ -1,0 +1,483 @@
+"""The asyncio client, :class:`AsyncClient`: one connection, many requests in flight."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import os
+from collections.abc import AsyncIterator, Callable, Sequence
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from sbctl import convert, paths
+from sbctl.codec import Message
+from sbctl.convert import Duration, Instant, Sendable
+from sbctl.errors import InvalidOperation, SbctlError, ServiceCommunicationProblem
+from sbctl.messages import ReceivedMessage
+from sbctl.protocol import (
+    LENGTH,
+    MAX_REPLY_BYTES,
+    decode_reply,
+    encode_request,
+)
+from sbctl.retry import DEFAULT_BACKOFF, DEFAULT_MAX, DEFAULT_TOTAL
+
+if TYPE_CHECKING:
+    from sbctl.messages import Tokens
+from sbctl.client._calls import (
+    DEFAULT_NAMESPACE,
+    Call,
+    Transaction,
+    _Answered,
+    _Calls,
+    _gave_up,
+    _policy,
+    _raise_or_result,
+    _refuse_in_transaction,
+    _scheduled,
+    _tx_settlements,
+    _unreachable,
+)
+
+
+class AsyncClient:
+    """asyncio client; requests are pipelined on one connection."""
+
+    def __init__(
+        self,
+        socket_path: str | os.PathLike[str] | None = None,
+        *,
+        namespace: str | None = None,
+        retry_total: int = DEFAULT_TOTAL,
+        retry_backoff_factor: float = DEFAULT_BACKOFF,
+        retry_backoff_max: float = DEFAULT_MAX,
+    ) -> None:
+        self.socket_path = str(socket_path or paths.default_socket())
+        self.namespace = namespace or os.environ.get("SBCTL_NAMESPACE") or DEFAULT_NAMESPACE
+        self.retry = _policy(retry_total, retry_backoff_factor, retry_backoff_max)
+        self._calls = _Calls(self.namespace)
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._pending: dict[int, tuple[asyncio.Future[Any], Callable[[msgspec.Raw], Any]]] = {}
+        self._reader_task: asyncio.Task[None] | None = None
+        self._ids = itertools.count(1)
+        self._tx: Transaction | None = None
+        # daemon/README.md §5.3: a peek without a start continues after the last message peeked.
+        self._peek_next: dict[str, int] = {}
+        self._lock = asyncio.Lock()
+
+    async def _connect(self) -> asyncio.StreamWriter:
+        async with self._lock:
+            if self._writer is None:
+                try:
+                    reader, writer = await asyncio.open_unix_connection(
+                        self.socket_path, limit=MAX_REPLY_BYTES
+                    )
+                except OSError as exc:
+                    raise _unreachable(self.socket_path, exc) from exc
+                self._reader, self._writer = reader, writer
+                self._reader_task = asyncio.get_running_loop().create_task(self._read_loop())
+            return self._writer
+
+    async def _read_loop(self) -> None:
+        assert self._reader is not None
+        reader = self._reader
+        error: SbctlError = ServiceCommunicationProblem("the sbctl daemon closed the connection")
+        try:
+            while True:
+                head = await reader.readexactly(4)
+                (n,) = LENGTH.unpack(head)
+                reply = decode_reply(await reader.readexactly(n))
+                if reply.id == 0 and not reply.ok and len(self._pending) == 1:
+                    reply.id = next(iter(self._pending))  # an unreadable request's error
+                fut, read = self._pending.pop(reply.id, (None, None))
+                if fut is None or read is None or fut.done():
+                    continue
+                try:
+                    fut.set_result(_raise_or_result(reply.ok, reply.result, read))
+                except SbctlError as exc:
+                    fut.set_exception(_Answered(exc))
+        except (asyncio.IncompleteReadError, OSError) as exc:
+            error = ServiceCommunicationProblem(f"lost the sbctl daemon connection: {exc}")
+        finally:
+            for fut, _ in self._pending.values():
+                if not fut.done():
+                    fut.set_exception(error)
+            self._pending.clear()
+            self._writer = None
+
+    async def _call(self, call: Call) -> Any:
+        attempt = 0
+        while True:
+            try:
+                return await self._call_once(call)
+            except _Answered as answered:
+                wait = self.retry.delay(answered.error, attempt)
+                if wait is None:
+                    raise _gave_up(answered.error, attempt) from None
+            attempt += 1
+            await asyncio.sleep(wait)
+
+    async def _call_once(self, call: Call) -> Any:
+        op, args, read = call
+        writer = await self._connect()
+        req_id = next(self._ids)
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._pending[req_id] = (fut, read)
+        writer.write(encode_request(req_id, op, args))
+        return await fut
+
+    async def aclose(self) -> None:
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            writer.close()
+            with contextlib.suppress(OSError):
+                await writer.wait_closed()
+        if self._reader_task is not None:
+            self._reader_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reader_task
+            self._reader_task = None
+
+    def using(self, namespace: str) -> AsyncClient:
+        """The same connection settings, another namespace."""
+        return AsyncClient(
+            self.socket_path,
+            namespace=namespace,
+            retry_total=self.retry.total,
+            retry_backoff_factor=self.retry.backoff,
+            retry_backoff_max=self.retry.max_backoff,
+        )
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    @contextlib.asynccontextmanager
+    async def transaction(self) -> AsyncIterator[Transaction]:
+        """Buffer this client's sends and settlements and commit them at once, all or
+        nothing (daemon/README.md §12); an exception in the block discards them."""
+        if self._tx is not None:
+            raise InvalidOperation("a transaction is already open on this client")
+        tx = self._tx = Transaction()
+        try:
+            yield tx
+        finally:
+            self._tx = None
+        if tx.entity is not None:
+            tx.result = await self._call(tx.commit_call(self.namespace))
+
+    async def ping(self) -> dict[str, Any]:
+        return await self._call(self._calls.ping())
+
+    async def status(self) -> dict[str, Any]:
+        return await self._call(self._calls.status())
+
+    async def shutdown(self) -> dict[str, Any]:
+        return await self._call(self._calls.shutdown())
+
+    async def namespace_create(
+        self,
+        name: str,
+        sku: str = "standard",
+        premium_messaging_partitions: int = 1,
+        capacity: int = 1,
+        credits_per_second: int | None = None,
+        ops_per_unit: int | None = None,
+    ) -> dict[str, Any]:
+        call = self._calls.namespace_create(
+            name, sku, premium_messaging_partitions, capacity, credits_per_second, ops_per_unit
+        )
+        return await self._call(call)
+
+    async def namespace_update(
+        self,
+        name: str,
+        credits_per_second: int | None = None,
+        capacity: int | None = None,
+        ops_per_unit: int | None = None,
+    ) -> dict[str, Any]:
+        return await self._call(
+            self._calls.namespace_update(name, credits_per_second, capacity, ops_per_unit)
+        )
+
+    async def namespace_credits(self, name: str | None = None) -> dict[str, Any]:
+        return await self._call(self._calls.namespace_credits(name or self.namespace))
+
+    async def namespace_metrics(self, name: str | None = None) -> dict[str, Any]:
+        return await self._call(self._calls.namespace_metrics(name or self.namespace))
+
+    async def overview(self, name: str | None = None) -> dict[str, Any]:
+        """:meth:`Client.overview`."""
+        result: dict[str, Any] = await self._call(self._calls.overview(name or self.namespace))
+        return result
+
+    async def namespace_pair(
+        self,
+        primary: str,
+        secondary: str,
+        *,
+        backlog_queue_count: int = 10,
+        failover_interval_ms: Duration = 60_000,
+        ping_primary_interval_ms: Duration = 60_000,
+        enable_syphon: bool = False,
+    ) -> dict[str, Any]:
+        return await self._call(
+            self._calls.namespace_pair(
+                primary,
+                secondary,
+                backlog_queue_count,
+                failover_interval_ms,
+                ping_primary_interval_ms,
+                enable_syphon,
+            )
+        )
+
+    async def namespace_unpair(self, primary: str) -> dict[str, Any]:
+        return await self._call(self._calls.namespace_unpair(primary))
+
+    async def namespace_pair_status(self, primary: str) -> dict[str, Any]:
+        return await self._call(self._calls.namespace_pair_status(primary))
+
+    async def namespace_get(self, name: str) -> dict[str, Any]:
+        return await self._call(self._calls.namespace_get(name))
+
+    async def amqp_endpoint(self, name: str) -> dict[str, Any]:
+        return await self._call(self._calls.amqp_endpoint(name))
+
+    async def namespace_list(self) -> list[dict[str, Any]]:
+        return await self._call(self._calls.namespace_list())
+
+    async def namespace_delete(self, name: str) -> dict[str, Any]:
+        return await self._call(self._calls.namespace_delete(name))
+
+    async def queue_create(self, name: str, **options: Any) -> dict[str, Any]:
+        return await self._call(self._calls.queue_create(name, options))
+
+    async def queue_update(self, name: str, **options: Any) -> dict[str, Any]:
+        return await self._call(self._calls.queue_update(name, options))
+
+    async def queue_get(self, name: str) -> dict[str, Any]:
+        return await self._call(self._calls.queue_get(name))
+
+    async def queue_list(self) -> list[dict[str, Any]]:
+        return await self._call(self._calls.queue_list())
+
+    async def queue_delete(self, name: str) -> dict[str, Any]:
+        return await self._call(self._calls.queue_delete(name))
+
+    # -- topics, subscriptions and rules (daemon/README.md §10)
+    async def topic_create(self, name: str, **options: Any) -> dict[str, Any]:
+        return await self._call(self._calls.topic_create(name, options))
+
+    async def topic_update(self, name: str, **options: Any) -> dict[str, Any]:
+        return await self._call(self._calls.topic_update(name, options))
+
+    async def topic_get(self, name: str) -> dict[str, Any]:
+        return await self._call(self._calls.topic_get(name))
+
+    async def topic_list(self) -> list[dict[str, Any]]:
+        return await self._call(self._calls.topic_list())
+
+    async def topic_delete(self, name: str) -> dict[str, Any]:
+        return await self._call(self._calls.topic_delete(name))
+
+    async def subscription_create(self, topic: str, name: str, **options: Any) -> dict[str, Any]:
+        return await self._call(self._calls.subscription_create(topic, name, options))
+
+    async def subscription_update(self, topic: str, name: str, **options: Any) -> dict[str, Any]:
+        return await self._call(self._calls.subscription_update(topic, name, options))
+
+    async def subscription_get(self, topic: str, name: str) -> dict[str, Any]:
+        return await self._call(self._calls.subscription_get(topic, name))
+
+    async def subscription_list(self, topic: str) -> list[dict[str, Any]]:
+        return await self._call(self._calls.subscription_list(topic))
+
+    async def subscription_delete(self, topic: str, name: str) -> dict[str, Any]:
+        return await self._call(self._calls.subscription_delete(topic, name))
+
+    async def rule_create(
+        self,
+        topic: str,
+        subscription: str,
+        name: str,
+        filter: dict[str, Any] | None = None,
+        action: str | None = None,
+    ) -> dict[str, Any]:
+        """Add a rule; ``filter`` as in :class:`sbctl.protocol.RuleCreate` (None: TrueFilter)."""
+        return await self._call(self._calls.rule_create(topic, subscription, name, filter, action))
+
+    async def rule_get(self, topic: str, subscription: str, name: str) -> dict[str, Any]:
+        return await self._call(self._calls.rule_get(topic, subscription, name))
+
+    async def rule_list(self, topic: str, subscription: str) -> list[dict[str, Any]]:
+        return await self._call(self._calls.rule_list(topic, subscription))
+
+    async def rule_delete(self, topic: str, subscription: str, name: str) -> dict[str, Any]:
+        return await self._call(self._calls.rule_delete(topic, subscription, name))
+
+    async def send(self, entity: str, messages: Sendable) -> list[int]:
+        messages = convert.messages(messages)
+        if self._tx is not None:
+            self._tx.add(entity, messages=messages)
+            return []
+        return await self._call(self._calls.send(entity, messages))
+
+    async def send_report(self, entity: str, messages: Sequence[Message]) -> dict[str, Any]:
+        """:meth:`Client.send_report`."""
+        if self._tx is not None:
+            return {"sequence_numbers": await self.send(entity, messages), "diverted_to": None}
+        result: dict[str, Any] = await self._call(self._calls.send(entity, messages, report=True))
+        return result
+
+    async def peek(
+        self, entity: str, count: int = 1, from_sequence: int | None = None
+    ) -> list[ReceivedMessage]:
+        start = self._peek_next.get(entity) if from_sequence is None else from_sequence
+        got: list[ReceivedMessage] = await self._call(self._calls.peek(entity, count, start))
+        if got:
+            self._peek_next[entity] = got[-1].sequence_number + 1
+        return got
+
+    async def receive(
+        self,
+        entity: str,
+        count: int = 1,
+        max_wait: float | timedelta = 0.0,
+        mode: str = "peek-lock",
+        session_lock_token: str | None = None,
+    ) -> list[ReceivedMessage]:
+        """Receive; with ``session_lock_token`` (from :meth:`accept_session`), that
+        session's messages in order."""
+        _refuse_in_transaction(self._tx, "receive")
+        call = self._calls.receive(entity, count, max_wait, mode, session_lock_token)
+        return await self._call(call)
+
+    async def settle(
+        self,
+        entity: str,
+        op: str,
+        lock_tokens: Tokens,
+        properties: dict[str, Any] | None = None,
+        reason: str | None = None,
+        description: str | None = None,
+    ) -> list[dict[str, Any]]:
+        if self._tx is not None:
+            settles, pending = _tx_settlements(op, lock_tokens, properties, reason, description)
+            self._tx.add(entity, settlements=settles)
+            return pending
+        call = self._calls.settle(entity, op, lock_tokens, properties, reason, description)
+        return await self._call(call)
+
+    async def complete(self, entity: str, lock_tokens: Tokens) -> list[dict[str, Any]]:
+        return await self.settle(entity, "complete", lock_tokens)
+
+    async def abandon(
+        self,
+        entity: str,
+        lock_tokens: Tokens,
+        properties: dict[str, Any] | None = None,
+    ) -> list[dict[str, Any]]:
+        return await self.settle(entity, "abandon", lock_tokens, properties)
+
+    async def defer(
+        self, entity: str, lock_tokens: Tokens, properties: dict[str, Any] | None = None
+    ) -> list[dict[str, Any]]:
+        return await self.settle(entity, "defer", lock_tokens, properties)
+
+    async def dead_letter(
+        self,
+        entity: str,
+        lock_tokens: Tokens,
+        reason: str | None = None,
+        description: str | None = None,
+        properties: dict[str, Any] | None = None,
+    ) -> list[dict[str, Any]]:
+        return await self.settle(
+            entity, "dead-letter", lock_tokens, properties, reason, description
+        )
+
+    async def renew_lock(self, entity: str, lock_tokens: Tokens) -> list[dict[str, Any]]:
+        return await self.settle(entity, "renew-lock", lock_tokens)
+
+    async def receive_deferred(
+        self, entity: str, sequence_numbers: Sequence[int], mode: str = "peek-lock"
+    ) -> list[ReceivedMessage]:
+        _refuse_in_transaction(self._tx, "receive_deferred")
+        return await self._call(self._calls.receive_deferred(entity, sequence_numbers, mode))
+
+    async def schedule(self, entity: str, messages: Sendable, at_ms: Instant) -> list[int]:
+        """Send messages to appear at ``at_ms`` (daemon/README.md §7.1); returns their numbers."""
+        return await self.send(entity, _scheduled(messages, at_ms))
+
+    async def cancel_scheduled(
+        self, entity: str, sequence_numbers: Sequence[int]
+    ) -> dict[str, Any]:
+        return await self._call(self._calls.cancel_scheduled(entity, sequence_numbers))
+
+    async def purge(self, entity: str) -> dict[str, Any]:
+        """Delete every message of a queue, or of ``queue/$deadletterqueue``."""
+        return await self._call(self._calls.purge(entity))
+
+    async def dlq_resubmit(
+        self, entity: str, count: int | None = None, to: str | None = None
+    ) -> dict[str, Any]:
+        """Move dead-lettered messages back to the queue (or to ``to``)."""
+        return await self._call(self._calls.dlq_resubmit(entity, count, to))
+
+    async def fault_add(
+        self,
+        entity: str | None = None,
+        partitions: Sequence[int] = (),
+        *,
+        kind: str = "unavailable",
+        latency_ms: Duration | None = None,
+    ) -> dict[str, Any]:
+        return await self._call(self._calls.fault_add(entity, partitions, kind, latency_ms))
+
+    async def fault_list(self, *, all_namespaces: bool = False) -> list[dict[str, Any]]:
+        return await self._call(self._calls.fault_list(all_namespaces))
+
+    async def fault_clear(
+        self, ids: Sequence[str] = (), *, all_namespaces: bool = False
+    ) -> dict[str, Any]:
+        return await self._call(self._calls.fault_clear(ids, all_namespaces))
+
+    async def accept_session(self, entity: str, session_id: str | None = None) -> dict[str, Any]:
+        """Lock ``session_id`` (or the next session with messages) for this caller: returns
+        ``session_id``, ``session_lock_token`` and ``locked_until_utc`` (daemon/README.md §9.6)."""
+        return await self._call(self._calls.session_accept(entity, session_id))
+
+    async def renew_session_lock(self, entity: str, session_lock_token: str) -> dict[str, Any]:
+        call = self._calls.session_token("session_renew", entity, session_lock_token)
+        return await self._call(call)
+
+    async def close_session(self, entity: str, session_lock_token: str) -> dict[str, Any]:
+        call = self._calls.session_token("session_close", entity, session_lock_token)
+        return await self._call(call)
+
+    async def list_sessions(self, entity: str) -> list[dict[str, Any]]:
+        return await self._call(self._calls.session_list(entity))
+
+    async def get_session_state(self, entity: str, session_id: str) -> bytes | None:
+        return await self._call(self._calls.session_get_state(entity, session_id))
+
+    async def set_session_state(
+        self, entity: str, session_id: str, state: bytes | str | None
+    ) -> dict[str, Any]:
+        """Set (or, with None, clear) a session's state (daemon/README.md §9.8)."""
+        return await self._call(self._calls.session_set_state(entity, session_id, state))
+
+    async def load_adopt(
+        self, entity: str, load_id: str, files: Sequence[tuple[int, str]]
+    ) -> dict[str, Any]:
+        return await self._call(self._calls.load_adopt(entity, load_id, files))
+
+    async def load_status(self, entity: str, load_id: str) -> dict[str, Any]:
+        return await self._call(self._calls.load_status(entity, load_id))
