@@ -4,7 +4,7 @@ Layers (``daemon/sbctld`` and ``sbctl``, imports parsed with :mod:`ast`, those i
 and under ``if TYPE_CHECKING`` included):
 
 - the *domain* is every ``sbctld`` module except the entry point (``sbctld.main``,
-  ``sbctld.__main__``), the front-ends (``sbctld.server`` and ``sbctld.frontends.*``) and the
+  ``sbctld.__main__``), the front-ends (``sbctld.frontends.*``) and the
   service layer (``sbctld.service``, ``sbctld.service.*``); it imports none of those;
 - only the entry point imports a front-end (front-ends may import one another's modules);
 - the client and CLI package ``sbctl`` imports ``sbctld`` only where it must run daemon code
@@ -178,11 +178,7 @@ def _imports(module: Module, modules: dict[str, Module]) -> dict[str, str]:
 
 
 def is_front_end(name: str) -> bool:
-    return (
-        name == "sbctld.server"
-        or name == "sbctld.frontends"
-        or name.startswith("sbctld.frontends.")
-    )
+    return name == "sbctld.frontends" or name.startswith("sbctld.frontends.")
 
 
 def is_service(name: str) -> bool:
