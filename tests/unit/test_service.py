@@ -33,7 +33,7 @@ from sbctld.broker import DEFAULT_NAMESPACE, Broker
 from sbctld.clock import FakeClock
 from sbctld.frontends.unix.connection import Connection
 from sbctld.frontends.unix.server import UnixFrontend
-from sbctld.service import DelayedOperation, Service
+from sbctld.service import DelayedOperation, Purgatory, Service
 from sbctld.service import commit as commit_module
 
 NS = DEFAULT_NAMESPACE
@@ -309,3 +309,67 @@ def test_a_slow_store_delays_only_the_requests_that_touched_it(parts: Any) -> No
         await service.stop()
 
     asyncio.run(scenario())
+
+
+class Counting(DelayedOperation):
+    """Completes once ``ready[0]`` is true; records what happened to it in ``log``."""
+
+    def __init__(self, name: str, ready: list[bool], log: list[str]) -> None:
+        super().__init__()
+        self.name = name
+        self.ready = ready
+        self.log = log
+
+    def try_complete(self) -> bool:
+        self.log.append(f"try {self.name}")
+        return self.ready[0]
+
+    def on_expire(self) -> None:
+        self.log.append(f"expired {self.name}")
+
+    def on_cancel(self) -> None:
+        self.log.append(f"cancelled {self.name}")
+
+
+def test_the_purgatory_retries_oldest_first_and_completes_each_operation_once(
+    clock: FakeClock,
+) -> None:
+    timers = FakeTimers(clock)
+    purgatory = Purgatory(lambda: timers)
+    log: list[str] = []
+    ready = [False]
+    key = ("ns", "q")
+    a, b = Counting("a", ready, log), Counting("b", ready, log)
+    assert not purgatory.try_complete_else_watch(a, [key], 1.0)
+    assert not purgatory.try_complete_else_watch(b, [key, ("ns", "other")], None)
+    assert purgatory.watched() == 2
+    log.clear()
+    assert purgatory.check_and_complete(key) == 0
+    assert log == ["try a", "try b"]
+    ready[0] = True
+    log.clear()
+    assert purgatory.check_and_complete(key) == 2
+    assert log == ["try a", "try b"]
+    assert purgatory.check_and_complete(("ns", "other")) == 0  # b completed already
+    timers.advance(1000)
+    assert log == ["try a", "try b"]  # a's timer was cancelled when it completed
+    assert purgatory.watched() == 0
+
+
+def test_the_purgatory_expires_cancels_and_fails(clock: FakeClock) -> None:
+    timers = FakeTimers(clock)
+    purgatory = Purgatory(lambda: timers)
+    log: list[str] = []
+    never = [False]
+    key = ("ns", "q")
+    a, b, c = (Counting(n, never, log) for n in "abc")
+    for op in (a, b, c):
+        purgatory.watch(op, [key], 2.0)
+    purgatory.cancel(b)
+    timers.advance(1999)
+    assert log == ["cancelled b"]
+    purgatory.fail(key, ServiceTimeout("queue 'q' was deleted"))  # default: try, then expire
+    assert log == ["cancelled b", "try a", "expired a", "try c", "expired c"]
+    timers.advance(1)
+    assert log[-1] == "expired c" and len(log) == 5  # each answered once
+    assert purgatory.watched() == 0

@@ -60,6 +60,9 @@ class DelayedOperation:
         """False when nobody waits for the answer any more (the client hung up)."""
         return True
 
+    def on_cancel(self) -> None:
+        """Dropped unanswered (its client went away): forget what refers to it."""
+
 
 class Purgatory:
     def __init__(self, timers: Callable[[], Timers] | None = None) -> None:
@@ -129,6 +132,7 @@ class Purgatory:
                     ops.remove(op)
                     if not ops:
                         del self._watchers[key]
+            op.on_cancel()
 
     def _expire(self, op: DelayedOperation) -> None:
         if op.completed:

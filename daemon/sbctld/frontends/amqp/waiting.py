@@ -52,6 +52,9 @@ class LinkWatch(DelayedOperation):
     def on_fail(self, error: SbctlError) -> None:
         self.try_complete()  # the receive fails and detaches the link
 
+    def on_cancel(self) -> None:
+        self.forget(self.link)
+
 
 class SessionWait(DelayedOperation):
     """A next-available session receiver waiting for a free session."""
@@ -79,3 +82,6 @@ class SessionWait(DelayedOperation):
     def on_expire(self) -> None:
         self.forget(self.link)
         self.owner.retry_session(self.link, self.path, final=True)
+
+    def on_cancel(self) -> None:
+        self.forget(self.link)

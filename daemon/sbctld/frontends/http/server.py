@@ -375,3 +375,6 @@ class HttpReceive(DelayedOperation):
     def on_expire(self) -> None:
         self.frontend.waiting.discard(self)
         self.attempt(True)
+
+    def on_cancel(self) -> None:
+        self.frontend.waiting.discard(self)

@@ -449,5 +449,8 @@ class ParkedReceive(DelayedOperation):
         self._done()
         self.conn.reply_error(self.req_id, error)
 
+    def on_cancel(self) -> None:
+        self._done()
+
     def _done(self) -> None:
         self.conn.parked.discard(self)
