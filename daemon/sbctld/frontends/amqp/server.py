@@ -4,10 +4,10 @@ One :class:`AmqpFrontend` owns the TCP listeners: the main port serves the defau
 namespace, every other namespace gets a port of its own (kept in ``<data dir>/amqp/
 ports.json`` so connection strings stay valid across restarts). Each TCP connection is an
 :class:`AmqpConnection`: it feeds bytes to the sans-IO :class:`Connection` and answers its
-callbacks by calling the same broker operations the Unix-socket server calls, with the
-same durable acknowledgement (a transfer is accepted only once the group commit that
-holds it is on disk) and the same wake-ups (a send here wakes a Unix-socket long poll, a
-send there feeds an AMQP receiver waiting for credit).
+callbacks through the service (sbctld.service) and the broker's public methods, with the
+durable acknowledgement every front-end gets (a transfer is accepted only once the group
+commit that holds it is on disk) and the same wake-ups (a send here completes a Unix-socket
+long poll or an HTTP receive; a send there feeds an AMQP receiver waiting with credit).
 """
 
 from __future__ import annotations
