@@ -86,22 +86,21 @@ def start(
             f"stop it with `kill {owner}`"
         )
     if foreground:
-        from sbctld.main import AmqpSettings, HttpSettings, run
+        from sbctld.main import DaemonSettings, run
         from sbctld.ownership import claim
 
-        # A refusal is the command's error line; warnings go to the log, on stderr here.
-        claimed = claim(data_dir, socket_path)
-        code = run(
+        settings = DaemonSettings.from_flags(
             data_dir,
             socket_path,
             durability,
-            foreground=True,
             default_credits_per_second=default_credits_per_second,
             reply_buffer_bytes=reply_buffer_bytes,
-            claimed=claimed,
-            amqp=AmqpSettings(*amqp),
-            http=HttpSettings(*http),
+            amqp=amqp,
+            http=http,
         )
+        # A refusal is the command's error line; warnings go to the log, on stderr here.
+        claimed = claim(data_dir, socket_path)
+        code = run(settings, foreground=True, claimed=claimed)
         if code:
             raise GeneralError(f"the daemon exited with status {code}; see {log_file}")
         return {**base, "already_running": False, "pid": os.getpid(), "log_file": log_file}
@@ -158,18 +157,18 @@ def _daemonize(
         os.close(devnull)
         os.chdir("/")
         signal.signal(signal.SIGINT, signal.SIG_DFL)
-        from sbctld.main import AmqpSettings, HttpSettings, run
+        from sbctld.main import DaemonSettings, run
 
-        code = run(
+        settings = DaemonSettings.from_flags(
             data_dir,
             socket_path,
             durability,
-            ready_fd=ready_fd,
             default_credits_per_second=default_credits_per_second,
             reply_buffer_bytes=reply_buffer_bytes,
-            amqp=AmqpSettings(*amqp),
-            http=HttpSettings(*http),
+            amqp=amqp,
+            http=http,
         )
+        code = run(settings, ready_fd=ready_fd)
     except BaseException as exc:
         with contextlib.suppress(OSError):
             os.write(ready_fd, f"error {exc}\n".encode())

@@ -17,36 +17,28 @@ import resource
 import signal
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from sbctl import paths
-from sbctl.errors import InvalidOperation, SbctlError
+from sbctl.errors import SbctlError
 from sbctld.broker import Broker
 from sbctld.clock import SystemClock
 from sbctld.credits import DEFAULT_CREDITS_PER_SECOND
+from sbctld.frontends.unix.server import UnixFrontend
 from sbctld.ownership import Claim, claim
-from sbctld.server import DEFAULT_REPLY_BUFFER_BYTES, Server
+from sbctld.service import Service
+from sbctld.settings import (
+    DEFAULT_REPLY_BUFFER_BYTES,
+    DaemonSettings,
+    HttpListener,
+)
 from sbctld.storage.sync import Syncer
 
 log = logging.getLogger("sbctld")
 MB = 1024 * 1024
-
-
-class AmqpSettings(NamedTuple):
-    """The AMQP listener: on by default on 127.0.0.1:5672 (the SDKs' emulator port)."""
-
-    enabled: bool = True
-    host: str = "127.0.0.1"
-    port: int = 5672
-
-
-class HttpSettings(NamedTuple):
-    """The HTTP listener (management API, REST data plane, health): 127.0.0.1:5300."""
-
-    enabled: bool = True
-    host: str = "127.0.0.1"
-    port: int = 5300
+__all__ = ["DaemonSettings", "main", "run"]
 
 
 def setup_logging(data_dir: Path, foreground: bool) -> None:
@@ -66,17 +58,11 @@ def raise_fd_limit() -> None:
 
 
 def run(
-    data_dir: Path,
-    socket_path: Path,
-    durability: str = "fsync",
+    settings: DaemonSettings,
     *,
     ready_fd: int | None = None,
     foreground: bool = False,
-    default_credits_per_second: int | None = None,
-    reply_buffer_bytes: int | None = None,
     claimed: Claim | None = None,
-    amqp: AmqpSettings | None = None,
-    http: HttpSettings | None = None,
 ) -> int:
     """Run the daemon until stopped.
 
@@ -101,9 +87,10 @@ def run(
                 os.close(ready_fd)
 
     t0 = time.perf_counter()
+    data_dir = settings.data_dir
     if claimed is None:
         try:
-            claimed = claim(data_dir, socket_path)
+            claimed = claim(data_dir, settings.unix.socket_path)
         except SbctlError as exc:
             tell(f"error {exc.message}")
             return 1
@@ -118,19 +105,7 @@ def run(
 
         asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
     try:
-        return asyncio.run(
-            _serve(
-                data_dir,
-                socket_path,
-                durability,
-                tell,
-                t0,
-                default_credits_per_second,
-                reply_buffer_bytes or DEFAULT_REPLY_BUFFER_BYTES,
-                amqp,
-                http,
-            )
-        )
+        return asyncio.run(_serve(settings, tell, t0))
     except Exception as exc:
         log.exception("daemon failed")
         tell(f"error {exc}")
@@ -139,108 +114,97 @@ def run(
         claimed.release()
 
 
-async def _serve(
-    data_dir: Path,
-    socket_path: Path,
-    durability: str,
-    tell: object,
-    t0: float,
-    default_credits_per_second: int | None,
-    reply_buffer_bytes: int,
-    amqp: AmqpSettings | None = None,
-    http: HttpSettings | None = None,
-) -> int:
-    syncer = Syncer(durability)
+async def _serve(settings: DaemonSettings, tell: Callable[[str], None], t0: float) -> int:
+    data_dir = settings.data_dir
+    syncer = Syncer(settings.durability)
     credits = DEFAULT_CREDITS_PER_SECOND
-    if default_credits_per_second is not None:
-        credits = default_credits_per_second
+    if settings.default_credits_per_second is not None:
+        credits = settings.default_credits_per_second
     broker = Broker(
         data_dir, SystemClock(), syncer, report=log.warning, default_credits_per_second=credits
     )
-    server = Server(broker, syncer, socket_path, reply_buffer_bytes=reply_buffer_bytes)
-    await server.start()
+    service = Service(broker, syncer)
+    unix = UnixFrontend(
+        service, settings.unix.socket_path, reply_buffer_bytes=settings.reply_buffer_bytes
+    )
+    await unix.start()
+    service.start()
+    stops: list[Callable[[], Awaitable[None]]] = [unix.stop]
+
+    async def stop_all() -> None:
+        for stop in reversed(stops):
+            await stop()
+        await service.stop()
+
     # --- HTTP front-end (sbctld.frontends.http); before AMQP, whose ports answer HTTP too ---
-    http_frontend = await _start_http(server, data_dir, http, tell)
+    http_frontend = await _start_http(service, data_dir, settings.http, tell)
     if http_frontend is False:
-        await server.stop()
+        await stop_all()
         return 1
+    if http_frontend:
+        stops.append(http_frontend.stop)
     # --- end HTTP ---
     # --- AMQP front-end (sbctld.frontends.amqp) ---
-    frontend = None
-    if amqp is not None and amqp.enabled:
+    service.info["amqp_port"] = None
+    amqp = settings.amqp
+    if amqp is not None:
         from sbctld.frontends.amqp.server import AmqpFrontend
 
-        frontend = AmqpFrontend(server, data_dir, amqp.host, amqp.port)
+        frontend = AmqpFrontend(service, data_dir, amqp.host, amqp.port)
+        stops.append(frontend.stop)
         try:
             await frontend.start()
         except OSError as exc:
-            assert callable(tell)
             why = "is already in use" if exc.errno == errno.EADDRINUSE else f"failed: {exc}"
             tell(
                 f"error AMQP port {amqp.port} on {amqp.host} {why}; choose another with "
                 "--amqp-port N (0: any free port) or turn AMQP off with --no-amqp"
             )
-            await frontend.stop()
-            if http_frontend:
-                await http_frontend.stop()
-            await server.stop()
+            await stop_all()
             return 1
         if http_frontend:
             http_frontend.keys = frontend.keys  # one set of SAS keys for AMQP and HTTP
-        server.info["amqp_port"] = frontend.port
-        server.info["amqp_host"] = amqp.host
-        server.info["amqp_ports"] = frontend.ports
-    else:
-
-        def amqp_off(conn: object, req_id: int, args: object) -> None:
-            raise InvalidOperation("the daemon runs without AMQP (--no-amqp)")
-
-        server.register("amqp_endpoint", amqp_off)
-        server.info["amqp_port"] = None
+        service.info["amqp_port"] = frontend.port
+        service.info["amqp_host"] = amqp.host
+        service.info["amqp_ports"] = frontend.ports
     # --- end AMQP ---
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, server.stopping.set)
+        loop.add_signal_handler(sig, service.stopping.set)
     log.info(
         "sbctld %s serving %s on %s (durability %s, reply buffer %d MB) after %.3f s; %s",
         os.getpid(),
         data_dir,
-        socket_path,
-        durability,
-        reply_buffer_bytes // MB,
+        settings.unix.socket_path,
+        settings.durability,
+        settings.reply_buffer_bytes // MB,
         time.perf_counter() - t0,
         broker.stats(),
     )
-    assert callable(tell)
     tell(f"ok {os.getpid()}")
-    await server.stopping.wait()
+    await service.stopping.wait()
     log.info("stopping")
-    if frontend is not None:
-        await frontend.stop()
-    if http_frontend:
-        await http_frontend.stop()
-    await server.stop()
+    await stop_all()
     log.info("stopped cleanly")
     return 0
 
 
 async def _start_http(
-    server: Server, data_dir: Path, http: HttpSettings | None, tell: object
+    service: Service, data_dir: Path, http: HttpListener | None, tell: Callable[[str], None]
 ) -> Any:
     """The started HTTP front-end, None when HTTP is off, False when its port is taken."""
     from sbctld.frontends.http import sniff
     from sbctld.frontends.http.server import HttpFrontend
     from sbctld.frontends.http.tls import cert_paths
 
-    server.info["http_port"] = None
+    service.info["http_port"] = None
     sniff.FRONTEND = None  # a foreground run in a process that ran one before
-    if http is None or not http.enabled:
+    if http is None:
         return None
-    frontend = HttpFrontend(server, data_dir, http.host, http.port)
+    frontend = HttpFrontend(service, data_dir, http.host, http.port)
     try:
         await frontend.start()
     except OSError as exc:
-        assert callable(tell)
         why = "is already in use" if exc.errno == errno.EADDRINUSE else f"failed: {exc}"
         tell(
             f"error HTTP port {http.port} on {http.host} {why}; choose another with "
@@ -249,9 +213,9 @@ async def _start_http(
         await frontend.stop()
         return False
     sniff.FRONTEND = frontend
-    server.info["http_port"] = frontend.port
-    server.info["http_host"] = http.host
-    server.info["https_certificate"] = str(cert_paths(data_dir)[0])
+    service.info["http_port"] = frontend.port
+    service.info["http_host"] = http.host
+    service.info["https_certificate"] = str(cert_paths(data_dir)[0])
     return frontend
 
 
@@ -285,17 +249,16 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--reply-buffer-mb must be at least 1")
     data_dir = paths.resolve_data_dir(args.data_dir)
     socket_path = Path(args.socket).absolute() if args.socket else paths.default_socket(data_dir)
-    return run(
+    settings = DaemonSettings.from_flags(
         data_dir,
         socket_path,
         args.durability,
-        ready_fd=args.ready_fd,
-        foreground=True,
         default_credits_per_second=args.default_credits_per_second,
         reply_buffer_bytes=args.reply_buffer_mb * MB,
-        amqp=AmqpSettings(not args.no_amqp, args.amqp_host, args.amqp_port),
-        http=HttpSettings(not args.no_http, args.http_host, args.http_port),
+        amqp=(not args.no_amqp, args.amqp_host, args.amqp_port),
+        http=(not args.no_http, args.http_host, args.http_port),
     )
+    return run(settings, ready_fd=args.ready_fd, foreground=True)
 
 
 def reply_buffer_mb_from_env() -> int:

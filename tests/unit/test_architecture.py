@@ -4,9 +4,10 @@ Layers (``daemon/sbctld`` and ``sbctl``, imports parsed with :mod:`ast`, those i
 and under ``if TYPE_CHECKING`` included):
 
 - the *domain* is every ``sbctld`` module except the entry point (``sbctld.main``,
-  ``sbctld.__main__``), the front-ends (``sbctld.server`` and ``sbctld.frontends.*``) and the
+  ``sbctld.__main__``), the front-ends (``sbctld.frontends.*``) and the
   service layer (``sbctld.service``, ``sbctld.service.*``); it imports none of those;
-- only the entry point imports a front-end (front-ends may import one another's modules);
+- only the entry point imports a front-end (front-ends may import one another's modules,
+  but none the Unix socket's: they reach the broker through the service);
 - the client and CLI package ``sbctl`` imports ``sbctld`` only where it must run daemon code
   itself, each such import listed in :data:`ALLOWED_CLIENT_TO_DAEMON` with the reason;
 - no import cycle between modules (a strongly connected component of the import graph);
@@ -184,11 +185,7 @@ def _imports(module: Module, modules: dict[str, Module]) -> dict[str, str]:
 
 
 def is_front_end(name: str) -> bool:
-    return (
-        name == "sbctld.server"
-        or name == "sbctld.frontends"
-        or name.startswith("sbctld.frontends.")
-    )
+    return name == "sbctld.frontends" or name.startswith("sbctld.frontends.")
 
 
 def is_service(name: str) -> bool:
@@ -409,6 +406,22 @@ def test_only_the_entry_point_imports_front_ends(modules: dict[str, Module]) -> 
         if is_front_end(target)
     ]
     assert not wrong, "only sbctld.main starts front-ends:\n" + "\n".join(wrong)
+
+
+def test_front_ends_reach_the_broker_through_the_service_not_the_unix_socket(
+    modules: dict[str, Module],
+) -> None:
+    """AMQP and HTTP use the service's API (sbctld.service), never the Unix front-end's."""
+    wrong = [
+        f"{name} imports {target}"
+        for name, module in sorted(modules.items())
+        if name not in ENTRY_POINTS and not name.startswith("sbctld.frontends.unix")
+        for target in sorted(module.imports)
+        if target.startswith("sbctld.frontends.unix")
+    ]
+    assert not wrong, "only sbctld.main starts the Unix front-end:\n" + "\n".join(wrong)
+    assert "sbctld.service" in modules["sbctld.frontends.amqp.server"].imports
+    assert "sbctld.service" in modules["sbctld.frontends.http.server"].imports
 
 
 def test_the_client_package_imports_the_daemon_only_where_listed(

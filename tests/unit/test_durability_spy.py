@@ -5,7 +5,7 @@ Spies on ``os.write`` / ``os.pwrite`` / ``os.ftruncate`` / ``open`` for writing 
 written), ``os.rename`` /
 ``os.replace`` / ``os.mkdir`` / ``os.open(O_CREAT)`` (directories changed) and ``os.fsync`` /
 ``os.fdatasync`` (what was synced), through the daemon's real group commit
-(sbctld.server.Committer). The last test shows the check fails when a commit round skips
+(sbctld.service.commit.Committer). The last test shows the check fails when a commit round skips
 its fdatasync.
 """
 
@@ -22,9 +22,9 @@ from typing import Any
 import pytest
 
 from sbctl.codec import Message
-from sbctld import server
 from sbctld.broker import DEFAULT_NAMESPACE, Broker
 from sbctld.clock import FakeClock
+from sbctld.service import commit
 from sbctld.storage.sync import Syncer
 
 NS = DEFAULT_NAMESPACE
@@ -105,7 +105,7 @@ class Spy:
         assert self.unsynced == {}, f"acknowledged with unsynced writes: {self.unsynced}"
 
 
-def acknowledged(committer: server.Committer, spy: Spy, steps: list[Callable[[], Any]]) -> None:
+def acknowledged(committer: commit.Committer, spy: Spy, steps: list[Callable[[], Any]]) -> None:
     """Run each step, then check at its acknowledgement (the durable-reply callback)."""
 
     async def main() -> None:
@@ -154,7 +154,7 @@ def test_every_acknowledged_write_is_synced_first(
     syncer = Syncer("fsync")
     b = Broker(tmp_path / "data", clock, syncer, default_credits_per_second=0)
     spy = Spy(monkeypatch, tmp_path)
-    committer = server.Committer(syncer)
+    committer = commit.Committer(syncer)
     try:
         acknowledged(committer, spy, scenario(b))
     finally:
@@ -169,8 +169,8 @@ def test_the_check_fails_when_a_commit_round_skips_fdatasync(
     b = Broker(tmp_path / "data", clock, syncer, default_credits_per_second=0)
     b.queue_create(NS, "q", {})
     spy = Spy(monkeypatch, tmp_path)
-    monkeypatch.setattr(server, "sync_fds", lambda dirty, closing, durable: None)
-    committer = server.Committer(syncer)
+    monkeypatch.setattr(commit, "sync_fds", lambda dirty, closing, durable: None)
+    committer = commit.Committer(syncer)
     try:
         with pytest.raises(AssertionError, match="unsynced writes"):
             acknowledged(committer, spy, [lambda: b.send(NS, "q", [Message(b"x")])])

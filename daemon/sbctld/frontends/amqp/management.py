@@ -39,15 +39,13 @@ def handle(conn: AmqpConnection, path: str, request: codec.Message, respond: Res
     if handler is None:
         respond(501, f"operation {op!r} is not supported", None, "amqp:not-implemented")
         return
-    server = conn.frontend.server
     try:
-        server.faults.delay_ms = 0
-        handler(conn, path, _args(request.body), respond)
+        # answered without the slow-store delay, as before the service layer
+        with conn.frontend.service.request():
+            handler(conn, path, _args(request.body), respond)
     except SbctlError as err:
         condition, text = condition_of(err)
         respond(status_of(err), text, None, condition)
-    finally:
-        server.faults.delay_ms = 0
 
 
 def _durable(conn: AmqpConnection, respond: Respond, body: Any) -> None:
@@ -58,7 +56,7 @@ def _durable(conn: AmqpConnection, respond: Respond, body: Any) -> None:
         else:
             respond(200, "OK", body, None)
 
-    conn.frontend.server.committer.after_durable(done)
+    conn.frontend.service.after_durable(done)
 
 
 def _session(args: dict[str, Any]) -> str | None:

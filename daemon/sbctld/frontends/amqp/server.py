@@ -4,10 +4,10 @@ One :class:`AmqpFrontend` owns the TCP listeners: the main port serves the defau
 namespace, every other namespace gets a port of its own (kept in ``<data dir>/amqp/
 ports.json`` so connection strings stay valid across restarts). Each TCP connection is an
 :class:`AmqpConnection`: it feeds bytes to the sans-IO :class:`Connection` and answers its
-callbacks by calling the same broker operations the Unix-socket server calls, with the
-same durable acknowledgement (a transfer is accepted only once the group commit that
-holds it is on disk) and the same wake-ups (a send here wakes a Unix-socket long poll, a
-send there feeds an AMQP receiver waiting for credit).
+callbacks through the service (sbctld.service) and the broker's public methods, with the
+durable acknowledgement every front-end gets (a transfer is accepted only once the group
+commit that holds it is on disk) and the same wake-ups (a send here completes a Unix-socket
+long poll or an HTTP receive; a send there feeds an AMQP receiver waiting with credit).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import os
 import time
 import traceback
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -50,9 +51,11 @@ from sbctld.frontends.amqp.types import (
     TransactionalState,
 )
 from sbctld.frontends.amqp.types import Coordinator as CoordinatorTarget
+from sbctld.frontends.amqp.waiting import LinkWatch, SessionWait
+from sbctld.service import Request
 
 if TYPE_CHECKING:
-    from sbctld.server import Server
+    from sbctld.service import Service
 
 log = logging.getLogger("sbctld")
 DEFAULT_NAMESPACE = "sbemulatorns"
@@ -100,7 +103,7 @@ class AmqpConnection(asyncio.Protocol):
     def __init__(self, frontend: AmqpFrontend, namespace: str) -> None:
         self.frontend = frontend
         self.namespace = namespace
-        self.broker = frontend.server.broker
+        self.broker = frontend.service.broker
         self.conn = Connection(self, trace=_trace if TRACE else None)
         self.transactions = Transactions(self)
         self.transport: asyncio.Transport | None = None
@@ -306,10 +309,9 @@ class AmqpConnection(asyncio.Protocol):
     def on_detach(self, link: Link, error: Any) -> None:
         if link.context == "coordinator":
             self.transactions.drop_link(link)
-        for waiting in self.frontend.session_waiters.values():
-            parked = waiting.pop(link, None)
-            if parked is not None:
-                parked[2].cancel()
+        parked = self.frontend.session_waits.pop(link, None)
+        if parked is not None:
+            self.frontend.service.purgatory.cancel(parked)
         state = link.context
         if isinstance(state, ReceiveState):
             self.frontend.unwatch(link)
@@ -317,14 +319,14 @@ class AmqpConnection(asyncio.Protocol):
                 with contextlib.suppress(SbctlError):
                     self.broker.session_close(self.namespace, state.entity, state.session_token)
                 if state.key is not None:  # the session is free for a waiting receiver
-                    self.frontend.server.wake(state.key)
+                    self.frontend.service.wake(state.key)
             if state.deliveries and state.mode == "peek-lock":
                 tokens = list(state.deliveries.values())
                 state.deliveries.clear()
                 with contextlib.suppress(SbctlError):
                     self.broker.settle(self.namespace, state.entity, "abandon", tokens)
                 if state.key is not None:
-                    self.frontend.server.wake(state.key)
+                    self.frontend.service.wake(state.key)
 
     # ------------------------------------------------------------ incoming messages
 
@@ -417,7 +419,7 @@ class AmqpConnection(asyncio.Protocol):
         management.handle(self, path, request, respond)
 
     def _send(self, link: Link, path: str, delivery: Delivery) -> None:
-        server = self.frontend.server
+        service = self.frontend.service
         try:
             if delivery.message_format == codec.BATCH_FORMAT:
                 payloads = codec.split_batch(delivery.payload)
@@ -431,27 +433,20 @@ class AmqpConnection(asyncio.Protocol):
                     link, delivery.id, TransactionalState(delivery.state.txn_id, Accepted())
                 )
                 return
-            server.faults.delay_ms = 0
-            self.broker.send(self.namespace, path, messages, id(self))
+            with service.request() as req:
+                self.broker.send(self.namespace, path, messages, id(self))
         except SbctlError as err:
             self._settle_send(link, delivery, err)
             return
         except codec.DecodeError as exc:
             self._settle_send(link, delivery, SbctlError(f"undecodable batch: {exc}"))
             return
-        delay = server.faults.delay_ms
-        server.faults.delay_ms = 0
 
         def done(error: SbctlError | None) -> None:
-            if delay:
-                asyncio.get_running_loop().call_later(
-                    delay / 1000, self._settle_send, link, delivery, error
-                )
-            else:
-                self._settle_send(link, delivery, error)
+            self._settle_send(link, delivery, error)
 
-        server.committer.after_durable(done)
-        self.frontend.wake(self.namespace, path)
+        service.acknowledge(req, done)
+        service.written(self.namespace, path)
 
     def _settle_send(self, link: Link, delivery: Delivery, error: SbctlError | None) -> None:
         if self.closed or link.detached or delivery.settled:
@@ -483,18 +478,16 @@ class AmqpConnection(asyncio.Protocol):
                 self.frontend.unwatch(link)
                 self.conn.drained(link)
             return
-        server = self.frontend.server
+        service = self.frontend.service
         try:
-            server.faults.delay_ms = 0
-            got = self.broker.receive(
-                self.namespace, state.entity, want, state.mode, state.session_token
-            )
+            with service.request(count=False) as req:
+                got = self.broker.receive(
+                    self.namespace, state.entity, want, state.mode, state.session_token
+                )
         except SbctlError as err:
             self.frontend.unwatch(link)
             self.conn.detach(link, *condition_of(err))
             return
-        finally:
-            server.faults.delay_ms = 0
         if not got:
             if link.drain:
                 self.frontend.unwatch(link)
@@ -521,7 +514,7 @@ class AmqpConnection(asyncio.Protocol):
                 self.pump(link)
                 self.flush()
 
-            server.committer.after_durable(done)
+            service.acknowledge(req, done)
             return
         for d in got:
             token = d.lock_token or str(uuid.uuid4())
@@ -573,18 +566,20 @@ class AmqpConnection(asyncio.Protocol):
             if not settled:
                 self.conn.disposition(link, delivery_id, TransactionalState(state.txn_id, outcome))
             return
-        server = self.frontend.server
+        service = self.frontend.service
         error: SbctlError | None = None
+        req = Request()
         try:
-            results = self.broker.settle(
-                self.namespace, ctx.entity, op, [token], props, reason, description
-            )
+            with service.request() as req:
+                results = self.broker.settle(
+                    self.namespace, ctx.entity, op, [token], props, reason, description
+                )
             if results and "error" in results[0]:
                 error = SbctlError.from_wire(results[0]["error"])
         except SbctlError as err:
             error = err
         if op in ("abandon", "dead-letter") and error is None and ctx.key is not None:
-            server.wake(ctx.key)
+            service.wake(ctx.key)
         if settled:
             return
         echo = type(outcome)() if outcome is not None else Accepted()
@@ -603,7 +598,7 @@ class AmqpConnection(asyncio.Protocol):
         if error is not None:
             done(None)
         else:
-            server.committer.after_durable(done)
+            service.acknowledge(req, done)
 
 
 def _str(value: Any) -> str | None:
@@ -615,8 +610,8 @@ def _str(value: Any) -> str | None:
 class AmqpFrontend:
     """The listeners, the per-namespace ports and the receivers waiting for messages."""
 
-    def __init__(self, server: Server, data_dir: Path, host: str, port: int) -> None:
-        self.server = server
+    def __init__(self, service: Service, data_dir: Path, host: str, port: int) -> None:
+        self.service = service
         self.host = host
         self.port = port
         self.data_dir = data_dir
@@ -625,28 +620,26 @@ class AmqpFrontend:
         self.ports: dict[str, int] = {}  # namespace key → bound port
         self.listeners: dict[str, asyncio.AbstractServer] = {}
         self.connections: set[AmqpConnection] = set()
-        self.waiting: dict[tuple[str, str], dict[Link, AmqpConnection]] = {}
+        self.watching: dict[Link, LinkWatch] = {}  # receiver links waiting for a message
+        self.session_waits: dict[Link, SessionWait] = {}  # waiting for a free session
         self._tasks: set[asyncio.Task[None]] = set()
-        self.session_waiters: dict[
-            tuple[str, str], dict[Link, tuple[AmqpConnection, str, asyncio.TimerHandle]]
-        ] = {}
 
     async def start(self) -> None:
         """Bind the main port (raises OSError when it is taken) and the namespaces' ports."""
         await self._listen(DEFAULT_NAMESPACE, self.port)
         self.port = self.ports[entity_key(DEFAULT_NAMESPACE)]
         saved = self._saved_ports()
-        for ns in self.server.broker.namespace_list():
+        for ns in self.service.broker.namespace_list():
             name = ns["name"]
             if entity_key(name) in self.ports:
                 continue
             await self.ensure(name, saved.get(entity_key(name), 0))
-        self.server.wake_hooks.append(self.wake_key)
-        self.server.register("amqp_endpoint", self.op_endpoint)
+        self.service.providers["amqp_endpoint"] = self.op_endpoint
 
-    def op_endpoint(self, unix: Any, req_id: int, args: Any) -> None:
-        """The Unix-socket op behind `sbctl namespace connection-string`."""
-        name = self.server.broker.namespace(args.name).name  # raises when it does not exist
+    def op_endpoint(self, args: Any, answer: Callable[[Any], None]) -> None:
+        """The operation behind `sbctl namespace connection-string` (for the Unix socket):
+        ``answer`` gets the namespace's port and key, or an error."""
+        name = self.service.broker.namespace(args.name).name  # raises when it does not exist
         key_name, key = self.keys.get(name)
 
         def reply(port: int) -> None:
@@ -657,7 +650,7 @@ class AmqpFrontend:
                 "key_name": key_name,
                 "key": key,
             }
-            self.server.reply_now(unix, req_id, result)
+            answer(result)
 
         known = self.ports.get(entity_key(name))
         if known is not None:
@@ -670,7 +663,7 @@ class AmqpFrontend:
             except OSError as exc:
                 from sbctl.errors import GeneralError
 
-                unix.reply_error(req_id, GeneralError(f"cannot bind an AMQP port: {exc}"))
+                answer(GeneralError(f"cannot bind an AMQP port: {exc}"))
 
         task = asyncio.get_running_loop().create_task(bind())
         self._tasks.add(task)
@@ -726,11 +719,10 @@ class AmqpFrontend:
         for conn in list(self.connections):
             conn.conn.close(Error(Symbol("amqp:connection:forced"), "the daemon is stopping"))
             conn.flush()
-        self.waiting.clear()
-        for waiting in self.session_waiters.values():
-            for _owner, _path, handle in waiting.values():
-                handle.cancel()
-        self.session_waiters.clear()
+        for op in [*self.watching.values(), *self.session_waits.values()]:
+            self.service.purgatory.cancel(op)
+        self.watching.clear()
+        self.session_waits.clear()
 
     # ------------------------------------------------------------ waiting receivers
 
@@ -738,59 +730,34 @@ class AmqpFrontend:
         self, owner: AmqpConnection, link: Link, path: str, timeout_s: float
     ) -> None:
         """Park a next-available session link until a session frees up or time runs out."""
-        key = self.server.broker.resolve(owner.namespace, path)[0].key
-        loop = asyncio.get_running_loop()
-
-        def expire() -> None:
-            waiting = self.session_waiters.get(key, {})
-            if waiting.pop(link, None) is not None:
-                owner.retry_session(link, path, final=True)
-            if not waiting:
-                self.session_waiters.pop(key, None)
-
-        handle = loop.call_later(timeout_s, expire)
-        self.session_waiters.setdefault(key, {})[link] = (owner, path, handle)
+        op = SessionWait(owner, link, path, self._forget_session_wait)
+        self.session_waits[link] = op
+        key = self.service.key(owner.namespace, path)
+        self.service.purgatory.watch(op, [key], timeout_s)
 
     def watch(self, link: Link) -> None:
         state = link.context
-        if isinstance(state, ReceiveState) and state.key is not None and state.owner:
-            self.waiting.setdefault(state.key, {})[link] = state.owner
+        if not isinstance(state, ReceiveState) or state.key is None or not state.owner:
+            return
+        if link not in self.watching:
+            op = LinkWatch(state.owner, link, self._forget_watch)
+            self.watching[link] = op
+            self.service.purgatory.watch(op, [state.key], None)
 
     def unwatch(self, link: Link) -> None:
-        state = link.context
-        if isinstance(state, ReceiveState) and state.key is not None:
-            links = self.waiting.get(state.key)
-            if links is not None:
-                links.pop(link, None)
-                if not links:
-                    del self.waiting[state.key]
+        op = self.watching.pop(link, None)
+        if op is not None:
+            self.service.purgatory.cancel(op)
+
+    def _forget_session_wait(self, link: Link) -> None:
+        self.session_waits.pop(link, None)
+
+    def _forget_watch(self, link: Link) -> None:
+        self.watching.pop(link, None)
 
     def wake(self, namespace: str, path: str) -> None:
-        """After a write here: wake the Unix-socket long polls and the AMQP receivers."""
-        try:
-            key = self.server.broker.resolve(namespace, path)[0].key
-        except SbctlError:
-            return
-        self.server.wake(key)  # runs wake_key through the hook
-        for touched in self.server.broker.take_touched():
-            self.server.wake(touched)
-
-    def wake_key(self, key: tuple[str, str]) -> None:
-        sessions = self.session_waiters.get(key)
-        if sessions:
-            for link, (owner, path, handle) in list(sessions.items()):
-                if owner.retry_session(link, path, final=False):
-                    handle.cancel()
-                    del sessions[link]
-            if not sessions:
-                del self.session_waiters[key]
-        links = self.waiting.pop(key, None)
-        if not links:
-            return
-        for link, owner in links.items():
-            if not owner.closed and not link.detached:
-                owner.pump(link)
-                owner.flush()
+        """After a write here: complete what waits on it, on every front-end."""
+        self.service.written(namespace, path)
 
 
 __all__ = ["AmqpFrontend"]

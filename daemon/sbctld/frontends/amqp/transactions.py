@@ -99,7 +99,7 @@ class Coordinator:
                 self.conn.conn.disposition(link, delivery.id, codec_accepted())
             self.conn.flush()
 
-        self.conn.frontend.server.committer.after_durable(durable)
+        self.conn.frontend.service.after_durable(durable)
 
     def drop_link(self, link: Link) -> None:
         """A coordinator link went away: roll back what it left open."""

@@ -241,8 +241,8 @@ def delivered_headers(d: Delivered, m: Message, location: str | None) -> list[tu
 class DataPlane:
     def __init__(self, frontend: HttpFrontend) -> None:
         self.frontend = frontend
-        self.server = frontend.server
-        self.broker = frontend.server.broker
+        self.service = frontend.service
+        self.broker = frontend.service.broker
 
     def handle(
         self, req: Request, entity: str, rest: list[str], respond: Respond, alive: Alive
@@ -273,25 +273,17 @@ class DataPlane:
 
     def send(self, req: Request, entity: str, respond: Respond) -> None:
         messages = messages_of(req)
-        server = self.server
-        server.faults.delay_ms = 0
-        try:
+        with self.service.request() as request:
             self.broker.send(req.namespace, entity, messages, id(self))
-        finally:
-            delay = server.faults.delay_ms
-            server.faults.delay_ms = 0
 
         def done(err: SbctlError | None) -> None:
             if err is not None:
                 fail(respond, err)
-            elif delay:
-                loop = self.frontend.loop()
-                loop.call_later(delay / 1000, respond, 201, [], b"")
             else:
                 respond(201, [], b"")
 
-        server.committer.after_durable(done)
-        self.frontend.wake(req.namespace, entity)
+        self.service.acknowledge(request, done)
+        self.service.written(req.namespace, entity)
 
     # ------------------------------------------------------------ receive
 
@@ -348,7 +340,7 @@ class DataPlane:
             else:
                 respond(200, headers, m.body)
 
-        self.server.committer.after_durable(done)
+        self.service.after_durable(done)
 
     # ------------------------------------------------------------ settle
 
@@ -369,7 +361,7 @@ class DataPlane:
             else:
                 respond(200, headers, b"")
 
-        self.server.committer.after_durable(done)
+        self.service.after_durable(done)
 
 
 Alive = Callable[[], bool]

@@ -24,6 +24,7 @@ from sbctl.errors import (
     MessagingEntityNotFound,
     SbctlError,
     ServiceCommunicationProblem,
+    ServiceTimeout,
 )
 from sbctld.frontends.amqp.errors import status_of
 from sbctld.frontends.http import atom
@@ -67,7 +68,7 @@ def _now() -> str:
 class Management:
     def __init__(self, frontend: HttpFrontend) -> None:
         self.frontend = frontend
-        self.broker = frontend.server.broker
+        self.broker = frontend.service.broker
         self.params = SqlParameters(frontend.data_dir / "http" / "sql_parameters.json")
 
     # ------------------------------------------------------------ dispatch
@@ -125,7 +126,7 @@ class Management:
                 headers = [("Content-Type", ATOM_TYPE)] if body else []
                 respond(status, headers, body)
 
-        self.frontend.server.committer.after_durable(done)
+        self.frontend.service.after_durable(done)
 
     def _entry(self, req: Request, path: str, title: str, content: str) -> str:
         return atom.entry(req.url(path), title, _now(), content, req.namespace)
@@ -257,10 +258,8 @@ class Management:
             raise MethodNotAllowed(f"{req.method} is not allowed on {req.path}")
 
     def _gone(self, keys: list[tuple[str, str]], why: str) -> None:
-        """After a delete: end the receives waiting on the entity (Unix socket and HTTP)."""
-        for key in keys:
-            self.frontend.server._fail_waiters(key, why)
-            self.frontend.wake_key(key)
+        """After a delete: end the receives waiting on the entity, on every front-end."""
+        self.frontend.service.gone(keys, ServiceTimeout(why))
 
     # ------------------------------------------------------------ subscriptions
 

@@ -24,16 +24,16 @@ from typing import TYPE_CHECKING, Any
 import h11
 
 from sbctl import __version__
-from sbctl.errors import SbctlError
 from sbctld.frontends.amqp.cbs import Keys
 from sbctld.frontends.http import auth
 from sbctld.frontends.http.dataplane import DataPlane
 from sbctld.frontends.http.management import Management, error
 from sbctld.frontends.http.request import API_VERSIONS, Request
 from sbctld.frontends.http.tls import TlsError, TlsLayer, server_context
+from sbctld.service import DelayedOperation
 
 if TYPE_CHECKING:
-    from sbctld.server import Server
+    from sbctld.service import Service
 
 log = logging.getLogger("sbctld")
 DEFAULT_NAMESPACE = "sbemulatorns"
@@ -268,8 +268,8 @@ class HttpConnection(asyncio.Protocol):
 class HttpFrontend:
     """The HTTP port, the HTTP side of the AMQP ports, and receivers waiting for messages."""
 
-    def __init__(self, server: Server, data_dir: Path, host: str, port: int | None) -> None:
-        self.server = server
+    def __init__(self, service: Service, data_dir: Path, host: str, port: int | None) -> None:
+        self.service = service
         self.data_dir = data_dir
         self.host = host
         self.port = port  # None: no HTTP port of its own (only the AMQP ports)
@@ -278,7 +278,7 @@ class HttpFrontend:
         self.listener: asyncio.AbstractServer | None = None
         self.management = Management(self)
         self.dataplane = DataPlane(self)
-        self.waiting: dict[tuple[str, str], dict[Attempt, asyncio.TimerHandle]] = {}
+        self.waiting: set[HttpReceive] = set()
         self._tls: ssl.SSLContext | None = None
 
     def tls_context(self) -> ssl.SSLContext:
@@ -298,7 +298,6 @@ class HttpFrontend:
             )
             self.port = self.listener.sockets[0].getsockname()[1]
             log.info("HTTP: %s:%s", self.host, self.port)
-        self.server.wake_hooks.append(self.wake_key)
 
     async def stop(self) -> None:
         from sbctld.frontends.http import sniff
@@ -309,9 +308,8 @@ class HttpFrontend:
             self.listener.close()
         for conn in list(self.connections):
             conn.close()
-        for waiting in self.waiting.values():
-            for handle in waiting.values():
-                handle.cancel()
+        for op in list(self.waiting):
+            self.service.purgatory.cancel(op)
         self.waiting.clear()
 
     # ------------------------------------------------------------ requests
@@ -348,32 +346,35 @@ class HttpFrontend:
     # ------------------------------------------------------------ waiting receivers
 
     def wait(self, key: tuple[str, str], attempt: Attempt, timeout_s: float) -> None:
-        def expire() -> None:
-            waiting = self.waiting.get(key, {})
-            if waiting.pop(attempt, None) is not None:
-                attempt(True)
-            if not waiting:
-                self.waiting.pop(key, None)
-
-        handle = self.loop().call_later(timeout_s, expire)
-        self.waiting.setdefault(key, {})[attempt] = handle
+        """Park a receive until a write on ``key`` answers it or time runs out."""
+        op = HttpReceive(self, attempt)
+        self.waiting.add(op)
+        self.service.purgatory.watch(op, [key], timeout_s)
 
     def wake(self, namespace: str, path: str) -> None:
-        try:
-            key = self.server.broker.resolve(namespace, path)[0].key
-        except SbctlError:
-            return
-        self.server.wake(key)  # runs wake_key through the hook
-        for touched in self.server.broker.take_touched():
-            self.server.wake(touched)
+        """After a write here: complete what waits on it, on every front-end."""
+        self.service.written(namespace, path)
 
-    def wake_key(self, key: tuple[str, str]) -> None:
-        waiting = self.waiting.get(key)
-        if not waiting:
-            return
-        for attempt, handle in list(waiting.items()):
-            if attempt(False):
-                handle.cancel()
-                waiting.pop(attempt, None)
-        if not waiting:
-            self.waiting.pop(key, None)
+
+class HttpReceive(DelayedOperation):
+    """A receive waiting for a message (``attempt(final)``: True once answered)."""
+
+    kind = "receive"
+
+    def __init__(self, frontend: HttpFrontend, attempt: Attempt) -> None:
+        super().__init__()
+        self.frontend = frontend
+        self.attempt = attempt
+
+    def try_complete(self) -> bool:
+        done = self.attempt(False)
+        if done:
+            self.frontend.waiting.discard(self)
+        return done
+
+    def on_expire(self) -> None:
+        self.frontend.waiting.discard(self)
+        self.attempt(True)
+
+    def on_cancel(self) -> None:
+        self.frontend.waiting.discard(self)

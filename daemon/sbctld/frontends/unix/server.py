@@ -1,0 +1,105 @@
+"""The Unix-socket front-end: the daemon's own protocol (sbctl.protocol), for the CLI and
+the Python client.
+
+A thin layer over the service (sbctld.service): decode a request, call its handler
+(sbctld.frontends.unix.ops), encode the reply; the durable acknowledgement, the slow-store
+delay and the wake-ups are the service's. Errors are answered in the Unix wire form
+(``SbctlError.to_wire``); an unexpected exception is logged and answered as an internal
+error, never kills the daemon.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from sbctl.errors import GeneralError, SbctlError
+from sbctl.protocol import decode_args, decode_envelope
+from sbctld.frontends.unix.connection import Connection
+from sbctld.frontends.unix.ops import Operations, Reply
+from sbctld.service import Service
+
+log = logging.getLogger("sbctld")
+DEFAULT_REPLY_BUFFER_BYTES = 64 * 1024 * 1024
+
+
+class UnixFrontend(Operations):
+    def __init__(
+        self,
+        service: Service,
+        socket_path: Path,
+        *,
+        reply_buffer_bytes: int = DEFAULT_REPLY_BUFFER_BYTES,
+    ) -> None:
+        self.service = service
+        self.broker = service.broker
+        self.socket_path = socket_path
+        self.reply_buffer_bytes = reply_buffer_bytes
+        self._server: asyncio.AbstractServer | None = None
+        self._adoptions: set[asyncio.Task[None]] = set()  # loads being checked (sbctld.loads)
+        self._load_locks: dict[tuple[Any, str], tuple[asyncio.Lock, int]] = {}  # (lock, users)
+        self._handlers: dict[str, Callable[[Connection, int, Any], Reply | None]] = {
+            name[3:]: getattr(self, name) for name in dir(self) if name.startswith("op_")
+        }
+
+    # ------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        path = str(self.socket_path)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        old = os.umask(0o177)  # socket file mode 0600 (daemon/README.md §23)
+        try:
+            sock.bind(path)
+        finally:
+            os.umask(old)
+        os.chmod(path, 0o600)
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_unix_server(
+            lambda: Connection(self), sock=sock, backlog=1024
+        )
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._adoptions):  # nothing of a load is stored before its commit
+            task.cancel()
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.socket_path)
+
+    # ------------------------------------------------------------ dispatch
+
+    def dispatch(self, conn: Connection, body: bytes) -> None:
+        req_id = 0
+        req = None
+        try:
+            with self.service.request() as req:
+                envelope = decode_envelope(body)
+                req_id = envelope.id
+                args = decode_args(envelope)  # refuses an unknown op
+                reply = self._handlers[envelope.op](conn, req_id, args)
+        except SbctlError as err:
+            # answered after the request's slow-store delay, like a success
+            assert req is not None
+            self.service.later(req, conn.reply_error, req_id, err)
+            return
+        except Exception as exc:
+            log.error("request %s failed:\n%s", req_id, traceback.format_exc())
+            conn.reply_error(req_id, GeneralError(f"internal error: {exc}"))
+            return
+        if reply is not None:
+            self.answer(conn, req_id, req, reply)
+
+    def forget(self, conn: Connection) -> None:
+        """A dropped connection drops its parked receives."""
+        for op in list(conn.parked):
+            self.service.purgatory.cancel(op)
+        conn.parked.clear()
