@@ -193,9 +193,9 @@ async def _start_http(
     service: Service, data_dir: Path, http: HttpListener | None, tell: Callable[[str], None]
 ) -> Any:
     """The started HTTP front-end, None when HTTP is off, False when its port is taken."""
+    from sbctl.certs import cert_paths
     from sbctld.frontends.http import sniff
     from sbctld.frontends.http.server import HttpFrontend
-    from sbctld.frontends.http.tls import cert_paths
 
     service.info["http_port"] = None
     sniff.FRONTEND = None  # a foreground run in a process that ran one before

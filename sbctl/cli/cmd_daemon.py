@@ -222,7 +222,7 @@ def cert(
 ) -> None:
     """Print the path of the HTTPS certificate (made on first use); trust it as
     connection_verify=PATH (Python), NODE_EXTRA_CA_CERTS=PATH (Node) or SSL_CERT_FILE."""
-    from sbctld.frontends.http.tls import ensure_certificate
+    from sbctl.certs import ensure_certificate
     from sbctld.ownership import prepare_data_dir
 
     g = options.state(ctx)

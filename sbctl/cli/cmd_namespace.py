@@ -206,7 +206,7 @@ def sas_token(
     import time
 
     from sbctl.durations import parse_duration_ms
-    from sbctld.frontends.amqp.cbs import make_token
+    from sbctl.sas import make_token
 
     g = options.state(ctx)
     with options.connect(ctx) as sb:

@@ -52,6 +52,10 @@ ALLOWED_CLIENT_TO_DAEMON: dict[tuple[str, str], str] = {
     ("sbctl.daemonctl", "sbctld.main"): "`sbctl daemon start` runs the daemon in its process",
     ("sbctl.daemonctl", "sbctld.ownership"): "claims the data directory's lock as the daemon does",
     (
+        "sbctl.cli.cmd_daemon",
+        "sbctld.ownership",
+    ): "`daemon cert` makes the data dir as the daemon does",
+    (
         "sbctl.emulator_config.apply",
         "sbctld.config",
     ): "checks an entity's settings as the daemon does",
@@ -59,13 +63,12 @@ ALLOWED_CLIENT_TO_DAEMON: dict[tuple[str, str], str] = {
 }
 
 # Modules over MAX_LINES: module -> its line count today (may shrink, must not grow).
-ALLOWED_OVERSIZE: dict[str, int] = {
-    "sbctld.server": 821,
-}
+ALLOWED_OVERSIZE: dict[str, int] = {}
 
 # Functions over MAX_COMPLEXITY: "module:Class.function" -> its complexity today.
 ALLOWED_COMPLEX: dict[str, int] = {
     "sbctld.frontends.amqp.server:AmqpConnection.on_disposition": 28,
+    "sbctld.frontends.http.atom:rule_from": 28,
 }
 
 # Import cycles today: each is the exact set of modules of one strongly connected component.
@@ -79,6 +82,16 @@ ALLOWED_CYCLES: list[frozenset[str]] = [
             "sbctld.frontends.amqp.rules",
             "sbctld.frontends.amqp.server",
             "sbctld.frontends.amqp.transactions",
+        }
+    ),
+    # the HTTP server dispatches to the management and data-plane routes, which answer
+    # through it; sniff hands it connections and it hands sniff its protocol.
+    frozenset(
+        {
+            "sbctld.frontends.http.dataplane",
+            "sbctld.frontends.http.management",
+            "sbctld.frontends.http.server",
+            "sbctld.frontends.http.sniff",
         }
     ),
     # the log calls the adoption checker lazily; adoption reads the log.

@@ -9,17 +9,14 @@ their authentication error. Keys live in ``<data dir>/amqp/keys.json`` (mode 060
 
 from __future__ import annotations
 
-import base64
 import contextlib
-import hashlib
-import hmac
 import json
 import os
 from pathlib import Path
-from urllib.parse import unquote_plus
 
-DEFAULT_KEY_NAME = "RootManageSharedAccessKey"
-DEFAULT_KEY = "SAS_KEY_VALUE"  # the Microsoft emulator's key, so its samples work unchanged
+from sbctl.sas import DEFAULT_KEY, DEFAULT_KEY_NAME, check_token, make_token
+
+__all__ = ["DEFAULT_KEY", "DEFAULT_KEY_NAME", "Keys", "check_token", "make_token"]
 
 
 class Keys:
@@ -47,42 +44,3 @@ class Keys:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, self.path)
-
-
-def check_token(token: str, key_name: str, key: str, now_s: float) -> str | None:
-    """None when the token is valid; otherwise why not (one line, for the 401)."""
-    prefix = "SharedAccessSignature "
-    if not token.startswith(prefix):
-        return "the token is not a SharedAccessSignature"
-    fields: dict[str, str] = {}
-    for part in token[len(prefix) :].split("&"):
-        name, sep, value = part.partition("=")
-        if sep:
-            fields[name.strip().lower()] = value
-    missing = [f for f in ("sr", "sig", "se", "skn") if f not in fields]
-    if missing:
-        return f"the token has no {missing[0]!r} field"
-    if unquote_plus(fields["skn"]).lower() != key_name.lower():
-        return f"unknown key name {unquote_plus(fields['skn'])!r}"
-    try:
-        expiry = int(fields["se"])
-    except ValueError:
-        return "the token's expiry is not a number"
-    if expiry < now_s:
-        return "the token has expired"
-    signed = f"{fields['sr']}\n{fields['se']}".encode()
-    expected = base64.b64encode(hmac.new(key.encode(), signed, hashlib.sha256).digest())
-    if not hmac.compare_digest(expected, unquote_plus(fields["sig"]).encode()):
-        return "the token's signature does not match the namespace key"
-    return None
-
-
-def make_token(audience: str, key_name: str, key: str, expiry_s: int) -> str:
-    """A token as the SDKs make it (for tests and tools)."""
-    from urllib.parse import quote_plus
-
-    sr = quote_plus(audience)
-    sig = base64.b64encode(
-        hmac.new(key.encode(), f"{sr}\n{expiry_s}".encode(), hashlib.sha256).digest()
-    ).decode()
-    return f"SharedAccessSignature sr={sr}&sig={quote_plus(sig)}&se={expiry_s}&skn={key_name}"
