@@ -34,6 +34,25 @@ from sbctld.broker import Broker
 from sbctld.clock import FakeClock
 from sbctld.storage.sync import Syncer
 
+# The longest modules start first, so that the other worker (xdist --dist loadscope) takes
+# the many short ones meanwhile instead of waiting for one long module at the end.
+LONG_FIRST = (
+    "integration/test_readme_walkthrough.py",
+    "spark/test_spark_workers_python.py",
+    "spark/test_spark_load.py",
+    "spark/test_partition_agreement.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        path = item.path.as_posix()
+        return next(
+            (i for i, tail in enumerate(LONG_FIRST) if path.endswith(tail)), len(LONG_FIRST)
+        )
+
+    items.sort(key=rank)
+
 
 def pytest_configure(config: pytest.Config) -> None:
     # The sbctl pytest plugin (sbctl_daemon, sbctl_namespace) loads through the package's
