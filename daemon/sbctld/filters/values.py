@@ -15,8 +15,8 @@ from __future__ import annotations
 import decimal
 import math
 import uuid
-from datetime import datetime
 from collections.abc import Mapping
+from datetime import datetime
 from types import MappingProxyType
 from typing import Any, Final, NamedTuple
 
