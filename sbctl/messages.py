@@ -134,7 +134,10 @@ def json_value(value: Any) -> Any:
         return [json_value(v) for v in value]
     if isinstance(value, dict):
         return {str(k): json_value(v) for k, v in value.items()}
-    return value if isinstance(value, str | int | float | bool) else str(value)
+    for kind in (bool, int, float, str):  # subclasses (AMQP's Int, Symbol...) as the base
+        if isinstance(value, kind):
+            return kind(value)
+    return str(value)
 
 
 def parse_property(text: str) -> tuple[str, PropertyValue]:

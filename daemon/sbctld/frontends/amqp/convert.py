@@ -91,6 +91,14 @@ def _to_amqp(value: Any) -> Any:
     return value
 
 
+def _json_body(value: Any) -> bytes:
+    """What the CLI and the other front-ends see of a non-string body: its JSON."""
+    try:
+        return msgspec.json.encode(json_value(value))
+    except (TypeError, ValueError, OverflowError):
+        return b""
+
+
 def _body(msg: codec.Message, fields: dict[str, Any]) -> None:
     if msg.body_kind == "data":
         fields["body"] = b"".join(msg.body)
@@ -103,13 +111,13 @@ def _body(msg: codec.Message, fields: dict[str, Any]) -> None:
         if isinstance(value, bytes | str):
             fields["body"] = value.encode() if isinstance(value, str) else value
         else:
-            fields["body"] = msgspec.json.encode(json_value(value))
+            fields["body"] = _json_body(value)
     else:  # sequence
         value = list(msg.body)
-        fields["body"] = msgspec.json.encode(json_value(value))
+        fields["body"] = _json_body(value)
     try:
         fields["body_amqp"] = codec.encode(value)
-    except TypeError as exc:
+    except (TypeError, ValueError, OverflowError) as exc:
         raise BadRequest(f"unsupported AMQP body: {exc}") from None
     fields["body_kind"] = msg.body_kind
 
