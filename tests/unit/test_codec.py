@@ -25,6 +25,7 @@ from sbctl.codec import (
     Message,
     StagedRecord,
     decode_message,
+    decode_sent_message,
     encode_batch,
     encode_message,
     iter_records,
@@ -369,4 +370,4 @@ def test_message_encoding_is_positional() -> None:
 )
 def test_malformed_payloads_are_refused(payload: bytes) -> None:
     with pytest.raises(msgspec.DecodeError):
-        decode_message(payload)
+        decode_sent_message(payload)

@@ -92,3 +92,14 @@ def test_typed_values_cross_the_unix_protocol_as_stored() -> None:
         "blob": b"\x00",
     }
     assert type(m.application_properties["id"]) is uuid.UUID  # type: ignore[index]
+
+
+def test_a_sent_record_with_a_list_property_is_refused_naming_it(broker: Any) -> None:
+    from sbctld.broker import DEFAULT_NAMESPACE
+
+    broker.queue_create(DEFAULT_NAMESPACE, "q", {})
+    bad = msgspec.msgpack.encode([b"x", *[None] * 11, {"ok": 1, "k": [1, 2]}])
+    with pytest.raises(BadRequest, match="message 1 of the batch is malformed.*'k'"):
+        broker.send(DEFAULT_NAMESPACE, "q", [msgspec.Raw(bad)])
+    good = encode_message(Message(b"x", application_properties={"id": ID}))
+    assert len(broker.send(DEFAULT_NAMESPACE, "q", [msgspec.Raw(good)])) == 1
