@@ -99,7 +99,7 @@ def test_a_sent_record_with_a_list_property_is_refused_naming_it(broker: Any) ->
 
     broker.queue_create(DEFAULT_NAMESPACE, "q", {})
     bad = msgspec.msgpack.encode([b"x", *[None] * 11, {"ok": 1, "k": [1, 2]}])
-    with pytest.raises(BadRequest, match="message 1 of the batch is malformed.*'k'"):
+    with pytest.raises(BadRequest, match=r"message 1 of the batch is malformed.*'k'"):
         broker.send(DEFAULT_NAMESPACE, "q", [msgspec.Raw(bad)])
     good = encode_message(Message(b"x", application_properties={"id": ID}))
     assert len(broker.send(DEFAULT_NAMESPACE, "q", [msgspec.Raw(good)])) == 1

@@ -5,7 +5,8 @@ properties → message_id, correlation_id, subject, content_type, to, reply_to,
 session_id (group-id), reply_to_session_id (reply-to-group-id); header.ttl →
 time_to_live; message annotations x-opt-partition-key and x-opt-scheduled-enqueue-time;
 application properties keep string, integer, floating-point, boolean and null values, and
-timestamps, UUIDs and binaries as typed values (sbctl.codec), so they come back as sent.
+timestamps, UUIDs and binaries as typed values (sbctl.codec), so they come back as sent
+(decimals, which sbctl has no type for, become the hex text of their bytes, as before).
 Message annotations a client set (other than the broker-owned ``x-opt-*`` ones) are stored
 and come back. A body is the concatenated data sections; an amqp-value or amqp-sequence
 body is kept AMQP-encoded (``body_kind``/``body_amqp``) and sent back as such, its stored
@@ -27,6 +28,9 @@ from sbctl.messages import json_value
 from sbctl.protocol import Delivered
 from sbctld.frontends.amqp import codec
 from sbctld.frontends.amqp.types import (
+    Decimal32,
+    Decimal64,
+    Decimal128,
     Header,
     Int,
     Properties,
@@ -71,6 +75,8 @@ def _property(value: Any, what: str = "application property") -> Any:
         return value
     if isinstance(value, Timestamp):
         return datetime.fromtimestamp(int(value) / 1000, tz=UTC)
+    if isinstance(value, Decimal32 | Decimal64 | Decimal128):
+        return value.hex()  # (no decimal type in sbctl: its raw IEEE 754 bytes, as hex text)
     if isinstance(value, bool | str | int | float):
         return (
             int(value)
@@ -80,6 +86,19 @@ def _property(value: Any, what: str = "application property") -> Any:
     if isinstance(value, bytes | bytearray | memoryview):
         return bytes(value)
     raise BadRequest(f"{what} value of type {type(value).__name__} is not supported")
+
+
+def _client_annotations(ann: dict[Any, Any]) -> dict[str, Any]:
+    """The annotations a client set that are kept: symbol keys other than the broker's,
+    with property-like values (others, which sbctl cannot store, are dropped as before)."""
+    kept: dict[str, Any] = {}
+    for k, v in ann.items():
+        if isinstance(k, str) and k not in BROKER_ANNOTATIONS:
+            try:
+                kept[str(k)] = _property(v)
+            except BadRequest:
+                continue
+    return kept
 
 
 def _to_amqp(value: Any) -> Any:
@@ -162,11 +181,7 @@ def to_stored(payload: bytes) -> Stored:
         fields["application_properties"] = {
             _text(k): _property(v) for k, v in msg.application_properties.items()
         }
-    kept = {
-        str(k): _property(v, f"message annotation {k}")
-        for k, v in ann.items()
-        if isinstance(k, str) and str(k) not in BROKER_ANNOTATIONS
-    }
+    kept = _client_annotations(ann)
     if kept:
         fields["message_annotations"] = kept
     if "message_id" not in fields:
