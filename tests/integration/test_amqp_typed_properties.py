@@ -145,3 +145,18 @@ def test_the_rest_api_receives_typed_properties_as_quoted_headers(amqp: Any) -> 
         assert r.headers["at"] == '"Wed, 04 Mar 2026 05:06:07 GMT"'
         assert r.headers["id"] == f'"{ID}"'
         assert r.headers["n"] == "5"
+
+
+def test_the_python_client_sends_typed_values_an_sdk_and_peek_read_typed(amqp: Any) -> None:
+    from sbctl import Message
+
+    daemon, client = amqp
+    with daemon.client() as c:
+        c.send("typed", Message(b"py", application_properties={"at": AT, "id": ID, "b": BLOB}))
+        (peeked,) = c.peek("typed")
+        assert peeked.application_properties == {"at": AT, "id": ID, "b": BLOB}
+    with client.get_queue_receiver("typed", max_wait_time=5) as receiver:
+        (got,) = receiver.receive_messages(max_wait_time=5)
+        props = {k.decode(): v for k, v in got.application_properties.items()}
+        assert (_received_value(props["at"]), props["id"], props["b"]) == (AT, ID, BLOB)
+        receiver.complete_message(got)
