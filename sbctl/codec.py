@@ -34,7 +34,7 @@ from __future__ import annotations
 import struct
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
 import crc32c
@@ -132,14 +132,20 @@ def _check_values(values: dict[str, Any], what: str) -> None:
             )
 
 
+def _tag(value: Any) -> Any:
+    if type(value) is uuid.UUID:
+        return msgspec.msgpack.Ext(UUID_EXT, value.bytes)
+    if type(value) is datetime and value.tzinfo is None:  # naive: UTC (else it is text)
+        return value.replace(tzinfo=UTC)
+    return value
+
+
 def tag_values(values: Mapping[str, Any]) -> Mapping[str, Any]:
-    """``values`` as stored: UUIDs as their extension (the same mapping when it has none)."""
+    """``values`` as stored: UUIDs as their extension, naive datetimes as UTC (the same
+    mapping when it has neither)."""
     for v in values.values():  # (a plain loop is the fastest scan for a few values)
-        if type(v) is uuid.UUID:
-            return {
-                k: msgspec.msgpack.Ext(UUID_EXT, v.bytes) if type(v) is uuid.UUID else v
-                for k, v in values.items()
-            }
+        if type(v) in _TAGGED:
+            return {k: _tag(v) for k, v in values.items()}
     return values
 
 
@@ -158,17 +164,17 @@ def tagged(message: Message) -> Message:
     return message
 
 
-_UUID = uuid.UUID
+_TAGGED = frozenset((uuid.UUID, datetime))
 _encoder = msgspec.msgpack.Encoder()
 _decoder = msgspec.msgpack.Decoder(Message, ext_hook=_ext_hook)
 
 
 def encode_message(message: Message) -> bytes:
-    # (the scans are inlined: this is the hot path, and a call costs more than the loop)
+    # (the scan is inlined: this is the hot path, and a call costs more than the loop)
     props = message.application_properties
     if props:
         for v in props.values():
-            if type(v) is _UUID:
+            if type(v) in _TAGGED:
                 message = tagged(message)
                 break
     if message.message_annotations:

@@ -103,3 +103,21 @@ def test_a_sent_record_with_a_list_property_is_refused_naming_it(broker: Any) ->
         broker.send(DEFAULT_NAMESPACE, "q", [msgspec.Raw(bad)])
     good = encode_message(Message(b"x", application_properties={"id": ID}))
     assert len(broker.send(DEFAULT_NAMESPACE, "q", [msgspec.Raw(good)])) == 1
+
+
+def test_spark_export_writes_and_spark_load_reads_typed_properties() -> None:
+    from sbctl.spark.export import _props_json
+    from sbctl.spark.stage import Rejected, Row, _props
+
+    props = {"at": AT, "id": ID, "blob": b"\x00\xff", "n": 1, "s": "x"}
+    text = _props_json(props)
+    assert msgspec.json.decode(text) == {**TYPED_JSON, "n": 1, "s": "x"}
+    assert _props(Row(o=0, pr=text)) == props
+    assert _props(Row(o=0, pr='{"plain": 2}')) == {"plain": 2}  # unchanged
+    with pytest.raises(Rejected, match="invalid uuid"):
+        _props(Row(o=0, pr='{"u": {"$type": "uuid", "value": "x"}}'))
+
+
+def test_a_naive_datetime_from_the_python_client_is_stored_as_utc() -> None:
+    m = Message(b"", application_properties={"at": AT.replace(tzinfo=None)})
+    assert decode_message(encode_message(m)).application_properties == {"at": AT}
