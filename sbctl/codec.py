@@ -32,8 +32,10 @@ relative sequence numbers and the CRC stay as written.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator, Sequence
-from typing import NamedTuple
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any, NamedTuple
 
 import crc32c
 import msgspec
@@ -48,7 +50,15 @@ CRC_START = 24
 NOT_SCHEDULED = -1
 MAX_BATCH_BYTES = 64 * 1024 * 1024
 
-PropertyValue = str | int | float | bool | None
+# An application property value (daemon/README.md §1.2). The plain JSON-like values are stored as
+# themselves; a timestamp (an aware datetime) as MessagePack's timestamp extension (-1), bytes as
+# MessagePack bin, a UUID as extension UUID_EXT with its 16 bytes. Records written before typed
+# values existed hold plain values only and decode unchanged.
+# (msgspec cannot type-check such a union, so the record holds ``Any`` and decode_message
+# checks the values instead.)
+PropertyValue = str | int | float | bool | None | datetime | uuid.UUID | bytes
+VALUE_TYPES = frozenset((str, int, float, bool, type(None), datetime, uuid.UUID, bytes))
+UUID_EXT = 1
 
 # The string properties a sender sets (daemon/README.md §1.2); flags and JSON fields use these
 # names.
@@ -68,7 +78,13 @@ STRING_FIELDS = (
 class Message(msgspec.Struct, array_like=True, omit_defaults=True, forbid_unknown_fields=True):
     """What a sender sets (daemon/README.md §1.2). Also the stored payload of a record.
 
-    Field order is the wire and disk format: append new fields at the end only.
+    Field order is the wire and disk format: append new fields at the end only. The record
+    is a MessagePack array whose length is its version: every field added later is optional
+    and trailing, so a record written before it existed (a shorter array) decodes with the
+    field's default. Fields 0-15 are version 1 (the first release, 16 elements); 16-18
+    (``message_annotations``, ``body_kind``, ``body_amqp``) are version 2 (19 elements).
+    A release refuses records longer than it knows (``forbid_unknown_fields``): data dirs
+    open forwards, not backwards.
     """
 
     body: bytes = b""
@@ -83,25 +99,107 @@ class Message(msgspec.Struct, array_like=True, omit_defaults=True, forbid_unknow
     reply_to_session_id: str | None = None
     time_to_live_ms: int | None = None
     scheduled_enqueue_time_ms: int | None = None
-    application_properties: dict[str, PropertyValue] | None = None
+    application_properties: dict[str, Any] | None = None  # values: PropertyValue
     # Set by the broker, never by a sender (daemon/README.md §1.8, §11): the sequence number a
     # forwarded message had where it was first enqueued, how many forwarding hops it made,
     # and the entity whose DLQ forwarded it.
     enqueued_sequence_number: int | None = None
     transfer_hops: int | None = None
     dead_letter_source: str | None = None
+    # -- version 2
+    # Message annotations an AMQP client set (``x-opt-*`` other than the broker-owned ones),
+    # with typed values as for application properties.
+    message_annotations: dict[str, Any] | None = None
+    # How an AMQP body was sent when it was not data sections: "value" (one amqp-value) or
+    # "sequence" (amqp-sequence sections); ``body_amqp`` is then the AMQP encoding of the
+    # value (or of the list of sequences) and ``body`` the value's text or bytes when it
+    # was a string or binary (else empty). None: data sections, ``body`` their bytes.
+    body_kind: str | None = None
+    body_amqp: bytes | None = None
 
 
+def _ext_hook(code: int, data: memoryview) -> Any:
+    if code == UUID_EXT and len(data) == 16:
+        return uuid.UUID(bytes=bytes(data))
+    raise msgspec.ValidationError(f"unknown MessagePack extension type {code}")
+
+
+def _check_values(values: dict[str, Any], what: str) -> None:
+    for key, value in values.items():
+        if type(value) not in VALUE_TYPES:
+            raise msgspec.ValidationError(
+                f"{what} {key!r}: a {type(value).__name__} is not a property value"
+            )
+
+
+def _tag(value: Any) -> Any:
+    if type(value) is uuid.UUID:
+        return msgspec.msgpack.Ext(UUID_EXT, value.bytes)
+    if type(value) is datetime and value.tzinfo is None:  # naive: UTC (else it is text)
+        return value.replace(tzinfo=UTC)
+    return value
+
+
+def tag_values(values: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``values`` as stored: UUIDs as their extension, naive datetimes as UTC (the same
+    mapping when it has neither)."""
+    for v in values.values():  # (a plain loop is the fastest scan for a few values)
+        if type(v) in _TAGGED:
+            return {k: _tag(v) for k, v in values.items()}
+    return values
+
+
+def tagged(message: Message) -> Message:
+    """``message`` ready for MessagePack: a copy when it holds a UUID value, else itself."""
+    props = message.application_properties
+    ann = message.message_annotations
+    if props:
+        new = tag_values(props)
+        if new is not props:
+            message = msgspec.structs.replace(message, application_properties=new)
+    if ann:
+        new = tag_values(ann)
+        if new is not ann:
+            message = msgspec.structs.replace(message, message_annotations=new)
+    return message
+
+
+_TAGGED = frozenset((uuid.UUID, datetime))
 _encoder = msgspec.msgpack.Encoder()
-_decoder = msgspec.msgpack.Decoder(Message)
+_decoder = msgspec.msgpack.Decoder(Message, ext_hook=_ext_hook)
 
 
 def encode_message(message: Message) -> bytes:
+    # (the scan is inlined: this is the hot path, and a call costs more than the loop)
+    props = message.application_properties
+    if props:
+        for v in props.values():
+            if type(v) in _TAGGED:
+                message = tagged(message)
+                break
+    if message.message_annotations:
+        message = tagged(message)
     return _encoder.encode(message)
 
 
 def decode_message(payload: bytes | memoryview) -> Message:
+    """A stored or delivered record (already checked when it was sent)."""
     return _decoder.decode(payload)
+
+
+def decode_sent_message(payload: bytes | memoryview) -> Message:
+    """A record as a client sent it: also checks that every property and annotation value
+    is a property value (MessagePack could carry a list or a map there). Raises
+    msgspec.DecodeError naming the offending key."""
+    message: Message = _decoder.decode(payload)
+    props = message.application_properties
+    if props:
+        for v in props.values():  # (inlined: the hot path of a send)
+            if type(v) not in VALUE_TYPES:
+                _check_values(props, "application property")
+    if message.message_annotations:
+        _check_values(message.message_annotations, "message annotation")
+    return message
 
 
 class StagedRecord(NamedTuple):

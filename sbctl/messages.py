@@ -22,6 +22,7 @@ from sbctl.durations import format_instant, parse_duration_ms, parse_instant_ms
 from sbctl.errors import BadRequest
 from sbctl.protocol import Delivered
 
+_PLAIN = frozenset((str, int, float, bool, type(None)))
 STATE_NAMES = {1: "active", 2: "deferred", 3: "scheduled", 4: "deadlettered", 5: "deadlettered"}
 INPUT_FIELDS = frozenset(
     (
@@ -75,15 +76,69 @@ def message_from_json(obj: Any, now_ms: int) -> Message:
     return Message(**fields)
 
 
+TYPED_NAMES = ("timestamp", "uuid", "binary")
+
+
 def check_properties(props: Any) -> dict[str, PropertyValue]:
+    """Application properties from JSON or Python: plain values as they are, a typed value
+    as ``{"$type": "timestamp" | "uuid" | "binary", "value": ...}`` (what ``to_dict``
+    writes) or as a datetime, UUID or bytes."""
     if not isinstance(props, dict):
         raise BadRequest("application_properties must be a JSON object")
+    out: dict[str, PropertyValue] = {}
     for key, value in props.items():
-        if not isinstance(value, str | int | float | bool) and value is not None:
-            raise BadRequest(
-                f"application property {key!r} must be a string, number, boolean or null"
-            )
-    return props
+        if not isinstance(key, str):
+            raise BadRequest(f"application property name {key!r} must be a string")
+        out[key] = property_value(key, value)
+    return out
+
+
+def property_value(key: str, value: Any) -> PropertyValue:
+    """One property value, checked; typed JSON objects become their Python values."""
+    if isinstance(value, str | int | float | bool | uuid.UUID | bytes) or value is None:
+        return value
+    if isinstance(value, datetime):
+        return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+    if isinstance(value, dict) and set(value) == {"$type", "value"}:
+        kind, raw = value["$type"], value["value"]
+        try:
+            if kind == "timestamp":
+                return datetime.fromtimestamp(parse_instant_ms(str(raw), 0) / 1000, tz=UTC)
+            if kind == "uuid":
+                return uuid.UUID(str(raw))
+            if kind == "binary":
+                return base64.b64decode(str(raw), validate=True)
+        except (BadRequest, ValueError, binascii.Error):
+            raise BadRequest(f"application property {key!r}: invalid {kind} {raw!r}") from None
+        raise BadRequest(
+            f"application property {key!r}: unknown $type {kind!r} (use {', '.join(TYPED_NAMES)})"
+        )
+    raise BadRequest(
+        f"application property {key!r} must be a string, number, boolean, null or "
+        '{"$type": "timestamp" | "uuid" | "binary", "value": ...}'
+    )
+
+
+def json_value(value: Any) -> Any:
+    """A property or annotation value for JSON output: typed values as
+    ``{"$type": ..., "value": ...}`` (a timestamp in ISO 8601 UTC, a UUID canonical, binary
+    base64), plain values as they are."""
+    if value is None or type(value) in (str, int, float, bool):
+        return value
+    if isinstance(value, datetime):
+        return {"$type": "timestamp", "value": format_instant(instant_ms(value))}
+    if isinstance(value, uuid.UUID):
+        return {"$type": "uuid", "value": str(value)}
+    if isinstance(value, bytes | bytearray | memoryview):
+        return {"$type": "binary", "value": base64.b64encode(bytes(value)).decode()}
+    if isinstance(value, list):
+        return [json_value(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): json_value(v) for k, v in value.items()}
+    for kind in (bool, int, float, str):  # subclasses (AMQP's Int, Symbol...) as the base
+        if isinstance(value, kind):
+            return kind(value)
+    return str(value)
 
 
 def parse_property(text: str) -> tuple[str, PropertyValue]:
@@ -98,6 +153,8 @@ def parse_property(text: str) -> tuple[str, PropertyValue]:
         return key, raw
     if isinstance(value, str | int | float | bool) or value is None:
         return key, value
+    if isinstance(value, dict) and "$type" in value:
+        return key, property_value(key, value)
     return key, raw
 
 
@@ -266,7 +323,10 @@ class ReceivedMessage:
             if m.scheduled_enqueue_time_ms is not None
             else None
         )
-        out["application_properties"] = self.application_properties
+        props = self.application_properties
+        if any(type(v) not in _PLAIN for v in props.values()):
+            props = {k: json_value(v) for k, v in props.items()}
+        out["application_properties"] = props
         # The SDK surfaces these application properties on their own (daemon/README.md §1.9).
         out["dead_letter_reason"] = self.application_properties.get("DeadLetterReason")
         out["dead_letter_error_description"] = self.application_properties.get(
@@ -284,6 +344,10 @@ class ReceivedMessage:
         out["enqueued_sequence_number"] = m.enqueued_sequence_number
         out["dead_letter_source"] = m.dead_letter_source
         out["state"] = self.state
+        if m.message_annotations:
+            out["message_annotations"] = json_value(m.message_annotations)
+        if m.body_kind is not None:
+            out["body_kind"] = m.body_kind
         return out
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import msgspec
 
-from sbctl.codec import Message
+from sbctl.codec import Message, tagged
 from sbctl.errors import BadRequest
 
 PROTOCOL_VERSION = 1
@@ -389,6 +389,14 @@ def encode_frame(obj: Any) -> bytes:
 
 
 def encode_request(req_id: int, op: str, args: msgspec.Struct) -> bytes:
+    messages = getattr(args, "messages", None)
+    if messages and any(
+        isinstance(m, Message) and (m.application_properties or m.message_annotations)
+        for m in messages
+    ):  # UUID values travel as their extension, exactly as stored (sbctl.codec)
+        args = msgspec.structs.replace(
+            args, messages=[tagged(m) if isinstance(m, Message) else m for m in messages]
+        )
     try:
         return encode_frame((PROTOCOL_VERSION, req_id, op, args))
     except OverflowError:

@@ -19,6 +19,7 @@ from sbctl.codec import (
     Message,
     StagedRecord,
     decode_message,
+    decode_sent_message,
     encode_message,
 )
 from sbctl.durations import MAX_TIMESPAN_MS, format_instant
@@ -86,7 +87,7 @@ def decode_batch(
             continue
         data = bytes(item)
         try:
-            messages.append(decode_message(data))
+            messages.append(decode_sent_message(data))
         except (msgspec.DecodeError, ValueError) as exc:  # ValueError: invalid UTF-8
             raise BadRequest(f"message {i} of the batch is malformed: {exc}") from None
         payloads.append(data)

@@ -21,6 +21,7 @@ from typing import Any
 from sbctl.client import Client
 from sbctl.codec import STRING_FIELDS
 from sbctl.errors import BadRequest
+from sbctl.messages import json_value
 from sbctl.names import parse_entity_path
 from sbctl.partitioning import SEQUENCE_LOCAL_BITS
 from sbctl.protocol import MAX_PEEK
@@ -65,7 +66,7 @@ def export_partition(
                         *(getattr(msg, name) for name in STRING_FIELDS),
                         msg.time_to_live_ms / 1000 if msg.time_to_live_ms is not None else None,
                         _time(msg.scheduled_enqueue_time_ms),
-                        json.dumps(props, ensure_ascii=False) if props else None,
+                        _props_json(props) if props else None,
                         m.sequence_number,
                         _time(m.enqueued_time_ms),
                         m.delivery_count,
@@ -131,3 +132,9 @@ def run_export(
     finally:
         if own:
             spark.stop()
+
+
+def _props_json(props: dict[str, Any]) -> str:
+    """Plain values as JSON; typed ones as ``{"$type": ..., "value": ...}`` (as peek shows
+    them, and as spark-load reads them back)."""
+    return json.dumps({k: json_value(v) for k, v in props.items()}, ensure_ascii=False)

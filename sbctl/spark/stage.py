@@ -33,6 +33,7 @@ from sbctl.limits import (
     MAX_TIME_MS,
     SESSION_REQUIRED,
 )
+from sbctl.messages import property_value
 from sbctl.partitioning import partition_key_of
 
 BATCH_BYTES = 1024 * 1024  # a staged batch is cut at about this many payload bytes
@@ -100,8 +101,13 @@ def _props(row: Row) -> dict[str, Any] | None:
     if row.pc:
         props.update(row.pc)
     for key, value in props.items():
+        if isinstance(value, dict) and "$type" in value:  # a typed value, as peek shows it
+            try:
+                props[key] = property_value(str(key), value)
+            except SbctlError as exc:
+                raise Rejected(exc.message) from None
         # daemon/README.md §1.5: scalars only; lists and maps are not supported.
-        if isinstance(value, dict | list):
+        elif isinstance(value, dict | list):
             raise Rejected(
                 f"application property {key!r} is a {type(value).__name__}: properties must "
                 "be strings, numbers, booleans or null"

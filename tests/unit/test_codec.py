@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 import struct
+import uuid
+from datetime import UTC, datetime
 
 import crc32c
 import msgspec
@@ -18,10 +20,12 @@ from sbctl.codec import (
     CRC_START,
     NOT_SCHEDULED,
     RECORD_OVERHEAD,
+    UUID_EXT,
     CorruptBatch,
     Message,
     StagedRecord,
     decode_message,
+    decode_sent_message,
     encode_batch,
     encode_message,
     iter_records,
@@ -247,6 +251,12 @@ property_values = st.one_of(
     st.integers(min_value=-(2**63), max_value=2**64 - 1),
     st.floats(allow_nan=False),
     st.text(max_size=30),
+    # typed values (a timestamp is an aware UTC datetime)
+    st.datetimes(
+        min_value=datetime(1, 1, 1), max_value=datetime(9999, 12, 31), timezones=st.just(UTC)
+    ),
+    st.uuids(),
+    st.binary(max_size=30),
 )
 messages_st = st.builds(
     Message,
@@ -265,6 +275,11 @@ messages_st = st.builds(
     application_properties=st.one_of(
         st.none(), st.dictionaries(st.text(max_size=20), property_values, max_size=8)
     ),
+    message_annotations=st.one_of(
+        st.none(), st.dictionaries(st.text(max_size=20), property_values, max_size=4)
+    ),
+    body_kind=st.sampled_from([None, "value", "sequence"]),
+    body_amqp=st.one_of(st.none(), st.binary(max_size=40)),
 )
 
 
@@ -275,6 +290,37 @@ def test_message_round_trip(message: Message) -> None:
     # bool stays bool and int stays int (True == 1 in Python, so compare types too).
     for key, value in (message.application_properties or {}).items():
         assert type(decoded.application_properties[key]) is type(value)  # type: ignore[index]
+    for key, value in (message.message_annotations or {}).items():
+        assert type(decoded.message_annotations[key]) is type(value)  # type: ignore[index]
+
+
+def test_a_version_1_record_decodes_with_version_2_defaults() -> None:
+    """The first release wrote 16-element arrays with plain property values only."""
+    v1 = [b"x", "id", *[None] * 10, {"s": "v", "i": 1, "f": 0.5, "b": True, "n": None}]
+    v1 += [7, 2, "q"]
+    assert len(v1) == 16
+    m = decode_message(msgspec.msgpack.encode(v1))
+    assert m == Message(
+        b"x",
+        "id",
+        application_properties={"s": "v", "i": 1, "f": 0.5, "b": True, "n": None},
+        enqueued_sequence_number=7,
+        transfer_hops=2,
+        dead_letter_source="q",
+    )
+    assert (m.message_annotations, m.body_kind, m.body_amqp) == (None, None, None)
+    # and its plain values encode as the first release encoded them
+    assert msgspec.msgpack.decode(encode_message(m))[:16] == v1
+
+
+def test_typed_values_are_stored_as_tagged_msgpack() -> None:
+    u = uuid.UUID("12345678-1234-5678-1234-567812345678")
+    at = datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=UTC)
+    m = Message(b"", application_properties={"u": u, "t": at, "b": b"\x00\xff"})
+    raw = msgspec.msgpack.decode(encode_message(m), ext_hook=lambda c, d: (c, bytes(d)))
+    assert raw[12] == {"u": (UUID_EXT, u.bytes), "t": at, "b": b"\x00\xff"}
+    assert decode_message(encode_message(m)) == m
+    assert m.application_properties == {"u": u, "t": at, "b": b"\x00\xff"}  # not mutated
 
 
 def test_message_round_trip_keeps_nan_and_unicode() -> None:
@@ -314,11 +360,14 @@ def test_message_encoding_is_positional() -> None:
         msgspec.msgpack.encode([b"x"] + [None] * len(Message.__struct_fields__)),
         msgspec.msgpack.encode({"body": b"x"}),  # a map, not an array
         msgspec.msgpack.encode([b"x", *[None] * 11, {"k": [1, 2]}]),  # list property
-        msgspec.msgpack.encode([b"x", *[None] * 11, {"k": b"bin"}]),  # binary property
+        msgspec.msgpack.encode([b"x", *[None] * 11, {"k": {"a": 1}}]),  # map property
+        msgspec.msgpack.encode([b"x", *[None] * 11, {"k": msgspec.msgpack.Ext(9, b"")}]),
+        msgspec.msgpack.encode([b"x", *[None] * 11, {"k": msgspec.msgpack.Ext(1, b"short")}]),
+        msgspec.msgpack.encode([b"x", *[None] * 15, {"k": [1]}]),  # list annotation
         b"\xc1",
         b"",
     ],
 )
 def test_malformed_payloads_are_refused(payload: bytes) -> None:
     with pytest.raises(msgspec.DecodeError):
-        decode_message(payload)
+        decode_sent_message(payload)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import re
 import uuid
+from datetime import UTC, datetime
 from fractions import Fraction
 from typing import Any
 
@@ -1535,3 +1536,55 @@ def test_user_property_actions_agree_with_a_model(
     out = act(text, MessageView(message, sequence_number=1, enqueued_time_ms=0, size=1))
     assert repr(out.application_properties or {}) == repr(model)  # repr: nan equals nan
     assert message.application_properties == props
+
+
+# -- Typed property values (timestamps, UUIDs, binary) ---------------------------------------
+
+TYPED: dict[str, Any] = {
+    "at": datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC),
+    "later": datetime(2026, 6, 1, tzinfo=UTC),
+    "id": uuid.UUID("0f8fad5b-d9cb-469f-a165-70867728950e"),
+    "id2": uuid.UUID("0f8fad5b-d9cb-469f-a165-70867728950e"),
+    "blob": b"\x00\xff",
+    "s": "abc",
+}
+
+
+@pytest.mark.parametrize(
+    ("expression", "expected"),
+    [
+        ("at = at", "T"),
+        ("at < later", "T"),
+        ("at > later", "F"),
+        ("id = id2", "T"),
+        ("blob = blob", "T"),
+        # compared with another type: false (=) or unknown (ordering), never a crash
+        ("at = 5", "F"),
+        ("id = '0f8fad5b-d9cb-469f-a165-70867728950e'", "F"),
+        ("at < 5", "U"),
+        ("blob > s", "U"),
+        ("at IS NULL", "F"),
+        ("EXISTS(blob)", "T"),
+        ("at IN (1, 'x')", "F"),
+        ("s LIKE 'a%' AND id <> id2", "F"),
+    ],
+)
+def test_typed_values_compare_by_type(expression: str, expected: str) -> None:
+    assert truth(expression, view(TYPED)) == expected
+
+
+def test_typed_values_in_arithmetic_and_like_are_evaluation_errors_or_unknown() -> None:
+    err = runtime_error("at + 1 = 2", view(TYPED))
+    assert "System.DateTime" in err.description
+    assert truth("blob LIKE 'a%'", view(TYPED)) in ("F", "U")
+    assert to_text(TYPED["at"]) == "01/02/2026 03:04:05"
+    assert to_text(TYPED["id"]) == "0f8fad5b-d9cb-469f-a165-70867728950e"
+
+
+def test_an_action_copies_a_typed_value_and_keeps_its_type() -> None:
+    compiled = compile_action("SET copy = at; SET other = id")
+    assert compiled is not None
+    out = compiled.apply(view(TYPED))
+    props = out.application_properties or {}
+    assert props["copy"] == TYPED["at"] and props["other"] == TYPED["id"]
+    assert type(props["other"]) is uuid.UUID

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import decimal
 import math
+import uuid
 from collections.abc import Mapping
+from datetime import datetime
 from types import MappingProxyType
 from typing import Any, Final, NamedTuple
 
@@ -143,6 +145,9 @@ _CS_TYPES: Final[dict[type, str]] = {
     int: "System.Int64",
     float: "System.Double",
     bool: "System.Boolean",
+    datetime: "System.DateTime",
+    uuid.UUID: "System.Guid",
+    bytes: "System.Byte[]",
 }
 
 
@@ -185,4 +190,8 @@ def to_text(value: PropertyValue) -> str:
         return "True" if value else "False"
     if isinstance(value, float):
         return format_double(value)
+    if isinstance(value, datetime):  # DateTime.ToString() in the invariant culture
+        return value.strftime("%m/%d/%Y %H:%M:%S")
+    if isinstance(value, bytes):
+        return "System.Byte[]"
     return "" if value is None else str(value)

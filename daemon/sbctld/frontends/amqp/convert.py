@@ -4,23 +4,33 @@ What an SDK sends maps onto the stored fields the CLI shows (daemon/README.md §
 properties → message_id, correlation_id, subject, content_type, to, reply_to,
 session_id (group-id), reply_to_session_id (reply-to-group-id); header.ttl →
 time_to_live; message annotations x-opt-partition-key and x-opt-scheduled-enqueue-time;
-application properties keep string, integer, floating-point, boolean and null values.
-Timestamps become integers (ms since the epoch), UUIDs strings, binaries base64-free
-strings of their hex; a body is the concatenated data sections, or the UTF-8 of an
-amqp-value string / the bytes of an amqp-value binary.
+application properties keep string, integer, floating-point, boolean and null values, and
+timestamps, UUIDs and binaries as typed values (sbctl.codec), so they come back as sent
+(decimals, which sbctl has no type for, become the hex text of their bytes, as before).
+Message annotations a client set (other than the broker-owned ``x-opt-*`` ones) are stored
+and come back. A body is the concatenated data sections; an amqp-value or amqp-sequence
+body is kept AMQP-encoded (``body_kind``/``body_amqp``) and sent back as such, its stored
+``body`` being the value's text or bytes (a string or binary value) or its JSON.
 """
 
 from __future__ import annotations
 
 import uuid
+from datetime import UTC, datetime
 from typing import Any
+
+import msgspec
 
 from sbctl.codec import Message as Stored
 from sbctl.codec import decode_message as decode_stored
 from sbctl.errors import BadRequest
+from sbctl.messages import json_value
 from sbctl.protocol import Delivered
 from sbctld.frontends.amqp import codec
 from sbctld.frontends.amqp.types import (
+    Decimal32,
+    Decimal64,
+    Decimal128,
     Header,
     Int,
     Properties,
@@ -31,6 +41,21 @@ from sbctld.frontends.amqp.types import (
 
 INT32 = (-(2**31), 2**31 - 1)
 _NO_ID = uuid.UUID("5b1c7d2e-0000-4000-8000-5bc71d000000")  # namespace of fallback message ids
+# Annotations the broker sets on delivery or reads into stored fields: never stored as sent.
+BROKER_ANNOTATIONS = frozenset(
+    (
+        "x-opt-sequence-number",
+        "x-opt-enqueued-time",
+        "x-opt-locked-until",
+        "x-opt-lock-token",
+        "x-opt-message-state",
+        "x-opt-partition-id",
+        "x-opt-partition-key",
+        "x-opt-scheduled-enqueue-time",
+        "x-opt-enqueue-sequence-number",
+        "x-opt-deadletter-source",
+    )
+)
 # sbctl's stored states → x-opt-message-state (0 active, 1 deferred, 2 scheduled).
 MESSAGE_STATE = {1: 0, 2: 1, 3: 2, 4: 0, 5: 0}
 
@@ -43,20 +68,77 @@ def _text(value: Any) -> str | None:
     return str(value)
 
 
-def _property(value: Any) -> Any:
-    if value is None or isinstance(value, bool | str | int | float):
-        if type(value) not in (bool, str, int, float, type(None)):
-            return (
-                int(value)
-                if isinstance(value, int)
-                else (float(value) if isinstance(value, float) else str(value))
-            )
+def _property(value: Any, what: str = "application property") -> Any:
+    """An AMQP value → the stored value: plain values as Python's own types, a timestamp as
+    an aware UTC datetime, a UUID and binary as themselves."""
+    if value is None or type(value) in (bool, str, int, float, bytes, uuid.UUID):
         return value
-    if isinstance(value, uuid.UUID):
-        return str(value)
-    if isinstance(value, bytes):
-        return value.hex()
-    raise BadRequest(f"application property value of type {type(value).__name__} is not supported")
+    if isinstance(value, Timestamp):
+        return datetime.fromtimestamp(int(value) / 1000, tz=UTC)
+    if isinstance(value, Decimal32 | Decimal64 | Decimal128):
+        return value.hex()  # (no decimal type in sbctl: its raw IEEE 754 bytes, as hex text)
+    if isinstance(value, bool | str | int | float):
+        return (
+            int(value)
+            if isinstance(value, int)
+            else (float(value) if isinstance(value, float) else str(value))
+        )
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value)
+    raise BadRequest(f"{what} value of type {type(value).__name__} is not supported")
+
+
+def _client_annotations(ann: dict[Any, Any]) -> dict[str, Any]:
+    """The annotations a client set that are kept: symbol keys other than the broker's,
+    with property-like values (others, which sbctl cannot store, are dropped as before)."""
+    kept: dict[str, Any] = {}
+    for k, v in ann.items():
+        if isinstance(k, str) and k not in BROKER_ANNOTATIONS:
+            try:
+                kept[str(k)] = _property(v)
+            except BadRequest:
+                continue
+    return kept
+
+
+def _to_amqp(value: Any) -> Any:
+    """A stored value → what goes on the wire (inverse of :func:`_property`)."""
+    if type(value) is int and INT32[0] <= value <= INT32[1]:
+        return Int(value)
+    if isinstance(value, datetime):
+        return Timestamp(round(value.timestamp() * 1000))
+    return value
+
+
+def _json_body(value: Any) -> bytes:
+    """What the CLI and the other front-ends see of a non-string body: its JSON."""
+    try:
+        return msgspec.json.encode(json_value(value))
+    except (TypeError, ValueError, OverflowError):
+        return b""
+
+
+def _body(msg: codec.Message, fields: dict[str, Any]) -> None:
+    if msg.body_kind == "data":
+        fields["body"] = b"".join(msg.body)
+        return
+    if msg.body_kind == "value":
+        value = msg.body
+        if value is None:
+            fields["body"] = b""
+            return
+        if isinstance(value, bytes | str):
+            fields["body"] = value.encode() if isinstance(value, str) else value
+        else:
+            fields["body"] = _json_body(value)
+    else:  # sequence
+        value = list(msg.body)
+        fields["body"] = _json_body(value)
+    try:
+        fields["body_amqp"] = codec.encode(value)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise BadRequest(f"unsupported AMQP body: {exc}") from None
+    fields["body_kind"] = msg.body_kind
 
 
 def to_stored(payload: bytes) -> Stored:
@@ -66,14 +148,7 @@ def to_stored(payload: bytes) -> Stored:
     except codec.DecodeError as exc:
         raise BadRequest(f"undecodable AMQP message: {exc}") from None
     fields: dict[str, Any] = {}
-    if msg.body_kind == "data":
-        fields["body"] = b"".join(msg.body)
-    elif msg.body_kind == "value" and isinstance(msg.body, bytes | str):
-        fields["body"] = msg.body.encode() if isinstance(msg.body, str) else msg.body
-    elif msg.body_kind == "value" and msg.body is None:
-        fields["body"] = b""
-    else:
-        raise BadRequest("only data bodies and amqp-value string or binary bodies are supported")
+    _body(msg, fields)
     p = msg.properties
     if p is not None:
         for name, attr in (
@@ -106,18 +181,15 @@ def to_stored(payload: bytes) -> Stored:
         fields["application_properties"] = {
             _text(k): _property(v) for k, v in msg.application_properties.items()
         }
+    kept = _client_annotations(ann)
+    if kept:
+        fields["message_annotations"] = kept
     if "message_id" not in fields:
         # Service Bus gives a message sent without a message-id one of its own, and SDKs
         # rely on it: @azure/service-bus keys its message-lock renewal by message id and
         # fails to settle a message that has none (daemon/README.md §1).
         fields["message_id"] = uuid.uuid4().hex
     return Stored(**fields)
-
-
-def _app_value(value: Any) -> Any:
-    if type(value) is int and INT32[0] <= value <= INT32[1]:
-        return Int(value)
-    return value
 
 
 def from_delivered(d: Delivered, *, received: bool, lock: bool) -> bytes:
@@ -129,7 +201,10 @@ def from_delivered(d: Delivered, *, received: bool, lock: bool) -> bytes:
     m = decode_stored(d.payload)
     count = max(0, d.delivery_count - 1) if received else d.delivery_count
     header = Header(None, None, m.time_to_live_ms, None, count)
-    ann: dict[Any, Any] = {
+    ann: dict[Any, Any] = {}
+    if m.message_annotations:
+        ann.update((Symbol(k), _to_amqp(v)) for k, v in m.message_annotations.items())
+    ann |= {
         Symbol("x-opt-sequence-number"): d.sequence_number,
         Symbol("x-opt-enqueued-time"): Timestamp(d.enqueued_time_ms),
         Symbol("x-opt-message-state"): Int(MESSAGE_STATE.get(d.state, 0)),
@@ -169,12 +244,21 @@ def from_delivered(d: Delivered, *, received: bool, lock: bool) -> bytes:
     app = dict(m.application_properties or {})
     if d.changes:
         app.update(d.changes)
+    body: Any = [m.body]
+    kind = "data"
+    if m.body_kind in ("value", "sequence") and m.body_amqp is not None:
+        try:
+            body, _ = codec.decode(m.body_amqp)
+            kind = m.body_kind
+        except codec.DecodeError:
+            body = [m.body]  # a stored body the codec cannot read: its bytes as data
     msg = codec.Message(
         header=header,
         message_annotations=ann,
         properties=props,
-        application_properties={k: _app_value(v) for k, v in app.items()} if app else None,
-        body=[m.body],
+        application_properties={k: _to_amqp(v) for k, v in app.items()} if app else None,
+        body=body,
+        body_kind=kind,
     )
     return codec.encode_message(msg)
 

@@ -15,11 +15,13 @@
 
 from __future__ import annotations
 
+import base64
 import email.utils
 import json
 import re
 import uuid
 from collections.abc import Callable
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from sbctl.codec import Message, decode_message
@@ -234,8 +236,21 @@ def delivered_headers(d: Delivered, m: Message, location: str | None) -> list[tu
         app.update(d.changes)
     for name, value in app.items():
         if TOKEN.match(name) and name.lower() not in STANDARD_HEADERS:
-            headers.append((name, json.dumps(value)))
+            headers.append((name, _header_value(value)))
     return headers
+
+
+def _header_value(value: Any) -> str:
+    """A custom property as its header: JSON, a timestamp as a quoted RFC 1123 date (as
+    Service Bus's REST API sends DateTime properties), a UUID as its quoted text, binary as
+    quoted base64."""
+    if isinstance(value, datetime):
+        return json.dumps(rfc1123(round(value.timestamp() * 1000)))
+    if isinstance(value, uuid.UUID):
+        return json.dumps(str(value))
+    if isinstance(value, bytes):
+        return json.dumps(base64.b64encode(value).decode())
+    return json.dumps(value)
 
 
 class DataPlane:
