@@ -36,6 +36,7 @@ from sbctld.frontends.amqp.connection import (
     Link,
 )
 from sbctld.frontends.amqp.errors import condition_of
+from sbctld.frontends.amqp.settlement import settle_range
 from sbctld.frontends.amqp.transactions import Coordinator as Transactions
 from sbctld.frontends.amqp.types import (
     Accepted,
@@ -534,6 +535,18 @@ class AmqpConnection(asyncio.Protocol):
             state.deliveries[delivery_id] = token
         if link.credit > 0:
             self.pump(link)
+
+    def on_dispositions(self, link: Link, ids: list[int], settled: bool, state: Any) -> None:
+        """A disposition's range of our deliveries on ``link``: outside a transaction one
+        broker settle for them all (:mod:`.settlement`)."""
+        ctx = link.context
+        if not isinstance(ctx, ReceiveState):
+            return
+        if isinstance(state, TransactionalState):
+            for delivery_id in ids:
+                self.on_disposition(link, delivery_id, settled, state)
+        else:
+            settle_range(self, link, ctx, ids, settled, state)
 
     def on_disposition(self, link: Link, delivery_id: int, settled: bool, state: Any) -> None:
         ctx = link.context
