@@ -18,6 +18,7 @@ from typing import Any
 
 from sbctld.frontends.amqp.types import (
     COMPOSITES,
+    WRAP,
     Array,
     Byte,
     Char,
@@ -35,6 +36,8 @@ from sbctld.frontends.amqp.types import (
     UInt,
     ULong,
     UShort,
+    _fields,
+    _symbols,
 )
 
 
@@ -164,8 +167,21 @@ def _enc_string(v: Any, out: bytearray) -> None:
     _variable(0xA1, 0xB1, v.encode(), out)
 
 
+# Encoded symbols by text: the same few (annotation keys, conditions) go out on every
+# message; bounded, so a peer's arbitrary symbols cannot grow it.
+_SYMBOLS: dict[str, bytes] = {}
+_SYMBOLS_MAX = 1024
+
+
 def _enc_symbol(v: Any, out: bytearray) -> None:
-    _variable(0xA3, 0xB3, v.encode("ascii"), out)
+    raw = _SYMBOLS.get(v)
+    if raw is None:
+        tmp = bytearray()
+        _variable(0xA3, 0xB3, v.encode("ascii"), tmp)
+        raw = bytes(tmp)
+        if len(_SYMBOLS) < _SYMBOLS_MAX and len(raw) <= 64:
+            _SYMBOLS[str(v)] = raw
+    out += raw
 
 
 def _compound(small: int, large: int, count: int, body: bytearray, out: bytearray) -> None:
@@ -201,9 +217,49 @@ def _enc_described(v: Any, out: bytearray) -> None:
     encode_into(v.value, out)
 
 
+# Per composite class: its descriptor bytes and, per field, (name, wrapper, encoder), so a
+# composite encodes straight from its attributes (what ``to_list`` then ``_enc_list`` would
+# write, without building the typed list and dispatching on every value's type).
+_Plan = tuple[bytes, tuple[tuple[str, Any, Any], ...]]
+_PLANS: dict[type, _Plan] = {}
+
+
+def _plan(cls: type[Composite]) -> _Plan:
+    code = cls.CODE
+    head = b"\x00\x53" + _B.pack(code) if code < 256 else b"\x00\x80" + _Q.pack(code)
+    fields: list[tuple[str, Any, Any]] = []
+    for name, kind in cls.FIELDS:
+        if kind == "symbols":
+            fields.append((name, _symbols, None))
+        elif kind == "fields":
+            fields.append((name, _fields, _enc_map))
+        else:
+            wrap = WRAP.get(kind)
+            fields.append((name, wrap, None if wrap is None else ENCODERS[wrap]))
+    plan = _PLANS[cls] = (head, tuple(fields))
+    return plan
+
+
 def _enc_composite(v: Any, out: bytearray) -> None:
-    out += b"\x00\x53" + _B.pack(v.CODE) if v.CODE < 256 else b"\x00\x80" + _Q.pack(v.CODE)
-    _enc_list(v.to_list(), out)
+    cls = type(v)
+    head, fields = _PLANS.get(cls) or _plan(cls)
+    out += head
+    if not fields:
+        out.append(0x45)
+        return
+    body = bytearray()
+    for name, wrap, enc in fields:
+        value = getattr(v, name)
+        if value is None:
+            body.append(0x40)
+            continue
+        if wrap is not None and (enc is None or type(value) is not wrap):
+            value = wrap(value)
+        if enc is None:
+            ENCODERS.get(type(value), _enc_other)(value, body)
+        else:
+            enc(value, body)
+    _compound(0xC0, 0xD0, len(fields), body, out)
 
 
 # Array element constructors and their fixed-width encoders (no compact forms inside).

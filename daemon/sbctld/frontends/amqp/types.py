@@ -166,8 +166,10 @@ class Composite:
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         names = self.NAMES
-        for i, name in enumerate(names):
-            setattr(self, name, args[i] if i < len(args) else kwargs.pop(name, None))
+        for name, value in zip(names, args, strict=False):
+            setattr(self, name, value)
+        for name in names[len(args) :]:
+            setattr(self, name, kwargs.pop(name, None))
         if kwargs:
             raise TypeError(f"{self.NAME} has no field {next(iter(kwargs))!r}")
 
