@@ -48,6 +48,7 @@ AMQP_ROWS = (
     ("amqp_connections", "AMQP connections held at once", "n"),
     ("amqp_connections_setup_s", "time to set them all up", "s"),
     ("amqp_connections_rss_growth_mb", "daemon RSS growth with them held", "MB"),
+    ("amqp_connections_daemon_fds_added", "daemon file descriptors added with them held", "n"),
 )
 SETUP_CONCURRENCY = 100  # connections being set up at once (all of them are held at the end)
 PHASE_TIMEOUT = 600.0
@@ -65,6 +66,16 @@ def _rss(client: Client) -> int:
     import psutil
 
     return int(psutil.Process(int(info["pid"])).memory_info().rss)
+
+
+def _fds(client: Client) -> int:
+    """The daemon's open file descriptors (-1 when psutil cannot tell)."""
+    import psutil
+
+    try:
+        return int(psutil.Process(int(client.status()["pid"])).num_fds())
+    except (psutil.Error, OSError, KeyError, ValueError):
+        return -1
 
 
 def _measure(
@@ -216,14 +227,21 @@ def amqp_bench(
             if connections:
                 before = _rss(admin)
 
+                fds_before = _fds(admin)
+                seen: dict[str, int] = {}
+
                 def measure() -> int:
                     with Client(sock, timeout=60) as c:
+                        seen["fds"] = _fds(c)
                         return _rss(c)
 
                 secs, held = asyncio.run(_hold(port, ep, "amqp", connections, measure))
                 out["amqp_connections"] = connections
                 out["amqp_connections_setup_s"] = secs
                 out["amqp_connections_rss_growth_mb"] = (held - before) / 2**20
+                if fds_before >= 0 and seen.get("fds", -1) >= 0:
+                    # Evidence they were all open at once: the daemon's extra sockets.
+                    out["amqp_connections_daemon_fds_added"] = seen["fds"] - fds_before
     finally:
         with contextlib.suppress(SbctlError), Client(sock, timeout=60) as cleanup:
             cleanup.namespace_delete(ns)
