@@ -5,6 +5,7 @@ proof is tests/integration/test_amqp_sdk_js.py and test_amqp_sdk_java.py)."""
 from __future__ import annotations
 
 import re
+import uuid
 
 import msgspec
 
@@ -46,6 +47,8 @@ def test_a_message_sent_without_a_message_id_gets_one_and_a_given_one_is_kept() 
     first, second = to_stored(bare), to_stored(bare)
     assert first.message_id and re.fullmatch(r"[0-9a-f]{32}", first.message_id)
     assert first.message_id != second.message_id
+    assert uuid.UUID(first.message_id).version == 4  # a random UUID, as Service Bus gives
+    assert len({to_stored(bare).message_id for _ in range(1000)}) == 1000
     given = codec.encode_message(
         codec.Message(properties=t.Properties("mine", None, None, "s"), body=[b"x"])
     )
