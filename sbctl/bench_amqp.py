@@ -27,7 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from sbctl.amqp_client import AmqpClient, batch_payload
+from sbctl.amqp_client import AmqpClient, AmqpClientError, batch_payload
 from sbctl.bench import LOCK_DURATION_MS, QUEUE_MAX_SIZE_MB, namespace_name
 from sbctl.client import Client
 from sbctl.codec import Message
@@ -160,6 +160,30 @@ async def _hold(
         await asyncio.sleep(0.1)
 
 
+def _room_for(connections: int) -> None:
+    """Raise this process's open-file limit to fit ``connections`` sockets, or say why not."""
+    import resource
+
+    need = connections + 64
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft >= need:
+        return
+    if hard != resource.RLIM_INFINITY and hard < need:
+        raise BadRequest(
+            f"--connections {connections} needs {need} open files; the hard limit is {hard} "
+            "(raise it with ulimit -n)"
+        )
+    resource.setrlimit(resource.RLIMIT_NOFILE, (need, hard))
+
+
+def _run(coro: Any) -> Any:
+    """Run an AMQP phase; a failure is one clear error, not a traceback."""
+    try:
+        return asyncio.run(coro)
+    except (AmqpClientError, OSError, TimeoutError) as exc:
+        raise GeneralError(f"the AMQP bench failed: {exc or type(exc).__name__}") from None
+
+
 def _split(messages: int, batch: int) -> list[int]:
     return [batch] * (messages // batch) + ([messages % batch] if messages % batch else [])
 
@@ -177,6 +201,8 @@ def amqp_bench(
         raise BadRequest(
             "--messages and --batch must be at least 1, --size and --connections not negative"
         )
+    if connections:
+        _room_for(connections)
     sock = str(socket_path) if socket_path is not None else None
     out: dict[str, Any] = {"messages": messages, "size": size, "batch": batch}
     ns = namespace_name()
@@ -209,14 +235,14 @@ def amqp_bench(
                 out,
                 "amqp_send",
                 messages,
-                lambda: asyncio.run(_amqp_send(port, ep, "amqp", batches, body)),
+                lambda: _run(_amqp_send(port, ep, "amqp", batches, body)),
             )
             _measure(
                 admin,
                 out,
                 "amqp_receive",
                 messages,
-                lambda: asyncio.run(_amqp_receive(port, ep, "amqp", messages, batch)),
+                lambda: _run(_amqp_receive(port, ep, "amqp", messages, batch)),
             )
             for phase in ("send", "receive"):
                 unix = out[f"unix_{phase}_daemon_cpu_us_per_msg"]
@@ -235,7 +261,7 @@ def amqp_bench(
                         seen["fds"] = _fds(c)
                         return _rss(c)
 
-                secs, held = asyncio.run(_hold(port, ep, "amqp", connections, measure))
+                secs, held = _run(_hold(port, ep, "amqp", connections, measure))
                 out["amqp_connections"] = connections
                 out["amqp_connections_setup_s"] = secs
                 out["amqp_connections_rss_growth_mb"] = (held - before) / 2**20
