@@ -217,49 +217,54 @@ def _enc_described(v: Any, out: bytearray) -> None:
     encode_into(v.value, out)
 
 
-# Per composite class: its descriptor bytes and, per field, (name, wrapper, encoder), so a
-# composite encodes straight from its attributes (what ``to_list`` then ``_enc_list`` would
-# write, without building the typed list and dispatching on every value's type).
-_Plan = tuple[bytes, tuple[tuple[str, Any, Any], ...]]
-_PLANS: dict[type, _Plan] = {}
+# Per composite class, an encoder generated from its fields: what ``to_list`` then
+# ``_enc_list`` would write, straight from the attributes (no typed list, no type
+# dispatch for fields of a declared type). The generated code names only the class's own
+# field names, never anything a peer sent.
+_ENCODERS_BY_CLASS: dict[type, Callable[[Any, bytearray], None]] = {}
 
 
-def _plan(cls: type[Composite]) -> _Plan:
+def _compile(cls: type[Composite]) -> Callable[[Any, bytearray], None]:
     code = cls.CODE
     head = b"\x00\x53" + _B.pack(code) if code < 256 else b"\x00\x80" + _Q.pack(code)
-    fields: list[tuple[str, Any, Any]] = []
-    for name, kind in cls.FIELDS:
+    env: dict[str, Any] = {
+        "HEAD": head,
+        "COMPOUND": _compound,
+        "DISPATCH": ENCODERS.get,
+        "OTHER": _enc_other,
+    }
+    lines = ["def enc(v, out):", "    out += HEAD"]
+    if not cls.FIELDS:
+        lines.append("    out.append(0x45)")
+    else:
+        lines.append("    b = bytearray()")
+    for i, (name, kind) in enumerate(cls.FIELDS):
+        lines += [f"    x = v.{name}", "    if x is None:", "        b.append(0x40)", "    else:"]
         if kind == "symbols":
-            fields.append((name, _symbols, None))
+            env[f"W{i}"] = _symbols
+            lines.append(f"        x = W{i}(x)")
+            lines.append("        DISPATCH(type(x), OTHER)(x, b)")
         elif kind == "fields":
-            fields.append((name, _fields, _enc_map))
+            env[f"W{i}"] = _fields
+            lines.append(f"        ENC_MAP(W{i}(x), b)")
+            env["ENC_MAP"] = _enc_map
+        elif WRAP.get(kind) is None:
+            lines.append("        DISPATCH(type(x), OTHER)(x, b)")
         else:
-            wrap = WRAP.get(kind)
-            fields.append((name, wrap, None if wrap is None else ENCODERS[wrap]))
-    plan = _PLANS[cls] = (head, tuple(fields))
-    return plan
+            env[f"W{i}"] = WRAP[kind]
+            env[f"E{i}"] = ENCODERS[WRAP[kind]]
+            lines.append(f"        E{i}(x if type(x) is W{i} else W{i}(x), b)")
+    if cls.FIELDS:
+        lines.append(f"    COMPOUND(0xC0, 0xD0, {len(cls.FIELDS)}, b, out)")
+    exec("\n".join(lines) + "\n", env)
+    enc: Callable[[Any, bytearray], None] = env["enc"]
+    _ENCODERS_BY_CLASS[cls] = enc
+    return enc
 
 
 def _enc_composite(v: Any, out: bytearray) -> None:
     cls = type(v)
-    head, fields = _PLANS.get(cls) or _plan(cls)
-    out += head
-    if not fields:
-        out.append(0x45)
-        return
-    body = bytearray()
-    for name, wrap, enc in fields:
-        value = getattr(v, name)
-        if value is None:
-            body.append(0x40)
-            continue
-        if wrap is not None and (enc is None or type(value) is not wrap):
-            value = wrap(value)
-        if enc is None:
-            ENCODERS.get(type(value), _enc_other)(value, body)
-        else:
-            enc(value, body)
-    _compound(0xC0, 0xD0, len(fields), body, out)
+    (_ENCODERS_BY_CLASS.get(cls) or _compile(cls))(v, out)
 
 
 # Array element constructors and their fixed-width encoders (no compact forms inside).
