@@ -17,6 +17,7 @@ from sbctld.frontends.amqp import codec
 from sbctld.frontends.amqp import types as t
 from sbctld.frontends.amqp.convert import from_delivered, to_stored
 from sbctld.frontends.amqp.errors import condition_of
+from sbctld.frontends.amqp.settlement import lock_tag
 
 # The pattern @azure/core-amqp (errors.ts), azure-core-amqp (ExceptionUtil) and
 # Azure.Messaging.ServiceBus use to tell a missing entity from other amqp:not-found errors.
@@ -74,3 +75,10 @@ def test_a_stored_message_without_an_id_is_delivered_with_a_stable_one() -> None
     assert isinstance(only, str) and re.fullmatch(r"[0-9a-f]{32}", only)
     assert _message_id(_delivered(bare, 6)) != only
     assert _message_id(_delivered(Stored(body=b"x", message_id="mine"), 5)) == "mine"
+
+
+def test_a_lock_token_travels_as_its_uuid_in_dotnet_byte_order() -> None:
+    for _ in range(200):
+        token = uuid.uuid4()
+        assert lock_tag(str(token)) == token.bytes_le
+        assert lock_tag(str(token).upper()) == token.bytes_le

@@ -36,7 +36,7 @@ from sbctld.frontends.amqp.connection import (
     Link,
 )
 from sbctld.frontends.amqp.errors import condition_of
-from sbctld.frontends.amqp.settlement import settle_range
+from sbctld.frontends.amqp.settlement import lock_tag, settle_range
 from sbctld.frontends.amqp.transactions import Coordinator as Transactions
 from sbctld.frontends.amqp.types import (
     Accepted,
@@ -528,7 +528,7 @@ class AmqpConnection(asyncio.Protocol):
             token = d.lock_token or str(uuid.uuid4())
             delivery_id = self.conn.transfer(
                 link,
-                uuid.UUID(token).bytes_le,
+                lock_tag(token),
                 convert.from_delivered(d, received=True, lock=lock),
                 settled=False,
             )

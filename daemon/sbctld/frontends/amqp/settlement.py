@@ -29,6 +29,15 @@ if TYPE_CHECKING:
     from sbctld.frontends.amqp.server import AmqpConnection, ReceiveState
 
 
+def lock_tag(token: str) -> bytes:
+    """A lock token (a UUID's text) as the delivery tag the SDKs read it from: the UUID's
+    bytes in .NET order (``uuid.UUID(token).bytes_le``, without building the UUID)."""
+    raw = bytes.fromhex(token.replace("-", ""))
+    if len(raw) != 16:
+        raise ValueError(f"not a lock token: {token!r}")
+    return raw[3::-1] + raw[5:3:-1] + raw[7:5:-1] + raw[8:]
+
+
 def _str(value: Any) -> str | None:
     if value is None:
         return None
