@@ -16,9 +16,9 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from sbctld.frontends.amqp.generated import composite_encoder
 from sbctld.frontends.amqp.types import (
     COMPOSITES,
-    WRAP,
     Array,
     Byte,
     Char,
@@ -36,8 +36,6 @@ from sbctld.frontends.amqp.types import (
     UInt,
     ULong,
     UShort,
-    _fields,
-    _symbols,
 )
 
 
@@ -217,54 +215,17 @@ def _enc_described(v: Any, out: bytearray) -> None:
     encode_into(v.value, out)
 
 
-# Per composite class, an encoder generated from its fields: what ``to_list`` then
-# ``_enc_list`` would write, straight from the attributes (no typed list, no type
-# dispatch for fields of a declared type). The generated code names only the class's own
-# field names, never anything a peer sent.
 _ENCODERS_BY_CLASS: dict[type, Callable[[Any, bytearray], None]] = {}
-
-
-def _compile(cls: type[Composite]) -> Callable[[Any, bytearray], None]:
-    code = cls.CODE
-    head = b"\x00\x53" + _B.pack(code) if code < 256 else b"\x00\x80" + _Q.pack(code)
-    env: dict[str, Any] = {
-        "HEAD": head,
-        "COMPOUND": _compound,
-        "DISPATCH": ENCODERS.get,
-        "OTHER": _enc_other,
-    }
-    lines = ["def enc(v, out):", "    out += HEAD"]
-    if not cls.FIELDS:
-        lines.append("    out.append(0x45)")
-    else:
-        lines.append("    b = bytearray()")
-    for i, (name, kind) in enumerate(cls.FIELDS):
-        lines += [f"    x = v.{name}", "    if x is None:", "        b.append(0x40)", "    else:"]
-        if kind == "symbols":
-            env[f"W{i}"] = _symbols
-            lines.append(f"        x = W{i}(x)")
-            lines.append("        DISPATCH(type(x), OTHER)(x, b)")
-        elif kind == "fields":
-            env[f"W{i}"] = _fields
-            lines.append(f"        ENC_MAP(W{i}(x), b)")
-            env["ENC_MAP"] = _enc_map
-        elif WRAP.get(kind) is None:
-            lines.append("        DISPATCH(type(x), OTHER)(x, b)")
-        else:
-            env[f"W{i}"] = WRAP[kind]
-            env[f"E{i}"] = ENCODERS[WRAP[kind]]
-            lines.append(f"        E{i}(x if type(x) is W{i} else W{i}(x), b)")
-    if cls.FIELDS:
-        lines.append(f"    COMPOUND(0xC0, 0xD0, {len(cls.FIELDS)}, b, out)")
-    exec("\n".join(lines) + "\n", env)
-    enc: Callable[[Any, bytearray], None] = env["enc"]
-    _ENCODERS_BY_CLASS[cls] = enc
-    return enc
 
 
 def _enc_composite(v: Any, out: bytearray) -> None:
     cls = type(v)
-    (_ENCODERS_BY_CLASS.get(cls) or _compile(cls))(v, out)
+    enc = _ENCODERS_BY_CLASS.get(cls)
+    if enc is None:
+        enc = _ENCODERS_BY_CLASS[cls] = composite_encoder(
+            cls, ENCODERS, _enc_other, _compound, _enc_map
+        )
+    enc(v, out)
 
 
 # Array element constructors and their fixed-width encoders (no compact forms inside).
