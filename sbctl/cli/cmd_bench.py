@@ -112,6 +112,24 @@ def bench(
             "with no checkpoint).",
         ),
     ] = None,
+    amqp: Annotated[
+        bool,
+        typer.Option(
+            "--amqp",
+            help="Instead: the same send and receive + complete through the AMQP endpoint "
+            "and through the Unix socket, batches of --batch, with the daemon's CPU per "
+            "message for each.",
+        ),
+    ] = False,
+    connections: Annotated[
+        int,
+        typer.Option(
+            "--connections",
+            min=0,
+            help="With --amqp: also hold this many AMQP connections at once (each with a "
+            "token and a link) and report the daemon's memory growth.",
+        ),
+    ] = 0,
 ) -> None:
     """Benchmark the running daemon: durable send and receive-and-complete throughput and
     latency in a throwaway namespace (deleted afterwards), beside this machine's raw
@@ -123,6 +141,14 @@ def bench(
         render.emit(g.output, stored_bench(stored, size), _table)
         return
     data_dir, socket_path = options.daemon_paths(g)
+    if amqp:
+        from sbctl.bench_amqp import AMQP_ROWS, amqp_bench
+
+        result = amqp_bench(
+            socket_path, messages=messages, size=size, batch=batch, connections=connections
+        )
+        render.emit(g.output, result, lambda r: _table(r, AMQP_ROWS))
+        return
     result = run_bench(
         socket_path,
         messages=messages,
@@ -157,9 +183,9 @@ def _number(value: Any, unit: str) -> str:
     return f"{value:,.0f} {unit}"
 
 
-def _table(result: dict[str, Any]) -> Any:
+def _table(result: dict[str, Any], rows: tuple[tuple[str, str, str], ...] = ROWS) -> Any:
     shown: dict[str, Any] = {key: result[key] for key in PARAMS if key in result}
-    for key, label, unit in ROWS:
+    for key, label, unit in rows:
         if key in result:
             shown[label] = _number(result[key], unit)
     return render.record(shown)

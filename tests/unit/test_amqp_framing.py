@@ -78,3 +78,33 @@ def test_reassembly_enforces_a_limit() -> None:
     r.add(b"x" * 10, 15)
     with pytest.raises(framing.FrameError):
         r.add(b"x" * 10, 15)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    channel=st.integers(0, 65535),
+    handle=st.integers(0, 2**32 - 1),
+    delivery_id=st.integers(0, 2**32 - 1),
+    tag=st.binary(max_size=300),
+    message_format=st.sampled_from([0, 255, 256, 0x80013700]),
+    settled=st.booleans(),
+    payload=st.binary(max_size=300),
+)
+def test_the_direct_transfer_encoding_is_the_generic_one(
+    channel: int,
+    handle: int,
+    delivery_id: int,
+    tag: bytes,
+    message_format: int,
+    settled: bool,
+    payload: bytes,
+) -> None:
+    generic = framing.encode_frame(
+        channel,
+        t.Transfer(handle, delivery_id, tag, message_format, settled, False, None, None),
+        payload,
+    )
+    direct = framing.transfer_frame(
+        channel, handle, delivery_id, tag, message_format, settled, payload
+    )
+    assert direct == generic

@@ -5,6 +5,7 @@ proof is tests/integration/test_amqp_sdk_js.py and test_amqp_sdk_java.py)."""
 from __future__ import annotations
 
 import re
+import uuid
 
 import msgspec
 
@@ -16,6 +17,7 @@ from sbctld.frontends.amqp import codec
 from sbctld.frontends.amqp import types as t
 from sbctld.frontends.amqp.convert import from_delivered, to_stored
 from sbctld.frontends.amqp.errors import condition_of
+from sbctld.frontends.amqp.settlement import lock_tag
 
 # The pattern @azure/core-amqp (errors.ts), azure-core-amqp (ExceptionUtil) and
 # Azure.Messaging.ServiceBus use to tell a missing entity from other amqp:not-found errors.
@@ -46,6 +48,8 @@ def test_a_message_sent_without_a_message_id_gets_one_and_a_given_one_is_kept() 
     first, second = to_stored(bare), to_stored(bare)
     assert first.message_id and re.fullmatch(r"[0-9a-f]{32}", first.message_id)
     assert first.message_id != second.message_id
+    assert uuid.UUID(first.message_id).version == 4  # a random UUID, as Service Bus gives
+    assert len({to_stored(bare).message_id for _ in range(1000)}) == 1000
     given = codec.encode_message(
         codec.Message(properties=t.Properties("mine", None, None, "s"), body=[b"x"])
     )
@@ -71,3 +75,10 @@ def test_a_stored_message_without_an_id_is_delivered_with_a_stable_one() -> None
     assert isinstance(only, str) and re.fullmatch(r"[0-9a-f]{32}", only)
     assert _message_id(_delivered(bare, 6)) != only
     assert _message_id(_delivered(Stored(body=b"x", message_id="mine"), 5)) == "mine"
+
+
+def test_a_lock_token_travels_as_its_uuid_in_dotnet_byte_order() -> None:
+    for _ in range(200):
+        token = uuid.uuid4()
+        assert lock_tag(str(token)) == token.bytes_le
+        assert lock_tag(str(token).upper()) == token.bytes_le

@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from sbctld.frontends.amqp.generated import composite_encoder
 from sbctld.frontends.amqp.types import (
     COMPOSITES,
     Array,
@@ -164,8 +165,21 @@ def _enc_string(v: Any, out: bytearray) -> None:
     _variable(0xA1, 0xB1, v.encode(), out)
 
 
+# Encoded symbols by text: the same few (annotation keys, conditions) go out on every
+# message; bounded, so a peer's arbitrary symbols cannot grow it.
+_SYMBOLS: dict[str, bytes] = {}
+_SYMBOLS_MAX = 1024
+
+
 def _enc_symbol(v: Any, out: bytearray) -> None:
-    _variable(0xA3, 0xB3, v.encode("ascii"), out)
+    raw = _SYMBOLS.get(v)
+    if raw is None:
+        tmp = bytearray()
+        _variable(0xA3, 0xB3, v.encode("ascii"), tmp)
+        raw = bytes(tmp)
+        if len(_SYMBOLS) < _SYMBOLS_MAX and len(raw) <= 64:
+            _SYMBOLS[str(v)] = raw
+    out += raw
 
 
 def _compound(small: int, large: int, count: int, body: bytearray, out: bytearray) -> None:
@@ -201,9 +215,17 @@ def _enc_described(v: Any, out: bytearray) -> None:
     encode_into(v.value, out)
 
 
+_ENCODERS_BY_CLASS: dict[type, Callable[[Any, bytearray], None]] = {}
+
+
 def _enc_composite(v: Any, out: bytearray) -> None:
-    out += b"\x00\x53" + _B.pack(v.CODE) if v.CODE < 256 else b"\x00\x80" + _Q.pack(v.CODE)
-    _enc_list(v.to_list(), out)
+    cls = type(v)
+    enc = _ENCODERS_BY_CLASS.get(cls)
+    if enc is None:
+        enc = _ENCODERS_BY_CLASS[cls] = composite_encoder(
+            cls, ENCODERS, _enc_other, _compound, _enc_map
+        )
+    enc(v, out)
 
 
 # Array element constructors and their fixed-width encoders (no compact forms inside).

@@ -453,13 +453,22 @@ class Connection:
         last = first if body.last is None else int(body.last)
         if last - first > 100_000:
             raise ProtocolError("amqp:invalid-field", "disposition range too large")
+        settled = bool(body.settled)
+        by_link: dict[Link, list[int]] = {}
         for delivery_id in range(first, last + 1):
             link = session.unsettled.get(delivery_id)
             if link is None:
                 continue
-            if body.settled:
+            if settled:
                 del session.unsettled[delivery_id]
-            self.handler.on_disposition(link, delivery_id, bool(body.settled), body.state)
+            by_link.setdefault(link, []).append(delivery_id)
+        many = getattr(self.handler, "on_dispositions", None)
+        for link, ids in by_link.items():
+            if many is not None:
+                many(link, ids, settled, body.state)  # the range at once (one broker call)
+            else:
+                for delivery_id in ids:
+                    self.handler.on_disposition(link, delivery_id, settled, body.state)
 
     # ------------------------------------------------------------ frames out
 

@@ -26,6 +26,7 @@ MIN_MAX_FRAME_SIZE = 512  # the smallest max-frame-size a peer may announce (§2
 PROTOCOL_AMQP = b"AMQP\x00\x01\x00\x00"
 PROTOCOL_SASL = b"AMQP\x03\x01\x00\x00"
 HEARTBEAT = FRAME_HEADER.pack(HEADER_SIZE, 2, AMQP_FRAME, 0)
+_LEN = struct.Struct(">I")
 
 
 class FrameError(ValueError):
@@ -77,11 +78,68 @@ def parse_frame(
     return Frame(kind, channel, body, raw[used:]), end
 
 
+_TRANSFER_HEAD = b"\x00\x53\x14"
+_TRANSFER_TAIL = b"\x42\x40\x40\x40\x40\x40"  # more=false, then five nulls (11 fields)
+
+
+def _uint(v: int) -> bytes:
+    if v == 0:
+        return b"\x43"
+    if v < 256:
+        return bytes((0x52, v))
+    return b"\x70" + v.to_bytes(4, "big")
+
+
+def transfer_frame(
+    channel: int,
+    handle: int,
+    delivery_id: int,
+    tag: bytes,
+    message_format: int,
+    settled: bool,
+    payload: bytes,
+) -> bytes:
+    """One single-frame transfer without a state, encoded directly: the bytes
+    ``encode_frame(channel, Transfer(handle, delivery_id, tag, message_format, settled,
+    False, None, None), payload)`` gives, without building the performative."""
+    body = (
+        _uint(handle)
+        + _uint(delivery_id)
+        + (bytes((0xA0, len(tag))) + tag if len(tag) < 256 else b"\xb0" + _LEN.pack(len(tag)) + tag)
+        + _uint(message_format)
+        + (b"\x41" if settled else b"\x42")
+        + _TRANSFER_TAIL
+    )
+    if len(body) + 1 < 256:
+        listed = bytes((0xC0, len(body) + 1, 11)) + body
+    else:
+        listed = b"\xd0" + _LEN.pack(len(body) + 4) + _LEN.pack(11) + body
+    size = HEADER_SIZE + 3 + len(listed) + len(payload)
+    return FRAME_HEADER.pack(size, 2, AMQP_FRAME, channel) + _TRANSFER_HEAD + listed + payload
+
+
 def transfer_frames(
     channel: int, transfer: Composite, payload: bytes, max_frame_size: int
 ) -> Iterator[bytes]:
     """One delivery as frames no larger than ``max_frame_size`` (§2.6.14)."""
-    first = encode_frame(channel, transfer, payload)
+    if (
+        transfer.state is None
+        and not transfer.more
+        and transfer.message_format is not None
+        and transfer.delivery_tag is not None
+        and transfer.settled is not None
+    ):
+        first = transfer_frame(
+            channel,
+            transfer.handle,
+            transfer.delivery_id,
+            transfer.delivery_tag,
+            transfer.message_format,
+            transfer.settled,
+            payload,
+        )
+    else:
+        first = encode_frame(channel, transfer, payload)
     if len(first) <= max_frame_size:
         yield first
         return

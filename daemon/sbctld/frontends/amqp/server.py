@@ -37,22 +37,20 @@ from sbctld.frontends.amqp.connection import (
     Link,
 )
 from sbctld.frontends.amqp.errors import condition_of
+from sbctld.frontends.amqp.settlement import Settlement, lock_tag, settle_range
 from sbctld.frontends.amqp.transactions import Coordinator as Transactions
 from sbctld.frontends.amqp.types import (
     Accepted,
     Error,
     Int,
-    Modified,
     Properties,
     Rejected,
-    Released,
     Source,
     Symbol,
     TransactionalState,
 )
 from sbctld.frontends.amqp.types import Coordinator as CoordinatorTarget
 from sbctld.frontends.amqp.waiting import LinkWatch, SessionWait
-from sbctld.service import Request
 
 if TYPE_CHECKING:
     from sbctld.service import Service
@@ -520,7 +518,7 @@ class AmqpConnection(asyncio.Protocol):
             token = d.lock_token or str(uuid.uuid4())
             delivery_id = self.conn.transfer(
                 link,
-                uuid.UUID(token).bytes_le,
+                lock_tag(token),
                 convert.from_delivered(d, received=True, lock=lock),
                 settled=False,
             )
@@ -528,83 +526,44 @@ class AmqpConnection(asyncio.Protocol):
         if link.credit > 0:
             self.pump(link)
 
-    def on_disposition(self, link: Link, delivery_id: int, settled: bool, state: Any) -> None:
+    def on_dispositions(self, link: Link, ids: list[int], settled: bool, state: Any) -> None:
+        """A disposition's range of our deliveries on ``link``: outside a transaction one
+        broker settle for them all (:mod:`.settlement`)."""
         ctx = link.context
         if not isinstance(ctx, ReceiveState):
+            return
+        if isinstance(state, TransactionalState):
+            for delivery_id in ids:
+                self.on_disposition(link, delivery_id, settled, state)
+        else:
+            settle_range(self, link, ctx, ids, settled, state)
+
+    def on_disposition(self, link: Link, delivery_id: int, settled: bool, state: Any) -> None:
+        """One delivery settled inside a transaction: held until the discharge (the
+        connection hands every other disposition to :meth:`on_dispositions`)."""
+        ctx = link.context
+        if not isinstance(ctx, ReceiveState) or not isinstance(state, TransactionalState):
             return
         token = ctx.deliveries.pop(delivery_id, None)
         if token is None:
             return
-        outcome = state.outcome if isinstance(state, TransactionalState) else state
-        op, props, reason, description = "abandon", None, None, None
-        if isinstance(outcome, Accepted):
-            op = "complete"
-        elif isinstance(outcome, Modified):
-            op = "defer" if outcome.undeliverable_here else "abandon"
-            props = {str(k): v for k, v in (outcome.message_annotations or {}).items()} or None
-        elif isinstance(outcome, Rejected):
-            op = "dead-letter"
-            err = outcome.error
-            info = dict(err.info or {}) if err is not None else {}
-            reason = _str(info.pop("DeadLetterReason", None))
-            description = _str(info.pop("DeadLetterErrorDescription", None))
-            props = {str(k): convert._property(v) for k, v in info.items()} or None
-        elif isinstance(outcome, Released):
-            op = "abandon"
+        how = Settlement(state.outcome)
+        if how.pause:
             ctx.paused = True
-        if isinstance(state, TransactionalState):
-            try:
-                txn = self.transactions.get(state.txn_id)
-            except SbctlError as err:
-                self.conn.disposition(
-                    link,
-                    delivery_id,
-                    Rejected(Error(Symbol("amqp:transaction:unknown-id"), err.message)),
-                )
-                return
-            txn.entity(ctx.entity)[1].append((op, token, props, reason, description))
-            if not settled:
-                self.conn.disposition(link, delivery_id, TransactionalState(state.txn_id, outcome))
-            return
-        service = self.frontend.service
-        error: SbctlError | None = None
-        req = Request()
         try:
-            with service.request() as req:
-                results = self.broker.settle(
-                    self.namespace, ctx.entity, op, [token], props, reason, description
-                )
-            if results and "error" in results[0]:
-                error = SbctlError.from_wire(results[0]["error"])
+            txn = self.transactions.get(state.txn_id)
         except SbctlError as err:
-            error = err
-        if op in ("abandon", "dead-letter") and error is None and ctx.key is not None:
-            service.wake(ctx.key)
-        if settled:
+            self.conn.disposition(
+                link,
+                delivery_id,
+                Rejected(Error(Symbol("amqp:transaction:unknown-id"), err.message)),
+            )
             return
-        echo = type(outcome)() if outcome is not None else Accepted()
-
-        def done(sync_error: SbctlError | None) -> None:
-            failure = error or sync_error
-            if failure is not None:
-                condition, text = condition_of(failure)
-                reply: Any = Rejected(Error(Symbol(condition), text))
-            else:
-                reply = echo
-            if not self.closed:
-                self.conn.disposition(link, delivery_id, reply)
-                self.flush()
-
-        if error is not None:
-            done(None)
-        else:
-            service.acknowledge(req, done)
-
-
-def _str(value: Any) -> str | None:
-    if value is None:
-        return None
-    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+        txn.entity(ctx.entity)[1].append((how.op, token, how.props, how.reason, how.description))
+        if not settled:
+            self.conn.disposition(
+                link, delivery_id, TransactionalState(state.txn_id, state.outcome)
+            )
 
 
 class AmqpFrontend:

@@ -1,0 +1,153 @@
+"""Settling received messages from AMQP dispositions.
+
+A disposition settles a range ``first..last`` of deliveries with one outcome (AMQP 1.0
+§2.7.6; a batching client completes a whole batch with one frame). Outside a transaction
+the range becomes one broker settle call (one journal record per partition, one group
+commit wait) and one answer per contiguous run of deliveries that share a result, sent
+once the group commit holding the settlement is on disk (daemon/README.md §3.4: a complete
+is acknowledged only when durable).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from sbctl.errors import SbctlError
+from sbctld.frontends.amqp import convert
+from sbctld.frontends.amqp.errors import condition_of
+from sbctld.frontends.amqp.types import (
+    Accepted,
+    Error,
+    Modified,
+    Rejected,
+    Released,
+    Symbol,
+)
+from sbctld.service import Request
+
+if TYPE_CHECKING:
+    from sbctld.frontends.amqp.connection import Link
+    from sbctld.frontends.amqp.server import AmqpConnection, ReceiveState
+
+
+def lock_tag(token: str) -> bytes:
+    """A lock token (a UUID's text) as the delivery tag the SDKs read it from: the UUID's
+    bytes in .NET order (``uuid.UUID(token).bytes_le``, without building the UUID)."""
+    raw = bytes.fromhex(token.replace("-", ""))
+    if len(raw) != 16:
+        raise ValueError(f"not a lock token: {token!r}")
+    return raw[3::-1] + raw[5:3:-1] + raw[7:5:-1] + raw[8:]
+
+
+def _str(value: Any) -> str | None:
+    if value is None:
+        return None
+    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+
+
+class Settlement:
+    """The broker operation an outcome asks for (§2.7.6 outcomes → complete, abandon,
+    defer, dead-letter), with its properties to modify and dead-letter reason."""
+
+    __slots__ = ("description", "op", "pause", "props", "reason")
+
+    def __init__(self, outcome: Any) -> None:
+        self.op, self.props, self.reason, self.description = "abandon", None, None, None
+        self.pause = False
+        props: dict[str, Any] | None = None
+        if isinstance(outcome, Accepted):
+            self.op = "complete"
+        elif isinstance(outcome, Modified):
+            self.op = "defer" if outcome.undeliverable_here else "abandon"
+            props = {str(k): v for k, v in (outcome.message_annotations or {}).items()}
+        elif isinstance(outcome, Rejected):
+            self.op = "dead-letter"
+            err = outcome.error
+            info = dict(err.info or {}) if err is not None else {}
+            self.reason = _str(info.pop("DeadLetterReason", None))
+            self.description = _str(info.pop("DeadLetterErrorDescription", None))
+            props = {str(k): convert._property(v) for k, v in info.items()}
+        elif isinstance(outcome, Released):
+            self.pause = True
+        self.props = props or None
+
+
+def settle_range(
+    owner: AmqpConnection,
+    link: Link,
+    state: ReceiveState,
+    ids: list[int],
+    settled: bool,
+    outcome: Any,
+) -> None:
+    """Settle the deliveries ``ids`` of ``link`` (not transactional) with ``outcome``."""
+    tokens: list[tuple[int, str]] = []
+    for delivery_id in ids:
+        token = state.deliveries.pop(delivery_id, None)
+        if token is not None:
+            tokens.append((delivery_id, token))
+    if not tokens:
+        return
+    how = Settlement(outcome)
+    if how.pause:
+        state.paused = True
+    errors: dict[int, SbctlError] = {}
+    service = owner.frontend.service
+    req = Request()
+    try:
+        with service.request() as req:
+            results = owner.broker.settle(
+                owner.namespace,
+                state.entity,
+                how.op,
+                [token for _, token in tokens],
+                how.props,
+                how.reason,
+                how.description,
+            )
+        for (delivery_id, _), result in zip(tokens, results, strict=True):
+            if "error" in result:
+                errors[delivery_id] = SbctlError.from_wire(result["error"])
+    except SbctlError as err:
+        errors = {delivery_id: err for delivery_id, _ in tokens}
+    if how.op in ("abandon", "dead-letter") and len(errors) < len(tokens) and state.key:
+        service.wake(state.key)
+    if settled:
+        return
+    echo = type(outcome)() if outcome is not None else Accepted()
+
+    def done(sync_error: SbctlError | None) -> None:
+        if owner.closed:
+            return
+        answer_runs(owner, link, [d for d, _ in tokens], errors, sync_error, echo)
+        owner.flush()
+
+    if len(errors) == len(tokens):
+        done(None)
+    else:
+        service.acknowledge(req, done)
+
+
+def answer_runs(
+    owner: AmqpConnection,
+    link: Link,
+    ids: list[int],
+    errors: dict[int, SbctlError],
+    sync_error: SbctlError | None,
+    echo: Any,
+) -> None:
+    """One disposition per run of consecutive delivery ids with the same answer."""
+    runs: list[tuple[int, int, Any]] = []
+    for delivery_id in ids:
+        failure = errors.get(delivery_id) or sync_error
+        if failure is not None:
+            condition, text = condition_of(failure)
+            reply: Any = Rejected(Error(Symbol(condition), text))
+        else:
+            reply = echo
+        if runs and runs[-1][1] == delivery_id - 1 and runs[-1][2] is reply:
+            runs[-1] = (runs[-1][0], delivery_id, reply)
+        else:
+            runs.append((delivery_id, delivery_id, reply))
+    for first, last, reply in runs:
+        owner.conn.disposition(link, first, reply, last=None if last == first else last)
