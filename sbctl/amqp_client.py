@@ -16,9 +16,9 @@ import asyncio
 import time
 import uuid
 
-from sbctld.frontends.amqp import codec, framing
-from sbctld.frontends.amqp import types as t
-from sbctld.frontends.amqp.cbs import make_token
+from sbctl.amqp import codec, framing
+from sbctl.amqp import types as t
+from sbctl.sas import make_token
 
 MAX_FRAME = 1 << 20
 WINDOW = 1 << 20

@@ -7,8 +7,8 @@ import socket
 import uuid
 from typing import Any
 
-from sbctld.frontends.amqp import codec, framing
-from sbctld.frontends.amqp import types as t
+from sbctl.amqp import codec, framing
+from sbctl.amqp import types as t
 
 
 class RawClient:

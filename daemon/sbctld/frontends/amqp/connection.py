@@ -25,8 +25,8 @@ from __future__ import annotations
 from collections import deque
 from typing import Any, Protocol
 
-from sbctld.frontends.amqp import framing
-from sbctld.frontends.amqp.types import (
+from sbctl.amqp import framing
+from sbctl.amqp.types import (
     Array,
     Attach,
     Begin,

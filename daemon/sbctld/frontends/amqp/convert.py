@@ -22,13 +22,8 @@ from typing import Any
 
 import msgspec
 
-from sbctl.codec import Message as Stored
-from sbctl.codec import decode_message as decode_stored
-from sbctl.errors import BadRequest
-from sbctl.messages import json_value
-from sbctl.protocol import Delivered
-from sbctld.frontends.amqp import codec
-from sbctld.frontends.amqp.types import (
+from sbctl.amqp import codec
+from sbctl.amqp.types import (
     Decimal32,
     Decimal64,
     Decimal128,
@@ -39,6 +34,11 @@ from sbctld.frontends.amqp.types import (
     Timestamp,
     UInt,
 )
+from sbctl.codec import Message as Stored
+from sbctl.codec import decode_message as decode_stored
+from sbctl.errors import BadRequest
+from sbctl.messages import json_value
+from sbctl.protocol import Delivered
 
 INT32 = (-(2**31), 2**31 - 1)
 _NO_ID = uuid.UUID("5b1c7d2e-0000-4000-8000-5bc71d000000")  # namespace of fallback message ids

@@ -8,10 +8,11 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from sbctl.amqp import codec
+from sbctl.amqp.types import Array, Timestamp
 from sbctl.errors import BadRequest, SbctlError
-from sbctld.frontends.amqp import codec, convert
+from sbctld.frontends.amqp import convert
 from sbctld.frontends.amqp.errors import condition_of, status_of
-from sbctld.frontends.amqp.types import Array, Timestamp
 
 if TYPE_CHECKING:
     from sbctld.frontends.amqp.server import AmqpConnection

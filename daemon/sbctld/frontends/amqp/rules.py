@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from sbctl.amqp.types import Described, Timestamp, ULong
 from sbctl.durations import parse_instant_ms
 from sbctl.errors import BadRequest
 from sbctl.names import parse_entity_path
-from sbctld.frontends.amqp.types import Described, Timestamp, ULong
 
 if TYPE_CHECKING:
     from sbctld.frontends.amqp.server import AmqpConnection

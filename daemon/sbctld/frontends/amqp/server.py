@@ -24,10 +24,22 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from sbctl.amqp import codec
+from sbctl.amqp.types import (
+    Accepted,
+    Error,
+    Int,
+    Properties,
+    Rejected,
+    Source,
+    Symbol,
+    TransactionalState,
+)
+from sbctl.amqp.types import Coordinator as CoordinatorTarget
 from sbctl.errors import SbctlError, ServiceTimeout
 from sbctl.names import entity_key
 from sbctl.protocol import MAX_RECEIVE
-from sbctld.frontends.amqp import codec, convert, management
+from sbctld.frontends.amqp import convert, management
 from sbctld.frontends.amqp.cbs import Keys, check_token
 from sbctld.frontends.amqp.connection import (
     RECEIVER,
@@ -39,17 +51,6 @@ from sbctld.frontends.amqp.connection import (
 from sbctld.frontends.amqp.errors import condition_of
 from sbctld.frontends.amqp.settlement import Settlement, lock_tag, settle_range
 from sbctld.frontends.amqp.transactions import Coordinator as Transactions
-from sbctld.frontends.amqp.types import (
-    Accepted,
-    Error,
-    Int,
-    Properties,
-    Rejected,
-    Source,
-    Symbol,
-    TransactionalState,
-)
-from sbctld.frontends.amqp.types import Coordinator as CoordinatorTarget
 from sbctld.frontends.amqp.waiting import LinkWatch, SessionWait
 
 if TYPE_CHECKING:

@@ -12,10 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from sbctl.errors import SbctlError
-from sbctld.frontends.amqp import convert
-from sbctld.frontends.amqp.errors import condition_of
-from sbctld.frontends.amqp.types import (
+from sbctl.amqp.types import (
     Accepted,
     Error,
     Modified,
@@ -23,6 +20,9 @@ from sbctld.frontends.amqp.types import (
     Released,
     Symbol,
 )
+from sbctl.errors import SbctlError
+from sbctld.frontends.amqp import convert
+from sbctld.frontends.amqp.errors import condition_of
 from sbctld.service import Request
 
 if TYPE_CHECKING:

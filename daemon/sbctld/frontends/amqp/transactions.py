@@ -16,10 +16,10 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from sbctl.amqp import codec
+from sbctl.amqp.types import Declare, Declared, Discharge, Error, Rejected, Symbol
 from sbctl.codec import Message as Stored
 from sbctl.errors import SbctlError
-from sbctld.frontends.amqp import codec
-from sbctld.frontends.amqp.types import Declare, Declared, Discharge, Error, Rejected, Symbol
 
 if TYPE_CHECKING:
     from sbctld.frontends.amqp.connection import Delivery, Link
@@ -108,6 +108,6 @@ class Coordinator:
 
 
 def codec_accepted() -> Any:
-    from sbctld.frontends.amqp.types import Accepted
+    from sbctl.amqp.types import Accepted
 
     return Accepted()

@@ -14,8 +14,8 @@ import struct
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
-from sbctld.frontends.amqp.codec import DecodeError, _enc_composite, decode
-from sbctld.frontends.amqp.types import Composite, Transfer
+from sbctl.amqp.codec import DecodeError, _enc_composite, decode
+from sbctl.amqp.types import Composite, Transfer
 
 FRAME_HEADER = struct.Struct(">IBBH")
 HEADER_SIZE = 8

@@ -16,8 +16,8 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from sbctld.frontends.amqp.generated import composite_encoder
-from sbctld.frontends.amqp.types import (
+from sbctl.amqp.generated import composite_encoder
+from sbctl.amqp.types import (
     COMPOSITES,
     Array,
     Byte,
