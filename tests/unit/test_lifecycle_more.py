@@ -1031,7 +1031,7 @@ def test_an_unusable_destination_sends_to_the_transfer_dead_letter_queue(
         broker.queue_delete(NS, "b")
     elif problem == "full":
         monkeypatch.setattr("sbctld.queue.MB", 1)  # max_size 1024 "MB" is now 1024 bytes
-        n = 1000
+        n = 900  # the record grows with its format version: find the body that fills it
         while len(encode_message(Message(b"f" * n, partition_key="pk"))) < 1020:
             n += 1
         send(broker, Message(b"f" * n, partition_key="pk"), path="b")  # 4 bytes left
