@@ -107,6 +107,34 @@ def broker(tmp_path: Path, clock: FakeClock) -> Iterator[Broker]:
     b.close()
 
 
+def crash(b: Broker) -> None:
+    """What SIGKILL after the last acknowledgement leaves: everything written is synced,
+    every store closed, nothing checkpointed."""
+    b.syncer.sync_now()
+    for ns in b.namespaces.values():
+        for entity in [*ns.queues.values(), *ns.topics.values()]:
+            for p in entity.partitions:
+                p.log.close()
+    b.syncer.sync_now()
+
+
+@pytest.fixture
+def open_broker(tmp_path: Path, clock: FakeClock) -> Iterator[Callable[[], Broker]]:
+    """``open_broker()`` opens a broker on ``tmp_path / "data"`` (unthrottled, page-cache
+    durability); every broker opened is closed at the end, whatever state it was left in."""
+    made: list[Broker] = []
+
+    def opener() -> Broker:
+        b = Broker(tmp_path / "data", clock, Syncer("os"), default_credits_per_second=0)
+        made.append(b)
+        return b
+
+    yield opener
+    for b in made:
+        with contextlib.suppress(Exception):
+            b.close()
+
+
 Reopen = Callable[..., Broker]
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import crash
 from sbctl.codec import Message, decode_message
 from sbctld.broker import DEFAULT_NAMESPACE, Broker
 from sbctld.clock import FakeClock
@@ -20,15 +21,6 @@ from sbctld.storage.sync import Syncer
 NS = DEFAULT_NAMESPACE
 ENTITIES = ("q", "qp", "t/subscriptions/a", "t/subscriptions/b")
 BATCH = 10
-
-
-def crash(b: Broker) -> None:
-    b.syncer.sync_now()
-    for ns in b.namespaces.values():
-        for entity in [*ns.queues.values(), *ns.topics.values()]:
-            for p in entity.partitions:
-                p.log.close()
-    b.syncer.sync_now()
 
 
 def build(data_dir: Path, clock: FakeClock) -> tuple[dict[str, set[str]], dict[str, set[str]]]:

@@ -7,19 +7,18 @@ from __future__ import annotations
 
 import errno
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from conftest import crash
 from sbctl.codec import Message, decode_message
 from sbctl.errors import QuotaExceeded
 from sbctld.broker import DEFAULT_NAMESPACE, Broker
-from sbctld.clock import FakeClock
 from sbctld.storage import files, journal, log
 from sbctld.storage.space import RESERVE_NAME
-from sbctld.storage.sync import Syncer
 
 NS = DEFAULT_NAMESPACE
 
@@ -66,33 +65,6 @@ def disk(monkeypatch: pytest.MonkeyPatch) -> Disk:
 @pytest.fixture
 def data_dir(tmp_path: Path) -> Path:
     return tmp_path / "data"
-
-
-@pytest.fixture
-def open_broker(data_dir: Path, clock: FakeClock) -> Iterator[Callable[[], Broker]]:
-    made: list[Broker] = []
-
-    def opener() -> Broker:
-        b = Broker(data_dir, clock, Syncer("os"), default_credits_per_second=0)
-        made.append(b)
-        return b
-
-    yield opener
-    for b in made:
-        try:
-            b.close()
-        except Exception:
-            pass
-
-
-def crash(b: Broker) -> None:
-    """What SIGKILL leaves: everything written stays, nothing is checkpointed."""
-    b.syncer.sync_now()
-    for ns in b.namespaces.values():
-        for entity in [*ns.queues.values(), *ns.topics.values()]:
-            for p in entity.partitions:
-                p.log.close()
-    b.syncer.sync_now()
 
 
 def M(text: str, **kw: Any) -> Message:

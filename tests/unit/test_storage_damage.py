@@ -5,45 +5,19 @@ served, and the rest keeps working (daemon/README.md §0.4)."""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from conftest import crash
 from sbctl.codec import Message, decode_message
 from sbctld.broker import DEFAULT_NAMESPACE, Broker
-from sbctld.clock import FakeClock
 from sbctld.storage.checkpoint import CHECKPOINT, PREVIOUS
 from sbctld.storage.files import JOURNAL_SUFFIX, numbered
 from sbctld.storage.sync import Syncer
 
 NS = DEFAULT_NAMESPACE
-
-
-@pytest.fixture
-def open_broker(tmp_path: Path, clock: FakeClock) -> Iterator[Callable[[], Broker]]:
-    made: list[Broker] = []
-
-    def opener() -> Broker:
-        b = Broker(tmp_path / "data", clock, Syncer("os"), default_credits_per_second=0)
-        made.append(b)
-        return b
-
-    yield opener
-    for b in made:
-        try:
-            b.close()
-        except Exception:
-            pass
-
-
-def crash(b: Broker) -> None:
-    b.syncer.sync_now()
-    for ns in b.namespaces.values():
-        for entity in [*ns.queues.values(), *ns.topics.values()]:
-            for p in entity.partitions:
-                p.log.close()
-    b.syncer.sync_now()
 
 
 def peek_all(b: Broker, path: str) -> list[bytes]:
