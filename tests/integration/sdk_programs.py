@@ -68,3 +68,32 @@ def newest_mtime(*paths: Path) -> float:
         for f in files:
             newest = max(newest, f.stat().st_mtime)
     return newest
+
+
+def program_env(daemon: Any, connection_string: str, **extra_queues: str) -> dict[str, str]:
+    """Create what every SDK program uses (queues ``orders``, session queue ``chat``,
+    ``work``, ``from-cli`` holding one CLI-sent message, ``bulk``, topic ``events`` with
+    subscription ``audit``, plus ``extra_queues``: env name -> queue) and return the
+    program's environment naming them."""
+    daemon.cli("queue", "create", "chat", "--enable-session", check=True)
+    queues = ("orders", "work", "from-cli", "bulk", *extra_queues.values())
+    for name in queues:
+        daemon.cli("queue", "create", name, check=True)
+    daemon.cli("topic", "create", "events", check=True)
+    daemon.cli("subscription", "create", "events", "audit", check=True)
+    daemon.cli(
+        "send", "from-cli", "--body", "from-cli", "--subject", "s", "--property", "count=3",
+        check=True,
+    )  # fmt: skip
+    return dict(
+        daemon.env,
+        SBCTL_CONNECTION_STRING=connection_string,
+        SBCTL_QUEUE="orders",
+        SBCTL_SESSION_QUEUE="chat",
+        SBCTL_WORK_QUEUE="work",
+        SBCTL_TOPIC="events",
+        SBCTL_SUBSCRIPTION="audit",
+        SBCTL_CLI_QUEUE="from-cli",
+        SBCTL_BULK_QUEUE="bulk",
+        **extra_queues,
+    )

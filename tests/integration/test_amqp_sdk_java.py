@@ -21,6 +21,7 @@ from tests.integration.amqp_sdk import connection_string, peek
 from tests.integration.sdk_programs import (
     SDK_DIR,
     newest_mtime,
+    program_env,
     require_tools,
     run_program,
     run_step,
@@ -58,29 +59,12 @@ def _offline_build_ok() -> bool:
 def test_java_sdk_messaging_sessions_transactions_and_what_the_cli_sees(
     java_program: None, daemon: Any
 ) -> None:
-    daemon.cli("queue", "create", "orders", check=True)
-    daemon.cli("queue", "create", "chat", "--enable-session", check=True)
-    for name in ("ledger", "inbox", "archive", "work", "from-cli", "bulk"):
-        daemon.cli("queue", "create", name, check=True)
-    daemon.cli("topic", "create", "events", check=True)
-    daemon.cli("subscription", "create", "events", "audit", check=True)
-    daemon.cli(
-        "send", "from-cli", "--body", "from-cli", "--subject", "s", "--property", "count=3",
-        check=True,
-    )  # fmt: skip
-    env = dict(daemon.env)
-    env.update(
-        SBCTL_CONNECTION_STRING=connection_string(daemon),
-        SBCTL_QUEUE="orders",
-        SBCTL_SESSION_QUEUE="chat",
+    env = program_env(
+        daemon,
+        connection_string(daemon),
         SBCTL_TX_QUEUE="ledger",
         SBCTL_XTX_SOURCE="inbox",
         SBCTL_XTX_DEST="archive",
-        SBCTL_WORK_QUEUE="work",
-        SBCTL_TOPIC="events",
-        SBCTL_SUBSCRIPTION="audit",
-        SBCTL_CLI_QUEUE="from-cli",
-        SBCTL_BULK_QUEUE="bulk",
     )
     classpath = os.pathsep.join(["target/classes", "target/lib/*"])
     report = run_program(["java", "-cp", classpath, "dev.sbctl.SdkTest"], JAVA_DIR, env, 240)

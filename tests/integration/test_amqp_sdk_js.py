@@ -16,7 +16,13 @@ from typing import Any
 import pytest
 
 from tests.integration.amqp_sdk import cli_json, connection_string, peek
-from tests.integration.sdk_programs import SDK_DIR, require_tools, run_program, run_step
+from tests.integration.sdk_programs import (
+    SDK_DIR,
+    program_env,
+    require_tools,
+    run_program,
+    run_step,
+)
 
 JS_DIR = SDK_DIR / "js"
 
@@ -32,27 +38,7 @@ def js_program() -> None:
 
 
 def test_js_sdk_messaging_sessions_and_what_the_cli_sees(js_program: None, daemon: Any) -> None:
-    daemon.cli("queue", "create", "orders", check=True)
-    daemon.cli("queue", "create", "chat", "--enable-session", check=True)
-    for name in ("work", "from-cli", "bulk"):
-        daemon.cli("queue", "create", name, check=True)
-    daemon.cli("topic", "create", "events", check=True)
-    daemon.cli("subscription", "create", "events", "audit", check=True)
-    daemon.cli(
-        "send", "from-cli", "--body", "from-cli", "--subject", "s", "--property", "count=3",
-        check=True,
-    )  # fmt: skip
-    env = dict(daemon.env)
-    env.update(
-        SBCTL_CONNECTION_STRING=connection_string(daemon),
-        SBCTL_QUEUE="orders",
-        SBCTL_SESSION_QUEUE="chat",
-        SBCTL_WORK_QUEUE="work",
-        SBCTL_TOPIC="events",
-        SBCTL_SUBSCRIPTION="audit",
-        SBCTL_CLI_QUEUE="from-cli",
-        SBCTL_BULK_QUEUE="bulk",
-    )
+    env = program_env(daemon, connection_string(daemon))
     report = run_program(["node", "sdk_test.js"], JS_DIR, env, timeout=180)
     steps = report["steps"]
 
