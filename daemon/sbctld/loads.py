@@ -39,7 +39,13 @@ from sbctld import staged
 from sbctld.config import MB
 from sbctld.queue import Queue
 from sbctld.staged import CheckedFile
-from sbctld.storage.adoption import AdoptionError, StagedSegment, rollback_adoption
+from sbctld.storage.adoption import (
+    AdoptionError,
+    StagedSegment,
+    commit_adoption,
+    link_adoption,
+    rollback_adoption,
+)
 from sbctld.storage.files import read_verified, remove_verified, write_atomic
 from sbctld.storage.log import PartitionLog
 from sbctld.storage.topic import TopicLog
@@ -246,7 +252,7 @@ def commit(queue: Queue, load_id: str, prepared: Prepared) -> dict[str, Any]:
     _write(manifest_path, Manifest(load_id=load_id, state="adopting", next_seq=next_seq))
     pause = float(os.environ.get(PAUSE_ENV) or 0)
     for k, (pid, segs) in enumerate(segments.items()):
-        logs[pid].link_adoption(segs)
+        link_adoption(logs[pid], segs)
         if k == 0 and pause:
             time.sleep(pause)
 
@@ -264,7 +270,7 @@ def commit(queue: Queue, load_id: str, prepared: Prepared) -> dict[str, Any]:
     )
     for pid, segs in segments.items():
         p = queue.partitions[pid]
-        for when, seq in logs[pid].commit_adoption(segs, now_ms):
+        for when, seq in commit_adoption(logs[pid], segs, now_ms):
             p.schedule(when, seq)
     queue.accessed_at_ms = now_ms
     return {**result, "load_id": load_id, "adopted": True}

@@ -9,6 +9,7 @@ from typing import Annotated, Literal
 import typer
 
 from sbctl.cli import options, render
+from sbctl.cli import watch as live
 
 group = options.new_app("Create, list, show, update and delete namespaces.")
 
@@ -76,7 +77,7 @@ def credits(
     with options.connect(ctx) as sb:
         ns = name or g.namespace
         if watch:
-            render.watch(g.output, lambda: sb.namespace_credits(ns), render.credits)
+            live.run(g.output, lambda: sb.namespace_credits(ns), render.credits)
             return
         result = sb.namespace_credits(ns)
     render.emit(g.output, result, render.credits)
@@ -135,7 +136,7 @@ def metrics(ctx: typer.Context, name: NameArgument, watch: WatchOption = False) 
     g = options.state(ctx)
     with options.connect(ctx) as sb:
         if watch:
-            render.watch(g.output, lambda: sb.namespace_metrics(name), render.metrics)
+            live.run(g.output, lambda: sb.namespace_metrics(name), render.metrics)
             return
         result = sb.namespace_metrics(name)
     render.emit(g.output, result, render.metrics)
@@ -340,7 +341,7 @@ def pair_status(
     g = options.state(ctx)
     with options.connect(ctx) as sb:
         if watch:
-            render.watch(g.output, lambda: sb.namespace_pair_status(name), render.pair_status)
+            live.run(g.output, lambda: sb.namespace_pair_status(name), render.pair_status)
             return
         result = sb.namespace_pair_status(name)
     render.emit(g.output, result, render.pair_status)

@@ -339,13 +339,6 @@ def metrics(data: dict[str, Any]) -> RenderableType:
     return table
 
 
-def watch(output: Output, fetch: Callable[[], Any], build: Callable[[Any], RenderableType]) -> None:
-    """Refresh a view until Ctrl-C or SIGTERM (:mod:`sbctl.cli.watch`)."""
-    from sbctl.cli import watch as live
-
-    live.run(output, fetch, build)
-
-
 # -- paired namespaces (sbctl namespace pair-status)
 
 PAIR_COUNTERS = (

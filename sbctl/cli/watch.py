@@ -26,6 +26,7 @@ from datetime import UTC, datetime
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
+from sbctl.cli import render
 from sbctl.cli.options import Output
 
 if TYPE_CHECKING:
@@ -114,8 +115,6 @@ def _snapshots(
     build: Callable[[Any], RenderableType],
     interval: float,
 ) -> None:
-    from sbctl.cli import render
-
     while True:
         data = fetch()
         with stopper.write():
@@ -139,8 +138,6 @@ def _live(
     from rich.console import Group
     from rich.live import Live
     from rich.text import Text
-
-    from sbctl.cli import render
 
     def frame() -> RenderableType:
         shown = build(fetch())

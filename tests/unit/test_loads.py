@@ -17,7 +17,12 @@ from sbctl.partitioning import partition_for_key
 from sbctld import loads, staged
 from sbctld.broker import Broker
 from sbctld.clock import FakeClock
-from sbctld.storage.adoption import AdoptionError, rollback_adoption
+from sbctld.storage.adoption import (
+    AdoptionError,
+    commit_adoption,
+    link_adoption,
+    rollback_adoption,
+)
 from sbctld.storage.log import PartitionLog, State
 from sbctld.storage.sync import Syncer
 
@@ -57,9 +62,9 @@ def test_partition_log_adoption_appends_after_existing_messages(tmp_path: Path) 
     ]
     prepared = prepare(log, files, 10, 1024)
     assert [st.base for st in prepared] == [2, 5]
-    log.link_adoption(prepared)
+    link_adoption(log, prepared)
     assert bodies_of(log) == [b"sent"], "linked but not committed: invisible"
-    log.commit_adoption(prepared, 10)
+    commit_adoption(log, prepared, 10)
     assert bodies_of(log) == [b"sent", b"a", b"b", b"c", b"d"]
     assert log.next_seq == 6
     log.append([StagedRecord(encode_message(Message(body=b"after")), -1, NOT_SCHEDULED)], 11)
@@ -77,7 +82,7 @@ def test_fake_crash_after_linking_rolls_back_to_before(tmp_path: Path) -> None:
     log.append([StagedRecord(encode_message(Message(body=b"sent")), -1, NOT_SCHEDULED)], 5)
     before = log.next_seq
     prepared = prepare(log, [stage(tmp_path / "s" / "t0.sbb", [b"x", b"y"])], 9, 1024)
-    log.link_adoption(prepared)
+    link_adoption(log, prepared)
     log.close()  # the crash: never committed
     syncer.sync_now()
     assert rollback_adoption(tmp_path / "p00", before) == 1

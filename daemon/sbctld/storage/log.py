@@ -24,7 +24,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from enum import IntEnum
 from itertools import compress
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 import crc32c
 import msgspec
@@ -50,9 +50,6 @@ from sbctld.storage.files import (
 )
 from sbctld.storage.space import CorruptRecord, StorageError, storage_error
 from sbctld.storage.sync import Syncer
-
-if TYPE_CHECKING:
-    from sbctld.storage.adoption import StagedSegment
 
 DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024
 
@@ -621,21 +618,6 @@ class PartitionLog(StateIndex):
         while h < end and state[h - base] == State.GONE:
             h += 1
         self.head = h
-
-    # ---------------------------------------------------------------- adoption
-    # (sbctld.storage.adoption; methods here so that loads.py works on any store)
-
-    def link_adoption(self, staged: Sequence[StagedSegment]) -> None:
-        from sbctld.storage import adoption
-
-        adoption.link_adoption(self, staged)
-
-    def commit_adoption(
-        self, staged: Sequence[StagedSegment], now_ms: int
-    ) -> list[tuple[int, int]]:
-        from sbctld.storage import adoption
-
-        return adoption.commit_adoption(self, staged, now_ms)
 
     # ---------------------------------------------------------------- reading
 

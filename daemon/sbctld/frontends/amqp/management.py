@@ -6,18 +6,15 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sbctl.amqp import codec
 from sbctl.amqp.types import Array, Timestamp
 from sbctl.errors import BadRequest, SbctlError
-from sbctld.frontends.amqp import convert
+from sbctld.frontends.amqp import convert, rules
 from sbctld.frontends.amqp.errors import condition_of, status_of
+from sbctld.frontends.amqp.host import Host, Respond, ok_when_durable
 
-if TYPE_CHECKING:
-    from sbctld.frontends.amqp.server import AmqpConnection
-
-Respond = Callable[[int, str, Any, "str | None"], None]
 OP_PREFIX = "com.microsoft:"
 ALL_SESSIONS = 253_402_300_800_000
 
@@ -32,7 +29,7 @@ def _args(body: Any) -> dict[str, Any]:
     return {_text(k): v for k, v in body.items()}
 
 
-def handle(conn: AmqpConnection, path: str, request: codec.Message, respond: Respond) -> None:
+def handle(conn: Host, path: str, request: codec.Message, respond: Respond) -> None:
     app = {_text(k): v for k, v in (request.application_properties or {}).items()}
     op = _text(app.get("operation", ""))
     name = op.removeprefix(OP_PREFIX).replace("-", "_")
@@ -49,23 +46,12 @@ def handle(conn: AmqpConnection, path: str, request: codec.Message, respond: Res
         respond(status_of(err), text, None, condition)
 
 
-def _durable(conn: AmqpConnection, respond: Respond, body: Any) -> None:
-    def done(error: SbctlError | None) -> None:
-        if error is not None:
-            condition, text = condition_of(error)
-            respond(status_of(error), text, None, condition)
-        else:
-            respond(200, "OK", body, None)
-
-    conn.frontend.service.after_durable(done)
-
-
 def _session(args: dict[str, Any]) -> str | None:
     value = args.get("session-id")
     return None if value is None else _text(value)
 
 
-def peek_message(conn: AmqpConnection, path: str, args: dict[str, Any], respond: Respond) -> None:
+def peek_message(conn: Host, path: str, args: dict[str, Any], respond: Respond) -> None:
     start = int(args.get("from-sequence-number", 0) or 0)
     count = int(args.get("message-count", 1) or 1)
     session = _session(args)
@@ -85,7 +71,7 @@ def _session_of(d: Any) -> str | None:
     return decode_message(d.payload).session_id
 
 
-def renew_lock(conn: AmqpConnection, path: str, args: dict[str, Any], respond: Respond) -> None:
+def renew_lock(conn: Host, path: str, args: dict[str, Any], respond: Respond) -> None:
     tokens = [str(t) for t in args.get("lock-tokens") or []]
     results = conn.broker.settle(conn.namespace, path, "renew-lock", tokens)
     expirations = []
@@ -98,9 +84,7 @@ def renew_lock(conn: AmqpConnection, path: str, args: dict[str, Any], respond: R
     respond(200, "OK", {"expirations": Array("timestamp", expirations)}, None)
 
 
-def update_disposition(
-    conn: AmqpConnection, path: str, args: dict[str, Any], respond: Respond
-) -> None:
+def update_disposition(conn: Host, path: str, args: dict[str, Any], respond: Respond) -> None:
     status = _text(args.get("disposition-status", ""))
     op = {
         "completed": "complete",
@@ -130,11 +114,11 @@ def update_disposition(
             raise SbctlError.from_wire(r["error"])
     if op in ("abandon", "dead-letter"):
         conn.frontend.wake(conn.namespace, path)
-    _durable(conn, respond, None)
+    ok_when_durable(conn, respond, None)
 
 
 def receive_by_sequence_number(
-    conn: AmqpConnection, path: str, args: dict[str, Any], respond: Respond
+    conn: Host, path: str, args: dict[str, Any], respond: Respond
 ) -> None:
     seqs = [int(s) for s in args.get("sequence-numbers") or []]
     mode = (
@@ -150,14 +134,12 @@ def receive_by_sequence_number(
     ]
     body = {"messages": messages}
     if mode == "receive-and-delete":
-        _durable(conn, respond, body)
+        ok_when_durable(conn, respond, body)
     else:
         respond(200, "OK", body, None)
 
 
-def schedule_message(
-    conn: AmqpConnection, path: str, args: dict[str, Any], respond: Respond
-) -> None:
+def schedule_message(conn: Host, path: str, args: dict[str, Any], respond: Respond) -> None:
     items = args.get("messages") or []
     messages = []
     for item in items:
@@ -165,48 +147,38 @@ def schedule_message(
         messages.append(convert.to_stored(bytes(fields.get("message") or b"")))
     seqs = conn.broker.send(conn.namespace, path, messages, id(conn))
     conn.frontend.wake(conn.namespace, path)
-    _durable(conn, respond, {"sequence-numbers": Array("long", seqs)})
+    ok_when_durable(conn, respond, {"sequence-numbers": Array("long", seqs)})
 
 
-def cancel_scheduled_message(
-    conn: AmqpConnection, path: str, args: dict[str, Any], respond: Respond
-) -> None:
+def cancel_scheduled_message(conn: Host, path: str, args: dict[str, Any], respond: Respond) -> None:
     seqs = [int(s) for s in args.get("sequence-numbers") or []]
     conn.broker.cancel_scheduled(conn.namespace, path, seqs)
-    _durable(conn, respond, None)
+    ok_when_durable(conn, respond, None)
 
 
-def renew_session_lock(
-    conn: AmqpConnection, path: str, args: dict[str, Any], respond: Respond
-) -> None:
+def renew_session_lock(conn: Host, path: str, args: dict[str, Any], respond: Respond) -> None:
     session = _session(args)
     token = conn.session_token(path, session)
     info = conn.broker.session_renew(conn.namespace, path, token)
     respond(200, "OK", {"expiration": Timestamp(conn.session_until(info))}, None)
 
 
-def get_session_state(
-    conn: AmqpConnection, path: str, args: dict[str, Any], respond: Respond
-) -> None:
+def get_session_state(conn: Host, path: str, args: dict[str, Any], respond: Respond) -> None:
     session = _session(args) or ""
     state = conn.broker.session_get_state(conn.namespace, path, session)
     respond(200, "OK", {"session-state": state}, None)
 
 
-def set_session_state(
-    conn: AmqpConnection, path: str, args: dict[str, Any], respond: Respond
-) -> None:
+def set_session_state(conn: Host, path: str, args: dict[str, Any], respond: Respond) -> None:
     session = _session(args) or ""
     state = args.get("session-state")
     conn.broker.session_set_state(
         conn.namespace, path, session, bytes(state) if state is not None else None
     )
-    _durable(conn, respond, None)
+    ok_when_durable(conn, respond, None)
 
 
-def get_message_sessions(
-    conn: AmqpConnection, path: str, args: dict[str, Any], respond: Respond
-) -> None:
+def get_message_sessions(conn: Host, path: str, args: dict[str, Any], respond: Respond) -> None:
     skip = int(args.get("skip", 0) or 0)
     top = int(args.get("top", 100) or 100)
     sessions = conn.broker.session_list(conn.namespace, path)
@@ -217,17 +189,7 @@ def get_message_sessions(
     respond(200, "OK", {"skip": skip + len(ids), "sessions-ids": Array("string", ids)}, None)
 
 
-def _rules() -> dict[str, Callable[[AmqpConnection, str, dict[str, Any], Respond], None]]:
-    from sbctld.frontends.amqp import rules
-
-    return {
-        "add_rule": rules.add_rule,
-        "remove_rule": rules.remove_rule,
-        "enumerate_rules": rules.enumerate_rules,
-    }
-
-
-OPS: dict[str, Callable[[AmqpConnection, str, dict[str, Any], Respond], None]] = {
+OPS: dict[str, Callable[[Host, str, dict[str, Any], Respond], None]] = {
     "peek_message": peek_message,
     "renew_lock": renew_lock,
     "update_disposition": update_disposition,
@@ -238,5 +200,7 @@ OPS: dict[str, Callable[[AmqpConnection, str, dict[str, Any], Respond], None]] =
     "get_session_state": get_session_state,
     "set_session_state": set_session_state,
     "get_message_sessions": get_message_sessions,
+    "add_rule": rules.add_rule,
+    "remove_rule": rules.remove_rule,
+    "enumerate_rules": rules.enumerate_rules,
 }
-OPS.update(_rules())

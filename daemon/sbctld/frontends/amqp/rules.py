@@ -10,18 +10,14 @@ label, session-id, reply-to-session-id, content-type, properties}`` and optional
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sbctl.amqp.types import Described, Timestamp, ULong
 from sbctl.durations import parse_instant_ms
 from sbctl.errors import BadRequest
 from sbctl.names import parse_entity_path
+from sbctld.frontends.amqp.host import Host, Respond, ok_when_durable
 
-if TYPE_CHECKING:
-    from sbctld.frontends.amqp.server import AmqpConnection
-
-Respond = Callable[[int, str, Any, "str | None"], None]
 RULE_DESCRIPTION = ULong(0x0000013700000004)
 EMPTY_ACTION = ULong(0x0000013700000005)
 SQL_ACTION = ULong(0x0000013700000006)
@@ -111,27 +107,21 @@ def described_rule(rule: dict[str, Any]) -> Described:
     return Described(RULE_DESCRIPTION, [filt, action, rule["name"], created])
 
 
-def add_rule(conn: AmqpConnection, path: str, args: dict[str, Any], respond: Respond) -> None:
-    from sbctld.frontends.amqp.management import _durable
-
+def add_rule(conn: Host, path: str, args: dict[str, Any], respond: Respond) -> None:
     topic, sub = _subscription(path)
     name = _text(args.get("rule-name") or "")
     spec, action = filter_spec(_map(args.get("rule-description")))
     conn.broker.rule_create(conn.namespace, topic, sub, name, spec, action)
-    _durable(conn, respond, None)
+    ok_when_durable(conn, respond, None)
 
 
-def remove_rule(conn: AmqpConnection, path: str, args: dict[str, Any], respond: Respond) -> None:
-    from sbctld.frontends.amqp.management import _durable
-
+def remove_rule(conn: Host, path: str, args: dict[str, Any], respond: Respond) -> None:
     topic, sub = _subscription(path)
     conn.broker.rule_delete(conn.namespace, topic, sub, _text(args.get("rule-name") or ""))
-    _durable(conn, respond, None)
+    ok_when_durable(conn, respond, None)
 
 
-def enumerate_rules(
-    conn: AmqpConnection, path: str, args: dict[str, Any], respond: Respond
-) -> None:
+def enumerate_rules(conn: Host, path: str, args: dict[str, Any], respond: Respond) -> None:
     topic, sub = _subscription(path)
     skip = int(args.get("skip", 0) or 0)
     top = int(args.get("top", 100) or 100)

@@ -27,7 +27,7 @@ from sbctld.service import Request
 
 if TYPE_CHECKING:
     from sbctld.frontends.amqp.connection import Link
-    from sbctld.frontends.amqp.server import AmqpConnection, ReceiveState
+    from sbctld.frontends.amqp.host import Host, Receiving
 
 
 def lock_tag(token: str) -> bytes:
@@ -73,9 +73,9 @@ class Settlement:
 
 
 def settle_range(
-    owner: AmqpConnection,
+    owner: Host,
     link: Link,
-    state: ReceiveState,
+    state: Receiving,
     ids: list[int],
     settled: bool,
     outcome: Any,
@@ -129,7 +129,7 @@ def settle_range(
 
 
 def answer_runs(
-    owner: AmqpConnection,
+    owner: Host,
     link: Link,
     ids: list[int],
     errors: dict[int, SbctlError],

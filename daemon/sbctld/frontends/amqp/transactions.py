@@ -23,7 +23,7 @@ from sbctl.errors import SbctlError
 
 if TYPE_CHECKING:
     from sbctld.frontends.amqp.connection import Delivery, Link
-    from sbctld.frontends.amqp.server import AmqpConnection
+    from sbctld.frontends.amqp.host import Host
 
 Settlement = tuple[str, str, dict[str, Any] | None, str | None, str | None]
 
@@ -42,7 +42,7 @@ class Transaction:
 class Coordinator:
     """The transactions of one connection."""
 
-    def __init__(self, conn: AmqpConnection) -> None:
+    def __init__(self, conn: Host) -> None:
         self.conn = conn
         self.open: dict[bytes, Transaction] = {}
 

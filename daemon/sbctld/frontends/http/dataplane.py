@@ -32,7 +32,7 @@ from sbctld.frontends.http.management import MethodNotAllowed, error, fail
 from sbctld.frontends.http.request import Request, Respond
 
 if TYPE_CHECKING:
-    from sbctld.frontends.http.server import HttpFrontend
+    from sbctld.frontends.http.host import HttpHost
 
 BATCH_TYPE = "application/vnd.microsoft.servicebus.json"
 DEFAULT_TIMEOUT_S = 60.0
@@ -254,7 +254,7 @@ def _header_value(value: Any) -> str:
 
 
 class DataPlane:
-    def __init__(self, frontend: HttpFrontend) -> None:
+    def __init__(self, frontend: HttpHost) -> None:
         self.frontend = frontend
         self.service = frontend.service
         self.broker = frontend.service.broker

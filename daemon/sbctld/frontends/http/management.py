@@ -32,7 +32,7 @@ from sbctld.frontends.http.request import Request, Respond
 from sbctld.frontends.http.sqlparams import SqlParameters
 
 if TYPE_CHECKING:
-    from sbctld.frontends.http.server import HttpFrontend
+    from sbctld.frontends.http.host import HttpHost
 
 ATOM_TYPE = "application/atom+xml;type=entry;charset=utf-8"
 FEED_TYPE = "application/atom+xml;type=feed;charset=utf-8"
@@ -66,7 +66,7 @@ def _now() -> str:
 
 
 class Management:
-    def __init__(self, frontend: HttpFrontend) -> None:
+    def __init__(self, frontend: HttpHost) -> None:
         self.frontend = frontend
         self.broker = frontend.service.broker
         self.params = SqlParameters(frontend.data_dir / "http" / "sql_parameters.json")

@@ -25,8 +25,9 @@ import h11
 
 from sbctl import __version__
 from sbctld.frontends.amqp.cbs import Keys
-from sbctld.frontends.http import auth
+from sbctld.frontends.http import auth, sniff
 from sbctld.frontends.http.dataplane import DataPlane
+from sbctld.frontends.http.host import Attempt
 from sbctld.frontends.http.management import Management, error
 from sbctld.frontends.http.request import API_VERSIONS, Request
 from sbctld.frontends.http.tls import TlsError, TlsLayer, server_context
@@ -41,7 +42,6 @@ MAX_BODY = 4 * 1024 * 1024
 # A request must arrive whole this long after its first byte (or after the last answer).
 REQUEST_TIMEOUT_S = float(os.environ.get("SBCTLD_HTTP_REQUEST_TIMEOUT_S", "30"))
 IDLE_TIMEOUT_S = 120.0
-Attempt = Callable[[bool], bool]
 
 
 class HttpConnection(asyncio.Protocol):
@@ -289,19 +289,19 @@ class HttpFrontend:
     def loop(self) -> asyncio.AbstractEventLoop:
         return asyncio.get_running_loop()
 
-    async def start(self) -> None:
-        from sbctld.frontends.http.sniff import sniffing
+    def connection(self, namespace: str, tls: bool) -> HttpConnection:
+        """A new HTTP connection (sbctld.frontends.http.sniff hands it the socket)."""
+        return HttpConnection(self, namespace, tls=tls)
 
+    async def start(self) -> None:
         if self.port is not None:
             self.listener = await self.loop().create_server(
-                sniffing(None, self, DEFAULT_NAMESPACE), self.host, self.port, backlog=1024
+                sniff.sniffing(None, self, DEFAULT_NAMESPACE), self.host, self.port, backlog=1024
             )
             self.port = self.listener.sockets[0].getsockname()[1]
             log.info("HTTP: %s:%s", self.host, self.port)
 
     async def stop(self) -> None:
-        from sbctld.frontends.http import sniff
-
         if sniff.FRONTEND is self:
             sniff.FRONTEND = None
         if self.listener is not None:

@@ -10,15 +10,19 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from sbctld.frontends.http.server import HttpFrontend
+from typing import Protocol
 
 TLS_HANDSHAKE = 0x16
 HTTP_FIRST = frozenset(b"GPDHOTC")  # GET PUT POST PATCH DELETE HEAD OPTIONS TRACE CONNECT
 # Set by the daemon when HTTP is on; the AMQP listeners consult it for every connection.
-FRONTEND: HttpFrontend | None = None
+FRONTEND: HttpListener | None = None
+
+
+class HttpListener(Protocol):
+    """The HTTP front-end as the sniffer needs it (sbctld.frontends.http.server.HttpFrontend):
+    a new HTTP connection, plain or TLS, for ``namespace``."""
+
+    def connection(self, namespace: str, tls: bool) -> asyncio.Protocol: ...
 
 
 class Sniffer(asyncio.Protocol):
@@ -27,7 +31,7 @@ class Sniffer(asyncio.Protocol):
     def __init__(
         self,
         other: Callable[[], asyncio.Protocol] | None,
-        frontend: HttpFrontend,
+        frontend: HttpListener,
         namespace: str,
     ) -> None:
         self.other = other
@@ -48,12 +52,10 @@ class Sniffer(asyncio.Protocol):
         self.target.data_received(data)
 
     def _choose(self, first: int) -> asyncio.Protocol:
-        from sbctld.frontends.http.server import HttpConnection
-
         if first == TLS_HANDSHAKE:
-            return HttpConnection(self.frontend, self.namespace, tls=True)
+            return self.frontend.connection(self.namespace, tls=True)
         if first in HTTP_FIRST or self.other is None:
-            return HttpConnection(self.frontend, self.namespace, tls=False)
+            return self.frontend.connection(self.namespace, tls=False)
         return self.other()
 
     def eof_received(self) -> bool | None:
@@ -76,7 +78,7 @@ class Sniffer(asyncio.Protocol):
 
 def sniffing(
     other: Callable[[], asyncio.Protocol] | None,
-    frontend: HttpFrontend | None = None,
+    frontend: HttpListener | None = None,
     namespace: str = "",
 ) -> Callable[[], asyncio.Protocol]:
     """A protocol factory: ``other`` (AMQP) unless the first byte says HTTP or TLS.
