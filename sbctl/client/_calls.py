@@ -12,7 +12,7 @@ import errno
 import time
 from collections.abc import Callable, Sequence
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 import msgspec
 
@@ -394,6 +394,29 @@ class _Calls:
 
     def load_status(self, entity: str, load_id: str) -> Call:
         return self._op("load_status", self.namespace, entity, load_id)
+
+
+# The clients' methods named otherwise than the operation they send.
+METHOD_OPS = {
+    "accept_session": "session_accept",
+    "renew_session_lock": "session_renew",
+    "close_session": "session_close",
+    "list_sessions": "session_list",
+    "get_session_state": "session_get_state",
+    "set_session_state": "session_set_state",
+    "send_report": "send",
+}
+_C = TypeVar("_C", bound=type)
+
+
+def documented(cls: _C) -> _C:
+    """Give each of ``cls``'s operation methods that has no docstring its operation's
+    about line (sbctl.operations), for ``help()`` and editors."""
+    for name, fn in vars(cls).items():
+        op = OPERATIONS.get(METHOD_OPS.get(name, name))
+        if op is not None and callable(fn) and fn.__doc__ is None:
+            fn.__doc__ = op.about
+    return cls
 
 
 # Adoption checks and fdatasyncs every staged byte: allow it time on large loads.

@@ -39,9 +39,11 @@ from sbctl.client._calls import (
     _raise_or_result,
     _scheduled,
     _unreachable,
+    documented,
 )
 
 
+@documented
 class Client:
     """Blocking client; one request at a time on one Unix-socket connection."""
 

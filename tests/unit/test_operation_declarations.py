@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from sbctl.client import AsyncClient, Client
+from sbctl.client._calls import METHOD_OPS
 from sbctl.codec import Message
 from sbctl.operations import OPERATIONS, OPS, decode_request, main, reference
 from sbctl.protocol import FaultAdd, Receive, Send, Settle, encode_request
@@ -134,6 +135,17 @@ def test_the_sync_and_async_clients_offer_the_same_methods_with_the_same_paramet
     for name in sync:
         if name not in ("using", "transaction"):
             assert inspect.iscoroutinefunction(getattr(AsyncClient, name)), name
+
+
+@pytest.mark.parametrize("cls", [Client, AsyncClient])
+def test_every_operation_method_of_the_clients_has_help(cls: type) -> None:
+    """A method without its own docstring shows its operation's about line."""
+    assert all(hasattr(cls, name) and op in OPERATIONS for name, op in METHOD_OPS.items())
+    for name, fn in vars(cls).items():
+        if METHOD_OPS.get(name, name) in OPERATIONS:
+            assert fn.__doc__, name
+    assert cls.queue_get.__doc__ == OPERATIONS["queue_get"].about  # type: ignore[attr-defined]
+    assert cls.list_sessions.__doc__ == OPERATIONS["session_list"].about  # type: ignore[attr-defined]
 
 
 def test_a_client_request_decodes_as_the_daemon_reads_its_arguments() -> None:
