@@ -388,6 +388,8 @@ class Operations:
 
         self.service.acknowledge(req, done, durable=op.is_durable(args))
         wakes = op.woken(args, result)
+        if not wakes:
+            return
         for namespace, entity in wakes:
             if entity is not None:
                 self.service.written(namespace, entity)
