@@ -8,7 +8,9 @@ result when ``ok`` and ``{"code", "message", "retry_after"?}`` otherwise (sbctl.
 Requests may be pipelined on one connection; replies carry the request id and may come
 back in any order (a long-poll receive answers late).
 
-Every op's arguments are a typed Struct below; decoding is strict, so a malformed request
+Every op's arguments are a typed Struct below; which op takes which, and what each op is
+(durable, what it wakes, how the client reads it), is declared once in
+:mod:`sbctl.operations`, which also decodes them. Decoding is strict, so a malformed request
 becomes a BadRequest naming the field, never a traceback. Bodies travel as raw bytes.
 """
 
@@ -320,66 +322,8 @@ class Delivered(msgspec.Struct, array_like=True):
     changes: dict[str, Any] | None = None
 
 
-OPS: dict[str, type[_Args]] = {
-    "ping": Empty,
-    "status": Empty,
-    "shutdown": Empty,
-    "namespace_create": NamespaceCreate,
-    "namespace_get": NamespaceRef,
-    "amqp_endpoint": NamespaceRef,  # the AMQP port and SAS key of a namespace
-    "namespace_list": Empty,
-    "namespace_delete": NamespaceRef,
-    "namespace_update": NamespaceUpdate,
-    "namespace_credits": NamespaceRef,
-    "namespace_metrics": NamespaceRef,
-    "overview": NamespaceRef,  # uncharged, for `sbctl top` (sbctld.overview)
-    "namespace_pair": NamespacePair,
-    "namespace_unpair": NamespaceRef,
-    "namespace_pair_status": NamespaceRef,
-    "queue_create": EntityCreate,
-    "queue_update": EntityCreate,
-    "queue_get": EntityRef,
-    "queue_list": NamespaceScope,
-    "queue_delete": EntityRef,
-    "topic_create": EntityCreate,
-    "topic_update": EntityCreate,
-    "topic_get": EntityRef,
-    "topic_list": NamespaceScope,
-    "topic_delete": EntityRef,
-    "subscription_create": SubscriptionCreate,
-    "subscription_update": SubscriptionCreate,
-    "subscription_get": SubscriptionRef,
-    "subscription_list": TopicScope,
-    "subscription_delete": SubscriptionRef,
-    "rule_create": RuleCreate,
-    "rule_get": RuleRef,
-    "rule_list": SubscriptionRef,
-    "rule_delete": RuleRef,
-    "send": SendEncoded,
-    "peek": Peek,
-    "receive": Receive,
-    "settle": Settle,
-    "load_adopt": LoadAdopt,
-    "load_status": LoadRef,
-    "receive_deferred": ReceiveDeferred,
-    "transact": TransactEncoded,
-    "session_accept": SessionAccept,
-    "session_renew": SessionToken,
-    "session_close": SessionToken,
-    "session_list": EntityPath,
-    "session_get_state": SessionRef,
-    "session_set_state": SessionState,
-    "cancel_scheduled": SequenceNumbers,
-    "purge": EntityPath,
-    "dlq_resubmit": Resubmit,
-    "fault_add": FaultAdd,
-    "fault_list": FaultList,
-    "fault_clear": FaultClear,
-}
-
 _encoder = msgspec.msgpack.Encoder()
 _request_decoder = msgspec.msgpack.Decoder(Request)
-_arg_decoders = {op: msgspec.msgpack.Decoder(t) for op, t in OPS.items()}
 _reply_decoder = msgspec.msgpack.Decoder(Reply)
 
 
@@ -414,27 +358,6 @@ def decode_envelope(body: bytes | memoryview) -> Request:
     except RecursionError:
         raise BadRequest("malformed request frame: nested too deeply") from None
     return req
-
-
-def decode_args(req: Request) -> Any:
-    """The op's typed arguments; raises BadRequest naming the op and the field."""
-    if req.v != PROTOCOL_VERSION:
-        raise BadRequest(f"protocol version {req.v} is not supported (daemon speaks 1)")
-    decoder = _arg_decoders.get(req.op)
-    if decoder is None:
-        raise BadRequest(f"unknown operation {req.op!r}")
-    try:
-        return decoder.decode(req.args)
-    except (msgspec.DecodeError, ValueError) as exc:
-        raise BadRequest(f"bad arguments for {req.op}: {exc}") from None
-    except RecursionError:
-        raise BadRequest(f"bad arguments for {req.op}: nested too deeply") from None
-
-
-def decode_request(body: bytes | memoryview) -> tuple[int, str, Any]:
-    """Envelope and arguments at once (for tools and tests)."""
-    req = decode_envelope(body)
-    return req.id, req.op, decode_args(req)
 
 
 def encode_reply(req_id: int, ok: bool, result: Any) -> bytes:

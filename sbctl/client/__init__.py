@@ -1,7 +1,8 @@
 """The Python client: :class:`Client` (blocking) and :class:`AsyncClient` (asyncio).
 
-Both build requests with the same I/O-free :class:`_Calls` table and differ only in how
-they move frames; their public method names mirror each other (``close``/``aclose``).
+Both build requests with the same I/O-free :class:`_Calls`, which builds each request from
+its operation's declaration (:mod:`sbctl.operations`), and differ only in how they move
+frames; their public method names mirror each other (``close``/``aclose``).
 The CLI uses :class:`Client`; tests and scripts embed either::
 
     from sbctl import Client

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from sbctl import convert, paths
+from sbctl import paths
 from sbctl.codec import Message
 from sbctl.convert import Duration, Instant, Sendable
 from sbctl.errors import InvalidOperation, SbctlError, ServiceCommunicationProblem
@@ -30,19 +30,20 @@ if TYPE_CHECKING:
 from sbctl.client._calls import (
     DEFAULT_NAMESPACE,
     Call,
+    Local,
     Transaction,
     _Answered,
     _Calls,
     _gave_up,
     _policy,
     _raise_or_result,
-    _refuse_in_transaction,
     _scheduled,
-    _tx_settlements,
     _unreachable,
+    documented,
 )
 
 
+@documented
 class AsyncClient:
     """asyncio client; requests are pipelined on one connection."""
 
@@ -64,9 +65,6 @@ class AsyncClient:
         self._pending: dict[int, tuple[asyncio.Future[Any], Callable[[msgspec.Raw], Any]]] = {}
         self._reader_task: asyncio.Task[None] | None = None
         self._ids = itertools.count(1)
-        self._tx: Transaction | None = None
-        # daemon/README.md §5.3: a peek without a start continues after the last message peeked.
-        self._peek_next: dict[str, int] = {}
         self._lock = asyncio.Lock()
 
     async def _connect(self) -> asyncio.StreamWriter:
@@ -109,7 +107,9 @@ class AsyncClient:
             self._pending.clear()
             self._writer = None
 
-    async def _call(self, call: Call) -> Any:
+    async def _call(self, call: Call | Local) -> Any:
+        if isinstance(call, Local):
+            return call.value
         attempt = 0
         while True:
             try:
@@ -162,13 +162,13 @@ class AsyncClient:
     async def transaction(self) -> AsyncIterator[Transaction]:
         """Buffer this client's sends and settlements and commit them at once, all or
         nothing (daemon/README.md §12); an exception in the block discards them."""
-        if self._tx is not None:
+        if self._calls.tx is not None:
             raise InvalidOperation("a transaction is already open on this client")
-        tx = self._tx = Transaction()
+        tx = self._calls.tx = Transaction()
         try:
             yield tx
         finally:
-            self._tx = None
+            self._calls.tx = None
         if tx.entity is not None:
             tx.result = await self._call(tx.commit_call(self.namespace))
 
@@ -207,14 +207,14 @@ class AsyncClient:
         )
 
     async def namespace_credits(self, name: str | None = None) -> dict[str, Any]:
-        return await self._call(self._calls.namespace_credits(name or self.namespace))
+        return await self._call(self._calls.namespace_credits(name))
 
     async def namespace_metrics(self, name: str | None = None) -> dict[str, Any]:
-        return await self._call(self._calls.namespace_metrics(name or self.namespace))
+        return await self._call(self._calls.namespace_metrics(name))
 
     async def overview(self, name: str | None = None) -> dict[str, Any]:
         """:meth:`Client.overview`."""
-        result: dict[str, Any] = await self._call(self._calls.overview(name or self.namespace))
+        result: dict[str, Any] = await self._call(self._calls.overview(name))
         return result
 
     async def namespace_pair(
@@ -323,27 +323,17 @@ class AsyncClient:
         return await self._call(self._calls.rule_delete(topic, subscription, name))
 
     async def send(self, entity: str, messages: Sendable) -> list[int]:
-        messages = convert.messages(messages)
-        if self._tx is not None:
-            self._tx.add(entity, messages=messages)
-            return []
         return await self._call(self._calls.send(entity, messages))
 
     async def send_report(self, entity: str, messages: Sequence[Message]) -> dict[str, Any]:
         """:meth:`Client.send_report`."""
-        if self._tx is not None:
-            return {"sequence_numbers": await self.send(entity, messages), "diverted_to": None}
-        result: dict[str, Any] = await self._call(self._calls.send(entity, messages, report=True))
+        result: dict[str, Any] = await self._call(self._calls.send_report(entity, messages))
         return result
 
     async def peek(
         self, entity: str, count: int = 1, from_sequence: int | None = None
     ) -> list[ReceivedMessage]:
-        start = self._peek_next.get(entity) if from_sequence is None else from_sequence
-        got: list[ReceivedMessage] = await self._call(self._calls.peek(entity, count, start))
-        if got:
-            self._peek_next[entity] = got[-1].sequence_number + 1
-        return got
+        return await self._call(self._calls.peek(entity, count, from_sequence))
 
     async def receive(
         self,
@@ -355,7 +345,6 @@ class AsyncClient:
     ) -> list[ReceivedMessage]:
         """Receive; with ``session_lock_token`` (from :meth:`accept_session`), that
         session's messages in order."""
-        _refuse_in_transaction(self._tx, "receive")
         call = self._calls.receive(entity, count, max_wait, mode, session_lock_token)
         return await self._call(call)
 
@@ -368,10 +357,6 @@ class AsyncClient:
         reason: str | None = None,
         description: str | None = None,
     ) -> list[dict[str, Any]]:
-        if self._tx is not None:
-            settles, pending = _tx_settlements(op, lock_tokens, properties, reason, description)
-            self._tx.add(entity, settlements=settles)
-            return pending
         call = self._calls.settle(entity, op, lock_tokens, properties, reason, description)
         return await self._call(call)
 
@@ -409,7 +394,6 @@ class AsyncClient:
     async def receive_deferred(
         self, entity: str, sequence_numbers: Sequence[int], mode: str = "peek-lock"
     ) -> list[ReceivedMessage]:
-        _refuse_in_transaction(self._tx, "receive_deferred")
         return await self._call(self._calls.receive_deferred(entity, sequence_numbers, mode))
 
     async def schedule(self, entity: str, messages: Sendable, at_ms: Instant) -> list[int]:
@@ -455,11 +439,11 @@ class AsyncClient:
         return await self._call(self._calls.session_accept(entity, session_id))
 
     async def renew_session_lock(self, entity: str, session_lock_token: str) -> dict[str, Any]:
-        call = self._calls.session_token("session_renew", entity, session_lock_token)
+        call = self._calls.session_renew(entity, session_lock_token)
         return await self._call(call)
 
     async def close_session(self, entity: str, session_lock_token: str) -> dict[str, Any]:
-        call = self._calls.session_token("session_close", entity, session_lock_token)
+        call = self._calls.session_close(entity, session_lock_token)
         return await self._call(call)
 
     async def list_sessions(self, entity: str) -> list[dict[str, Any]]:

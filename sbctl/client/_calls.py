@@ -1,5 +1,6 @@
-"""What both clients share, free of I/O: the request table (:class:`_Calls`), reply
-readers, transactions, retry policy and error helpers.
+"""What both clients share, free of I/O: what each operation needs (:class:`_Calls`, built
+on the declarations of :mod:`sbctl.operations`), transactions, retry policy and error
+helpers.
 
 Rule 1: nothing here opens a socket or waits; :mod:`sbctl.client._sync` and
 :mod:`sbctl.client._async` move the frames.
@@ -11,7 +12,7 @@ import errno
 import time
 from collections.abc import Callable, Sequence
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 import msgspec
 
@@ -20,43 +21,8 @@ from sbctl.codec import Message
 from sbctl.convert import Duration, Instant, Sendable
 from sbctl.errors import InvalidOperation, SbctlError, ServiceCommunicationProblem
 from sbctl.messages import ReceivedMessage
-from sbctl.protocol import (
-    Delivered,
-    Empty,
-    EntityCreate,
-    EntityPath,
-    EntityRef,
-    FaultAdd,
-    FaultClear,
-    FaultList,
-    LoadAdopt,
-    LoadRef,
-    NamespaceCreate,
-    NamespacePair,
-    NamespaceRef,
-    NamespaceScope,
-    NamespaceUpdate,
-    Peek,
-    Receive,
-    ReceiveDeferred,
-    Resubmit,
-    RuleCreate,
-    RuleRef,
-    Send,
-    SequenceNumbers,
-    SessionAccept,
-    SessionRef,
-    SessionState,
-    SessionToken,
-    Settle,
-    StagedFile,
-    SubscriptionCreate,
-    SubscriptionRef,
-    TopicScope,
-    Transact,
-    TxSettle,
-    decode_result,
-)
+from sbctl.operations import OPERATIONS, Call, delivered
+from sbctl.protocol import StagedFile, TxSettle, decode_result
 from sbctl.retry import RetryPolicy
 
 if TYPE_CHECKING:
@@ -64,21 +30,6 @@ if TYPE_CHECKING:
 
 
 DEFAULT_NAMESPACE = "sbemulatorns"
-
-Call = tuple[str, msgspec.Struct, Callable[[msgspec.Raw], Any]]
-
-
-def _plain(raw: msgspec.Raw) -> Any:
-    return decode_result(raw)
-
-
-def _state(raw: msgspec.Raw) -> bytes | None:
-    state = decode_result(raw)["state"]
-    return bytes(state) if state is not None else None
-
-
-def _delivered(raw: msgspec.Raw) -> list[ReceivedMessage]:
-    return [ReceivedMessage.from_wire(d) for d in decode_result(raw, list[Delivered])]
 
 
 def _unreachable(path: str, exc: OSError) -> ServiceCommunicationProblem:
@@ -126,8 +77,7 @@ class Transaction:
             raise InvalidOperation(
                 "the transaction timed out: more than 2 minutes since its first operation"
             )
-        args = Transact(namespace, self.entity, self.messages, self.settlements)
-        return "transact", args, _plain
+        return OPERATIONS["transact"].call(namespace, self.entity, self.messages, self.settlements)
 
 
 def _refuse_in_transaction(tx: Transaction | None, what: str) -> None:
@@ -159,20 +109,37 @@ class _Answered(Exception):
         self.error = error
 
 
+class Local(NamedTuple):
+    """An answer the client gives itself without a request: what a send or a settlement
+    buffered in a transaction answers."""
+
+    value: Any
+
+
 class _Calls:
-    """Request builders: (op, args, how to read the result). No I/O here."""
+    """What each operation needs of a client, free of I/O: the request to send (op, args,
+    how to read the result: :class:`Call`, built from the declaration in
+    :mod:`sbctl.operations`), or the answer to give at once (:class:`Local`). It also keeps
+    the state both clients share: the open transaction and the peek positions."""
 
     def __init__(self, namespace: str) -> None:
         self.namespace = namespace
+        self.tx: Transaction | None = None
+        # daemon/README.md §5.3: a peek without a start continues after the last one peeked.
+        self.peek_next: dict[str, int] = {}
+
+    @staticmethod
+    def _op(name: str, *fields: Any, **named: Any) -> Call:
+        return OPERATIONS[name].call(*fields, **named)
 
     def ping(self) -> Call:
-        return "ping", Empty(), _plain
+        return self._op("ping")
 
     def status(self) -> Call:
-        return "status", Empty(), _plain
+        return self._op("status")
 
     def shutdown(self) -> Call:
-        return "shutdown", Empty(), _plain
+        return self._op("shutdown")
 
     def namespace_create(
         self,
@@ -183,10 +150,15 @@ class _Calls:
         credits_per_second: int | None = None,
         ops_per_unit: int | None = None,
     ) -> Call:
-        args = NamespaceCreate(
-            name, sku, premium_messaging_partitions, capacity, credits_per_second, ops_per_unit
+        return self._op(
+            "namespace_create",
+            name,
+            sku,
+            premium_messaging_partitions,
+            capacity,
+            credits_per_second,
+            ops_per_unit,
         )
-        return "namespace_create", args, _plain
 
     def namespace_update(
         self,
@@ -195,17 +167,16 @@ class _Calls:
         capacity: int | None = None,
         ops_per_unit: int | None = None,
     ) -> Call:
-        args = NamespaceUpdate(name, credits_per_second, capacity, ops_per_unit)
-        return "namespace_update", args, _plain
+        return self._op("namespace_update", name, credits_per_second, capacity, ops_per_unit)
 
-    def namespace_credits(self, name: str) -> Call:
-        return "namespace_credits", NamespaceRef(name), _plain
+    def namespace_credits(self, name: str | None) -> Call:
+        return self._op("namespace_credits", name or self.namespace)
 
-    def namespace_metrics(self, name: str) -> Call:
-        return "namespace_metrics", NamespaceRef(name), _plain
+    def namespace_metrics(self, name: str | None) -> Call:
+        return self._op("namespace_metrics", name or self.namespace)
 
-    def overview(self, name: str) -> Call:
-        return "overview", NamespaceRef(name), _plain
+    def overview(self, name: str | None) -> Call:
+        return self._op("overview", name or self.namespace)
 
     def namespace_pair(
         self,
@@ -216,7 +187,8 @@ class _Calls:
         ping_primary_interval_ms: Duration,
         enable_syphon: bool,
     ) -> Call:
-        args = NamespacePair(
+        return self._op(
+            "namespace_pair",
             primary,
             secondary,
             backlog_queue_count,
@@ -224,72 +196,71 @@ class _Calls:
             convert.duration_ms(ping_primary_interval_ms, "ping_primary_interval_ms"),
             enable_syphon,
         )
-        return "namespace_pair", args, _plain
 
     def namespace_unpair(self, primary: str) -> Call:
-        return "namespace_unpair", NamespaceRef(primary), _plain
+        return self._op("namespace_unpair", primary)
 
     def namespace_pair_status(self, primary: str) -> Call:
-        return "namespace_pair_status", NamespaceRef(primary), _plain
+        return self._op("namespace_pair_status", primary)
 
     def namespace_get(self, name: str) -> Call:
-        return "namespace_get", NamespaceRef(name), _plain
+        return self._op("namespace_get", name)
 
     def amqp_endpoint(self, name: str) -> Call:
-        return "amqp_endpoint", NamespaceRef(name), _plain
+        return self._op("amqp_endpoint", name)
 
     def namespace_list(self) -> Call:
-        return "namespace_list", Empty(), _plain
+        return self._op("namespace_list")
 
     def namespace_delete(self, name: str) -> Call:
-        return "namespace_delete", NamespaceRef(name), _plain
+        return self._op("namespace_delete", name)
 
     def queue_create(self, name: str, options: dict[str, Any]) -> Call:
-        return "queue_create", EntityCreate(self.namespace, name, convert.options(options)), _plain
+        return self._op("queue_create", self.namespace, name, convert.options(options))
 
     def queue_update(self, name: str, options: dict[str, Any]) -> Call:
-        return "queue_update", EntityCreate(self.namespace, name, convert.options(options)), _plain
+        return self._op("queue_update", self.namespace, name, convert.options(options))
 
     def queue_get(self, name: str) -> Call:
-        return "queue_get", EntityRef(self.namespace, name), _plain
+        return self._op("queue_get", self.namespace, name)
 
     def queue_list(self) -> Call:
-        return "queue_list", NamespaceScope(self.namespace), _plain
+        return self._op("queue_list", self.namespace)
 
     def queue_delete(self, name: str) -> Call:
-        return "queue_delete", EntityRef(self.namespace, name), _plain
+        return self._op("queue_delete", self.namespace, name)
 
     def topic_create(self, name: str, options: dict[str, Any]) -> Call:
-        return "topic_create", EntityCreate(self.namespace, name, convert.options(options)), _plain
+        return self._op("topic_create", self.namespace, name, convert.options(options))
 
     def topic_update(self, name: str, options: dict[str, Any]) -> Call:
-        return "topic_update", EntityCreate(self.namespace, name, convert.options(options)), _plain
+        return self._op("topic_update", self.namespace, name, convert.options(options))
 
     def topic_get(self, name: str) -> Call:
-        return "topic_get", EntityRef(self.namespace, name), _plain
+        return self._op("topic_get", self.namespace, name)
 
     def topic_list(self) -> Call:
-        return "topic_list", NamespaceScope(self.namespace), _plain
+        return self._op("topic_list", self.namespace)
 
     def topic_delete(self, name: str) -> Call:
-        return "topic_delete", EntityRef(self.namespace, name), _plain
+        return self._op("topic_delete", self.namespace, name)
 
     def subscription_create(self, topic: str, name: str, options: dict[str, Any]) -> Call:
-        args = SubscriptionCreate(self.namespace, topic, name, convert.options(options))
-        return "subscription_create", args, _plain
+        options = convert.options(options)
+        return self._op("subscription_create", self.namespace, topic, name, options)
 
     def subscription_update(self, topic: str, name: str, options: dict[str, Any]) -> Call:
-        args = SubscriptionCreate(self.namespace, topic, name, convert.options(options))
-        return "subscription_update", args, _plain
+        options = convert.options(options)
+        return self._op("subscription_update", self.namespace, topic, name, options)
 
     def subscription_get(self, topic: str, name: str) -> Call:
-        return "subscription_get", SubscriptionRef(self.namespace, topic, name), _plain
+        return self._op("subscription_get", self.namespace, topic, name)
 
     def subscription_list(self, topic: str) -> Call:
-        return "subscription_list", TopicScope(self.namespace, topic), _plain
+        return self._op("subscription_list", self.namespace, topic)
 
     def subscription_delete(self, topic: str, name: str) -> Call:
-        return "subscription_delete", SubscriptionRef(self.namespace, topic, name), _plain
+        return self._op("subscription_delete", self.namespace, topic, name)
 
     def rule_create(
         self,
@@ -299,24 +270,41 @@ class _Calls:
         filter: dict[str, Any] | None,
         action: str | None,
     ) -> Call:
-        args = RuleCreate(self.namespace, topic, subscription, name, filter, action)
-        return "rule_create", args, _plain
+        return self._op("rule_create", self.namespace, topic, subscription, name, filter, action)
 
     def rule_get(self, topic: str, subscription: str, name: str) -> Call:
-        return "rule_get", RuleRef(self.namespace, topic, subscription, name), _plain
+        return self._op("rule_get", self.namespace, topic, subscription, name)
 
     def rule_list(self, topic: str, subscription: str) -> Call:
-        return "rule_list", SubscriptionRef(self.namespace, topic, subscription), _plain
+        return self._op("rule_list", self.namespace, topic, subscription)
 
     def rule_delete(self, topic: str, subscription: str, name: str) -> Call:
-        return "rule_delete", RuleRef(self.namespace, topic, subscription, name), _plain
+        return self._op("rule_delete", self.namespace, topic, subscription, name)
 
-    def send(self, entity: str, messages: Sequence[Message], report: bool = False) -> Call:
-        # The clients' send() already turned what the caller passed into Messages.
-        return "send", Send(self.namespace, entity, list(messages), report), _plain
+    def send(self, entity: str, messages: Sendable) -> Call | Local:
+        """In a transaction, the messages wait for its commit: no numbers yet."""
+        messages = convert.messages(messages)
+        if self.tx is not None:
+            self.tx.add(entity, messages=messages)
+            return Local([])
+        return self._op("send", self.namespace, entity, messages)
+
+    def send_report(self, entity: str, messages: Sequence[Message]) -> Call | Local:
+        if self.tx is not None:
+            self.send(entity, messages)
+            return Local({"sequence_numbers": [], "diverted_to": None})
+        return self._op("send", self.namespace, entity, list(messages), report=True)
 
     def peek(self, entity: str, count: int, from_sequence: int | None) -> Call:
-        return "peek", Peek(self.namespace, entity, count, from_sequence), _delivered
+        start = self.peek_next.get(entity) if from_sequence is None else from_sequence
+
+        def read(raw: msgspec.Raw) -> list[ReceivedMessage]:
+            got = delivered(raw)
+            if got:
+                self.peek_next[entity] = got[-1].sequence_number + 1
+            return got
+
+        return self._op("peek", self.namespace, entity, count, start, reads=read)
 
     def receive(
         self,
@@ -326,25 +314,28 @@ class _Calls:
         mode: str,
         session: str | None = None,
     ) -> Call:
+        _refuse_in_transaction(self.tx, "receive")
         wait_ms = max(0, int(convert.wait_seconds(max_wait) * 1000))
-        args = Receive(self.namespace, entity, count, wait_ms, mode, session)
-        return "receive", args, _delivered
+        return self._op("receive", self.namespace, entity, count, wait_ms, mode, session)
 
     def session_accept(self, entity: str, session_id: str | None) -> Call:
-        return "session_accept", SessionAccept(self.namespace, entity, session_id), _plain
+        return self._op("session_accept", self.namespace, entity, session_id)
 
-    def session_token(self, op: str, entity: str, token: str) -> Call:
-        return op, SessionToken(self.namespace, entity, token), _plain
+    def session_renew(self, entity: str, token: str) -> Call:
+        return self._op("session_renew", self.namespace, entity, token)
+
+    def session_close(self, entity: str, token: str) -> Call:
+        return self._op("session_close", self.namespace, entity, token)
 
     def session_list(self, entity: str) -> Call:
-        return "session_list", EntityPath(self.namespace, entity), _plain
+        return self._op("session_list", self.namespace, entity)
 
     def session_get_state(self, entity: str, session_id: str) -> Call:
-        return "session_get_state", SessionRef(self.namespace, entity, session_id), _state
+        return self._op("session_get_state", self.namespace, entity, session_id)
 
     def session_set_state(self, entity: str, session_id: str, state: bytes | str | None) -> Call:
-        args = SessionState(self.namespace, entity, session_id, convert.state_bytes(state))
-        return "session_set_state", args, _plain
+        state = convert.state_bytes(state)
+        return self._op("session_set_state", self.namespace, entity, session_id, state)
 
     def settle(
         self,
@@ -354,24 +345,31 @@ class _Calls:
         properties: dict[str, Any] | None = None,
         reason: str | None = None,
         description: str | None = None,
-    ) -> Call:
+    ) -> Call | Local:
+        """In a transaction, the settlements wait for its commit: each is pending."""
+        if self.tx is not None:
+            settles, pending = _tx_settlements(op, lock_tokens, properties, reason, description)
+            self.tx.add(entity, settlements=settles)
+            return Local(pending)
         tokens = convert.lock_tokens(lock_tokens)
-        args = Settle(self.namespace, entity, op, tokens, properties, reason, description)
-        return "settle", args, _plain
+        return self._op(
+            "settle", self.namespace, entity, op, tokens, properties, reason, description
+        )
 
     def receive_deferred(self, entity: str, sequence_numbers: Sequence[int], mode: str) -> Call:
-        args = ReceiveDeferred(self.namespace, entity, list(sequence_numbers), mode)
-        return "receive_deferred", args, _delivered
+        _refuse_in_transaction(self.tx, "receive_deferred")
+        numbers = list(sequence_numbers)
+        return self._op("receive_deferred", self.namespace, entity, numbers, mode)
 
     def cancel_scheduled(self, entity: str, sequence_numbers: Sequence[int]) -> Call:
-        args = SequenceNumbers(self.namespace, entity, list(sequence_numbers))
-        return "cancel_scheduled", args, _plain
+        numbers = list(sequence_numbers)
+        return self._op("cancel_scheduled", self.namespace, entity, numbers)
 
     def purge(self, entity: str) -> Call:
-        return "purge", EntityPath(self.namespace, entity), _plain
+        return self._op("purge", self.namespace, entity)
 
     def dlq_resubmit(self, entity: str, count: int | None, to: str | None) -> Call:
-        return "dlq_resubmit", Resubmit(self.namespace, entity, count, to), _plain
+        return self._op("dlq_resubmit", self.namespace, entity, count, to)
 
     def fault_add(
         self,
@@ -381,22 +379,44 @@ class _Calls:
         latency_ms: Duration | None,
     ) -> Call:
         latency = None if latency_ms is None else convert.duration_ms(latency_ms, "latency_ms")
-        args = FaultAdd(self.namespace, entity, list(partitions), kind, latency)
-        return "fault_add", args, _plain
+        return self._op("fault_add", self.namespace, entity, list(partitions), kind, latency)
 
     def fault_list(self, all_namespaces: bool) -> Call:
-        return "fault_list", FaultList(None if all_namespaces else self.namespace), _plain
+        return self._op("fault_list", None if all_namespaces else self.namespace)
 
     def fault_clear(self, ids: Sequence[str], all_namespaces: bool) -> Call:
         namespace = None if ids or all_namespaces else self.namespace
-        return "fault_clear", FaultClear(namespace, list(ids), all_namespaces), _plain
+        return self._op("fault_clear", namespace, list(ids), all_namespaces)
 
     def load_adopt(self, entity: str, load_id: str, files: Sequence[tuple[int, str]]) -> Call:
         staged = [StagedFile(pid, path) for pid, path in files]
-        return "load_adopt", LoadAdopt(self.namespace, entity, load_id, staged), _plain
+        return self._op("load_adopt", self.namespace, entity, load_id, staged)
 
     def load_status(self, entity: str, load_id: str) -> Call:
-        return "load_status", LoadRef(self.namespace, entity, load_id), _plain
+        return self._op("load_status", self.namespace, entity, load_id)
+
+
+# The clients' methods named otherwise than the operation they send.
+METHOD_OPS = {
+    "accept_session": "session_accept",
+    "renew_session_lock": "session_renew",
+    "close_session": "session_close",
+    "list_sessions": "session_list",
+    "get_session_state": "session_get_state",
+    "set_session_state": "session_set_state",
+    "send_report": "send",
+}
+_C = TypeVar("_C", bound=type)
+
+
+def documented(cls: _C) -> _C:
+    """Give each of ``cls``'s operation methods that has no docstring its operation's
+    about line (sbctl.operations), for ``help()`` and editors."""
+    for name, fn in vars(cls).items():
+        op = OPERATIONS.get(METHOD_OPS.get(name, name))
+        if op is not None and callable(fn) and fn.__doc__ is None:
+            fn.__doc__ = op.about
+    return cls
 
 
 # Adoption checks and fdatasyncs every staged byte: allow it time on large loads.

@@ -30,19 +30,20 @@ from sbctl.client._calls import (
     ADOPT_TIMEOUT,
     DEFAULT_NAMESPACE,
     Call,
+    Local,
     Transaction,
     _Answered,
     _Calls,
     _gave_up,
     _policy,
     _raise_or_result,
-    _refuse_in_transaction,
     _scheduled,
-    _tx_settlements,
     _unreachable,
+    documented,
 )
 
 
+@documented
 class Client:
     """Blocking client; one request at a time on one Unix-socket connection."""
 
@@ -67,9 +68,6 @@ class Client:
         self._calls = _Calls(self.namespace)
         self._sock: socket.socket | None = None
         self._ids = itertools.count(1)
-        self._tx: Transaction | None = None
-        # daemon/README.md §5.3: a peek without a start continues after the last message peeked.
-        self._peek_next: dict[str, int] = {}
 
     # -- plumbing
     def _connect(self) -> socket.socket:
@@ -93,7 +91,9 @@ class Client:
             buf += chunk
         return bytes(buf)
 
-    def _call(self, call: Call, timeout: float | None = None) -> Any:
+    def _call(self, call: Call | Local, timeout: float | None = None) -> Any:
+        if isinstance(call, Local):
+            return call.value
         attempt = 0
         while True:
             try:
@@ -163,13 +163,13 @@ class Client:
     def transaction(self) -> Iterator[Transaction]:
         """Buffer this client's sends and settlements and commit them at once, all or
         nothing (daemon/README.md §12); an exception in the block discards them."""
-        if self._tx is not None:
+        if self._calls.tx is not None:
             raise InvalidOperation("a transaction is already open on this client")
-        tx = self._tx = Transaction()
+        tx = self._calls.tx = Transaction()
         try:
             yield tx
         finally:
-            self._tx = None
+            self._calls.tx = None
         if tx.entity is not None:
             tx.result = self._call(tx.commit_call(self.namespace))
 
@@ -214,16 +214,16 @@ class Client:
 
     def namespace_credits(self, name: str | None = None) -> dict[str, Any]:
         """Throttling state: credits left, consumption by kind, throttled requests."""
-        return self._call(self._calls.namespace_credits(name or self.namespace))
+        return self._call(self._calls.namespace_credits(name))
 
     def namespace_metrics(self, name: str | None = None) -> dict[str, Any]:
         """Throttled and served requests, and the daemon's CPU and memory."""
-        return self._call(self._calls.namespace_metrics(name or self.namespace))
+        return self._call(self._calls.namespace_metrics(name))
 
     def overview(self, name: str | None = None) -> dict[str, Any]:
         """A namespace at a glance (``sbctl top``): credits, every entity with its
         partitions, faults, pairing. Costs the namespace no credits."""
-        return self._call(self._calls.overview(name or self.namespace))
+        return self._call(self._calls.overview(name))
 
     def namespace_pair(
         self,
@@ -342,10 +342,6 @@ class Client:
     def send(self, entity: str, messages: Sendable) -> list[int]:
         """Send a batch (atomically stored); returns the sequence numbers assigned.
         ``messages``: Messages or bodies (bytes, or str sent as UTF-8), or just one."""
-        messages = convert.messages(messages)
-        if self._tx is not None:
-            self._tx.add(entity, messages=messages)
-            return []
         return self._call(self._calls.send(entity, messages))
 
     def send_report(self, entity: str, messages: Sequence[Message]) -> dict[str, Any]:
@@ -353,9 +349,7 @@ class Client:
         batch: ``{"sequence_numbers": [...], "diverted_to": <backlog queue> or None,
         "diverted_namespace": <secondary>}`` (diverted messages answer sequence number 0).
         Within a transaction it sends as :meth:`send` does (the numbers come at commit)."""
-        if self._tx is not None:
-            return {"sequence_numbers": self.send(entity, messages), "diverted_to": None}
-        result: dict[str, Any] = self._call(self._calls.send(entity, messages, report=True))
+        result: dict[str, Any] = self._call(self._calls.send_report(entity, messages))
         return result
 
     def peek(
@@ -363,11 +357,7 @@ class Client:
     ) -> list[ReceivedMessage]:
         """Browse (daemon/README.md §5); without ``from_sequence``, continue after the last message
         this client peeked on ``entity``."""
-        start = self._peek_next.get(entity) if from_sequence is None else from_sequence
-        got: list[ReceivedMessage] = self._call(self._calls.peek(entity, count, start))
-        if got:
-            self._peek_next[entity] = got[-1].sequence_number + 1
-        return got
+        return self._call(self._calls.peek(entity, count, from_sequence))
 
     def receive(
         self,
@@ -379,10 +369,8 @@ class Client:
     ) -> list[ReceivedMessage]:
         """Receive; with ``session_lock_token`` (from :meth:`accept_session`), that
         session's messages in order."""
-        _refuse_in_transaction(self._tx, "receive")
-        wait = convert.wait_seconds(max_wait)
-        call = self._calls.receive(entity, count, wait, mode, session_lock_token)
-        return self._call(call, timeout=wait + 30)
+        call = self._calls.receive(entity, count, max_wait, mode, session_lock_token)
+        return self._call(call, timeout=convert.wait_seconds(max_wait) + 30)
 
     def settle(
         self,
@@ -394,10 +382,6 @@ class Client:
         description: str | None = None,
     ) -> list[dict[str, Any]]:
         """Settle locked messages; returns one result per token (``ok`` or ``error``)."""
-        if self._tx is not None:
-            settles, pending = _tx_settlements(op, lock_tokens, properties, reason, description)
-            self._tx.add(entity, settlements=settles)
-            return pending
         call = self._calls.settle(entity, op, lock_tokens, properties, reason, description)
         return self._call(call)
 
@@ -433,7 +417,6 @@ class Client:
     def receive_deferred(
         self, entity: str, sequence_numbers: Sequence[int], mode: str = "peek-lock"
     ) -> list[ReceivedMessage]:
-        _refuse_in_transaction(self._tx, "receive_deferred")
         return self._call(self._calls.receive_deferred(entity, sequence_numbers, mode))
 
     def schedule(self, entity: str, messages: Sendable, at_ms: Instant) -> list[int]:
@@ -483,11 +466,11 @@ class Client:
         return self._call(self._calls.session_accept(entity, session_id))
 
     def renew_session_lock(self, entity: str, session_lock_token: str) -> dict[str, Any]:
-        call = self._calls.session_token("session_renew", entity, session_lock_token)
+        call = self._calls.session_renew(entity, session_lock_token)
         return self._call(call)
 
     def close_session(self, entity: str, session_lock_token: str) -> dict[str, Any]:
-        call = self._calls.session_token("session_close", entity, session_lock_token)
+        call = self._calls.session_close(entity, session_lock_token)
         return self._call(call)
 
     def list_sessions(self, entity: str) -> list[dict[str, Any]]:

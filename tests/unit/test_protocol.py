@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 
 from sbctl.codec import Message, decode_message
 from sbctl.errors import BadRequest
+from sbctl.operations import OPS, decode_args, decode_request
 from sbctl.protocol import (
     LENGTH,
-    OPS,
     PROTOCOL_VERSION,
     Delivered,
     EntityCreate,
@@ -48,10 +48,8 @@ from sbctl.protocol import (
     TopicScope,
     Transact,
     TxSettle,
-    decode_args,
     decode_envelope,
     decode_reply,
-    decode_request,
     decode_result,
     encode_frame,
     encode_reply,

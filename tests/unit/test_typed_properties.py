@@ -20,7 +20,8 @@ from sbctl.messages import (
     message_from_json,
     parse_property,
 )
-from sbctl.protocol import LENGTH, Delivered, Send, decode_request, encode_request
+from sbctl.operations import decode_request
+from sbctl.protocol import LENGTH, Delivered, Send, encode_request
 
 AT = datetime(2026, 3, 4, 5, 6, 7, 891000, tzinfo=UTC)
 ID = uuid.UUID("0f8fad5b-d9cb-469f-a165-70867728950e")

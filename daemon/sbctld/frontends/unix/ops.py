@@ -1,9 +1,10 @@
-"""The Unix socket's operations: decode's arguments in, a :class:`Reply` out.
+"""The Unix socket's operations: decoded arguments in, the result out.
 
-Each ``op_<name>`` serves the protocol operation ``<name>`` (sbctl.protocol.OPS): it calls the
-service and the broker through their public methods and returns what to answer, whether the
-answer waits for durability, and which entities it wrote (their parked requests, on any
-front-end, are completed after it). ``None``: answered later (a parked receive, a load).
+Each ``op_<name>`` serves the operation ``<name>`` declared in :mod:`sbctl.operations`: it
+calls the service and the broker through their public methods and returns the result. Whether
+the answer waits for durability, and which entities it woke (their parked requests, on any
+front-end, are completed after it), is the declaration's, applied by :meth:`answer`.
+``LATER``: the handler answers later itself (a parked receive, a load, the AMQP endpoint).
 """
 
 from __future__ import annotations
@@ -13,11 +14,12 @@ import logging
 import os
 import time
 import traceback
-from typing import Any, NamedTuple
+from typing import Any
 
 from sbctl import __version__
 from sbctl.errors import BadRequest, GeneralError, InvalidOperation, SbctlError, ServiceTimeout
 from sbctl.names import entity_key
+from sbctl.operations import OPERATIONS, Operation
 from sbctl.protocol import Delivered, Receive, encode_reply
 from sbctld import loads
 from sbctld.broker import Broker
@@ -28,10 +30,8 @@ from sbctld.service import DelayedOperation, Request, Service
 log = logging.getLogger("sbctld")
 
 
-class Reply(NamedTuple):
-    result: Any
-    durable: bool = False  # answer once what the request wrote is on disk (§21 "Durability")
-    wakes: tuple[tuple[str, str], ...] = ()  # (namespace, entity) written
+# What a handler returns when it answers later itself.
+LATER: Any = object()
 
 
 class Operations:
@@ -44,25 +44,25 @@ class Operations:
     _adoptions: set[asyncio.Task[None]]
     _load_locks: dict[tuple[Any, str], tuple[asyncio.Lock, int]]
 
-    def op_ping(self, conn: Connection, req_id: int, args: Any) -> Reply | None:
-        return Reply({"version": __version__, "pid": os.getpid()})
+    def op_ping(self, conn: Connection, req_id: int, args: Any) -> Any:
+        return {"version": __version__, "pid": os.getpid()}
 
-    def op_status(self, conn: Connection, req_id: int, args: Any) -> Reply | None:
+    def op_status(self, conn: Connection, req_id: int, args: Any) -> Any:
         info = self.service.status({"socket": str(self.socket_path)})
         # the reply buffer is this front-end's setting: shown after the durability
         keys = list(info)
         at = keys.index("durability") + 1
-        return Reply(
+        return (
             {k: info[k] for k in keys[:at]}
             | {"reply_buffer_bytes": self.reply_buffer_bytes}
             | {k: info[k] for k in keys[at:]}
         )
 
-    def op_shutdown(self, conn: Connection, req_id: int, args: Any) -> Reply | None:
+    def op_shutdown(self, conn: Connection, req_id: int, args: Any) -> Any:
         self.service.stopping.set()
-        return Reply({"stopping": True, "pid": os.getpid()})
+        return {"stopping": True, "pid": os.getpid()}
 
-    def op_namespace_create(self, conn: Connection, req_id: int, a: Any) -> Reply | None:
+    def op_namespace_create(self, conn: Connection, req_id: int, a: Any) -> Any:
         result = self.broker.namespace_create(
             a.name,
             a.sku,
@@ -71,25 +71,25 @@ class Operations:
             a.credits_per_second,
             a.ops_per_unit,
         )
-        return Reply(durable=True, result=result)
+        return result
 
-    def op_namespace_update(self, conn: Connection, req_id: int, a: Any) -> Reply | None:
+    def op_namespace_update(self, conn: Connection, req_id: int, a: Any) -> Any:
         result = self.broker.namespace_update(
             a.name, a.credits_per_second, a.capacity, a.ops_per_unit
         )
-        return Reply(durable=True, result=result)
+        return result
 
-    def op_namespace_credits(self, conn: Connection, req_id: int, a: Any) -> Reply | None:
-        return Reply(self.broker.namespace_credits(a.name))
+    def op_namespace_credits(self, conn: Connection, req_id: int, a: Any) -> Any:
+        return self.broker.namespace_credits(a.name)
 
     # --- overview (sbctl top; sbctld.overview) ---
-    def op_overview(self, conn: Connection, req_id: int, a: Any) -> Reply | None:
+    def op_overview(self, conn: Connection, req_id: int, a: Any) -> Any:
         from sbctld.overview import overview
 
-        return Reply(overview(self.broker, a.name))
+        return overview(self.broker, a.name)
 
     # --- end overview ---
-    def op_namespace_metrics(self, conn: Connection, req_id: int, a: Any) -> Reply | None:
+    def op_namespace_metrics(self, conn: Connection, req_id: int, a: Any) -> Any:
         """Premium-style metrics (daemon/README.md §20.3): throttled and served requests, and the
         daemon's own CPU and memory (shared by every namespace it serves)."""
         credits = self.broker.namespace_credits(a.name)
@@ -104,9 +104,9 @@ class Operations:
         }
         stats = self.service.process.read()
         info.update({k: stats[k] for k in ("cpu_percent", "rss_bytes") if k in stats})
-        return Reply(info)
+        return info
 
-    def op_namespace_pair(self, conn: Connection, req_id: int, a: Any) -> Reply | None:
+    def op_namespace_pair(self, conn: Connection, req_id: int, a: Any) -> Any:
         result = self.broker.pairings.pair(
             a.name,
             a.secondary,
@@ -115,105 +115,104 @@ class Operations:
             a.ping_primary_interval_ms,
             a.enable_syphon,
         )
-        return Reply(durable=True, result=result)
+        return result
 
-    def op_namespace_unpair(self, conn: Connection, req_id: int, a: Any) -> Reply | None:
-        return Reply(durable=True, result=self.broker.pairings.unpair(a.name))
+    def op_namespace_unpair(self, conn: Connection, req_id: int, a: Any) -> Any:
+        return self.broker.pairings.unpair(a.name)
 
-    def op_namespace_pair_status(self, conn: Connection, req_id: int, a: Any) -> Reply | None:
-        return Reply(self.broker.pairings.status(a.name))
+    def op_namespace_pair_status(self, conn: Connection, req_id: int, a: Any) -> Any:
+        return self.broker.pairings.status(a.name)
 
-    def op_namespace_get(self, conn: Connection, req_id: int, a: Any) -> Reply | None:
-        return Reply(self.broker.namespace_get(a.name))
+    def op_namespace_get(self, conn: Connection, req_id: int, a: Any) -> Any:
+        return self.broker.namespace_get(a.name)
 
-    def op_namespace_list(self, conn: Connection, req_id: int, a: Any) -> Reply | None:
-        return Reply(self.broker.namespace_list())
+    def op_namespace_list(self, conn: Connection, req_id: int, a: Any) -> Any:
+        return self.broker.namespace_list()
 
-    def op_namespace_delete(self, conn: Connection, req_id: int, a: Any) -> Reply | None:
+    def op_namespace_delete(self, conn: Connection, req_id: int, a: Any) -> Any:
         result = self.broker.namespace_delete(a.name)
         why = ServiceTimeout(f"namespace {a.name!r} was deleted")
         self.service.namespace_gone(entity_key(a.name), why)
-        return Reply(durable=True, result=result)
+        return result
 
-    def op_queue_create(self, conn: Connection, req_id: int, a: Any) -> Reply | None:
-        return Reply(durable=True, result=self.broker.queue_create(a.namespace, a.name, a.options))
+    def op_queue_create(self, conn: Connection, req_id: int, a: Any) -> Any:
+        return self.broker.queue_create(a.namespace, a.name, a.options)
 
-    def op_queue_update(self, conn: Connection, req_id: int, a: Any) -> Reply | None:
-        return Reply(durable=True, result=self.broker.queue_update(a.namespace, a.name, a.options))
+    def op_queue_update(self, conn: Connection, req_id: int, a: Any) -> Any:
+        return self.broker.queue_update(a.namespace, a.name, a.options)
 
-    def op_queue_get(self, conn: Connection, req_id: int, a: Any) -> Reply | None:
-        return Reply(self.broker.queue_get(a.namespace, a.name))
+    def op_queue_get(self, conn: Connection, req_id: int, a: Any) -> Any:
+        return self.broker.queue_get(a.namespace, a.name)
 
-    def op_queue_list(self, conn: Connection, req_id: int, a: Any) -> Reply | None:
-        return Reply(self.broker.queue_list(a.namespace))
+    def op_queue_list(self, conn: Connection, req_id: int, a: Any) -> Any:
+        return self.broker.queue_list(a.namespace)
 
-    def op_queue_delete(self, conn: Connection, req_id: int, a: Any) -> Reply | None:
+    def op_queue_delete(self, conn: Connection, req_id: int, a: Any) -> Any:
         result = self.broker.queue_delete(a.namespace, a.name)
         key = (entity_key(a.namespace), entity_key(a.name))
         self.service.gone([key], ServiceTimeout(f"queue {a.name!r} was deleted"))
-        return Reply(durable=True, result=result)
+        return result
 
-    def op_topic_create(self, conn: Connection, req_id: int, a: Any) -> Reply | None:
-        return Reply(durable=True, result=self.broker.topic_create(a.namespace, a.name, a.options))
+    def op_topic_create(self, conn: Connection, req_id: int, a: Any) -> Any:
+        return self.broker.topic_create(a.namespace, a.name, a.options)
 
-    def op_topic_update(self, conn: Connection, req_id: int, a: Any) -> Reply | None:
-        return Reply(durable=True, result=self.broker.topic_update(a.namespace, a.name, a.options))
+    def op_topic_update(self, conn: Connection, req_id: int, a: Any) -> Any:
+        return self.broker.topic_update(a.namespace, a.name, a.options)
 
-    def op_topic_get(self, conn: Connection, req_id: int, a: Any) -> Reply | None:
-        return Reply(self.broker.topic_get(a.namespace, a.name))
+    def op_topic_get(self, conn: Connection, req_id: int, a: Any) -> Any:
+        return self.broker.topic_get(a.namespace, a.name)
 
-    def op_topic_list(self, conn: Connection, req_id: int, a: Any) -> Reply | None:
-        return Reply(self.broker.topic_list(a.namespace))
+    def op_topic_list(self, conn: Connection, req_id: int, a: Any) -> Any:
+        return self.broker.topic_list(a.namespace)
 
-    def op_topic_delete(self, conn: Connection, req_id: int, a: Any) -> Reply | None:
+    def op_topic_delete(self, conn: Connection, req_id: int, a: Any) -> Any:
         keys = self.broker.subscription_keys(a.namespace, a.name)
         result = self.broker.topic_delete(a.namespace, a.name)
         self.service.gone(keys, ServiceTimeout(f"topic {a.name!r} was deleted"))
-        return Reply(durable=True, result=result)
+        return result
 
-    def op_subscription_create(self, conn: Connection, req_id: int, a: Any) -> Reply | None:
+    def op_subscription_create(self, conn: Connection, req_id: int, a: Any) -> Any:
         result = self.broker.subscription_create(a.namespace, a.topic, a.name, a.options)
-        return Reply(durable=True, result=result)
+        return result
 
-    def op_subscription_update(self, conn: Connection, req_id: int, a: Any) -> Reply | None:
+    def op_subscription_update(self, conn: Connection, req_id: int, a: Any) -> Any:
         result = self.broker.subscription_update(a.namespace, a.topic, a.name, a.options)
-        return Reply(durable=True, result=result)
+        return result
 
-    def op_subscription_get(self, conn: Connection, req_id: int, a: Any) -> Reply | None:
-        return Reply(self.broker.subscription_get(a.namespace, a.topic, a.name))
+    def op_subscription_get(self, conn: Connection, req_id: int, a: Any) -> Any:
+        return self.broker.subscription_get(a.namespace, a.topic, a.name)
 
-    def op_subscription_list(self, conn: Connection, req_id: int, a: Any) -> Reply | None:
-        return Reply(self.broker.subscription_list(a.namespace, a.topic))
+    def op_subscription_list(self, conn: Connection, req_id: int, a: Any) -> Any:
+        return self.broker.subscription_list(a.namespace, a.topic)
 
-    def op_subscription_delete(self, conn: Connection, req_id: int, a: Any) -> Reply | None:
+    def op_subscription_delete(self, conn: Connection, req_id: int, a: Any) -> Any:
         key = self.service.key(a.namespace, f"{a.topic}/subscriptions/{a.name}")
         result = self.broker.subscription_delete(a.namespace, a.topic, a.name)
         self.service.gone([key], ServiceTimeout(f"subscription {a.name!r} was deleted"))
-        return Reply(durable=True, result=result)
+        return result
 
-    def op_rule_create(self, conn: Connection, req_id: int, a: Any) -> Reply | None:
+    def op_rule_create(self, conn: Connection, req_id: int, a: Any) -> Any:
         result = self.broker.rule_create(
             a.namespace, a.topic, a.subscription, a.name, a.filter, a.action
         )
-        return Reply(durable=True, result=result)
+        return result
 
-    def op_rule_get(self, conn: Connection, req_id: int, a: Any) -> Reply | None:
+    def op_rule_get(self, conn: Connection, req_id: int, a: Any) -> Any:
         result = self.broker.rule_get(a.namespace, a.topic, a.subscription, a.name)
-        return Reply(result)
+        return result
 
-    def op_rule_list(self, conn: Connection, req_id: int, a: Any) -> Reply | None:
-        return Reply(self.broker.rule_list(a.namespace, a.topic, a.name))
+    def op_rule_list(self, conn: Connection, req_id: int, a: Any) -> Any:
+        return self.broker.rule_list(a.namespace, a.topic, a.name)
 
-    def op_rule_delete(self, conn: Connection, req_id: int, a: Any) -> Reply | None:
+    def op_rule_delete(self, conn: Connection, req_id: int, a: Any) -> Any:
         result = self.broker.rule_delete(a.namespace, a.topic, a.subscription, a.name)
-        return Reply(durable=True, result=result)
+        return result
 
-    def op_send(self, conn: Connection, req_id: int, a: Any) -> Reply | None:
+    def op_send(self, conn: Connection, req_id: int, a: Any) -> Any:
         # The connection is the sender a paired primary keeps a backlog queue for.
         seqs = self.broker.send(a.namespace, a.entity, a.messages, id(conn))
-        wakes = ((a.namespace, a.entity),)
         if not a.report:
-            return Reply(seqs, True, wakes)
+            return seqs
         # sbctl send: also say where a paired primary diverted the messages
         where = None
         if self.broker.paired and seqs and not any(seqs):
@@ -222,85 +221,80 @@ class Operations:
         if where is not None:
             pairing = self.broker.paired[entity_key(a.namespace)]
             report["diverted_namespace"] = pairing.secondary
-        return Reply(report, True, wakes)
+        return report
 
-    def op_peek(self, conn: Connection, req_id: int, a: Any) -> Reply | None:
-        return Reply(self.broker.peek(a.namespace, a.entity, a.count, a.from_sequence))
+    def op_peek(self, conn: Connection, req_id: int, a: Any) -> Any:
+        return self.broker.peek(a.namespace, a.entity, a.count, a.from_sequence)
 
-    def op_receive(self, conn: Connection, req_id: int, a: Any) -> Reply | None:
+    def op_receive(self, conn: Connection, req_id: int, a: Any) -> Any:
         got = receive(self.broker, a)
         if got or a.max_wait_ms <= 0:
-            return Reply(got, a.mode == "receive-and-delete")
+            return got
         # parked: answered by a later try, which has its own slow-store delay
         op = ParkedReceive(self.service, conn, req_id, a)
         conn.parked.add(op)
         key = self.service.key(a.namespace, a.entity)
         self.service.purgatory.watch(op, [key], a.max_wait_ms / 1000)
-        return None
+        return LATER
 
-    def op_settle(self, conn: Connection, req_id: int, a: Any) -> Reply | None:
+    def op_settle(self, conn: Connection, req_id: int, a: Any) -> Any:
         result = self.broker.settle(
             a.namespace, a.entity, a.op, a.lock_tokens, a.properties, a.reason, a.description
         )
-        wakes = ((a.namespace, a.entity),) if a.op in ("abandon", "dead-letter") else ()
-        return Reply(result, True, wakes)
+        return result
 
-    def op_session_accept(self, conn: Connection, req_id: int, a: Any) -> Reply | None:
-        return Reply(self.broker.session_accept(a.namespace, a.entity, a.session_id))
+    def op_session_accept(self, conn: Connection, req_id: int, a: Any) -> Any:
+        return self.broker.session_accept(a.namespace, a.entity, a.session_id)
 
-    def op_session_renew(self, conn: Connection, req_id: int, a: Any) -> Reply | None:
+    def op_session_renew(self, conn: Connection, req_id: int, a: Any) -> Any:
         result = self.broker.session_renew(a.namespace, a.entity, a.session_lock_token)
-        return Reply(result)
+        return result
 
-    def op_session_close(self, conn: Connection, req_id: int, a: Any) -> Reply | None:
+    def op_session_close(self, conn: Connection, req_id: int, a: Any) -> Any:
         result = self.broker.session_close(a.namespace, a.entity, a.session_lock_token)
-        return Reply(result)
+        return result
 
-    def op_session_list(self, conn: Connection, req_id: int, a: Any) -> Reply | None:
-        return Reply(self.broker.session_list(a.namespace, a.entity))
+    def op_session_list(self, conn: Connection, req_id: int, a: Any) -> Any:
+        return self.broker.session_list(a.namespace, a.entity)
 
-    def op_session_get_state(self, conn: Connection, req_id: int, a: Any) -> Reply | None:
+    def op_session_get_state(self, conn: Connection, req_id: int, a: Any) -> Any:
         state = self.broker.session_get_state(a.namespace, a.entity, a.session_id)
-        return Reply({"session_id": a.session_id, "state": state})
+        return {"session_id": a.session_id, "state": state}
 
-    def op_session_set_state(self, conn: Connection, req_id: int, a: Any) -> Reply | None:
+    def op_session_set_state(self, conn: Connection, req_id: int, a: Any) -> Any:
         self.broker.session_set_state(a.namespace, a.entity, a.session_id, a.state)
-        return Reply(durable=True, result={"session_id": a.session_id, "set": a.state is not None})
+        return {"session_id": a.session_id, "set": a.state is not None}
 
-    def op_transact(self, conn: Connection, req_id: int, a: Any) -> Reply | None:
+    def op_transact(self, conn: Connection, req_id: int, a: Any) -> Any:
         settlements = [
             (s.op, s.lock_token, s.properties, s.reason, s.description) for s in a.settlements
         ]
         result = self.broker.transact(a.namespace, a.entity, a.messages, settlements)
-        wakes: tuple[tuple[str, str], ...] = ()
-        if a.messages or any(s.op in ("abandon", "dead-letter") for s in a.settlements):
-            wakes = ((a.namespace, a.entity),)
-        return Reply(result, True, wakes)
+        return result
 
-    def op_receive_deferred(self, conn: Connection, req_id: int, a: Any) -> Reply | None:
+    def op_receive_deferred(self, conn: Connection, req_id: int, a: Any) -> Any:
         got = self.broker.receive_deferred(a.namespace, a.entity, a.sequence_numbers, a.mode)
-        return Reply(got, a.mode == "receive-and-delete")
+        return got
 
-    def op_cancel_scheduled(self, conn: Connection, req_id: int, a: Any) -> Reply | None:
+    def op_cancel_scheduled(self, conn: Connection, req_id: int, a: Any) -> Any:
         cancelled = self.broker.cancel_scheduled(a.namespace, a.entity, a.sequence_numbers)
-        return Reply(durable=True, result={"cancelled": cancelled})
+        return {"cancelled": cancelled}
 
-    def op_purge(self, conn: Connection, req_id: int, a: Any) -> Reply | None:
-        return Reply(durable=True, result={"purged": self.broker.purge(a.namespace, a.entity)})
+    def op_purge(self, conn: Connection, req_id: int, a: Any) -> Any:
+        return {"purged": self.broker.purge(a.namespace, a.entity)}
 
-    def op_dlq_resubmit(self, conn: Connection, req_id: int, a: Any) -> Reply | None:
+    def op_dlq_resubmit(self, conn: Connection, req_id: int, a: Any) -> Any:
         result = self.broker.dlq_resubmit(a.namespace, a.entity, a.count, a.to)
-        wakes = ((a.namespace, a.to or a.entity),) if result["resubmitted"] else ()
-        return Reply(result, True, wakes)
+        return result
 
-    def op_load_adopt(self, conn: Connection, req_id: int, a: Any) -> Reply | None:
+    def op_load_adopt(self, conn: Connection, req_id: int, a: Any) -> Any:
         """Check the staged files off the loop, then commit in one step (sbctld.loads)."""
         files = [(f.partition, f.path) for f in a.files]
         self.broker.load_queue(a.namespace, a.entity, files)  # refuse what is refused now
         task = asyncio.get_running_loop().create_task(self._load_adopt(conn, req_id, a, files))
         self._adoptions.add(task)
         task.add_done_callback(self._adoptions.discard)
-        return None
+        return LATER
 
     async def _load_adopt(
         self, conn: Connection, req_id: int, a: Any, files: list[tuple[int, str]]
@@ -326,7 +320,7 @@ class Operations:
             log.error("load %r failed:\n%s", a.load_id, traceback.format_exc())
             conn.reply_error(req_id, GeneralError(f"internal error: {exc}"))
             return
-        self.answer(conn, req_id, req, Reply(result, True, ((a.namespace, a.entity),)))
+        self.answer(conn, req_id, req, OPERATIONS["load_adopt"], a, result)
 
     async def _adopt_locked(
         self, a: Any, files: list[tuple[int, str]], queue: Queue
@@ -353,24 +347,19 @@ class Operations:
         )
         return result, req
 
-    def op_load_status(self, conn: Connection, req_id: int, a: Any) -> Reply | None:
-        return Reply(self.broker.load_status(a.namespace, a.entity, a.load_id))
+    def op_load_status(self, conn: Connection, req_id: int, a: Any) -> Any:
+        return self.broker.load_status(a.namespace, a.entity, a.load_id)
 
-    def op_fault_add(self, conn: Connection, req_id: int, a: Any) -> Reply | None:
-        result = self.broker.fault_add(a.namespace, a.entity, a.partitions, a.kind, a.latency_ms)
-        self.service.wake_namespace(entity_key(a.namespace))  # receives of a dead store fail
-        return Reply(result)
+    def op_fault_add(self, conn: Connection, req_id: int, a: Any) -> Any:
+        return self.broker.fault_add(a.namespace, a.entity, a.partitions, a.kind, a.latency_ms)
 
-    def op_fault_list(self, conn: Connection, req_id: int, a: Any) -> Reply | None:
-        return Reply(self.broker.fault_list(a.namespace))
+    def op_fault_list(self, conn: Connection, req_id: int, a: Any) -> Any:
+        return self.broker.fault_list(a.namespace)
 
-    def op_fault_clear(self, conn: Connection, req_id: int, a: Any) -> Reply | None:
-        result = self.broker.fault_clear(a.namespace, a.ids, a.all_namespaces)
-        for ns_key in dict.fromkeys(entity_key(f["namespace"]) for f in result["cleared"]):
-            self.service.wake_namespace(ns_key)  # what the stores held is there again
-        return Reply(result)
+    def op_fault_clear(self, conn: Connection, req_id: int, a: Any) -> Any:
+        return self.broker.fault_clear(a.namespace, a.ids, a.all_namespaces)
 
-    def op_amqp_endpoint(self, conn: Connection, req_id: int, a: Any) -> Reply | None:
+    def op_amqp_endpoint(self, conn: Connection, req_id: int, a: Any) -> Any:
         """`sbctl namespace connection-string`: served by the AMQP front-end, when it runs."""
         provider = self.service.providers.get("amqp_endpoint")
         if provider is None:
@@ -383,21 +372,29 @@ class Operations:
                 conn.send(encode_reply(req_id, True, result))
 
         provider(a, reply)
-        return None
+        return LATER
 
-    def answer(self, conn: Connection, req_id: int, req: Request, reply: Reply) -> None:
-        """Send ``reply`` (once durable when it says so, after the request's delay), then
-        complete what waits on the entities it wrote."""
+    def answer(
+        self, conn: Connection, req_id: int, req: Request, op: Operation, args: Any, result: Any
+    ) -> None:
+        """Send ``result`` (once durable when ``op`` is, after the request's delay), then
+        complete what waits on the entities ``op`` declares it wakes."""
 
         def done(error: SbctlError | None) -> None:
             if error is not None:
                 conn.reply_error(req_id, error)
             else:
-                conn.send(encode_reply(req_id, True, reply.result))
+                conn.send(encode_reply(req_id, True, result))
 
-        self.service.acknowledge(req, done, durable=reply.durable)
-        for namespace, entity in reply.wakes:
-            self.service.written(namespace, entity)
+        self.service.acknowledge(req, done, durable=op.is_durable(args))
+        wakes = op.woken(args, result)
+        if not wakes:
+            return
+        for namespace, entity in wakes:
+            if entity is not None:
+                self.service.written(namespace, entity)
+        for ns_key in dict.fromkeys(entity_key(ns) for ns, entity in wakes if entity is None):
+            self.service.wake_namespace(ns_key)
 
 
 def receive(broker: Broker, a: Receive) -> list[Delivered]:
@@ -438,7 +435,7 @@ class ParkedReceive(DelayedOperation):
             else:
                 conn.send(encode_reply(req_id, True, got))
 
-        self.service.acknowledge(req, done, durable=self.args.mode == "receive-and-delete")
+        self.service.acknowledge(req, done, durable=OPERATIONS["receive"].is_durable(self.args))
         return True
 
     def on_expire(self) -> None:

@@ -2,10 +2,11 @@
 the Python client.
 
 A thin layer over the service (sbctld.service): decode a request, call its handler
-(sbctld.frontends.unix.ops), encode the reply; the durable acknowledgement, the slow-store
-delay and the wake-ups are the service's. Errors are answered in the Unix wire form
-(``SbctlError.to_wire``); an unexpected exception is logged and answered as an internal
-error, never kills the daemon.
+(sbctld.frontends.unix.ops), encode the reply. Whether the reply waits for durability and
+what it wakes is the operation's declaration (sbctl.operations); the durable
+acknowledgement, the slow-store delay and the wake-ups themselves are the service's. Errors
+are answered in the Unix wire form (``SbctlError.to_wire``); an unexpected exception is
+logged and answered as an internal error, never kills the daemon.
 """
 
 from __future__ import annotations
@@ -21,9 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from sbctl.errors import GeneralError, SbctlError
-from sbctl.protocol import decode_args, decode_envelope
+from sbctl.operations import OPERATIONS, decode_args
+from sbctl.protocol import decode_envelope
 from sbctld.frontends.unix.connection import Connection
-from sbctld.frontends.unix.ops import Operations, Reply
+from sbctld.frontends.unix.ops import LATER, Operations
 from sbctld.service import Service
 
 log = logging.getLogger("sbctld")
@@ -45,9 +47,7 @@ class UnixFrontend(Operations):
         self._server: asyncio.AbstractServer | None = None
         self._adoptions: set[asyncio.Task[None]] = set()  # loads being checked (sbctld.loads)
         self._load_locks: dict[tuple[Any, str], tuple[asyncio.Lock, int]] = {}  # (lock, users)
-        self._handlers: dict[str, Callable[[Connection, int, Any], Reply | None]] = {
-            name[3:]: getattr(self, name) for name in dir(self) if name.startswith("op_")
-        }
+        self._handlers: dict[str, Callable[[Connection, int, Any], Any]] = handlers(self)
 
     # ------------------------------------------------------------ lifecycle
 
@@ -85,7 +85,7 @@ class UnixFrontend(Operations):
                 envelope = decode_envelope(body)
                 req_id = envelope.id
                 args = decode_args(envelope)  # refuses an unknown op
-                reply = self._handlers[envelope.op](conn, req_id, args)
+                result = self._handlers[envelope.op](conn, req_id, args)
         except SbctlError as err:
             # answered after the request's slow-store delay, like a success
             assert req is not None
@@ -95,11 +95,22 @@ class UnixFrontend(Operations):
             log.error("request %s failed:\n%s", req_id, traceback.format_exc())
             conn.reply_error(req_id, GeneralError(f"internal error: {exc}"))
             return
-        if reply is not None:
-            self.answer(conn, req_id, req, reply)
+        if result is not LATER:
+            self.answer(conn, req_id, req, OPERATIONS[envelope.op], args, result)
 
     def forget(self, conn: Connection) -> None:
         """A dropped connection drops its parked receives."""
         for op in list(conn.parked):
             self.service.purgatory.cancel(op)
         conn.parked.clear()
+
+
+def handlers(ops: Operations) -> dict[str, Callable[[Connection, int, Any], Any]]:
+    """``op_<name>`` for every declared operation (sbctl.operations); a declared operation
+    without a handler, or a handler without a declaration, is refused at start."""
+    found = {name[3:] for name in dir(ops) if name.startswith("op_")}
+    if found != set(OPERATIONS):
+        missing = ", ".join(sorted(set(OPERATIONS) - found)) or "none"
+        undeclared = ", ".join(sorted(found - set(OPERATIONS))) or "none"
+        raise RuntimeError(f"handlers without declaration: {undeclared}; missing: {missing}")
+    return {name: getattr(ops, f"op_{name}") for name in OPERATIONS}
