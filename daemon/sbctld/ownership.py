@@ -31,12 +31,10 @@ PROBE_TIMEOUT = 2.0
 
 class DataDirBusy(SbctlError):
     code = "DataDirBusy"
-    exit_code = 1
 
 
 class SocketBusy(SbctlError):
     code = "SocketBusy"
-    exit_code = 1
 
 
 @dataclass

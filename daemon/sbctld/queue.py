@@ -43,6 +43,7 @@ from sbctl.limits import (
 from sbctl.messages import parse_lock_token
 from sbctl.partitioning import partition_for_key, partition_key_of
 from sbctl.protocol import Delivered
+from sbctl.wire_errors import error_to_wire
 from sbctld.config import MB, QueueConfig, save_toml
 from sbctld.dedup import DuplicateHistory
 from sbctld.faults import all_down
@@ -498,7 +499,7 @@ class Queue(QueueSessions):
             try:
                 p, seq = self._settleable(op, token, now)
             except (MessageLockLost, BadRequest, InvalidOperation, SessionLockLost) as exc:
-                results.append({"lock_token": token, "error": exc.to_wire()})
+                results.append({"lock_token": token, "error": error_to_wire(exc)})
                 continue
             if op == "renew-lock":
                 # daemon/README.md §3.6: LockDuration more, counted from now.

@@ -58,6 +58,7 @@ from sbctl.protocol import (
     decode_result,
 )
 from sbctl.retry import RetryPolicy
+from sbctl.wire_errors import error_from_wire
 
 if TYPE_CHECKING:
     from sbctl.messages import Tokens
@@ -428,5 +429,5 @@ def _gave_up(error: SbctlError, retries: int) -> SbctlError:
 def _raise_or_result(reply_ok: bool, raw: msgspec.Raw, read: Callable[[msgspec.Raw], Any]) -> Any:
     if not reply_ok:
         err = decode_result(raw)
-        raise SbctlError.from_wire(err if isinstance(err, dict) else {"message": str(err)})
+        raise error_from_wire(err if isinstance(err, dict) else {"message": str(err)})
     return read(raw)

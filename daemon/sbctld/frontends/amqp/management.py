@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from sbctl.amqp import codec
 from sbctl.amqp.types import Array, Timestamp
 from sbctl.errors import BadRequest, SbctlError
+from sbctl.wire_errors import error_from_wire
 from sbctld.frontends.amqp import convert
 from sbctld.frontends.amqp.errors import condition_of, status_of
 
@@ -93,7 +94,7 @@ def renew_lock(conn: AmqpConnection, path: str, args: dict[str, Any], respond: R
 
     for r in results:
         if "error" in r:
-            raise SbctlError.from_wire(r["error"])
+            raise error_from_wire(r["error"])
         expirations.append(parse_instant_ms(r["locked_until_utc"], 0))
     respond(200, "OK", {"expirations": Array("timestamp", expirations)}, None)
 
@@ -127,7 +128,7 @@ def update_disposition(
     )
     for r in results:
         if "error" in r:
-            raise SbctlError.from_wire(r["error"])
+            raise error_from_wire(r["error"])
     if op in ("abandon", "dead-letter"):
         conn.frontend.wake(conn.namespace, path)
     _durable(conn, respond, None)

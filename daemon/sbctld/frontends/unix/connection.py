@@ -16,6 +16,7 @@ from typing import Protocol, cast
 
 from sbctl.errors import BadRequest, SbctlError
 from sbctl.protocol import LENGTH, MAX_REQUEST_BYTES, encode_reply
+from sbctl.wire_errors import error_to_wire
 from sbctld.service import DelayedOperation
 
 log = logging.getLogger("sbctld")
@@ -150,4 +151,4 @@ class Connection(asyncio.Protocol):
             self.transport.write(frame)
 
     def reply_error(self, req_id: int, err: SbctlError) -> None:
-        self.send(encode_reply(req_id, False, err.to_wire()))
+        self.send(encode_reply(req_id, False, error_to_wire(err)))

@@ -4,7 +4,7 @@ the Python client.
 A thin layer over the service (sbctld.service): decode a request, call its handler
 (sbctld.frontends.unix.ops), encode the reply; the durable acknowledgement, the slow-store
 delay and the wake-ups are the service's. Errors are answered in the Unix wire form
-(``SbctlError.to_wire``); an unexpected exception is logged and answered as an internal
+(``sbctl.wire_errors.error_to_wire``); an unexpected exception is logged and answered as an internal
 error, never kills the daemon.
 """
 
