@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import random
 import tomllib
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -59,6 +59,7 @@ from sbctld.pairing import (
     Pairing,
     PairOptions,
     PairRecord,
+    SenderId,
     backlog_name,
     check_options,
     counts_for_failover,
@@ -131,7 +132,7 @@ class PairingHost(Protocol):
         namespace: str,
         path: str,
         messages: Sequence[Message | bytes | msgspec.Raw],
-        sender: Hashable = None,
+        sender: SenderId | None = None,
         *,
         direct: bool = False,
     ) -> list[int]: ...
@@ -363,7 +364,7 @@ class PairedNamespaces:
         namespace: str,
         path: str,
         messages: Sequence[Message | bytes | msgspec.Raw],
-        sender: Hashable,
+        sender: SenderId | None,
     ) -> list[int]:
         """A send to the primary: to the primary while the entity is healthy, to a
         backlog queue once it failed over."""
@@ -400,7 +401,7 @@ class PairedNamespaces:
             return broker.send(namespace, path, messages, direct=True)  # names the mistake
         return self._divert(pairing, st, entity, path, messages, sender, now)
 
-    def backlog_of(self, namespace: str, path: str, sender: Hashable) -> str | None:
+    def backlog_of(self, namespace: str, path: str, sender: SenderId | None) -> str | None:
         """The backlog queue that takes ``sender``'s sends to ``path`` while the entity is
         failed over, or None. After a send answered with zeros (diverted), it names the
         queue that took them: sbctl send reports it."""
@@ -419,7 +420,7 @@ class PairedNamespaces:
         entity: Queue,
         path: str,
         messages: Sequence[Message | bytes | msgspec.Raw],
-        sender: Hashable,
+        sender: SenderId | None,
         now: int,
     ) -> list[int]:
         decoded, payloads = decode_batch(messages)

@@ -164,7 +164,7 @@ def schedule_message(
     for item in items:
         fields = _args(item)
         messages.append(convert.to_stored(bytes(fields.get("message") or b"")))
-    seqs = conn.broker.send(conn.namespace, path, messages, id(conn))
+    seqs = conn.broker.send(conn.namespace, path, messages, conn.sender)
     conn.frontend.wake(conn.namespace, path)
     _durable(conn, respond, {"sequence-numbers": Array("long", seqs)})
 

@@ -103,6 +103,7 @@ class AmqpConnection(asyncio.Protocol):
         self.frontend = frontend
         self.namespace = namespace
         self.broker = frontend.service.broker
+        self.sender = frontend.service.new_sender()  # a paired primary's backlog key
         self.conn = Connection(self, trace=_trace if TRACE else None)
         self.transactions = Transactions(self)
         self.transport: asyncio.Transport | None = None
@@ -433,7 +434,7 @@ class AmqpConnection(asyncio.Protocol):
                 )
                 return
             with service.request() as req:
-                self.broker.send(self.namespace, path, messages, id(self))
+                self.broker.send(self.namespace, path, messages, self.sender)
         except SbctlError as err:
             self._settle_send(link, delivery, err)
             return

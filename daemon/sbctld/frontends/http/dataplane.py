@@ -290,7 +290,7 @@ class DataPlane:
     def send(self, req: Request, entity: str, respond: Respond) -> None:
         messages = messages_of(req)
         with self.service.request() as request:
-            self.broker.send(req.namespace, entity, messages, id(self))
+            self.broker.send(req.namespace, entity, messages, req.sender)
 
         def done(err: SbctlError | None) -> None:
             if err is not None:

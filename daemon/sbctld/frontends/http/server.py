@@ -48,6 +48,7 @@ class HttpConnection(asyncio.Protocol):
     def __init__(self, frontend: HttpFrontend, namespace: str, tls: bool) -> None:
         self.frontend = frontend
         self.namespace = namespace
+        self.sender = frontend.service.new_sender()  # a paired primary's backlog key
         self.h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=64 * 1024)
         self.tls = TlsLayer(frontend.tls_context()) if tls else None
         self.transport: asyncio.Transport | None = None
@@ -213,6 +214,7 @@ class HttpConnection(asyncio.Protocol):
             body=b"".join(self.body),
             scheme="https" if self.tls is not None else "http",
             namespace=self.namespace,
+            sender=self.sender,
         )
         self.body = []
         answered = False
