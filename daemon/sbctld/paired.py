@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import msgspec
 import tomli_w
 
+from sbctl import send_rules
 from sbctl.codec import Message, decode_message, encode_message
 from sbctl.durations import format_duration_iso, format_instant
 from sbctl.errors import (
@@ -761,21 +762,9 @@ def _landed(target: Queue, marks: list[int], payload: bytes) -> bool:
 def _check_for_primary(entity: Queue, m: Message, size: int) -> None:
     """What the primary entity would refuse a message for, checked before it is diverted
     (so the syphon never carries a message its destination cannot take)."""
-    entity._check(m, size)  # ids, TTL, schedule, sessions, header size (daemon/README.md §1, §9.3)
-    if (
-        m.enqueued_sequence_number is not None
-        or m.transfer_hops is not None
-        or (m.dead_letter_source is not None)
-    ):
-        raise BadRequest(
-            "enqueued_sequence_number, transfer_hops and dead_letter_source are set by the "
-            "broker, not by senders"
-        )
-    if size > entity.max_message_bytes:
-        raise MessageSizeExceeded(
-            f"the message of {size} bytes is larger than the "
-            f"{entity.max_message_bytes // 1024} KB allowed for this tier"
-        )
+    entity._check(m, size)  # ids, TTL, schedule, sessions, header size (sbctl.send_rules)
+    send_rules.check_not_broker_set(m)
+    send_rules.check_size(size, entity.max_message_bytes)
 
 
 def _probe(entity: Queue, session_id: str) -> None:

@@ -13,16 +13,16 @@ from typing import Any
 
 import msgspec
 
+from sbctl import send_rules
 from sbctl.codec import (
     NOT_SCHEDULED,
-    STRING_FIELDS,
     Message,
     StagedRecord,
     decode_message,
     decode_sent_message,
     encode_message,
 )
-from sbctl.durations import MAX_TIMESPAN_MS, format_instant
+from sbctl.durations import format_instant
 from sbctl.errors import (
     BadRequest,
     InvalidOperation,
@@ -34,11 +34,7 @@ from sbctl.errors import (
     SessionLockLost,
 )
 from sbctl.limits import (
-    MAX_HEADER_BYTES,
-    MAX_ID_LENGTH,
-    MAX_PROPERTY_BYTES,
     MAX_TRANSACTION,
-    SESSION_REQUIRED,
 )
 from sbctl.messages import parse_lock_token
 from sbctl.partitioning import partition_for_key, partition_key_of
@@ -65,7 +61,6 @@ from sbctld.queue_state import (
 from sbctld.sessions import SESSION_LOCK_LOST, Sessions
 from sbctld.storage.journal import Entry
 from sbctld.storage.log import (
-    MAX_TIME_MS,
     OP_PROPS,
     OP_STATE,
     PartitionLog,
@@ -93,19 +88,6 @@ def decode_batch(
             raise BadRequest(f"message {i} of the batch is malformed: {exc}") from None
         payloads.append(data)
     return messages, payloads
-
-
-def _check_not_broker_set(m: Message) -> None:
-    """Senders may not set what only the broker sets (forwarding, resubmission)."""
-    if (
-        m.enqueued_sequence_number is not None
-        or m.transfer_hops is not None
-        or m.dead_letter_source is not None
-    ):
-        raise BadRequest(
-            "enqueued_sequence_number, transfer_hops and dead_letter_source are set "
-            "by the broker, not by senders"
-        )
 
 
 class Queue(QueueSessions):
@@ -209,26 +191,20 @@ class Queue(QueueSessions):
             size = len(payload)
             key = self._check(m, size)
             if not from_broker:
-                _check_not_broker_set(m)
+                send_rules.check_not_broker_set(m)
             if (
                 dedup is not None
                 and m.message_id is not None
                 and self._duplicate(dedup, m.message_id, key, now, fresh, order)
             ):
                 continue
-            if size > limit:
-                raise MessageSizeExceeded(
-                    f"the message of {size} bytes is larger than the {limit // 1024} KB "
-                    "allowed for this tier"
-                )
+            send_rules.check_size(size, limit)
             total += size
             if count == 1 and not faulty:
                 pid = 0
             else:
                 pid, rr = self._partition_of(key, via_partition, rr)
-            ttl = m.time_to_live_ms
-            # daemon/README.md §1.6: a message's TTL is capped by the entity default.
-            ttl = default_ttl if ttl is None or ttl > default_ttl else ttl
+            ttl = send_rules.stored_time_to_live(m.time_to_live_ms, default_ttl)
             group = groups.get(pid)
             if group is None:
                 group = groups[pid] = []
@@ -387,35 +363,14 @@ class Queue(QueueSessions):
         return {pid: log.commit(batch) for pid, (log, batch) in zip(groups, staged, strict=True)}
 
     def _check(self, m: Message, size: int) -> str | None:
-        """Per-message rules (daemon/README.md §1.3, §1.4, §1.6, §1.7, §9.3); returns the partition
-        key."""
+        """Per-message rules (sbctl.send_rules, shared with the Spark loader); returns the
+        partition key."""
         cfg = self.config
-        if m.message_id is not None and not 1 <= len(m.message_id) <= MAX_ID_LENGTH:
-            raise BadRequest("message_id must be 1-128 characters")
-        for name in ("session_id", "partition_key", "reply_to_session_id"):
-            value = getattr(m, name)
-            if value is not None and len(value) > MAX_ID_LENGTH:
-                raise BadRequest(f"{name} must be at most 128 characters")
-        if m.time_to_live_ms is not None and not 0 < m.time_to_live_ms <= MAX_TIMESPAN_MS:
-            raise BadRequest("time_to_live must be positive and at most TimeSpan.MaxValue")
-        sched = m.scheduled_enqueue_time_ms
-        if sched is not None and not 0 <= sched <= MAX_TIME_MS:
-            raise BadRequest("scheduled_enqueue_time must be between 1970 and 9999")
-        if cfg.requires_session and not m.session_id:
-            raise InvalidOperation(SESSION_REQUIRED)
-        header = size - len(m.body)
-        if header > MAX_HEADER_BYTES:
-            raise MessageSizeExceeded(
-                f"the message header of {header} bytes exceeds the 64 KB limit"
-            )
-        if header > MAX_PROPERTY_BYTES:  # only then can one property be over 32 KB
-            values = list((m.application_properties or {}).items())
-            values += [(f, getattr(m, f)) for f in STRING_FIELDS]
-            for k, v in values:
-                if isinstance(v, str) and len(v.encode()) > MAX_PROPERTY_BYTES:
-                    raise MessageSizeExceeded(f"property {k!r} exceeds the 32 KB limit")
-        return partition_key_of(
-            m.session_id, m.partition_key, m.message_id, cfg.requires_duplicate_detection
+        return send_rules.check_message(
+            m,
+            size,
+            requires_session=cfg.requires_session,
+            duplicate_detection=cfg.requires_duplicate_detection,
         )
 
     # ------------------------------------------------------------ receiving
