@@ -42,6 +42,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+from sbctl import layout
 from sbctl.client import AsyncClient, Client
 from sbctl.codec import Message
 from sbctl.errors import BadRequest, GeneralError, SbctlError, ServiceTimeout
@@ -266,7 +267,8 @@ def stored_bench(messages: int, size: int, tmpdir: Path | None = None) -> dict[s
         os.kill(pid, signal.SIGKILL)
         while daemonctl.status(data_dir, sock)["running"]:
             time.sleep(0.01)
-        for ckpt in data_dir.glob("namespaces/*/queues/*/p*/checkpoint.bin"):
+        queues = f"*/{layout.QUEUES_DIR}/*/p*/{layout.CHECKPOINT_FILE}"
+        for ckpt in layout.namespaces_dir(data_dir).glob(queues):
             ckpt.unlink()
         t0 = time.perf_counter()
         daemonctl.start(data_dir, sock, amqp=PRIVATE_AMQP)

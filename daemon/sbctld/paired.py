@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import msgspec
 import tomli_w
 
-from sbctl import send_rules
+from sbctl import layout, send_rules
 from sbctl.codec import Message, decode_message, encode_message
 from sbctl.durations import format_duration_iso, format_instant
 from sbctl.errors import (
@@ -81,8 +81,6 @@ if TYPE_CHECKING:
     from sbctld.queue import Queue
     from sbctld.storage.sync import Syncer
 
-PAIRING_FILE = "pairing.toml"
-LEDGER_FILE = "syphon.ledger"
 SAVE_EVERY_MS = 1000  # counters reach pairing.toml at most this late
 SYPHON_BATCH = 200  # messages the syphon moves per tick, over every pairing
 SYPHON_SCAN = 1000  # backlog messages it may look at per tick
@@ -161,7 +159,7 @@ class PairedNamespaces:
     def load(self) -> None:
         """Reload every pairing, then finish the syphon rounds a crash interrupted."""
         for key, ns in self.broker.namespaces.items():
-            path = ns.directory / PAIRING_FILE
+            path = layout.pairing_file(ns.directory)
             if not exists_verified(path):
                 continue
             data = tomllib.loads(read_verified(path).decode())
@@ -175,7 +173,7 @@ class PairedNamespaces:
         if folder is None:
             return
         data = _drop_none(msgspec.to_builtins(pairing.record()))
-        write_atomic(folder / PAIRING_FILE, tomli_w.dumps(data).encode())
+        write_atomic(layout.pairing_file(folder), tomli_w.dumps(data).encode())
         pairing.dirty = False
 
     def save_all(self) -> None:
@@ -259,7 +257,7 @@ class PairedNamespaces:
         pending = self._pending(pairing)
         del self.by_primary[entity_key(ns.name)]
         self._drop_ledger(pairing)
-        remove_verified(ns.directory / PAIRING_FILE)
+        remove_verified(layout.pairing_file(ns.directory))
         self.broker.report(f"unpaired namespace {pairing.primary} from {pairing.secondary}")
         return {
             "unpaired": pairing.primary,
@@ -679,7 +677,9 @@ class PairedNamespaces:
             "marks": marks,
         }
         folder = broker.namespaces[p_key].directory
-        write_atomic(folder / LEDGER_FILE, json.dumps(data).encode(), durable=broker.syncer.durable)
+        write_atomic(
+            layout.ledger_file(folder), json.dumps(data).encode(), durable=broker.syncer.durable
+        )
         self._ledgers.add(p_key)
 
     def _settle_ledger(self, p_key: str) -> None:
@@ -688,7 +688,7 @@ class PairedNamespaces:
         self._ledgers.discard(p_key)
         ns = self.broker.namespaces.get(p_key)
         if ns is not None:
-            remove_verified(ns.directory / LEDGER_FILE)
+            remove_verified(layout.ledger_file(ns.directory))
 
     def _drop_ledger(self, pairing: Pairing) -> None:
         key = entity_key(pairing.primary)
@@ -699,7 +699,7 @@ class PairedNamespaces:
         """Finish a round a crash interrupted (module docstring)."""
         broker = self.broker
         p_ns = broker.namespaces[p_key]
-        path = p_ns.directory / LEDGER_FILE
+        path = layout.ledger_file(p_ns.directory)
         if not exists_verified(path):
             return
         try:
@@ -707,7 +707,9 @@ class PairedNamespaces:
             moves = [(int(q), int(pid), int(seq)) for q, pid, seq in data["moves"]]
             marks = {str(k): [int(n) for n in v] for k, v in data["marks"].items()}
         except (ValueError, KeyError, TypeError) as exc:
-            broker.report(f"recovery: pairing {pairing.primary}: unreadable {LEDGER_FILE}: {exc}")
+            broker.report(
+                f"recovery: pairing {pairing.primary}: unreadable {layout.LEDGER_FILE}: {exc}"
+            )
             moves, marks = [], {}
         s_ns = broker.namespaces.get(entity_key(pairing.secondary))
         finished = 0

@@ -13,7 +13,7 @@ from typing import Any
 
 import msgspec
 
-from sbctl import send_rules
+from sbctl import layout, send_rules
 from sbctl.codec import (
     NOT_SCHEDULED,
     Message,
@@ -49,7 +49,6 @@ from sbctld.queue_state import (
     DEAD_LETTER_DESCRIPTION,
     DEAD_LETTER_REASON,
     DEAD_LETTER_SOURCE,
-    DESCRIPTION,
     DUPLICATE_IN_BATCH,
     DUPLICATE_OF_SEQ,
     LOCAL_MASK,
@@ -106,7 +105,7 @@ class Queue(QueueSessions):
     ) -> Queue:
         parts = []
         for pid in range(partition_count):
-            log = PartitionLog.open(directory / f"p{pid:02d}", syncer, segment_bytes)
+            log = PartitionLog.open(layout.partition_dir(directory, pid), syncer, segment_bytes)
             notes.extend(log.notes)
             parts.append(Partition(log, pid, partition_count > 1))
         queue = cls(directory, config, parts, max_message_bytes=max_message_bytes)
@@ -115,14 +114,14 @@ class Queue(QueueSessions):
         queue.open_sessions(syncer)
         if config.requires_duplicate_detection:
             window = config.duplicate_detection_history_time_window
-            queue.dedup = DuplicateHistory.open(directory / "dedup", syncer, window, now)
+            queue.dedup = DuplicateHistory.open(layout.dedup_dir(directory), syncer, window, now)
         return queue
 
     def open_sessions(self, syncer: Syncer) -> None:
         """Session-enabled: open the session states and index the stored messages."""
         if not self.config.requires_session:
             return
-        self.sessions = Sessions(self.directory / "sessions", syncer)
+        self.sessions = Sessions(layout.sessions_dir(self.directory), syncer)
         for p in self.partitions:
             for seq in p.log.seqs_in(State.ACTIVE):
                 session_id = decode_message(p.log.read_payload(seq)).session_id
@@ -130,7 +129,7 @@ class Queue(QueueSessions):
                     p.index_session(seq, session_id)
 
     def save(self) -> None:
-        save_toml(self.directory / DESCRIPTION, self.config)
+        save_toml(layout.queue_file(self.directory), self.config)
 
     def close(self) -> None:
         for p in self.partitions:

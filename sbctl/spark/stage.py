@@ -22,7 +22,7 @@ from typing import Any
 
 import msgspec
 
-from sbctl import send_rules
+from sbctl import layout, send_rules
 from sbctl.codec import NOT_SCHEDULED, STRING_FIELDS, Message, StagedRecord, encode_batch
 from sbctl.codec import encode_message as _encode
 from sbctl.durations import parse_duration_ms, parse_instant_ms
@@ -31,7 +31,6 @@ from sbctl.messages import property_value
 
 BATCH_BYTES = 1024 * 1024  # a staged batch is cut at about this many payload bytes
 FILE_BYTES = 64 * 1024 * 1024  # and a staged file (a future segment) at about this many
-STAGED_SUFFIX = ".sbb"
 
 
 class Row(msgspec.Struct, omit_defaults=True):
@@ -190,7 +189,7 @@ class _PartitionFiles:
     """The staged files one task writes for one target partition."""
 
     def __init__(self, directory: str, pid: int, task: int) -> None:
-        self.directory = os.path.join(directory, f"p{pid:02d}")
+        self.directory = os.fspath(layout.staged_partition_dir(directory, pid))
         self.pid = pid
         self.task = task
         self.pending: list[StagedRecord] = []
@@ -213,7 +212,7 @@ class _PartitionFiles:
         batch, _offsets = encode_batch(0, 0, self.pending)
         if self.fh is None:
             os.makedirs(self.directory, exist_ok=True)
-            path = os.path.join(self.directory, f"t{self.task:05d}-{self.k:03d}{STAGED_SUFFIX}")
+            path = os.fspath(layout.staged_file(self.directory, self.task, self.k))
             self.fh = open(path, "wb")  # noqa: SIM115 - closed in close_file()
         self.fh.write(batch)
         self.file_bytes += len(batch)
@@ -261,9 +260,9 @@ def stage_rows(task: int, lines: Iterable[str], target: Target) -> Iterator[tupl
             except Rejected as exc:
                 rejected += 1
                 if rejects is None:
-                    path = os.path.join(target.directory, "rejects")
-                    os.makedirs(path, exist_ok=True)
-                    rejects = open(os.path.join(path, f"t{task:05d}.jsonl"), "wb")  # noqa: SIM115
+                    folder = layout.task_rejects_dir(target.directory)
+                    os.makedirs(folder, exist_ok=True)
+                    rejects = open(layout.task_rejects_file(folder, task), "wb")  # noqa: SIM115
                 rejects.write(reject_line({"o": row.o, "reason": str(exc)}) + b"\n")
                 continue
             out = files.get(row.p)
