@@ -18,7 +18,7 @@ The tree (``<20>`` is a 20-digit zero-padded number, so that a plain sort is num
     ├── sbctld.log               the daemon's log
     ├── sbctld.sock              the Unix socket, when its path fits (sbctl.paths)
     ├── reserve.bin              space kept for settling on a full disk (sbctld.storage.space)
-    ├── spark.log                the JVM's output during `sbctl spark-load`
+    ├── spark.log, spark.log.1   the JVM's output during `sbctl spark-load` (and the one before)
     ├── staging/                 Spark staging (sbctl.spark): load-<id>/p<NN>/t<task>-<k>.sbb,
     │                            load-<id>/rejects/t<task>.jsonl, rejects-<load id>.jsonl
     ├── http/                    cert.pem, key.pem (0600), .lock, sql_parameters.json
@@ -292,6 +292,11 @@ def temp_sibling(path: Path) -> Path:
     """The same, for the files that have always used ``<stem>.tmp`` (keys, ports,
     certificates)."""
     return path.with_suffix(TEMP_SUFFIX)
+
+
+def rotated_log(path: Path) -> Path:
+    """Where a log grown past its size goes, replacing the one there (``spark.log.1``)."""
+    return path.with_name(path.name + ".1")
 
 
 def corrupt_path(path: Path) -> Path:
