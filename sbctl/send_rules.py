@@ -40,20 +40,24 @@ def check_message(
     returns its partition key. The tier's size limit is :func:`check_size`, which the daemon
     checks after duplicate detection (a duplicate is accepted and dropped, daemon/README.md
     §8.3)."""
-    check_fields(m, requires_session=requires_session)
-    return check_encoded(m, size, duplicate_detection=duplicate_detection)
+    check_fields(m, requires_session)
+    return check_encoded(m, size, duplicate_detection)
 
 
-def check_fields(m: Message, *, requires_session: bool) -> None:
+def check_fields(m: Message, requires_session: bool) -> None:
     """The rules on the message's fields, before it is encoded: ids, TTL, scheduled time,
     the session an entity requires."""
     # MessageId 1-128 characters; the other ids at most 128 (daemon/README.md §1.3, §14.4).
     if m.message_id is not None and not 1 <= len(m.message_id) <= MAX_ID_LENGTH:
         raise BadRequest("message_id must be 1-128 characters")
-    for name in ID_FIELDS:
-        value = getattr(m, name)
-        if value is not None and len(value) > MAX_ID_LENGTH:
-            raise BadRequest(f"{name} must be at most 128 characters")
+    s, p, r = m.session_id, m.partition_key, m.reply_to_session_id
+    if (
+        (s is not None and len(s) > MAX_ID_LENGTH)
+        or (p is not None and len(p) > MAX_ID_LENGTH)
+        or (r is not None and len(r) > MAX_ID_LENGTH)
+    ):  # rare: only then find which one, in ID_FIELDS order
+        name = next(f for f in ID_FIELDS if len(getattr(m, f) or "") > MAX_ID_LENGTH)
+        raise BadRequest(f"{name} must be at most 128 characters")
     # daemon/README.md §1.6, §1.8
     if m.time_to_live_ms is not None and not 0 < m.time_to_live_ms <= MAX_TIMESPAN_MS:
         raise BadRequest("time_to_live must be positive and at most TimeSpan.MaxValue")
@@ -64,7 +68,7 @@ def check_fields(m: Message, *, requires_session: bool) -> None:
         raise InvalidOperation(SESSION_REQUIRED)
 
 
-def check_encoded(m: Message, size: int, *, duplicate_detection: bool) -> str | None:
+def check_encoded(m: Message, size: int, duplicate_detection: bool) -> str | None:
     """The rules that need the encoded size: the properties (the size less the body) fit
     64 KB, each one 32 KB (daemon/README.md §1.4); then the partition key, where SessionId
     and PartitionKey must agree (daemon/README.md §1.7), which it returns."""

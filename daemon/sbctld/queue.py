@@ -186,9 +186,13 @@ class Queue(QueueSessions):
             dedup.prune(now, window)
         fresh: dict[str, int] = {}  # duplicate-detection key -> index in ``order``
         faulty = self.faulty
+        requires_session = cfg.requires_session
+        keyed_by_id = cfg.requires_duplicate_detection
         for m, payload in zip(messages, payloads, strict=True):
             size = len(payload)
-            key = self._check(m, size)
+            # send_rules.check_message, its two halves called here directly (the hot loop)
+            send_rules.check_fields(m, requires_session)
+            key = send_rules.check_encoded(m, size, keyed_by_id)
             if not from_broker:
                 send_rules.check_not_broker_set(m)
             if (
@@ -197,7 +201,8 @@ class Queue(QueueSessions):
                 and self._duplicate(dedup, m.message_id, key, now, fresh, order)
             ):
                 continue
-            send_rules.check_size(size, limit)
+            if size > limit:
+                send_rules.check_size(size, limit)  # raises, with the rule's text
             total += size
             if count == 1 and not faulty:
                 pid = 0
