@@ -42,9 +42,11 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+from sbctl import layout
 from sbctl.client import AsyncClient, Client
 from sbctl.codec import Message
 from sbctl.errors import BadRequest, GeneralError, SbctlError, ServiceTimeout
+from sbctl.wire_errors import error_from_wire, error_to_wire
 
 RAW_RECORD_BYTES = 1024
 RAW_SECONDS = 1.0
@@ -265,7 +267,8 @@ def stored_bench(messages: int, size: int, tmpdir: Path | None = None) -> dict[s
         os.kill(pid, signal.SIGKILL)
         while daemonctl.status(data_dir, sock)["running"]:
             time.sleep(0.01)
-        for ckpt in data_dir.glob("namespaces/*/queues/*/p*/checkpoint.bin"):
+        queues = f"*/{layout.QUEUES_DIR}/*/p*/{layout.CHECKPOINT_FILE}"
+        for ckpt in layout.namespaces_dir(data_dir).glob(queues):
             ckpt.unlink()
         t0 = time.perf_counter()
         daemonctl.start(data_dir, sock, amqp=PRIVATE_AMQP)
@@ -443,7 +446,7 @@ def _worker(conn: Connection, args: tuple[Any, ...], loop: str) -> None:  # prag
         count, _t0, t1, lat = _run(_phase(ready, *args), loop)
         conn.send(("done", count, t1, lat.tobytes()))
     except SbctlError as exc:
-        conn.send(("error", exc.to_wire()))
+        conn.send(("error", error_to_wire(exc)))
     except BaseException as exc:
         conn.send(("error", {"code": "GeneralError", "message": f"bench worker: {exc!r}"}))
     finally:
@@ -470,7 +473,7 @@ def _run_in_workers(
         for _proc, conn in procs:
             msg = _from_worker(conn, limit)
             if msg[0] != "ready":
-                raise SbctlError.from_wire(msg[1])
+                raise error_from_wire(msg[1])
         t0 = time.perf_counter()
         for _proc, conn in procs:
             conn.send("go")
@@ -479,7 +482,7 @@ def _run_in_workers(
         for _proc, conn in procs:
             msg = _from_worker(conn, limit + timeout)
             if msg[0] != "done":
-                raise SbctlError.from_wire(msg[1])
+                raise error_from_wire(msg[1])
             count += msg[1]
             end = max(end, msg[2])
             lat.frombytes(msg[3])

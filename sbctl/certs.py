@@ -16,14 +16,13 @@ import ipaddress
 import os
 from pathlib import Path
 
-CERT_FILE = "cert.pem"
-KEY_FILE = "key.pem"
+from sbctl import layout
+
 VALID_DAYS = 3650
 
 
 def cert_paths(data_dir: Path) -> tuple[Path, Path]:
-    folder = data_dir / "http"
-    return folder / CERT_FILE, folder / KEY_FILE
+    return layout.cert_files(data_dir)
 
 
 def ensure_certificate(data_dir: Path) -> tuple[Path, Path]:
@@ -33,7 +32,7 @@ def ensure_certificate(data_dir: Path) -> tuple[Path, Path]:
         return cert_path, key_path
     cert_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     # The daemon (first HTTPS connection) and `sbctl daemon cert` may race: one makes both.
-    lock = os.open(cert_path.parent / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+    lock = os.open(layout.cert_lock(data_dir), os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not (cert_path.exists() and key_path.exists()):
@@ -97,7 +96,7 @@ def _generate(cert_path: Path, key_path: Path) -> None:
 
 
 def _write(path: Path, data: bytes, mode: int) -> None:
-    tmp = path.with_suffix(".tmp")
+    tmp = layout.temp_sibling(path)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     with os.fdopen(fd, "wb") as f:
         f.write(data)

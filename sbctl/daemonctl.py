@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sbctl import paths
+from sbctl import layout, paths
 from sbctl.client import Client
 from sbctl.errors import GeneralError, SbctlError, ServiceCommunicationProblem, ServiceTimeout
 
@@ -68,7 +68,7 @@ def start(
     t0 = time.perf_counter()
     paths.check_socket_path(socket_path)
     base = {"data_dir": str(data_dir), "socket": str(socket_path)}
-    log_file = str(data_dir / paths.LOGFILE)
+    log_file = str(layout.log_file(data_dir))
     running = _status(socket_path)
     if running is not None:
         theirs = running.get("data_dir")
@@ -81,7 +81,7 @@ def start(
     owner = _pidfile_owner(data_dir)
     if owner is not None:
         raise GeneralError(
-            f"data dir {data_dir} is held by pid {owner} (see {data_dir / paths.PIDFILE}), "
+            f"data dir {data_dir} is held by pid {owner} (see {layout.pid_file(data_dir)}), "
             f"which does not answer on {socket_path}; is it using another --socket? "
             f"stop it with `kill {owner}`"
         )

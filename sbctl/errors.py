@@ -8,31 +8,34 @@ retried) and, where it applies, ``retry_after`` in seconds.
 
 The tree::
 
-    SbctlError                              code                         exit
-    ├── GeneralError                        GeneralError                  1
-    ├── InvalidOperation                    InvalidOperation              5
-    │   └── BadRequest                      BadRequest                    5
-    ├── MessagingEntityNotFound             MessagingEntityNotFound       3
-    ├── MessagingEntityAlreadyExists        MessagingEntityAlreadyExists  4
-    ├── MessagingEntityDisabled             MessagingEntityDisabled       10
-    ├── MessageSizeExceeded                 MessageSizeExceeded           6
-    ├── QuotaExceeded                       QuotaExceeded                 6
-    ├── MessageLockLost                     MessageLockLost               7
-    ├── MessageNotFound                     MessageNotFound               7
-    ├── SessionLockLost                     SessionLockLost               7
-    ├── SessionCannotBeLocked               SessionCannotBeLocked         7
-    ├── ServerBusy          (transient)     ServerBusy / 50009            8
-    ├── ServiceTimeout      (transient)     ServiceTimeout                11
+    SbctlError                              code / Azure error number
+    ├── GeneralError                        GeneralError
+    ├── InvalidOperation                    InvalidOperation
+    │   └── BadRequest                      BadRequest
+    ├── MessagingEntityNotFound             MessagingEntityNotFound
+    ├── MessagingEntityAlreadyExists        MessagingEntityAlreadyExists
+    ├── MessagingEntityDisabled             MessagingEntityDisabled
+    ├── MessageSizeExceeded                 MessageSizeExceeded
+    ├── QuotaExceeded                       QuotaExceeded
+    ├── MessageLockLost                     MessageLockLost
+    ├── MessageNotFound                     MessageNotFound
+    ├── SessionLockLost                     SessionLockLost
+    ├── SessionCannotBeLocked               SessionCannotBeLocked
+    ├── ServerBusy          (transient)     ServerBusy / 50009
+    ├── ServiceTimeout      (transient)     ServiceTimeout
     └── ServiceCommunicationProblem (transient)
-                                            ServiceCommunicationProblem   9
+                                            ServiceCommunicationProblem
 
-Only the CLI turns codes into exit statuses (``exit_code``); nothing else should branch on
-them except the client's retry policy, which reads ``transient`` and ``retry_after`` only.
+This module is the catalogue only. Each side maps errors to its own form: the CLI to exit
+statuses (:mod:`sbctl.cli.exit_codes`), the Unix protocol to a map
+(:mod:`sbctl.wire_errors`), the AMQP and HTTP front-ends to their protocols' conditions and
+status codes. Nothing else should branch on codes except the client's retry policy, which
+reads ``transient`` and ``retry_after`` only.
 """
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
 
 class SbctlError(Exception):
@@ -40,28 +43,12 @@ class SbctlError(Exception):
 
     code: ClassVar[str] = "GeneralError"
     transient: ClassVar[bool] = False
-    exit_code: ClassVar[int] = 1
     error_number: ClassVar[int | None] = None  # Azure's error number, where it has one
 
     def __init__(self, message: str, *, retry_after: float | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.retry_after = retry_after
-
-    def to_wire(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"code": self.code, "message": self.message}
-        if self.error_number is not None:
-            out["error_number"] = self.error_number
-        if self.retry_after is not None:
-            out["retry_after"] = self.retry_after
-        return out
-
-    @staticmethod
-    def from_wire(data: dict[str, Any]) -> SbctlError:
-        cls = CATALOGUE.get(str(data.get("code")), GeneralError)
-        message = str(data.get("message", "unknown error"))
-        retry_after = data.get("retry_after")
-        return cls(message, retry_after=float(retry_after) if retry_after is not None else None)
 
 
 class GeneralError(SbctlError):
@@ -72,7 +59,6 @@ class InvalidOperation(SbctlError):
     """The request is well formed but not allowed (AMQP ``amqp:not-allowed``)."""
 
     code = "InvalidOperation"
-    exit_code = 5
 
 
 class BadRequest(InvalidOperation):
@@ -83,47 +69,38 @@ class BadRequest(InvalidOperation):
 
 class MessagingEntityNotFound(SbctlError):
     code = "MessagingEntityNotFound"
-    exit_code = 3
 
 
 class MessagingEntityAlreadyExists(SbctlError):
     code = "MessagingEntityAlreadyExists"
-    exit_code = 4
 
 
 class MessagingEntityDisabled(SbctlError):
     code = "MessagingEntityDisabled"
-    exit_code = 10
 
 
 class MessageSizeExceeded(SbctlError):
     code = "MessageSizeExceeded"
-    exit_code = 6
 
 
 class QuotaExceeded(SbctlError):
     code = "QuotaExceeded"
-    exit_code = 6
 
 
 class MessageLockLost(SbctlError):
     code = "MessageLockLost"
-    exit_code = 7
 
 
 class MessageNotFound(SbctlError):
     code = "MessageNotFound"
-    exit_code = 7
 
 
 class SessionLockLost(SbctlError):
     code = "SessionLockLost"
-    exit_code = 7
 
 
 class SessionCannotBeLocked(SbctlError):
     code = "SessionCannotBeLocked"
-    exit_code = 7
 
 
 class ServerBusy(SbctlError):
@@ -131,14 +108,12 @@ class ServerBusy(SbctlError):
 
     code = "ServerBusy"
     transient = True
-    exit_code = 8
     error_number = 50009
 
 
 class ServiceTimeout(SbctlError):
     code = "ServiceTimeout"
     transient = True
-    exit_code = 11
 
 
 class ServiceCommunicationProblem(SbctlError):
@@ -146,7 +121,6 @@ class ServiceCommunicationProblem(SbctlError):
 
     code = "ServiceCommunicationProblem"
     transient = True
-    exit_code = 9
 
 
 CATALOGUE: dict[str, type[SbctlError]] = {
@@ -169,5 +143,3 @@ CATALOGUE: dict[str, type[SbctlError]] = {
         ServiceCommunicationProblem,
     )
 }
-
-EXIT_USAGE = 2  # click's own status for a bad command line

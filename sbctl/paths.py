@@ -2,9 +2,9 @@
 
 - data dir: ``--data-dir``, else ``$SBCTL_DATA_DIR``, else ``$XDG_DATA_HOME/sbctl``
   (``~/.local/share/sbctl``);
-- socket: ``--socket``, else ``$SBCTL_SOCKET``, else ``<data dir>/sbctld.sock`` when that
-  path fits a Unix socket address, else ``$XDG_RUNTIME_DIR`` (or the temp dir)
-  ``/sbctl-<uid>-<hash of the data dir>.sock``.
+- socket: ``--socket``, else ``$SBCTL_SOCKET``, else the socket in the data dir when that
+  path fits a Unix socket address, else one in ``$XDG_RUNTIME_DIR`` (or the temp dir) named
+  after the uid and a hash of the data dir (the names: :mod:`sbctl.layout`).
 """
 
 from __future__ import annotations
@@ -14,12 +14,10 @@ import os
 import tempfile
 from pathlib import Path
 
+from sbctl import layout
 from sbctl.errors import BadRequest
 
 MAX_SOCKET_PATH = 107  # sizeof(sockaddr_un.sun_path) - 1 on Linux
-PIDFILE = "sbctld.pid"
-LOGFILE = "sbctld.log"
-SOCKET_NAME = "sbctld.sock"
 
 
 def default_data_dir() -> Path:
@@ -39,12 +37,12 @@ def default_socket(data_dir: Path | None = None) -> Path:
     if env:
         return Path(env).expanduser().absolute()
     data_dir = data_dir or default_data_dir()
-    candidate = data_dir / SOCKET_NAME
+    candidate = layout.socket_in(data_dir)
     if len(os.fsencode(candidate)) <= MAX_SOCKET_PATH:
         return candidate
     runtime = os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
     digest = hashlib.sha256(os.fsencode(data_dir)).hexdigest()[:12]
-    return Path(runtime) / f"sbctl-{os.getuid()}-{digest}.sock"
+    return layout.runtime_socket(runtime, os.getuid(), digest)
 
 
 def resolve_socket(value: str | os.PathLike[str] | None, data_dir: Path | None = None) -> Path:

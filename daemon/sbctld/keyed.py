@@ -18,8 +18,9 @@ from pathlib import Path
 
 import msgspec
 
+from sbctl.layout import JOURNAL_SUFFIX, journal_name, numbered
 from sbctld.storage import journal as jnl
-from sbctld.storage.files import JOURNAL_SUFFIX, fsync_dir, journal_name, numbered, write_all
+from sbctld.storage.files import fsync_dir, write_all
 from sbctld.storage.sync import Syncer
 
 log = logging.getLogger("sbctld")

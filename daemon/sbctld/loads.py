@@ -34,6 +34,7 @@ from typing import Any, NamedTuple
 
 import msgspec
 
+from sbctl import layout
 from sbctl.errors import BadRequest, MessagingEntityDisabled, QuotaExceeded
 from sbctld import staged
 from sbctld.config import MB
@@ -50,7 +51,6 @@ from sbctld.storage.files import read_verified, remove_verified, write_atomic
 from sbctld.storage.log import PartitionLog
 from sbctld.storage.topic import TopicLog
 
-LOADS_DIR = "loads"
 MAX_LOAD_ID = 128
 # Test hook: seconds to stop for after the first partition's files are linked and before the
 # commit, so that a test can SIGKILL the daemon mid-adoption.
@@ -66,7 +66,7 @@ class Manifest(msgspec.Struct, kw_only=True):
 
 def _path(entity_dir: Path, load_id: str) -> Path:
     digest = hashlib.sha256(load_id.encode()).hexdigest()[:32]
-    return entity_dir / LOADS_DIR / f"{digest}.load"
+    return layout.load_manifest(entity_dir, digest)
 
 
 def _read(path: Path) -> Manifest | None:
@@ -83,10 +83,10 @@ def _write(path: Path, manifest: Manifest) -> None:
 
 def recover(entity_dir: Path, report: Callable[[str], None]) -> None:
     """Roll back adoptions that never committed (before the partition logs are opened)."""
-    folder = entity_dir / LOADS_DIR
+    folder = layout.loads_dir(entity_dir)
     if not folder.is_dir():
         return
-    for path in sorted(folder.glob("*.load")):
+    for path in sorted(folder.glob(f"*{layout.LOAD_SUFFIX}")):
         manifest = _read(path)
         if manifest is None or manifest.state == "committed":
             continue

@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from sbctl import paths
+from sbctl import layout, paths
 from sbctl.errors import SbctlError
 from sbctld.broker import Broker
 from sbctld.clock import SystemClock
@@ -42,7 +42,7 @@ __all__ = ["DaemonSettings", "main", "run"]
 
 
 def setup_logging(data_dir: Path, foreground: bool) -> None:
-    handler: logging.Handler = logging.FileHandler(data_dir / paths.LOGFILE)
+    handler: logging.Handler = logging.FileHandler(layout.log_file(data_dir))
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
     root = logging.getLogger("sbctld")
     root.handlers[:] = [handler]

@@ -21,22 +21,19 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sbctl import paths
+from sbctl import layout, paths
 from sbctl.errors import BadRequest, SbctlError
 
-LOCKFILE = "sbctld.lock"
 OWNER_ONLY_UMASK = 0o077
 PROBE_TIMEOUT = 2.0
 
 
 class DataDirBusy(SbctlError):
     code = "DataDirBusy"
-    exit_code = 1
 
 
 class SocketBusy(SbctlError):
     code = "SocketBusy"
-    exit_code = 1
 
 
 @dataclass
@@ -53,7 +50,7 @@ class Claim:
         if not self.lock_fds:
             return
         with contextlib.suppress(OSError):
-            os.unlink(self.data_dir / paths.PIDFILE)
+            os.unlink(layout.pid_file(self.data_dir))
         with contextlib.suppress(OSError):
             os.ftruncate(self.lock_fds[0], 0)
         for fd in self.lock_fds:
@@ -142,14 +139,14 @@ def _read_pid(fd: int) -> str:
 
 def lock_data_dir(data_dir: Path) -> tuple[list[int], str | None]:
     """Take the data dir: (fds to keep open, note about a stale pidfile or None)."""
-    path = data_dir / LOCKFILE
+    path = layout.lock_file(data_dir)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     held = [fd]
     try:
         owner = _read_pid(fd)
         if not owner:  # a lock file deleted under a running daemon: its pid file may say
             with contextlib.suppress(OSError):
-                owner = (data_dir / paths.PIDFILE).read_text().strip()[:20]
+                owner = layout.pid_file(data_dir).read_text().strip()[:20]
         _flock_or_refuse(fd, data_dir, owner)
         # The directory too: a deleted lock file must not let a second daemon in.
         dir_fd = os.open(data_dir, os.O_RDONLY | os.O_DIRECTORY)
@@ -159,7 +156,7 @@ def lock_data_dir(data_dir: Path) -> tuple[list[int], str | None]:
         for f in held:
             os.close(f)
         raise
-    pidfile = data_dir / paths.PIDFILE
+    pidfile = layout.pid_file(data_dir)
     old = ""
     with contextlib.suppress(OSError):
         old = pidfile.read_text().strip()
@@ -191,7 +188,7 @@ def _flock_or_refuse(fd: int, data_dir: Path, owner: str, *, tolerant: bool = Fa
 def lock_owner(data_dir: Path) -> int | None:
     """The pid holding the data dir's lock (-1 if unknown), or None when nobody holds it."""
     try:
-        fd = os.open(data_dir / LOCKFILE, os.O_RDONLY)
+        fd = os.open(layout.lock_file(data_dir), os.O_RDONLY)
     except OSError:
         return None
     try:

@@ -26,13 +26,14 @@ from __future__ import annotations
 import json
 import random
 import tomllib
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
 import tomli_w
 
+from sbctl import layout, send_rules
 from sbctl.codec import Message, decode_message, encode_message
 from sbctl.durations import format_duration_iso, format_instant
 from sbctl.errors import (
@@ -59,6 +60,7 @@ from sbctld.pairing import (
     Pairing,
     PairOptions,
     PairRecord,
+    SenderId,
     backlog_name,
     check_options,
     counts_for_failover,
@@ -79,8 +81,6 @@ if TYPE_CHECKING:
     from sbctld.queue import Queue
     from sbctld.storage.sync import Syncer
 
-PAIRING_FILE = "pairing.toml"
-LEDGER_FILE = "syphon.ledger"
 SAVE_EVERY_MS = 1000  # counters reach pairing.toml at most this late
 SYPHON_BATCH = 200  # messages the syphon moves per tick, over every pairing
 SYPHON_SCAN = 1000  # backlog messages it may look at per tick
@@ -131,7 +131,7 @@ class PairingHost(Protocol):
         namespace: str,
         path: str,
         messages: Sequence[Message | bytes | msgspec.Raw],
-        sender: Hashable = None,
+        sender: SenderId | None = None,
         *,
         direct: bool = False,
     ) -> list[int]: ...
@@ -159,7 +159,7 @@ class PairedNamespaces:
     def load(self) -> None:
         """Reload every pairing, then finish the syphon rounds a crash interrupted."""
         for key, ns in self.broker.namespaces.items():
-            path = ns.directory / PAIRING_FILE
+            path = layout.pairing_file(ns.directory)
             if not exists_verified(path):
                 continue
             data = tomllib.loads(read_verified(path).decode())
@@ -173,7 +173,7 @@ class PairedNamespaces:
         if folder is None:
             return
         data = _drop_none(msgspec.to_builtins(pairing.record()))
-        write_atomic(folder / PAIRING_FILE, tomli_w.dumps(data).encode())
+        write_atomic(layout.pairing_file(folder), tomli_w.dumps(data).encode())
         pairing.dirty = False
 
     def save_all(self) -> None:
@@ -257,7 +257,7 @@ class PairedNamespaces:
         pending = self._pending(pairing)
         del self.by_primary[entity_key(ns.name)]
         self._drop_ledger(pairing)
-        remove_verified(ns.directory / PAIRING_FILE)
+        remove_verified(layout.pairing_file(ns.directory))
         self.broker.report(f"unpaired namespace {pairing.primary} from {pairing.secondary}")
         return {
             "unpaired": pairing.primary,
@@ -363,7 +363,7 @@ class PairedNamespaces:
         namespace: str,
         path: str,
         messages: Sequence[Message | bytes | msgspec.Raw],
-        sender: Hashable,
+        sender: SenderId | None,
     ) -> list[int]:
         """A send to the primary: to the primary while the entity is healthy, to a
         backlog queue once it failed over."""
@@ -400,7 +400,7 @@ class PairedNamespaces:
             return broker.send(namespace, path, messages, direct=True)  # names the mistake
         return self._divert(pairing, st, entity, path, messages, sender, now)
 
-    def backlog_of(self, namespace: str, path: str, sender: Hashable) -> str | None:
+    def backlog_of(self, namespace: str, path: str, sender: SenderId | None) -> str | None:
         """The backlog queue that takes ``sender``'s sends to ``path`` while the entity is
         failed over, or None. After a send answered with zeros (diverted), it names the
         queue that took them: sbctl send reports it."""
@@ -419,7 +419,7 @@ class PairedNamespaces:
         entity: Queue,
         path: str,
         messages: Sequence[Message | bytes | msgspec.Raw],
-        sender: Hashable,
+        sender: SenderId | None,
         now: int,
     ) -> list[int]:
         decoded, payloads = decode_batch(messages)
@@ -677,7 +677,9 @@ class PairedNamespaces:
             "marks": marks,
         }
         folder = broker.namespaces[p_key].directory
-        write_atomic(folder / LEDGER_FILE, json.dumps(data).encode(), durable=broker.syncer.durable)
+        write_atomic(
+            layout.ledger_file(folder), json.dumps(data).encode(), durable=broker.syncer.durable
+        )
         self._ledgers.add(p_key)
 
     def _settle_ledger(self, p_key: str) -> None:
@@ -686,7 +688,7 @@ class PairedNamespaces:
         self._ledgers.discard(p_key)
         ns = self.broker.namespaces.get(p_key)
         if ns is not None:
-            remove_verified(ns.directory / LEDGER_FILE)
+            remove_verified(layout.ledger_file(ns.directory))
 
     def _drop_ledger(self, pairing: Pairing) -> None:
         key = entity_key(pairing.primary)
@@ -697,7 +699,7 @@ class PairedNamespaces:
         """Finish a round a crash interrupted (module docstring)."""
         broker = self.broker
         p_ns = broker.namespaces[p_key]
-        path = p_ns.directory / LEDGER_FILE
+        path = layout.ledger_file(p_ns.directory)
         if not exists_verified(path):
             return
         try:
@@ -705,7 +707,9 @@ class PairedNamespaces:
             moves = [(int(q), int(pid), int(seq)) for q, pid, seq in data["moves"]]
             marks = {str(k): [int(n) for n in v] for k, v in data["marks"].items()}
         except (ValueError, KeyError, TypeError) as exc:
-            broker.report(f"recovery: pairing {pairing.primary}: unreadable {LEDGER_FILE}: {exc}")
+            broker.report(
+                f"recovery: pairing {pairing.primary}: unreadable {layout.LEDGER_FILE}: {exc}"
+            )
             moves, marks = [], {}
         s_ns = broker.namespaces.get(entity_key(pairing.secondary))
         finished = 0
@@ -760,21 +764,9 @@ def _landed(target: Queue, marks: list[int], payload: bytes) -> bool:
 def _check_for_primary(entity: Queue, m: Message, size: int) -> None:
     """What the primary entity would refuse a message for, checked before it is diverted
     (so the syphon never carries a message its destination cannot take)."""
-    entity._check(m, size)  # ids, TTL, schedule, sessions, header size (daemon/README.md §1, §9.3)
-    if (
-        m.enqueued_sequence_number is not None
-        or m.transfer_hops is not None
-        or (m.dead_letter_source is not None)
-    ):
-        raise BadRequest(
-            "enqueued_sequence_number, transfer_hops and dead_letter_source are set by the "
-            "broker, not by senders"
-        )
-    if size > entity.max_message_bytes:
-        raise MessageSizeExceeded(
-            f"the message of {size} bytes is larger than the "
-            f"{entity.max_message_bytes // 1024} KB allowed for this tier"
-        )
+    entity._check(m, size)  # ids, TTL, schedule, sessions, header size (sbctl.send_rules)
+    send_rules.check_not_broker_set(m)
+    send_rules.check_size(size, entity.max_message_bytes)
 
 
 def _probe(entity: Queue, session_id: str) -> None:

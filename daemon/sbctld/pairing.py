@@ -20,9 +20,11 @@ One entity's life (per queue or topic of the primary, keyed by entity key)::
   sender and kept while it stays in the rotation; a ping goes to the primary every
   PingPrimaryInterval (daemon/README.md §0.3.4).
 
-A *sender* is one client connection to the daemon (the SDK picks a backlog queue per
-QueueClient/TopicClient, daemon/README.md §0.3.2; a connection is the nearest thing the daemon
-sees).
+A *sender* is one client connection to the daemon, through any front-end (the SDK picks a
+backlog queue per QueueClient/TopicClient, daemon/README.md §0.3.2; a connection is the nearest
+thing the daemon sees). It is known by a :data:`SenderId` that the service hands each
+connection (``Service.new_sender``): never reused while the daemon runs, and the same kind
+of key whichever protocol the connection speaks. ``None`` is the broker's own sends.
 A backlog queue whose send fails leaves the rotation for every sender; when none is left
 the send fails and the rotation starts over with all of them, and it is whole again once
 no entity is failed over.
@@ -34,9 +36,8 @@ a faulted MessagingFactory: sends to the primary fail until it is unpaired.
 from __future__ import annotations
 
 import random
-from collections.abc import Hashable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NewType
 
 import msgspec
 
@@ -99,6 +100,9 @@ FAILOVER_ERRORS = frozenset(
 # A backlog-queue send failing with these says nothing about the queue: it stays in the
 # rotation and the send fails to the caller (throttling, or the message itself).
 KEEPS_ROTATION = frozenset({"ServerBusy", "MessageSizeExceeded", "BadRequest"})
+
+# One sender (module docstring): a number the service hands out per client connection.
+SenderId = NewType("SenderId", int)
 
 
 def counts_for_failover(err: SbctlError) -> bool:
@@ -169,7 +173,7 @@ class EntityState:
     failed_over_at_ms: int | None = None
     next_ping_ms: int = 0
     diverted: int = 0
-    senders: dict[Hashable, int] = field(default_factory=dict)  # sender -> backlog index
+    senders: dict[SenderId | None, int] = field(default_factory=dict)  # -> backlog index
 
     @property
     def failed_over(self) -> bool:
@@ -249,7 +253,7 @@ class Pairing:
 
     # ------------------------------------------------------------ backlog queues
 
-    def backlog_for(self, st: EntityState, sender: Hashable) -> int:
+    def backlog_for(self, st: EntityState, sender: SenderId | None) -> int:
         """The sender's backlog queue for this entity: its earlier choice while that is
         still in the rotation, else a new random one (daemon/README.md §0.3.2)."""
         if not self.rotation:

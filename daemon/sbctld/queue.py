@@ -13,16 +13,16 @@ from typing import Any
 
 import msgspec
 
+from sbctl import layout, send_rules
 from sbctl.codec import (
     NOT_SCHEDULED,
-    STRING_FIELDS,
     Message,
     StagedRecord,
     decode_message,
     decode_sent_message,
     encode_message,
 )
-from sbctl.durations import MAX_TIMESPAN_MS, format_instant
+from sbctl.durations import format_instant
 from sbctl.errors import (
     BadRequest,
     InvalidOperation,
@@ -34,15 +34,12 @@ from sbctl.errors import (
     SessionLockLost,
 )
 from sbctl.limits import (
-    MAX_HEADER_BYTES,
-    MAX_ID_LENGTH,
-    MAX_PROPERTY_BYTES,
     MAX_TRANSACTION,
-    SESSION_REQUIRED,
 )
 from sbctl.messages import parse_lock_token
 from sbctl.partitioning import partition_for_key, partition_key_of
 from sbctl.protocol import Delivered
+from sbctl.wire_errors import error_to_wire
 from sbctld.config import MB, QueueConfig, save_toml
 from sbctld.dedup import DuplicateHistory
 from sbctld.faults import all_down
@@ -52,7 +49,6 @@ from sbctld.queue_state import (
     DEAD_LETTER_DESCRIPTION,
     DEAD_LETTER_REASON,
     DEAD_LETTER_SOURCE,
-    DESCRIPTION,
     DUPLICATE_IN_BATCH,
     DUPLICATE_OF_SEQ,
     LOCAL_MASK,
@@ -64,7 +60,6 @@ from sbctld.queue_state import (
 from sbctld.sessions import SESSION_LOCK_LOST, Sessions
 from sbctld.storage.journal import Entry
 from sbctld.storage.log import (
-    MAX_TIME_MS,
     OP_PROPS,
     OP_STATE,
     PartitionLog,
@@ -94,19 +89,6 @@ def decode_batch(
     return messages, payloads
 
 
-def _check_not_broker_set(m: Message) -> None:
-    """Senders may not set what only the broker sets (forwarding, resubmission)."""
-    if (
-        m.enqueued_sequence_number is not None
-        or m.transfer_hops is not None
-        or m.dead_letter_source is not None
-    ):
-        raise BadRequest(
-            "enqueued_sequence_number, transfer_hops and dead_letter_source are set "
-            "by the broker, not by senders"
-        )
-
-
 class Queue(QueueSessions):
     @classmethod
     def open(
@@ -123,7 +105,7 @@ class Queue(QueueSessions):
     ) -> Queue:
         parts = []
         for pid in range(partition_count):
-            log = PartitionLog.open(directory / f"p{pid:02d}", syncer, segment_bytes)
+            log = PartitionLog.open(layout.partition_dir(directory, pid), syncer, segment_bytes)
             notes.extend(log.notes)
             parts.append(Partition(log, pid, partition_count > 1))
         queue = cls(directory, config, parts, max_message_bytes=max_message_bytes)
@@ -132,14 +114,14 @@ class Queue(QueueSessions):
         queue.open_sessions(syncer)
         if config.requires_duplicate_detection:
             window = config.duplicate_detection_history_time_window
-            queue.dedup = DuplicateHistory.open(directory / "dedup", syncer, window, now)
+            queue.dedup = DuplicateHistory.open(layout.dedup_dir(directory), syncer, window, now)
         return queue
 
     def open_sessions(self, syncer: Syncer) -> None:
         """Session-enabled: open the session states and index the stored messages."""
         if not self.config.requires_session:
             return
-        self.sessions = Sessions(self.directory / "sessions", syncer)
+        self.sessions = Sessions(layout.sessions_dir(self.directory), syncer)
         for p in self.partitions:
             for seq in p.log.seqs_in(State.ACTIVE):
                 session_id = decode_message(p.log.read_payload(seq)).session_id
@@ -147,7 +129,7 @@ class Queue(QueueSessions):
                     p.index_session(seq, session_id)
 
     def save(self) -> None:
-        save_toml(self.directory / DESCRIPTION, self.config)
+        save_toml(layout.queue_file(self.directory), self.config)
 
     def close(self) -> None:
         for p in self.partitions:
@@ -204,11 +186,15 @@ class Queue(QueueSessions):
             dedup.prune(now, window)
         fresh: dict[str, int] = {}  # duplicate-detection key -> index in ``order``
         faulty = self.faulty
+        requires_session = cfg.requires_session
+        keyed_by_id = cfg.requires_duplicate_detection
         for m, payload in zip(messages, payloads, strict=True):
             size = len(payload)
-            key = self._check(m, size)
+            # send_rules.check_message, its two halves called here directly (the hot loop)
+            send_rules.check_fields(m, requires_session)
+            key = send_rules.check_encoded(m, size, keyed_by_id)
             if not from_broker:
-                _check_not_broker_set(m)
+                send_rules.check_not_broker_set(m)
             if (
                 dedup is not None
                 and m.message_id is not None
@@ -216,18 +202,13 @@ class Queue(QueueSessions):
             ):
                 continue
             if size > limit:
-                raise MessageSizeExceeded(
-                    f"the message of {size} bytes is larger than the {limit // 1024} KB "
-                    "allowed for this tier"
-                )
+                send_rules.check_size(size, limit)  # raises, with the rule's text
             total += size
             if count == 1 and not faulty:
                 pid = 0
             else:
                 pid, rr = self._partition_of(key, via_partition, rr)
-            ttl = m.time_to_live_ms
-            # daemon/README.md §1.6: a message's TTL is capped by the entity default.
-            ttl = default_ttl if ttl is None or ttl > default_ttl else ttl
+            ttl = send_rules.stored_time_to_live(m.time_to_live_ms, default_ttl)
             group = groups.get(pid)
             if group is None:
                 group = groups[pid] = []
@@ -386,35 +367,14 @@ class Queue(QueueSessions):
         return {pid: log.commit(batch) for pid, (log, batch) in zip(groups, staged, strict=True)}
 
     def _check(self, m: Message, size: int) -> str | None:
-        """Per-message rules (daemon/README.md §1.3, §1.4, §1.6, §1.7, §9.3); returns the partition
-        key."""
+        """Per-message rules (sbctl.send_rules, shared with the Spark loader); returns the
+        partition key."""
         cfg = self.config
-        if m.message_id is not None and not 1 <= len(m.message_id) <= MAX_ID_LENGTH:
-            raise BadRequest("message_id must be 1-128 characters")
-        for name in ("session_id", "partition_key", "reply_to_session_id"):
-            value = getattr(m, name)
-            if value is not None and len(value) > MAX_ID_LENGTH:
-                raise BadRequest(f"{name} must be at most 128 characters")
-        if m.time_to_live_ms is not None and not 0 < m.time_to_live_ms <= MAX_TIMESPAN_MS:
-            raise BadRequest("time_to_live must be positive and at most TimeSpan.MaxValue")
-        sched = m.scheduled_enqueue_time_ms
-        if sched is not None and not 0 <= sched <= MAX_TIME_MS:
-            raise BadRequest("scheduled_enqueue_time must be between 1970 and 9999")
-        if cfg.requires_session and not m.session_id:
-            raise InvalidOperation(SESSION_REQUIRED)
-        header = size - len(m.body)
-        if header > MAX_HEADER_BYTES:
-            raise MessageSizeExceeded(
-                f"the message header of {header} bytes exceeds the 64 KB limit"
-            )
-        if header > MAX_PROPERTY_BYTES:  # only then can one property be over 32 KB
-            values = list((m.application_properties or {}).items())
-            values += [(f, getattr(m, f)) for f in STRING_FIELDS]
-            for k, v in values:
-                if isinstance(v, str) and len(v.encode()) > MAX_PROPERTY_BYTES:
-                    raise MessageSizeExceeded(f"property {k!r} exceeds the 32 KB limit")
-        return partition_key_of(
-            m.session_id, m.partition_key, m.message_id, cfg.requires_duplicate_detection
+        return send_rules.check_message(
+            m,
+            size,
+            requires_session=cfg.requires_session,
+            duplicate_detection=cfg.requires_duplicate_detection,
         )
 
     # ------------------------------------------------------------ receiving
@@ -498,7 +458,7 @@ class Queue(QueueSessions):
             try:
                 p, seq = self._settleable(op, token, now)
             except (MessageLockLost, BadRequest, InvalidOperation, SessionLockLost) as exc:
-                results.append({"lock_token": token, "error": exc.to_wire()})
+                results.append({"lock_token": token, "error": error_to_wire(exc)})
                 continue
             if op == "renew-lock":
                 # daemon/README.md §3.6: LockDuration more, counted from now.

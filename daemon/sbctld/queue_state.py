@@ -30,7 +30,6 @@ from sbctld.storage.log import (
     State,
 )
 
-DESCRIPTION = "queue.toml"
 SESSION_RECEIVER_ON_PLAIN = (
     # daemon/README.md §9.5
     "A sessionful message receiver cannot be created on an entity that does not require sessions."

@@ -35,6 +35,7 @@ from typing import Any, NamedTuple
 
 import msgspec
 
+from sbctl import layout
 from sbctl.codec import (
     NOT_SCHEDULED,
     RECORD_HEADER,
@@ -64,10 +65,6 @@ from sbctld.storage.space import CorruptRecord, StorageError
 from sbctld.storage.sync import Syncer
 from sbctld.storage.topic import SubLog, TopicLog
 
-TOPIC_DESCRIPTION = "topic.toml"
-SUBSCRIPTION_DESCRIPTION = "subscription.toml"
-RULES_FILE = "rules.json"
-SUBSCRIPTIONS_DIR = "subscriptions"
 DEFAULT_RULE = "$Default"  # daemon/README.md §10.1
 RULE_NAME = "RuleName"  # daemon/README.md §10.3
 NOT_RECEIVING = ("Disabled", "ReceiveDisabled")  # daemon/README.md §17.2: the same as Disabled
@@ -142,7 +139,7 @@ class Subscription(Queue):
         return ttl if ttl < self.topic.config.default_message_time_to_live else None
 
     def save(self) -> None:
-        save_toml(self.directory / SUBSCRIPTION_DESCRIPTION, self.config)
+        save_toml(layout.subscription_file(self.directory), self.config)
         self.refresh_ttl_cap()
 
     def refresh_ttl_cap(self) -> None:
@@ -153,10 +150,10 @@ class Subscription(Queue):
 
     def save_rules(self) -> None:
         data = json.dumps([r.to_json() for r in self.rules], indent=1).encode()
-        write_atomic(self.directory / RULES_FILE, data)
+        write_atomic(layout.rules_file(self.directory), data)
 
     def load_rules(self) -> None:
-        path = self.directory / RULES_FILE
+        path = layout.rules_file(self.directory)
         if exists_verified(path):
             self.rules = [
                 Rule(r["name"], r["filter"], r["action"], r["created_at_ms"])
@@ -245,12 +242,12 @@ class Topic(Queue):
         key: tuple[str, str],
     ) -> Topic:
         sub_configs: list[tuple[Path, SubscriptionConfig]] = []
-        subs_dir = directory / SUBSCRIPTIONS_DIR
+        subs_dir = layout.subscriptions_dir(directory)
         if subs_dir.exists():
             for d in folders(subs_dir):
-                if exists_verified(d / SUBSCRIPTION_DESCRIPTION):
+                if exists_verified(layout.subscription_file(d)):
                     sub_configs.append(
-                        (d, load_toml(d / SUBSCRIPTION_DESCRIPTION, SubscriptionConfig))
+                        (d, load_toml(layout.subscription_file(d), SubscriptionConfig))
                     )
         topic_ttl = config.default_message_time_to_live
         caps = {
@@ -263,7 +260,9 @@ class Topic(Queue):
         }
         parts = []
         for pid in range(partition_count):
-            log = TopicLog.open_topic(directory / f"p{pid:02d}", syncer, segment_bytes, caps)
+            log = TopicLog.open_topic(
+                layout.partition_dir(directory, pid), syncer, segment_bytes, caps
+            )
             notes.extend(log.notes)
             parts.append(Partition(log, pid, partition_count > 1))
         topic = cls(directory, config, parts, max_message_bytes=max_message_bytes)
@@ -271,7 +270,7 @@ class Topic(Queue):
         topic.accessed_at_ms = max(config.updated_at_ms, now)
         if config.requires_duplicate_detection:
             window = config.duplicate_detection_history_time_window
-            topic.dedup = DuplicateHistory.open(directory / "dedup", syncer, window, now)
+            topic.dedup = DuplicateHistory.open(layout.dedup_dir(directory), syncer, window, now)
         for d, sc in sub_configs:
             sub = topic.attach(d, sc, syncer, now)
             sub.load_rules()
@@ -328,7 +327,7 @@ class Topic(Queue):
         shutil.rmtree(self.directory, ignore_errors=True)
 
     def save(self) -> None:
-        save_toml(self.directory / TOPIC_DESCRIPTION, self.config)
+        save_toml(layout.topic_file(self.directory), self.config)
         for sub in self.subscriptions.values():
             sub.refresh_ttl_cap()  # the topic's TTL may change which subscriptions cap it
 

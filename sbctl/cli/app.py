@@ -2,7 +2,7 @@
 
 Every failure ends the same way: one line on stderr (``error: ...``, or a JSON object with
 ``-o json``) and an exit status. :class:`~sbctl.errors.SbctlError` exits with its
-``exit_code`` (the table in :mod:`sbctl.errors`); a bad command line exits 2, as click does;
+status (the table in :mod:`sbctl.cli.exit_codes`); a bad command line exits 2, as click does;
 Ctrl-C exits 130. Tracebacks are shown only with ``SBCTL_DEBUG=1``.
 """
 
@@ -19,8 +19,9 @@ import typer.main
 from typer.core import TyperGroup
 
 from sbctl.cli import options
+from sbctl.cli.exit_codes import ExitStatus, exit_status
 from sbctl.cli.options import DataDirOption, Globals, Output, SocketOption
-from sbctl.errors import EXIT_USAGE, SbctlError
+from sbctl.errors import SbctlError
 
 # The command modules, in help order; each has ``register(app)``.
 COMMAND_MODULES = (
@@ -38,7 +39,7 @@ COMMAND_MODULES = (
     "top",
 )
 
-EXIT_INTERRUPTED = 130
+EXIT_INTERRUPTED = ExitStatus.INTERRUPTED
 
 
 class SbctlGroup(TyperGroup):
@@ -56,18 +57,19 @@ class SbctlGroup(TyperGroup):
 def report(exc: Exception, output: Output = "table") -> int:
     """Print ``exc`` as one line on stderr and return the exit status it maps to."""
     number = None
+    status: int
     if isinstance(exc, SbctlError):
-        code, message, status = exc.code, exc.message, exc.exit_code
+        code, message, status = exc.code, exc.message, exit_status(exc)
         number = exc.error_number
     elif isinstance(exc, typer.TyperException):  # click's usage errors
         # typer validates values with pydantic, whose messages start "Value error, ".
         message = exc.format_message().replace("Value error, ", "")
         code, status = "UsageError", exc.exit_code
         ctx = getattr(exc, "ctx", None)
-        if status == EXIT_USAGE and ctx is not None:
+        if status == ExitStatus.USAGE and ctx is not None:
             message = f"{message} (see '{ctx.command_path} --help')"
     else:
-        code, message, status = "GeneralError", str(exc), 1
+        code, message, status = "GeneralError", str(exc), ExitStatus.ERROR
     from sbctl.cli import render
 
     render.error(code, " ".join(message.split()), output, number)

@@ -20,6 +20,7 @@ import typer
 from sbctl.cli import options, render
 from sbctl.cli.options import EntityArgument, PropertyOption, SendEntityArgument
 from sbctl.errors import BadRequest, SbctlError
+from sbctl.wire_errors import error_from_wire
 
 if TYPE_CHECKING:
     from sbctl.client import Client
@@ -453,7 +454,7 @@ def check_settled(op: str, results: list[dict[str, Any]]) -> None:
     failed = [r for r in results if "error" in r]
     if not failed:
         return
-    first = SbctlError.from_wire(failed[0]["error"])
+    first = error_from_wire(failed[0]["error"])
     tokens = [render.escape(str(r.get("lock_token"))) for r in failed]
     shown = ", ".join(tokens[:MAX_TOKENS_NAMED]) + (
         ", ..." if len(tokens) > MAX_TOKENS_NAMED else ""

@@ -11,10 +11,10 @@ from typing import Annotated, Any
 
 import typer
 
+from sbctl import layout
 from sbctl.cli import options, render
 
 MASTER_HELP = "Spark master URL (local[*]: every core of this machine)."
-SPARK_LOG = "spark.log"  # in the data dir: the JVM's output (log4j, start-up warnings)
 
 
 def register(app: typer.Typer) -> None:
@@ -186,11 +186,11 @@ def spark_load(
         mapping=mapping,
         master=master,
         spark_conf=parse_pairs(spark_conf or [], "--spark-conf"),
-        staging_dir=staging_dir or str(data_dir / "staging"),
+        staging_dir=staging_dir or str(layout.staging_dir(data_dir)),
         load_id=load_id,
         max_rejects=max_rejects,
         rejects_file=rejects_file,
-        log_file=str(data_dir / SPARK_LOG),
+        log_file=str(layout.spark_log(data_dir)),
     )
     with options.connect(ctx) as sb, render.progress(g.output, "spark-load") as report:
         summary = run(sb, request, report)
@@ -240,6 +240,6 @@ def spark_export(
             master,
             parse_pairs(spark_conf or [], "--spark-conf"),
             report,
-            log=data_dir / SPARK_LOG,
+            log=layout.spark_log(data_dir),
         )
     render.emit(g.output, summary, render.record)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 import typer
 from typer.core import TyperGroup
 
+from sbctl import layout
 from sbctl.errors import BadRequest
 
 if TYPE_CHECKING:
@@ -51,7 +52,7 @@ SocketOption = Annotated[
         envvar="SBCTL_SOCKET",
         metavar="PATH",
         show_default=False,
-        help="Daemon Unix socket (default: sbctld.sock in the data directory).",
+        help=f"Daemon Unix socket (default: {layout.SOCKET_NAME} in the data directory).",
     ),
 ]
 # A command's own --data-dir/--socket (daemon start|stop|status): no environment variables

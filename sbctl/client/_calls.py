@@ -24,6 +24,7 @@ from sbctl.messages import ReceivedMessage
 from sbctl.operations import OPERATIONS, Call, delivered
 from sbctl.protocol import StagedFile, TxSettle, decode_result
 from sbctl.retry import RetryPolicy
+from sbctl.wire_errors import error_from_wire
 
 if TYPE_CHECKING:
     from sbctl.messages import Tokens
@@ -448,5 +449,5 @@ def _gave_up(error: SbctlError, retries: int) -> SbctlError:
 def _raise_or_result(reply_ok: bool, raw: msgspec.Raw, read: Callable[[msgspec.Raw], Any]) -> Any:
     if not reply_ok:
         err = decode_result(raw)
-        raise SbctlError.from_wire(err if isinstance(err, dict) else {"message": str(err)})
+        raise error_from_wire(err if isinstance(err, dict) else {"message": str(err)})
     return read(raw)

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+from sbctl import layout
 from sbctl.client import Client
 from sbctl.durations import parse_duration_ms
 from sbctl.errors import BadRequest, InvalidOperation, QuotaExceeded
@@ -227,7 +228,7 @@ def run(
             f"--staging-dir {req.staging_dir!r}: the daemon reads staged files from a local "
             "(or mounted) path; give a plain path or file:/..."
         )
-    work = Path(staging) / f"load-{uuid.uuid4().hex[:12]}"
+    work = layout.load_work_dir(staging, uuid.uuid4().hex[:12])
     work.mkdir(parents=True, mode=0o700)
     own = spark is None
     if own:
@@ -253,9 +254,9 @@ def run(
         duplicates = sum(t[4] for t in tasks)
         rejects_path = None
         if rejected:
-            rejects_path = Path(req.rejects_file or Path(staging) / f"rejects-{load_id}.jsonl")
+            rejects_path = Path(req.rejects_file or layout.rejects_file(staging, load_id))
             with session.watching(spark, None, "writing the rejects file"):
-                _write_rejects(spark, source, work / "rejects", rejects_path)
+                _write_rejects(spark, source, layout.task_rejects_dir(work), rejects_path)
         if req.max_rejects is not None and rejected > req.max_rejects:
             raise QuotaExceeded(
                 f"{rejected} rows were rejected, more than --max-rejects {req.max_rejects}: "

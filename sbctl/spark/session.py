@@ -27,6 +27,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from sbctl import layout
 from sbctl.errors import BadRequest, SbctlError
 from sbctl.spark import failures
 
@@ -86,7 +87,7 @@ def _open_log(log: Path, app: str, master: str) -> Any:
     log.parent.mkdir(parents=True, exist_ok=True)
     try:
         if log.stat().st_size > LOG_BYTES:
-            os.replace(log, log.with_name(log.name + ".1"))
+            os.replace(log, layout.rotated_log(log))
     except FileNotFoundError:
         pass
     fh = log.open("ab")

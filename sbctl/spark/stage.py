@@ -22,23 +22,15 @@ from typing import Any
 
 import msgspec
 
+from sbctl import layout, send_rules
 from sbctl.codec import NOT_SCHEDULED, STRING_FIELDS, Message, StagedRecord, encode_batch
 from sbctl.codec import encode_message as _encode
-from sbctl.durations import MAX_TIMESPAN_MS, parse_duration_ms, parse_instant_ms
+from sbctl.durations import parse_duration_ms, parse_instant_ms
 from sbctl.errors import SbctlError
-from sbctl.limits import (
-    MAX_HEADER_BYTES,
-    MAX_ID_LENGTH,
-    MAX_PROPERTY_BYTES,
-    MAX_TIME_MS,
-    SESSION_REQUIRED,
-)
 from sbctl.messages import property_value
-from sbctl.partitioning import partition_key_of
 
 BATCH_BYTES = 1024 * 1024  # a staged batch is cut at about this many payload bytes
 FILE_BYTES = 64 * 1024 * 1024  # and a staged file (a future segment) at about this many
-STAGED_SUFFIX = ".sbb"
 
 
 class Row(msgspec.Struct, omit_defaults=True):
@@ -127,25 +119,16 @@ def _body(row: Row) -> bytes:
 def build(row: Row, rules: Rules) -> tuple[Message, int | None, int]:
     """The message of a row, its TTL as stored (capped) and its scheduled time.
 
-    The checks are the daemon's own for a send (daemon/README.md §1.3-1.7, §9.3); a failure raises
-    :class:`Rejected` with the reason.
+    The checks are the daemon's own for a send (:mod:`sbctl.send_rules`); a failure raises
+    :class:`Rejected` with the reason. The rules that need the encoded message follow in
+    :func:`check_size`.
     """
     fields: dict[str, Any] = {"body": _body(row)}
     for name in STRING_FIELDS:
         value = getattr(row, name)
         if value is not None:
             fields[name] = value
-    mid = row.message_id
-    if mid is not None and not 1 <= len(mid) <= MAX_ID_LENGTH:
-        raise Rejected("message_id must be 1-128 characters")
-    for name in ("session_id", "partition_key", "reply_to_session_id"):
-        value = getattr(row, name)
-        if value is not None and len(value) > MAX_ID_LENGTH:
-            raise Rejected(f"{name} must be at most 128 characters")
-    if rules.requires_session and not row.session_id:
-        raise Rejected(SESSION_REQUIRED)
     try:
-        partition_key_of(row.session_id, row.partition_key, mid, rules.duplicate_detection)
         ttl = _ttl(row)
         at = _scheduled(row, rules.now_ms)
     except SbctlError as exc:
@@ -154,11 +137,13 @@ def build(row: Row, rules: Rules) -> tuple[Message, int | None, int]:
         fields["time_to_live_ms"] = ttl
     if at is not None:
         fields["scheduled_enqueue_time_ms"] = at
-    props = _props(row)
-    if props is not None:
-        fields["application_properties"] = props
     message = Message(**fields)
-    stored_ttl = rules.default_ttl_ms if ttl is None or ttl > rules.default_ttl_ms else ttl
+    try:
+        send_rules.check_fields(message, requires_session=rules.requires_session)
+    except SbctlError as exc:
+        raise Rejected(exc.message) from None
+    message.application_properties = _props(row)
+    stored_ttl = send_rules.stored_time_to_live(ttl, rules.default_ttl_ms)
     sched = at if at is not None and at > rules.now_ms else NOT_SCHEDULED
     return message, stored_ttl, sched
 
@@ -170,8 +155,6 @@ def _ttl(row: Row) -> int | None:
         ttl = parse_duration_ms(row.ttl)
     else:
         return None
-    if not 0 < ttl <= MAX_TIMESPAN_MS:
-        raise Rejected("time_to_live must be positive and at most TimeSpan.MaxValue")
     return ttl
 
 
@@ -179,30 +162,19 @@ def _scheduled(row: Row, now_ms: int) -> int | None:
     at = row.at_ms if row.at_ms is not None else None
     if at is None and row.at is not None:
         at = parse_instant_ms(row.at, now_ms)
-    if at is not None and not 0 <= at <= MAX_TIME_MS:
-        raise Rejected("scheduled_enqueue_time must be between 1970 and 9999")
     return at
 
 
-def check_size(message: Message, payload: bytes, limit: int) -> None:
-    """daemon/README.md §1.4, §13.1: the encoded message against the tier's limit, the header
-    against 64
-    KB and each property against 32 KB."""
-    size = len(payload)
-    if size > limit:
-        raise Rejected(
-            f"the message of {size} bytes is larger than the {limit // 1024} KB allowed for "
-            "this tier"
+def check_size(message: Message, payload: bytes, rules: Rules) -> None:
+    """The rules that need the encoded message (:mod:`sbctl.send_rules`, in the daemon's
+    order): header and property sizes, the partition key, then the tier's limit."""
+    try:
+        send_rules.check_encoded(
+            message, len(payload), duplicate_detection=rules.duplicate_detection
         )
-    header = size - len(message.body)
-    if header > MAX_HEADER_BYTES:
-        raise Rejected(f"the message header of {header} bytes exceeds the 64 KB limit")
-    if header > MAX_PROPERTY_BYTES:
-        values = list((message.application_properties or {}).items())
-        values += [(f, getattr(message, f)) for f in STRING_FIELDS]
-        for key, value in values:
-            if isinstance(value, str) and len(value.encode()) > MAX_PROPERTY_BYTES:
-                raise Rejected(f"property {key!r} exceeds the 32 KB limit")
+        send_rules.check_size(len(payload), rules.max_message_bytes)
+    except SbctlError as exc:
+        raise Rejected(exc.message) from None
 
 
 @dataclass(frozen=True)
@@ -217,7 +189,7 @@ class _PartitionFiles:
     """The staged files one task writes for one target partition."""
 
     def __init__(self, directory: str, pid: int, task: int) -> None:
-        self.directory = os.path.join(directory, f"p{pid:02d}")
+        self.directory = os.fspath(layout.staged_partition_dir(directory, pid))
         self.pid = pid
         self.task = task
         self.pending: list[StagedRecord] = []
@@ -240,7 +212,7 @@ class _PartitionFiles:
         batch, _offsets = encode_batch(0, 0, self.pending)
         if self.fh is None:
             os.makedirs(self.directory, exist_ok=True)
-            path = os.path.join(self.directory, f"t{self.task:05d}-{self.k:03d}{STAGED_SUFFIX}")
+            path = os.fspath(layout.staged_file(self.directory, self.task, self.k))
             self.fh = open(path, "wb")  # noqa: SIM115 - closed in close_file()
         self.fh.write(batch)
         self.file_bytes += len(batch)
@@ -282,15 +254,15 @@ def stage_rows(task: int, lines: Iterable[str], target: Target) -> Iterator[tupl
             try:
                 message, ttl, sched = build(row, rules)
                 payload = _encode(message)
-                check_size(message, payload, rules.max_message_bytes)
+                check_size(message, payload, rules)
                 if not 0 <= row.p < rules.partitions:
                     raise Rejected(f"partition {row.p} is outside [0, {rules.partitions})")
             except Rejected as exc:
                 rejected += 1
                 if rejects is None:
-                    path = os.path.join(target.directory, "rejects")
-                    os.makedirs(path, exist_ok=True)
-                    rejects = open(os.path.join(path, f"t{task:05d}.jsonl"), "wb")  # noqa: SIM115
+                    folder = layout.task_rejects_dir(target.directory)
+                    os.makedirs(folder, exist_ok=True)
+                    rejects = open(layout.task_rejects_file(folder, task), "wb")  # noqa: SIM115
                 rejects.write(reject_line({"o": row.o, "reason": str(exc)}) + b"\n")
                 continue
             out = files.get(row.p)

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from sbctl.cli.exit_codes import exit_status
 from sbctl.errors import BadRequest, InvalidOperation
 
 DATA = Path(__file__).parent.parent / "data" / "emulator_config"
@@ -120,7 +121,7 @@ def test_update_and_immutable_refusal(daemon: Any, tmp_path: Path) -> None:
     queues[1]["Properties"]["LockDuration"] = "PT45S"
     queues[2]["Properties"]["RequiresSession"] = True
     result = daemon.cli("import-config", str(write(tmp_path, "immutable.json", doc)))
-    assert result.code == InvalidOperation.exit_code
+    assert result.code == exit_status(InvalidOperation)
     assert error_line(result).startswith(
         "error: UserConfig.Namespaces[0].Queues[2].Properties.RequiresSession: "
         "requires_session cannot be changed after the queue is created"
@@ -161,7 +162,7 @@ def test_malformed_configs_name_the_path(
     doc = json.loads(QUEUES_ONLY.read_text())
     change(doc["UserConfig"]["Namespaces"][0]["Queues"][1])
     result = daemon.cli("import-config", str(write(tmp_path, "bad.json", doc)))
-    assert result.code == BadRequest.exit_code, result
+    assert result.code == exit_status(BadRequest), result
     assert error_line(result).startswith(message)
     as_json = daemon.cli("-o", "json", "import-config", str(tmp_path / "bad.json"))
     assert json.loads(error_line(as_json))["error"]["code"] == "BadRequest"
@@ -171,10 +172,10 @@ def test_invalid_json_and_missing_file(daemon: Any, tmp_path: Path) -> None:
     bad = tmp_path / "Config.json"
     bad.write_text('{"UserConfig": {"Namespaces": [}}')
     result = daemon.cli("import-config", str(bad))
-    assert result.code == BadRequest.exit_code
+    assert result.code == exit_status(BadRequest)
     assert error_line(result).startswith(f"error: {bad}: not valid JSON at line 1 column 32")
     missing = daemon.cli("import-config", str(tmp_path / "nope.json"))
-    assert missing.code == BadRequest.exit_code
+    assert missing.code == exit_status(BadRequest)
     assert "cannot read" in error_line(missing)
 
 

@@ -18,6 +18,7 @@ from sbctl.errors import (
     ServiceTimeout,
 )
 from sbctl.retry import RetryPolicy
+from sbctl.wire_errors import error_to_wire
 from sbctld.broker import Broker
 from sbctld.clock import FakeClock
 from sbctld.credits import THROTTLED_TEXT, CreditMeter
@@ -42,7 +43,7 @@ def test_meter_periods_and_whole_or_nothing() -> None:
     err = info.value
     assert err.message == EXACT
     assert err.error_number == 50009
-    assert err.to_wire()["error_number"] == 50009
+    assert error_to_wire(err)["error_number"] == 50009
     assert err.retry_after == pytest.approx(0.75)
     assert m.remaining(T0 + 250) == 10  # nothing of it was charged
     m.charge("data", 10, T0 + 999)

@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 
 from conftest import crash
+from sbctl import layout
 from sbctl.codec import Message, decode_message
 from sbctl.errors import QuotaExceeded
 from sbctld.broker import DEFAULT_NAMESPACE, Broker
 from sbctld.storage import files, journal, log
-from sbctld.storage.space import RESERVE_NAME
 
 NS = DEFAULT_NAMESPACE
 
@@ -170,7 +170,7 @@ def test_settling_and_purging_work_on_a_full_disk_from_the_reserve(
     disk: Disk, open_broker: Callable[[], Broker], data_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     b = open_broker()
-    reserve = data_dir / RESERVE_NAME
+    reserve = layout.reserve_file(data_dir)
     assert reserve.stat().st_size > 0
     b.queue_create(NS, "q", {})
     b.send(NS, "q", [M(f"m{k}") for k in range(10)])
@@ -212,7 +212,7 @@ def test_a_receive_the_journal_refuses_leaves_nothing_locked(
     b = open_broker()
     b.queue_create(NS, "q", {})
     b.send(NS, "q", [M(f"m{k}") for k in range(3)])
-    (data_dir / RESERVE_NAME).unlink()  # no reserve left to release
+    (layout.reserve_file(data_dir)).unlink()  # no reserve left to release
     disk.full(segments=True, journals=True)
     with pytest.raises(QuotaExceeded):
         b.receive(NS, "q", 3, "peek-lock")

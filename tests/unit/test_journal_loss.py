@@ -13,8 +13,8 @@ import pytest
 
 from conftest import crash
 from sbctl.codec import Message, decode_message
+from sbctl.layout import JOURNAL_SUFFIX, MIRROR_SUFFIX, numbered
 from sbctld.broker import DEFAULT_NAMESPACE, Broker
-from sbctld.storage.files import JOURNAL_SUFFIX, MIRROR_SUFFIX, numbered
 
 NS = DEFAULT_NAMESPACE
 DAMAGE = [

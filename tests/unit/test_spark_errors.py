@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from sbctl.cli.exit_codes import exit_status
 from sbctl.spark.failures import cause, job_failed
 
 PYTHON_IN_JAVA = """An exception was thrown from the Python worker:
@@ -66,7 +67,7 @@ def test_missing_module_names_the_python_and_what_it_needs(
         "or give another Python with --spark-conf spark.pyspark.python=PATH) (SBCTL_DEBUG=1 "
         "shows the Spark trace; Spark's log: /d/spark.log)"
     )
-    assert err.exit_code == 1 and capsys.readouterr().err == ""
+    assert exit_status(err) == 1 and capsys.readouterr().err == ""
     monkeypatch.setenv("SBCTL_DEBUG", "1")
     job_failed(RuntimeError(PYTHON_IN_JAVA), "/usr/bin/python3", None)
     assert "import msgspec" in capsys.readouterr().err

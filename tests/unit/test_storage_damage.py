@@ -12,9 +12,10 @@ import pytest
 
 from conftest import crash
 from sbctl.codec import Message, decode_message
+from sbctl.layout import CHECKPOINT_FILE as CHECKPOINT
+from sbctl.layout import JOURNAL_SUFFIX, numbered
+from sbctl.layout import PREVIOUS_CHECKPOINT_FILE as PREVIOUS
 from sbctld.broker import DEFAULT_NAMESPACE, Broker
-from sbctld.storage.checkpoint import CHECKPOINT, PREVIOUS
-from sbctld.storage.files import JOURNAL_SUFFIX, numbered
 from sbctld.storage.sync import Syncer
 
 NS = DEFAULT_NAMESPACE

@@ -17,16 +17,11 @@ from typing import Any
 import pytest
 
 from sbctl.codec import BATCH_OVERHEAD, RECORD_OVERHEAD, Message, decode_message, encode_message
+from sbctl.layout import CHECKPOINT_FILE as CHECKPOINT
+from sbctl.layout import JOURNAL_SUFFIX, MIRROR_SUFFIX, SEGMENT_SUFFIX, segment_name
 from sbctl.protocol import Delivered
 from sbctld.broker import DEFAULT_NAMESPACE, Broker
 from sbctld.clock import FakeClock
-from sbctld.storage.files import (
-    CHECKPOINT,
-    JOURNAL_SUFFIX,
-    MIRROR_SUFFIX,
-    SEGMENT_SUFFIX,
-    segment_name,
-)
 from sbctld.storage.log import DEFAULT_SEGMENT_BYTES
 from sbctld.storage.sync import Syncer
 from sbctld.topic import Topic

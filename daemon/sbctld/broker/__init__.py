@@ -33,20 +33,21 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from sbctl import layout
 from sbctl.errors import BadRequest
 from sbctld.broker.housekeeping import Housekeeping
 from sbctld.broker.management import Management
 from sbctld.broker.messaging import Messaging
-from sbctld.broker.namespace import DEFAULT_NAMESPACE, NAMESPACE_FILE, WORK_PREFIX, Namespace
+from sbctld.broker.namespace import DEFAULT_NAMESPACE, Namespace
 from sbctld.clock import Clock
 from sbctld.credits import DEFAULT_CREDITS_PER_SECOND
 from sbctld.faults import FaultRegistry
 from sbctld.paired import PairedNamespaces
 from sbctld.storage.log import DEFAULT_SEGMENT_BYTES
-from sbctld.storage.space import RESERVE_NAME, Reserve
+from sbctld.storage.space import Reserve
 from sbctld.storage.sync import Syncer
 
-__all__ = ["DEFAULT_NAMESPACE", "NAMESPACE_FILE", "WORK_PREFIX", "Broker", "Namespace"]
+__all__ = ["DEFAULT_NAMESPACE", "Broker", "Namespace"]
 
 
 class Broker(Management, Messaging, Housekeeping):
@@ -63,7 +64,7 @@ class Broker(Management, Messaging, Housekeeping):
         default_credits_per_second: int = DEFAULT_CREDITS_PER_SECOND,
     ) -> None:
         self.data_dir = data_dir
-        self.root = data_dir / "namespaces"
+        self.root = layout.namespaces_dir(data_dir)
         self.clock = clock
         self.syncer = syncer
         self.report = report
@@ -84,7 +85,7 @@ class Broker(Management, Messaging, Housekeeping):
         first_start = not self.root.exists()
         self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
         # Space kept for settling on a full disk (sbctld.storage.space).
-        syncer.reserve = Reserve(data_dir / RESERVE_NAME)
+        syncer.reserve = Reserve(layout.reserve_file(data_dir))
         syncer.reserve.ensure()
         self._load()
         self._checkpoint_recovered()

@@ -12,13 +12,13 @@ from __future__ import annotations
 import heapq
 import os
 import shutil
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
+from sbctl import layout
 from sbctl.codec import decode_message
 from sbctl.errors import (
     InvalidOperation,
@@ -35,7 +35,7 @@ from sbctl.names import (
     validate_entity_name,
     validate_subscription_name,
 )
-from sbctld.broker.namespace import WORK_PREFIX, Namespace
+from sbctld.broker.namespace import Namespace
 from sbctld.clock import Clock
 from sbctld.faults import FaultRegistry
 from sbctld.paired import PairedNamespaces
@@ -148,7 +148,7 @@ class BrokerCore:
         """Entity folders of ``parent``; leftovers of interrupted creates/deletes removed."""
         out = []
         for p in sorted(parent.iterdir()):
-            if p.name.startswith(WORK_PREFIX):
+            if layout.is_work_dir(p):
                 shutil.rmtree(p, ignore_errors=True)
             elif p.is_dir():
                 out.append(p)
@@ -156,7 +156,7 @@ class BrokerCore:
 
     def _remove_dir(self, directory: Path) -> None:
         """Rename first (atomic), then delete: a crash never leaves half an entity."""
-        trash = directory.with_name(f"{WORK_PREFIX}deleted-{uuid.uuid4().hex}")
+        trash = layout.work_dir(directory.parent, "deleted")
         os.rename(directory, trash)
         fsync_dir(directory.parent)
         shutil.rmtree(trash, ignore_errors=True)

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from sbctl import layout
 from sbctl.errors import (
     BadRequest,
     InvalidOperation,
@@ -25,7 +26,6 @@ from sbctl.names import (
 from sbctld import loads
 from sbctld.broker.core import BrokerCore
 from sbctld.broker.namespace import (
-    NAMESPACE_FILE,
     Namespace,
 )
 from sbctld.config import (
@@ -35,12 +35,11 @@ from sbctld.config import (
     load_toml,
 )
 from sbctld.faults import KINDS, MAX_LATENCY_MS, Fault
-from sbctld.queue import DESCRIPTION, Queue
+from sbctld.queue import Queue
 from sbctld.storage.files import exists_verified
 from sbctld.storage.log import PartitionLog
 from sbctld.storage.space import StorageError
 from sbctld.topic import (
-    TOPIC_DESCRIPTION,
     Topic,
 )
 
@@ -63,19 +62,19 @@ class Housekeeping(BrokerCore):
 
     def _load(self) -> None:
         for ns_dir in self._folders(self.root):
-            desc = ns_dir / NAMESPACE_FILE
+            desc = layout.namespace_file(ns_dir)
             if not exists_verified(desc):
                 continue
             ns = Namespace(ns_dir, load_toml(desc, NamespaceConfig))
             self.namespaces[entity_key(ns.name)] = ns
-            self._load_topics(ns, ns_dir / "topics")
-            queues = ns_dir / "queues"
+            self._load_topics(ns, layout.topics_dir(ns_dir))
+            queues = layout.queues_dir(ns_dir)
             if not queues.exists():
                 continue
             for q_dir in self._folders(queues):
-                if not exists_verified(q_dir / DESCRIPTION):
+                if not exists_verified(layout.queue_file(q_dir)):
                     continue  # an interrupted create or delete: nothing was acknowledged
-                cfg = load_toml(q_dir / DESCRIPTION, QueueConfig)
+                cfg = load_toml(layout.queue_file(q_dir), QueueConfig)
                 notes: list[str] = []
                 loads.recover(q_dir, notes.append)  # spark-load adoptions that never committed
                 queue = Queue.open(
@@ -98,9 +97,9 @@ class Housekeeping(BrokerCore):
         if not parent.exists():
             return
         for t_dir in self._folders(parent):
-            if not exists_verified(t_dir / TOPIC_DESCRIPTION):
+            if not exists_verified(layout.topic_file(t_dir)):
                 continue
-            cfg = load_toml(t_dir / TOPIC_DESCRIPTION, TopicConfig)
+            cfg = load_toml(layout.topic_file(t_dir), TopicConfig)
             notes: list[str] = []
             topic = Topic.open_topic(
                 t_dir,

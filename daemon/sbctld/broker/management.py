@@ -10,12 +10,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import uuid
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
+from sbctl import layout
 from sbctl.errors import (
     BadRequest,
     InvalidOperation,
@@ -40,8 +40,6 @@ from sbctl.names import (
 )
 from sbctld.broker.core import BrokerCore
 from sbctld.broker.namespace import (
-    NAMESPACE_FILE,
-    WORK_PREFIX,
     Namespace,
     check_throttling,
 )
@@ -59,14 +57,10 @@ from sbctld.credits import (
     DEFAULT_OPS_PER_UNIT,
     MANAGEMENT_COST,
 )
-from sbctld.queue import DESCRIPTION, Queue
+from sbctld.queue import Queue
 from sbctld.storage.files import fsync_dir, write_atomic
 from sbctld.topic import (
     DEFAULT_RULE,
-    RULES_FILE,
-    SUBSCRIPTION_DESCRIPTION,
-    SUBSCRIPTIONS_DIR,
-    TOPIC_DESCRIPTION,
     Rule,
     Topic,
 )
@@ -111,9 +105,9 @@ class Management(BrokerCore):
             created_at_ms=self.clock.now_ms(),
         )
         directory = self.root / key
-        tmp = self.root / f"{WORK_PREFIX}tmp-{uuid.uuid4().hex}"
+        tmp = layout.work_dir(self.root, "tmp")
         tmp.mkdir(mode=0o700)
-        save_toml(tmp / NAMESPACE_FILE, cfg)
+        save_toml(layout.namespace_file(tmp), cfg)
         os.rename(tmp, directory)
         fsync_dir(self.root)
         ns = Namespace(directory, cfg)
@@ -155,7 +149,7 @@ class Management(BrokerCore):
             ops_per_unit=cfg.ops_per_unit if ops_per_unit is None else ops_per_unit,
         )
         check_throttling(new.credits_per_second, new.ops_per_unit)
-        save_toml(ns.directory / NAMESPACE_FILE, new)
+        save_toml(layout.namespace_file(ns.directory), new)
         ns.config = new
         ns.meter.limit = ns.credit_limit
         return ns.describe()
@@ -196,8 +190,8 @@ class Management(BrokerCore):
         partitions = self._check_new_entity(ns, cfg, options)
         self._reach_namespace(ns)
         cfg.created_at_ms = cfg.updated_at_ms = now
-        parent = ns.directory / "queues"
-        directory = self._make_dir(parent, name, {DESCRIPTION: cfg})
+        parent = layout.queues_dir(ns.directory)
+        directory = self._make_dir(parent, name, {layout.QUEUE_FILE: cfg})
         queue = Queue.open(
             directory,
             cfg,
@@ -231,7 +225,7 @@ class Management(BrokerCore):
         directory = parent / entity_dir_name(name)
         if directory.exists():  # leftovers of a create that never completed
             shutil.rmtree(directory)
-        tmp = parent / f"{WORK_PREFIX}tmp-{uuid.uuid4().hex}"
+        tmp = layout.work_dir(parent, "tmp")
         tmp.mkdir(mode=0o700)
         for file_name, content in files.items():
             if isinstance(content, bytes):
@@ -318,7 +312,7 @@ class Management(BrokerCore):
         partitions = self._check_new_entity(ns, cfg, options)
         self._reach_namespace(ns)
         cfg.created_at_ms = cfg.updated_at_ms = now
-        directory = self._make_dir(ns.directory / "topics", name, {TOPIC_DESCRIPTION: cfg})
+        directory = self._make_dir(layout.topics_dir(ns.directory), name, {layout.TOPIC_FILE: cfg})
         topic = Topic.open_topic(
             directory,
             cfg,
@@ -396,9 +390,9 @@ class Management(BrokerCore):
         rules = [Rule(DEFAULT_RULE, None, None, now)]  # daemon/README.md §10.1
         rules_json = json.dumps([r.to_json() for r in rules]).encode()
         directory = self._make_dir(
-            topic.directory / SUBSCRIPTIONS_DIR,
+            layout.subscriptions_dir(topic.directory),
             name,
-            {SUBSCRIPTION_DESCRIPTION: cfg, RULES_FILE: rules_json},
+            {layout.SUBSCRIPTION_FILE: cfg, layout.RULES_FILE: rules_json},
         )
         sub = topic.add_subscription(directory, cfg, self.syncer, now)
         sub.rules = rules

@@ -9,7 +9,7 @@ Rule 2: after anything that may make messages forwardable, :meth:`flow` runs.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Hashable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import msgspec
@@ -30,6 +30,7 @@ from sbctld.broker.namespace import (
 from sbctld.credits import (
     DATA_COST,
 )
+from sbctld.pairing import SenderId
 from sbctld.queue import Queue
 from sbctld.storage.log import State
 from sbctld.topic import (
@@ -44,12 +45,13 @@ class Messaging(BrokerCore):
         namespace: str,
         path: str,
         messages: Sequence[Message | bytes | msgspec.Raw],
-        sender: Hashable = None,
+        sender: SenderId | None = None,
         *,
         direct: bool = False,
     ) -> list[int]:
-        """``sender``: the client connection (a paired primary keeps a backlog queue per
-        sender, sbctld.pairing); ``direct``: past the pairing (its own sends)."""
+        """``sender``: the client connection, numbered by the service (a paired primary keeps
+        a backlog queue per sender, sbctld.pairing); ``direct``: past the pairing (its own
+        sends)."""
         if self.paired and not direct:
             pairing = self.paired.get(entity_key(namespace))
             if pairing is not None:

@@ -32,11 +32,6 @@ from sbctld.topic import (
 )
 
 DEFAULT_NAMESPACE = "sbemulatorns"  # the name Microsoft's emulator uses
-NAMESPACE_FILE = "namespace.toml"
-# Folders being created or deleted. '@' is in no namespace or entity name (daemon/README.md
-# §14.8-9),
-# so such a folder is never mistaken for an entity; start-up removes any left behind.
-WORK_PREFIX = "@"
 
 
 def check_throttling(credits_per_second: int, ops_per_unit: int) -> None:

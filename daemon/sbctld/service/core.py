@@ -10,6 +10,8 @@ An operation is the domain call plus what every protocol needs around it, here o
 - :meth:`Service.written` / :meth:`Service.wake` complete the requests parked in the
   :class:`~sbctld.service.purgatory.Purgatory` on the entity written, whichever front-end
   parked them; :meth:`Service.gone` fails them when the entity is deleted;
+- :meth:`Service.new_sender` numbers each client connection of any front-end: the sender a
+  paired primary keeps a backlog queue for (sbctld.pairing);
 - the ticker (lock expiry, scheduled messages, pairing) and the checkpointer run here.
 
 Rules kept here: the service imports no front-end; it calls the broker through its public
@@ -30,6 +32,7 @@ from typing import Any
 from sbctl import __version__
 from sbctl.errors import SbctlError
 from sbctld.broker import Broker
+from sbctld.pairing import SenderId
 from sbctld.service.commit import Committer
 from sbctld.service.process import ProcessStats
 from sbctld.service.purgatory import DelayedOperation, Key, Purgatory, Timers
@@ -72,6 +75,7 @@ class Service:
         self.info: dict[str, Any] = {}  # what front-ends add to `status` (ports)
         self.providers: dict[str, Provider] = {}
         self._tasks: list[asyncio.Task[None]] = []
+        self._senders = 0
 
     # ------------------------------------------------------------ lifecycle
 
@@ -151,6 +155,13 @@ class Service:
             fn(*args)
 
     # ------------------------------------------------------------ parked requests
+
+    def new_sender(self) -> SenderId:
+        """The identity of a new client connection, whichever front-end took it: what a
+        paired primary keys its per-sender backlog queue on. Never reused while the daemon
+        runs (a connection object's ``id()`` is, once it is collected)."""
+        self._senders += 1
+        return SenderId(self._senders)
 
     def park(
         self, op: DelayedOperation, namespace: str, entity: str, timeout_s: float | None

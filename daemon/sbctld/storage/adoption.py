@@ -11,8 +11,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NamedTuple
 
+from sbctl.layout import ADOPTING_SUFFIX, SEGMENT_SUFFIX, adopting_path, numbered, segment_name
 from sbctl.limits import MAX_TIME_MS
-from sbctld.storage.files import SEGMENT_SUFFIX, fsync_dir, numbered, segment_name
+from sbctld.storage.files import fsync_dir
 from sbctld.storage.log import ACTIVE_BYTE, PartitionLog, Segment, State
 
 
@@ -59,7 +60,7 @@ def link_adoption(log: PartitionLog, staged: Sequence[StagedSegment]) -> None:
         except OSError as exc:
             if exc.errno != errno.EXDEV:
                 raise
-            tmp = target.with_name(target.name + ".adopting")
+            tmp = adopting_path(target)
             shutil.copyfile(st.source, tmp)
             with open(tmp, "rb") as fh:
                 os.fsync(fh.fileno())
@@ -127,7 +128,7 @@ def rollback_adoption(directory: Path, next_seq: int) -> int:
         if base >= next_seq:
             path.unlink()
             removed += 1
-    for leftover in directory.glob("*.adopting"):
+    for leftover in directory.glob(f"*{ADOPTING_SUFFIX}"):
         leftover.unlink()
         removed += 1
     if removed:

@@ -20,6 +20,7 @@ from typing import Any
 import crc32c
 import msgspec
 
+from sbctl import layout
 from sbctl.codec import (
     BATCH_HEADER,
     RECORD_OVERHEAD,
@@ -30,8 +31,8 @@ from sbctl.codec import (
 from sbctld.storage.files import fsync_dir
 from sbctld.storage.space import storage_error
 
-CHECKPOINT = "checkpoint.bin"
-PREVIOUS = "checkpoint.prev.bin"
+CHECKPOINT = layout.CHECKPOINT_FILE
+PREVIOUS = layout.PREVIOUS_CHECKPOINT_FILE
 MAGIC = b"SBCK"
 VERSIONS = (1, 2)  # 1: no per-record CRCs (computed from the segments when loaded)
 VERSION = 2
@@ -58,14 +59,17 @@ def load(directory: Path, notes: list[str]) -> tuple[dict[str, Any] | None, bool
     A damaged ``checkpoint.bin`` is renamed ``checkpoint.bin.corrupt`` so that the next
     checkpoint does not keep it as the previous generation.
     """
-    current, previous = directory / CHECKPOINT, directory / PREVIOUS
+    current, previous = (
+        layout.checkpoint_file(directory),
+        layout.previous_checkpoint_file(directory),
+    )
     problem = ""
     try:
         ckpt = decode(current.read_bytes())
         if ckpt is not None:
             return ckpt, False
         problem = "unreadable (fails its checks)"
-        os.replace(current, current.with_name(CHECKPOINT + ".corrupt"))
+        os.replace(current, layout.corrupt_path(current))
     except FileNotFoundError:
         problem = "missing"
     try:
@@ -91,8 +95,8 @@ def write(directory: Path, body: dict[str, Any]) -> None:
     """
     data = msgspec.msgpack.encode(body)
     blob = MAGIC + struct.pack("<I", crc32c.crc32c(data)) + data
-    current = directory / CHECKPOINT
-    tmp = directory / f".{CHECKPOINT}.tmp"
+    current = layout.checkpoint_file(directory)
+    tmp = layout.temp_path(current)
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
@@ -107,11 +111,12 @@ def write(directory: Path, body: dict[str, Any]) -> None:
             os.unlink(tmp)
         raise storage_error(exc, tmp) from exc
     if current.exists():
-        keep = directory / f".{PREVIOUS}.tmp"
+        previous = layout.previous_checkpoint_file(directory)
+        keep = layout.temp_path(previous)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(keep)
         os.link(current, keep)
-        os.replace(keep, directory / PREVIOUS)
+        os.replace(keep, previous)
     os.replace(tmp, current)
     fsync_dir(directory)
 

@@ -1,8 +1,5 @@
-"""File naming and atomic metadata writes for the data directory.
-
-Names follow Kafka's habit: 20-digit zero-padded numbers, so that a plain sort is the
-numeric order.
-"""
+"""Atomic metadata writes for the data directory, each with a sealed copy (the file names
+are :mod:`sbctl.layout`'s)."""
 
 from __future__ import annotations
 
@@ -13,33 +10,7 @@ from pathlib import Path
 
 import crc32c
 
-SEGMENT_SUFFIX = ".log"
-JOURNAL_SUFFIX = ".jnl"
-MIRROR_SUFFIX = ".jnm"  # the journal's mirror (sbctld.storage.journal)
-CHECKPOINT = "checkpoint.bin"
-
-
-def segment_name(base_seq: int) -> str:
-    return f"{base_seq:020d}{SEGMENT_SUFFIX}"
-
-
-def journal_name(generation: int) -> str:
-    return f"{generation:020d}{JOURNAL_SUFFIX}"
-
-
-def mirror_name(generation: int) -> str:
-    return f"{generation:020d}{MIRROR_SUFFIX}"
-
-
-def numbered(directory: Path, suffix: str) -> list[tuple[int, Path]]:
-    """The files ``<20 digits><suffix>`` of a folder, in numeric order."""
-    found = []
-    for entry in os.scandir(directory):
-        name = entry.name
-        if name.endswith(suffix) and len(name) == 20 + len(suffix) and name[:20].isdigit():
-            found.append((int(name[:20]), Path(entry.path)))
-    found.sort()
-    return found
+from sbctl.layout import seal_path, temp_path
 
 
 def fsync_dir(directory: Path) -> None:
@@ -50,18 +21,13 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-SEAL_SUFFIX = ".seal"
 SEAL_MAGIC = b"SBSL"
 
 log = logging.getLogger("sbctld")
 
 
-def seal_path(path: Path) -> Path:
-    return path.with_name(path.name + SEAL_SUFFIX)
-
-
 def _write_file(path: Path, data: bytes, durable: bool) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
+    tmp = temp_path(path)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
         view = memoryview(data)

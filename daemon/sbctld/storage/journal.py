@@ -26,15 +26,15 @@ from typing import NamedTuple
 
 import crc32c
 
-from sbctld.storage.files import (
+from sbctl.layout import (
     JOURNAL_SUFFIX,
     MIRROR_SUFFIX,
-    fsync_dir,
+    corrupt_path,
     journal_name,
     mirror_name,
     numbered,
-    write_all,
 )
+from sbctld.storage.files import fsync_dir, write_all
 from sbctld.storage.space import SPACE_ERRNOS, Reserve, storage_error
 
 BATCH = struct.Struct("<II")
@@ -189,7 +189,7 @@ def recover_generation(directory: Path, generation: int, start: int, notes: list
         )
     source = copies[0] if copies[0] is not None else copies[1]
     if merged.lost and source is not None:
-        with open(path.with_name(path.name + ".corrupt"), "ab") as fh:
+        with open(corrupt_path(path), "ab") as fh:
             for a, b in merged.lost:
                 fh.write(source[a:b])
     for copy, name in zip(copies, names, strict=True):

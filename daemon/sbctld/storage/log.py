@@ -36,18 +36,18 @@ from sbctl.codec import (
     iter_records,
     scan_batches,
 )
-from sbctl.limits import MAX_TIME_MS
-from sbctld.storage import checkpoint as ckp
-from sbctld.storage import journal as jnl
-from sbctld.storage.files import (
+from sbctl.layout import (
     SEGMENT_SUFFIX,
-    fsync_dir,
+    corrupt_path,
     journal_name,
     mirror_name,
     numbered,
     segment_name,
-    write_all,
 )
+from sbctl.limits import MAX_TIME_MS
+from sbctld.storage import checkpoint as ckp
+from sbctld.storage import journal as jnl
+from sbctld.storage.files import fsync_dir, write_all
 from sbctld.storage.space import CorruptRecord, StorageError, storage_error
 from sbctld.storage.sync import Syncer
 
@@ -382,7 +382,7 @@ class PartitionLog(StateIndex):
         self, seg: Segment, buf: bytes, pos: int, damaged: list[tuple[int, int]], problem: str
     ) -> None:
         """Copy the damaged ranges of a segment to ``<segment>.corrupt`` for inspection."""
-        aside = seg.path.with_name(seg.path.name + ".corrupt")
+        aside = corrupt_path(seg.path)
         try:
             with open(aside, "ab") as fh:
                 for a, b in damaged:

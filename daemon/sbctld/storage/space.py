@@ -23,7 +23,6 @@ from pathlib import Path
 
 from sbctl.errors import QuotaExceeded
 
-RESERVE_NAME = "reserve.bin"
 RESERVE_BYTES = int(os.environ.get("SBCTLD_RESERVE_BYTES", 4 * 1024 * 1024))
 
 # Write errors that say the disk (not the request) is at fault.

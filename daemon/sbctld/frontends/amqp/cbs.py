@@ -14,6 +14,7 @@ import json
 import os
 from pathlib import Path
 
+from sbctl import layout
 from sbctl.sas import DEFAULT_KEY, DEFAULT_KEY_NAME, check_token, make_token
 
 __all__ = ["DEFAULT_KEY", "DEFAULT_KEY_NAME", "Keys", "check_token", "make_token"]
@@ -37,7 +38,7 @@ class Keys:
         self.keys[namespace.lower()] = (key_name, key)
         data = {ns: {"key_name": n, "key": k} for ns, (n, k) in self.keys.items()}
         self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".tmp")
+        tmp = layout.temp_sibling(self.path)
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as f:
             json.dump(data, f)

@@ -18,6 +18,7 @@ from sbctld.frontends.amqp.errors import condition_of, status_of
 if TYPE_CHECKING:
     from sbctld.broker import Broker
     from sbctld.frontends.amqp.connection import Connection
+    from sbctld.pairing import SenderId
     from sbctld.service import Service
 
 # A ``$management`` answer: status code, description, body, error condition.
@@ -37,6 +38,7 @@ class Host(Protocol):
 
     namespace: str
     closed: bool
+    sender: SenderId  # a paired primary's backlog key (Service.new_sender)
 
     @property
     def frontend(self) -> Frontend: ...

@@ -11,6 +11,7 @@ from typing import Any
 from sbctl.amqp import codec
 from sbctl.amqp.types import Array, Timestamp
 from sbctl.errors import BadRequest, SbctlError
+from sbctl.wire_errors import error_from_wire
 from sbctld.frontends.amqp import convert, rules
 from sbctld.frontends.amqp.errors import condition_of, status_of
 from sbctld.frontends.amqp.host import Host, Respond, ok_when_durable
@@ -79,7 +80,7 @@ def renew_lock(conn: Host, path: str, args: dict[str, Any], respond: Respond) ->
 
     for r in results:
         if "error" in r:
-            raise SbctlError.from_wire(r["error"])
+            raise error_from_wire(r["error"])
         expirations.append(parse_instant_ms(r["locked_until_utc"], 0))
     respond(200, "OK", {"expirations": Array("timestamp", expirations)}, None)
 
@@ -111,7 +112,7 @@ def update_disposition(conn: Host, path: str, args: dict[str, Any], respond: Res
     )
     for r in results:
         if "error" in r:
-            raise SbctlError.from_wire(r["error"])
+            raise error_from_wire(r["error"])
     if op in ("abandon", "dead-letter"):
         conn.frontend.wake(conn.namespace, path)
     ok_when_durable(conn, respond, None)
@@ -145,7 +146,7 @@ def schedule_message(conn: Host, path: str, args: dict[str, Any], respond: Respo
     for item in items:
         fields = _args(item)
         messages.append(convert.to_stored(bytes(fields.get("message") or b"")))
-    seqs = conn.broker.send(conn.namespace, path, messages, id(conn))
+    seqs = conn.broker.send(conn.namespace, path, messages, conn.sender)
     conn.frontend.wake(conn.namespace, path)
     ok_when_durable(conn, respond, {"sequence-numbers": Array("long", seqs)})
 

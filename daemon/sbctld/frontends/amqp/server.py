@@ -24,6 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from sbctl import layout
 from sbctl.amqp import codec
 from sbctl.amqp.types import (
     Accepted,
@@ -103,6 +104,7 @@ class AmqpConnection(asyncio.Protocol):
         self.frontend = frontend
         self.namespace = namespace
         self.broker = frontend.service.broker
+        self.sender = frontend.service.new_sender()  # a paired primary's backlog key
         self.conn = Connection(self, trace=_trace if TRACE else None)
         self.transactions = Transactions(self)
         self.transport: asyncio.Transport | None = None
@@ -433,7 +435,7 @@ class AmqpConnection(asyncio.Protocol):
                 )
                 return
             with service.request() as req:
-                self.broker.send(self.namespace, path, messages, id(self))
+                self.broker.send(self.namespace, path, messages, self.sender)
         except SbctlError as err:
             self._settle_send(link, delivery, err)
             return
@@ -575,8 +577,8 @@ class AmqpFrontend:
         self.host = host
         self.port = port
         self.data_dir = data_dir
-        self.keys = Keys(data_dir / "amqp" / "keys.json")
-        self.ports_file = data_dir / "amqp" / "ports.json"
+        self.keys = Keys(layout.amqp_keys_file(data_dir))
+        self.ports_file = layout.amqp_ports_file(data_dir)
         self.ports: dict[str, int] = {}  # namespace key → bound port
         self.listeners: dict[str, asyncio.AbstractServer] = {}
         self.connections: set[AmqpConnection] = set()
@@ -669,7 +671,7 @@ class AmqpFrontend:
         saved = self._saved_ports()
         saved.update({k: v for k, v in self.ports.items() if k != entity_key(DEFAULT_NAMESPACE)})
         self.ports_file.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        tmp = self.ports_file.with_suffix(".tmp")
+        tmp = layout.temp_sibling(self.ports_file)
         tmp.write_text(json.dumps(saved))
         tmp.replace(self.ports_file)
 

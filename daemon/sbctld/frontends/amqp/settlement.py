@@ -21,6 +21,7 @@ from sbctl.amqp.types import (
     Symbol,
 )
 from sbctl.errors import SbctlError
+from sbctl.wire_errors import error_from_wire
 from sbctld.frontends.amqp import convert
 from sbctld.frontends.amqp.errors import condition_of
 from sbctld.service import Request
@@ -107,7 +108,7 @@ def settle_range(
             )
         for (delivery_id, _), result in zip(tokens, results, strict=True):
             if "error" in result:
-                errors[delivery_id] = SbctlError.from_wire(result["error"])
+                errors[delivery_id] = error_from_wire(result["error"])
     except SbctlError as err:
         errors = {delivery_id: err for delivery_id, _ in tokens}
     if how.op in ("abandon", "dead-letter") and len(errors) < len(tokens) and state.key:

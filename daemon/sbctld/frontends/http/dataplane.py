@@ -28,6 +28,7 @@ from sbctl.codec import Message, decode_message
 from sbctl.durations import MAX_TIMESPAN_MS, parse_instant_ms
 from sbctl.errors import BadRequest, SbctlError
 from sbctl.protocol import Delivered
+from sbctl.wire_errors import error_from_wire
 from sbctld.frontends.http.management import MethodNotAllowed, error, fail
 from sbctld.frontends.http.request import Request, Respond
 
@@ -289,7 +290,7 @@ class DataPlane:
     def send(self, req: Request, entity: str, respond: Respond) -> None:
         messages = messages_of(req)
         with self.service.request() as request:
-            self.broker.send(req.namespace, entity, messages, id(self))
+            self.broker.send(req.namespace, entity, messages, req.sender)
 
         def done(err: SbctlError | None) -> None:
             if err is not None:
@@ -362,7 +363,7 @@ class DataPlane:
     def settle(self, req_ns: str, entity: str, op: str, token: str, respond: Respond) -> None:
         results = self.broker.settle(req_ns, entity, op, [token])
         if results and "error" in results[0]:
-            raise SbctlError.from_wire(results[0]["error"])
+            raise error_from_wire(results[0]["error"])
         headers: list[tuple[str, str]] = []
         if op == "renew-lock" and results and results[0].get("locked_until_utc"):
             until = parse_instant_ms(results[0]["locked_until_utc"], 0)

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
+from sbctl import layout
 from sbctl.durations import format_instant
 from sbctl.errors import (
     BadRequest,
@@ -69,7 +70,7 @@ class Management:
     def __init__(self, frontend: HttpHost) -> None:
         self.frontend = frontend
         self.broker = frontend.service.broker
-        self.params = SqlParameters(frontend.data_dir / "http" / "sql_parameters.json")
+        self.params = SqlParameters(layout.sql_parameters_file(frontend.data_dir))
 
     # ------------------------------------------------------------ dispatch
 

@@ -6,6 +6,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+from sbctld.pairing import SenderId
+
 Respond = Callable[[int, list[tuple[str, str]], bytes], None]
 API_VERSIONS = ("2017-04", "2021-05", "2024-05")
 
@@ -19,6 +21,7 @@ class Request:
     body: bytes
     scheme: str  # "http" or "https"
     namespace: str
+    sender: SenderId | None = None  # the connection's (sbctld.pairing)
     path: str = ""  # decoded, without the query
     query: dict[str, str] = field(default_factory=dict)
 

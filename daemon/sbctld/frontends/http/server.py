@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import h11
 
-from sbctl import __version__
+from sbctl import __version__, layout
 from sbctld.frontends.amqp.cbs import Keys
 from sbctld.frontends.http import auth, sniff
 from sbctld.frontends.http.dataplane import DataPlane
@@ -48,6 +48,7 @@ class HttpConnection(asyncio.Protocol):
     def __init__(self, frontend: HttpFrontend, namespace: str, tls: bool) -> None:
         self.frontend = frontend
         self.namespace = namespace
+        self.sender = frontend.service.new_sender()  # a paired primary's backlog key
         self.h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=64 * 1024)
         self.tls = TlsLayer(frontend.tls_context()) if tls else None
         self.transport: asyncio.Transport | None = None
@@ -213,6 +214,7 @@ class HttpConnection(asyncio.Protocol):
             body=b"".join(self.body),
             scheme="https" if self.tls is not None else "http",
             namespace=self.namespace,
+            sender=self.sender,
         )
         self.body = []
         answered = False
@@ -273,7 +275,7 @@ class HttpFrontend:
         self.data_dir = data_dir
         self.host = host
         self.port = port  # None: no HTTP port of its own (only the AMQP ports)
-        self.keys = Keys(data_dir / "amqp" / "keys.json")
+        self.keys = Keys(layout.amqp_keys_file(data_dir))
         self.connections: set[HttpConnection] = set()
         self.listener: asyncio.AbstractServer | None = None
         self.management = Management(self)

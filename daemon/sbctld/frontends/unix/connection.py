@@ -16,7 +16,8 @@ from typing import Protocol, cast
 
 from sbctl.errors import BadRequest, SbctlError
 from sbctl.protocol import LENGTH, MAX_REQUEST_BYTES, encode_reply
-from sbctld.service import DelayedOperation
+from sbctl.wire_errors import error_to_wire
+from sbctld.service import DelayedOperation, Service
 
 log = logging.getLogger("sbctld")
 # One connection's pipelined requests are handled in bursts of at most this many requests or
@@ -29,6 +30,7 @@ class Dispatcher(Protocol):
     """What a connection needs of its front-end (sbctld.frontends.unix.server)."""
 
     reply_buffer_bytes: int
+    service: Service
 
     def dispatch(self, conn: Connection, body: bytes) -> None: ...
 
@@ -60,6 +62,7 @@ class Connection(asyncio.Protocol):
 
     def __init__(self, server: Dispatcher) -> None:
         self.server = server
+        self.sender = server.service.new_sender()  # a paired primary's backlog key
         self.parked: set[DelayedOperation] = set()  # its receives waiting for messages
         self.transport: asyncio.Transport | None = None
         self.buf = bytearray()
@@ -150,4 +153,4 @@ class Connection(asyncio.Protocol):
             self.transport.write(frame)
 
     def reply_error(self, req_id: int, err: SbctlError) -> None:
-        self.send(encode_reply(req_id, False, err.to_wire()))
+        self.send(encode_reply(req_id, False, error_to_wire(err)))

@@ -210,13 +210,13 @@ class Operations:
 
     def op_send(self, conn: Connection, req_id: int, a: Any) -> Any:
         # The connection is the sender a paired primary keeps a backlog queue for.
-        seqs = self.broker.send(a.namespace, a.entity, a.messages, id(conn))
+        seqs = self.broker.send(a.namespace, a.entity, a.messages, conn.sender)
         if not a.report:
             return seqs
         # sbctl send: also say where a paired primary diverted the messages
         where = None
         if self.broker.paired and seqs and not any(seqs):
-            where = self.broker.pairings.backlog_of(a.namespace, a.entity, id(conn))
+            where = self.broker.pairings.backlog_of(a.namespace, a.entity, conn.sender)
         report = {"sequence_numbers": seqs, "diverted_to": where}
         if where is not None:
             pairing = self.broker.paired[entity_key(a.namespace)]

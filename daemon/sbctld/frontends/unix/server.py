@@ -5,7 +5,7 @@ A thin layer over the service (sbctld.service): decode a request, call its handl
 (sbctld.frontends.unix.ops), encode the reply. Whether the reply waits for durability and
 what it wakes is the operation's declaration (sbctl.operations); the durable
 acknowledgement, the slow-store delay and the wake-ups themselves are the service's. Errors
-are answered in the Unix wire form (``SbctlError.to_wire``); an unexpected exception is
+are answered in the Unix wire form (``sbctl.wire_errors.error_to_wire``); an unexpected exception is
 logged and answered as an internal error, never kills the daemon.
 """
 
