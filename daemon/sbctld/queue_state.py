@@ -14,7 +14,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from sbctl.durations import format_duration_iso, format_instant
 from sbctl.errors import (
     BadRequest,
     InvalidOperation,
@@ -25,6 +24,7 @@ from sbctld.config import QueueConfig
 from sbctld.dedup import DuplicateHistory
 from sbctld.faults import ENTITY_UNAVAILABLE, all_down
 from sbctld.partition import Partition
+from sbctld.results import QueueInfo, QueuePartition, UnavailablePartition
 from sbctld.sessions import Sessions
 from sbctld.storage.log import (
     State,
@@ -120,51 +120,57 @@ class QueueState:
             "corrupt_message_count": sum(p.log.corrupt_count for p in self.partitions),
         }
 
-    def describe(self, *, partitions: bool = True) -> dict[str, Any]:
+    def describe(self, *, partitions: bool = True) -> QueueInfo:
         cfg = self.config
-        out: dict[str, Any] = {
-            "name": cfg.name,
-            "max_size_in_megabytes": cfg.max_size_in_megabytes,
-            "max_message_size_in_kilobytes": self.max_message_bytes // 1024,
-            "lock_duration": format_duration_iso(cfg.lock_duration),
-            "max_delivery_count": cfg.max_delivery_count,
-            "default_message_time_to_live": format_duration_iso(cfg.default_message_time_to_live),
-            "requires_duplicate_detection": cfg.requires_duplicate_detection,
-            "duplicate_detection_history_time_window": format_duration_iso(
-                cfg.duplicate_detection_history_time_window
-            ),
-            "requires_session": cfg.requires_session,
-            "enable_partitioning": self.partitioned,
-            "forward_to": cfg.forward_to,
-            "forward_dead_lettered_messages_to": cfg.forward_dead_lettered_messages_to,
-            "dead_lettering_on_message_expiration": cfg.dead_lettering_on_message_expiration,
-            "auto_delete_on_idle": format_duration_iso(cfg.auto_delete_on_idle),
-            "enable_batched_operations": cfg.enable_batched_operations,
-            "enable_express": False,
-            "status": cfg.status,
-            "user_metadata": cfg.user_metadata,
-            "created_at_utc": format_instant(cfg.created_at_ms),
-            "updated_at_utc": format_instant(cfg.updated_at_ms),
-            "accessed_at_utc": format_instant(self.accessed_at_ms),
-            **self.counts(),
-            "partition_count": len(self.partitions),
-            "availability_status": self.availability_status,
-        }
+        counts = self.counts()
+        info = QueueInfo(
+            name=cfg.name,
+            max_size_in_megabytes=cfg.max_size_in_megabytes,
+            max_message_size_in_kilobytes=self.max_message_bytes // 1024,
+            lock_duration_ms=cfg.lock_duration,
+            max_delivery_count=cfg.max_delivery_count,
+            default_message_time_to_live_ms=cfg.default_message_time_to_live,
+            requires_duplicate_detection=cfg.requires_duplicate_detection,
+            duplicate_detection_history_time_window_ms=cfg.duplicate_detection_history_time_window,
+            requires_session=cfg.requires_session,
+            enable_partitioning=self.partitioned,
+            forward_to=cfg.forward_to,
+            forward_dead_lettered_messages_to=cfg.forward_dead_lettered_messages_to,
+            dead_lettering_on_message_expiration=cfg.dead_lettering_on_message_expiration,
+            auto_delete_on_idle_ms=cfg.auto_delete_on_idle,
+            enable_batched_operations=cfg.enable_batched_operations,
+            enable_express=False,
+            status=cfg.status,
+            user_metadata=cfg.user_metadata,
+            created_at_ms=cfg.created_at_ms,
+            updated_at_ms=cfg.updated_at_ms,
+            accessed_at_ms=self.accessed_at_ms,
+            active_message_count=counts["active_message_count"],
+            deferred_message_count=counts["deferred_message_count"],
+            dead_letter_message_count=counts["dead_letter_message_count"],
+            scheduled_message_count=counts["scheduled_message_count"],
+            transfer_message_count=counts["transfer_message_count"],
+            transfer_dead_letter_message_count=counts["transfer_dead_letter_message_count"],
+            total_message_count=counts["total_message_count"],
+            size_in_bytes=counts["size_in_bytes"],
+            corrupt_message_count=counts["corrupt_message_count"],
+            partition_count=len(self.partitions),
+            availability_status=self.availability_status,
+        )
         if partitions:
-            out["partitions"] = [
+            info.partitions = [
                 self.partition_fault(p)
-                or {
-                    "partition_id": p.id,
-                    "active_message_count": p.log.counts[State.ACTIVE]
-                    + p.log.counts[State.DEFERRED],
-                    "dead_letter_message_count": p.log.counts[State.DEADLETTERED],
-                    "size_in_bytes": p.log.live_bytes,
-                    "next_sequence_number": p.shift | p.log.next_seq,
+                or QueuePartition(
+                    partition_id=p.id,
+                    active_message_count=p.log.counts[State.ACTIVE] + p.log.counts[State.DEFERRED],
+                    dead_letter_message_count=p.log.counts[State.DEADLETTERED],
+                    size_in_bytes=p.log.live_bytes,
+                    next_sequence_number=p.shift | p.log.next_seq,
                     **self.partition_slowness(p),
-                }
+                )
                 for p in self.partitions
             ]
-        return out
+        return info
 
     def check_reachable(self) -> None:
         """Raise ServiceCommunicationProblem when no partition is available."""
@@ -193,26 +199,23 @@ class QueueState:
             return "Available"
         return ENTITY_UNAVAILABLE if down == len(self.partitions) else "Limited"
 
-    def partition_fault(self, p: Partition) -> dict[str, Any] | None:
+    def partition_fault(self, p: Partition) -> UnavailablePartition | None:
         """A faulty partition's entry in :meth:`describe` (None when it is healthy): an
         unavailable one has no counts; a slow one says how slow."""
         fault = p.fault
         if fault is None or not fault.down:
             return None
-        return {
-            "partition_id": p.id,
-            "availability_status": "Unavailable",
-            "faults": list(fault.fault_ids),
-        }
+        return UnavailablePartition(partition_id=p.id, faults=list(fault.fault_ids))
 
     @staticmethod
     def partition_slowness(p: Partition) -> dict[str, Any]:
+        """The fields a slow partition's entry adds."""
         fault = p.fault
         if fault is None:
             return {}
         return {
             "availability_status": "Slow",
-            "latency": format_duration_iso(fault.latency_ms),
+            "latency_ms": fault.latency_ms,
             "faults": list(fault.fault_ids),
         }
 

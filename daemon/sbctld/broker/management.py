@@ -60,6 +60,14 @@ from sbctld.credits import (
     MANAGEMENT_COST,
 )
 from sbctld.queue import DESCRIPTION, Queue
+from sbctld.results import (
+    Credits,
+    NamespaceInfo,
+    QueueInfo,
+    RuleInfo,
+    SubscriptionInfo,
+    TopicInfo,
+)
 from sbctld.storage.files import fsync_dir, write_atomic
 from sbctld.topic import (
     DEFAULT_RULE,
@@ -81,7 +89,7 @@ class Management(BrokerCore):
         capacity: int = 1,
         credits_per_second: int | None = None,
         ops_per_unit: int | None = None,
-    ) -> dict[str, Any]:
+    ) -> NamespaceInfo:
         validate_namespace_name(name)
         sku = sku.lower()
         if sku not in SKUS:
@@ -120,7 +128,7 @@ class Management(BrokerCore):
         self.namespaces[key] = ns
         return ns.describe()
 
-    def namespace_get(self, name: str) -> dict[str, Any]:
+    def namespace_get(self, name: str) -> NamespaceInfo:
         return self.namespace(name).describe()
 
     def namespace_update(
@@ -129,7 +137,7 @@ class Management(BrokerCore):
         credits_per_second: int | None = None,
         capacity: int | None = None,
         ops_per_unit: int | None = None,
-    ) -> dict[str, Any]:
+    ) -> NamespaceInfo:
         """Change a namespace's throttling at runtime (credits; premium units scale)."""
         ns = self.namespace(name)
         cfg = ns.config
@@ -160,11 +168,11 @@ class Management(BrokerCore):
         ns.meter.limit = ns.credit_limit
         return ns.describe()
 
-    def namespace_credits(self, name: str) -> dict[str, Any]:
+    def namespace_credits(self, name: str) -> Credits:
         """Throttling state: budget, what is left of this period, consumption by kind."""
         return self.namespace(name).credits(self.clock.now_ms())
 
-    def namespace_list(self) -> list[dict[str, Any]]:
+    def namespace_list(self) -> list[NamespaceInfo]:
         return [ns.describe() for ns in self.namespaces.values()]
 
     def namespace_delete(self, name: str) -> dict[str, Any]:
@@ -188,7 +196,7 @@ class Management(BrokerCore):
         ns.charge("management", MANAGEMENT_COST, self.clock.now_ms())
         return ns
 
-    def queue_create(self, namespace: str, name: str, options: dict[str, Any]) -> dict[str, Any]:
+    def queue_create(self, namespace: str, name: str, options: dict[str, Any]) -> QueueInfo:
         ns = self._manage(namespace)
         key = self._new_entity_key(ns, name, "queue")
         now = self.clock.now_ms()
@@ -282,7 +290,7 @@ class Management(BrokerCore):
                     f"{field} destination {target!r} does not exist in namespace {ns.name!r}"
                 )
 
-    def queue_update(self, namespace: str, name: str, options: dict[str, Any]) -> dict[str, Any]:
+    def queue_update(self, namespace: str, name: str, options: dict[str, Any]) -> QueueInfo:
         ns = self._manage(namespace)
         queue = self.queue(namespace, name)
         queue.reach_all()  # daemon/README.md §0.1.10
@@ -295,11 +303,11 @@ class Management(BrokerCore):
         self.flow(queue)  # a new forward_to passes on what the queue holds
         return queue.describe()
 
-    def queue_get(self, namespace: str, name: str) -> dict[str, Any]:
+    def queue_get(self, namespace: str, name: str) -> QueueInfo:
         self._manage(namespace)
         return self.queue(namespace, name).describe()
 
-    def queue_list(self, namespace: str) -> list[dict[str, Any]]:
+    def queue_list(self, namespace: str) -> list[QueueInfo]:
         ns = self._manage(namespace)
         return [q.describe(partitions=False) for q in ns.queues.values()]
 
@@ -308,7 +316,7 @@ class Management(BrokerCore):
         self.queue(namespace, name).reach_all()  # daemon/README.md §0.1.10
         return self._queue_delete(namespace, name)
 
-    def topic_create(self, namespace: str, name: str, options: dict[str, Any]) -> dict[str, Any]:
+    def topic_create(self, namespace: str, name: str, options: dict[str, Any]) -> TopicInfo:
         ns = self._manage(namespace)
         if ns.config.sku == "basic":
             raise InvalidOperation("topics are not supported on the Basic tier")
@@ -336,7 +344,7 @@ class Management(BrokerCore):
             self.faults.apply(topic, "topic")  # a namespace-wide slow fault covers it
         return topic.describe()
 
-    def topic_update(self, namespace: str, name: str, options: dict[str, Any]) -> dict[str, Any]:
+    def topic_update(self, namespace: str, name: str, options: dict[str, Any]) -> TopicInfo:
         ns = self._manage(namespace)
         topic = self.topic(namespace, name)
         topic.reach_all()  # daemon/README.md §0.1.10
@@ -347,11 +355,11 @@ class Management(BrokerCore):
         topic.save()
         return topic.describe()
 
-    def topic_get(self, namespace: str, name: str) -> dict[str, Any]:
+    def topic_get(self, namespace: str, name: str) -> TopicInfo:
         self._manage(namespace)
         return self.topic(namespace, name).describe()
 
-    def topic_list(self, namespace: str) -> list[dict[str, Any]]:
+    def topic_list(self, namespace: str) -> list[TopicInfo]:
         ns = self._manage(namespace)
         return [t.describe(partitions=False) for t in ns.topics.values()]
 
@@ -369,7 +377,7 @@ class Management(BrokerCore):
 
     def subscription_create(
         self, namespace: str, topic_name: str, name: str, options: dict[str, Any]
-    ) -> dict[str, Any]:
+    ) -> SubscriptionInfo:
         ns = self._manage(namespace)
         topic = self.topic(namespace, topic_name)
         validate_subscription_name(name)
@@ -408,7 +416,7 @@ class Management(BrokerCore):
 
     def subscription_update(
         self, namespace: str, topic_name: str, name: str, options: dict[str, Any]
-    ) -> dict[str, Any]:
+    ) -> SubscriptionInfo:
         ns = self._manage(namespace)
         sub = self.subscription(self.topic(namespace, topic_name), name)
         sub.reach_all()  # daemon/README.md §0.1.10
@@ -421,11 +429,11 @@ class Management(BrokerCore):
         self.flow(sub)  # a new forward_to passes on what the subscription holds
         return sub.describe()
 
-    def subscription_get(self, namespace: str, topic_name: str, name: str) -> dict[str, Any]:
+    def subscription_get(self, namespace: str, topic_name: str, name: str) -> SubscriptionInfo:
         self._manage(namespace)
         return self.subscription(self.topic(namespace, topic_name), name).describe()
 
-    def subscription_list(self, namespace: str, topic_name: str) -> list[dict[str, Any]]:
+    def subscription_list(self, namespace: str, topic_name: str) -> list[SubscriptionInfo]:
         self._manage(namespace)
         return [s.describe() for s in self.topic(namespace, topic_name).subscriptions.values()]
 
@@ -455,7 +463,7 @@ class Management(BrokerCore):
         name: str,
         filter_spec: dict[str, Any] | None,
         action: str | None,
-    ) -> dict[str, Any]:
+    ) -> RuleInfo:
         self._manage(namespace)
         topic = self.topic(namespace, topic_name)
         sub = self.subscription(topic, sub_name)
@@ -484,11 +492,11 @@ class Management(BrokerCore):
             )
         return rule
 
-    def rule_get(self, namespace: str, topic_name: str, sub_name: str, name: str) -> dict[str, Any]:
+    def rule_get(self, namespace: str, topic_name: str, sub_name: str, name: str) -> RuleInfo:
         self._manage(namespace)
         return self._rule(namespace, topic_name, sub_name, name).describe()
 
-    def rule_list(self, namespace: str, topic_name: str, sub_name: str) -> list[dict[str, Any]]:
+    def rule_list(self, namespace: str, topic_name: str, sub_name: str) -> list[RuleInfo]:
         self._manage(namespace)
         sub = self.subscription(self.topic(namespace, topic_name), sub_name)
         return [r.describe() for r in sub.rules]

@@ -13,6 +13,7 @@ from sbctl.amqp.types import Array, Timestamp
 from sbctl.errors import BadRequest, SbctlError
 from sbctld.frontends.amqp import convert
 from sbctld.frontends.amqp.errors import condition_of, status_of
+from sbctld.results import LockRenewed
 
 if TYPE_CHECKING:
     from sbctld.frontends.amqp.server import AmqpConnection
@@ -89,12 +90,10 @@ def renew_lock(conn: AmqpConnection, path: str, args: dict[str, Any], respond: R
     tokens = [str(t) for t in args.get("lock-tokens") or []]
     results = conn.broker.settle(conn.namespace, path, "renew-lock", tokens)
     expirations = []
-    from sbctl.durations import parse_instant_ms
-
     for r in results:
-        if "error" in r:
+        if not isinstance(r, LockRenewed):
             raise SbctlError.from_wire(r["error"])
-        expirations.append(parse_instant_ms(r["locked_until_utc"], 0))
+        expirations.append(r.locked_until_ms)
     respond(200, "OK", {"expirations": Array("timestamp", expirations)}, None)
 
 
@@ -126,7 +125,7 @@ def update_disposition(
         _text(description) if description else None,
     )
     for r in results:
-        if "error" in r:
+        if isinstance(r, dict) and "error" in r:
             raise SbctlError.from_wire(r["error"])
     if op in ("abandon", "dead-letter"):
         conn.frontend.wake(conn.namespace, path)
@@ -182,7 +181,7 @@ def renew_session_lock(
     session = _session(args)
     token = conn.session_token(path, session)
     info = conn.broker.session_renew(conn.namespace, path, token)
-    respond(200, "OK", {"expiration": Timestamp(conn.session_until(info))}, None)
+    respond(200, "OK", {"expiration": Timestamp(info.locked_until_ms)}, None)
 
 
 def get_session_state(
@@ -210,7 +209,7 @@ def get_message_sessions(
     skip = int(args.get("skip", 0) or 0)
     top = int(args.get("top", 100) or 100)
     sessions = conn.broker.session_list(conn.namespace, path)
-    ids = [s["session_id"] for s in sessions][skip : skip + top]
+    ids = [s.session_id for s in sessions][skip : skip + top]
     if not ids:
         respond(204, "No Content", None, None)
         return

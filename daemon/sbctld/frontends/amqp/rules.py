@@ -14,9 +14,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from sbctl.amqp.types import Described, Timestamp, ULong
-from sbctl.durations import parse_instant_ms
 from sbctl.errors import BadRequest
 from sbctl.names import parse_entity_path
+from sbctld.results import RuleInfo
 
 if TYPE_CHECKING:
     from sbctld.frontends.amqp.server import AmqpConnection
@@ -87,9 +87,9 @@ def filter_spec(description: dict[str, Any]) -> tuple[dict[str, Any], str | None
     return spec, _text(action) if action is not None else None
 
 
-def described_rule(rule: dict[str, Any]) -> Described:
-    """sbctl's rule description → the described rule enumerate-rules answers."""
-    spec = rule["filter"]
+def described_rule(rule: RuleInfo) -> Described:
+    """The broker's rule description → the described rule enumerate-rules answers."""
+    spec = rule.filter
     kind = spec["type"]
     if kind == "sql":
         filt = Described(SQL_FILTER, [spec["sql_expression"], 20])
@@ -103,12 +103,10 @@ def described_rule(rule: dict[str, Any]) -> Described:
             CORRELATION_FILTER, [spec.get(n) for n in names] + [spec.get("properties") or {}]
         )
     action = (
-        Described(SQL_ACTION, [rule["action"], 20])
-        if rule.get("action")
-        else Described(EMPTY_ACTION, [])
+        Described(SQL_ACTION, [rule.action, 20]) if rule.action else Described(EMPTY_ACTION, [])
     )
-    created = Timestamp(parse_instant_ms(rule["created_at_utc"], 0))
-    return Described(RULE_DESCRIPTION, [filt, action, rule["name"], created])
+    created = Timestamp(rule.created_at_ms)
+    return Described(RULE_DESCRIPTION, [filt, action, rule.name, created])
 
 
 def add_rule(conn: AmqpConnection, path: str, args: dict[str, Any], respond: Respond) -> None:

@@ -12,10 +12,11 @@ import logging
 import os
 import socket
 import struct
-from typing import Protocol, cast
+from typing import Any, Protocol, cast
 
 from sbctl.errors import BadRequest, SbctlError
 from sbctl.protocol import LENGTH, MAX_REQUEST_BYTES, encode_reply
+from sbctld.frontends.unix.present import present
 from sbctld.service import DelayedOperation
 
 log = logging.getLogger("sbctld")
@@ -148,6 +149,10 @@ class Connection(asyncio.Protocol):
         if not self.closed and self.transport is not None:
             self.burst_bytes += len(frame)
             self.transport.write(frame)
+
+    def reply(self, req_id: int, result: Any) -> None:
+        """Answer a request: its result in the wire form the client reads (present)."""
+        self.send(encode_reply(req_id, True, present(result)))
 
     def reply_error(self, req_id: int, err: SbctlError) -> None:
         self.send(encode_reply(req_id, False, err.to_wire()))

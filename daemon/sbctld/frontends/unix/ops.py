@@ -15,6 +15,8 @@ import time
 import traceback
 from typing import Any, NamedTuple
 
+from msgspec import UNSET
+
 from sbctl import __version__
 from sbctl.errors import BadRequest, GeneralError, InvalidOperation, SbctlError, ServiceTimeout
 from sbctl.names import entity_key
@@ -94,11 +96,11 @@ class Operations:
         daemon's own CPU and memory (shared by every namespace it serves)."""
         credits = self.broker.namespace_credits(a.name)
         info: dict[str, Any] = {
-            "namespace": credits["namespace"],
-            "sku": credits["sku"],
-            "capacity": credits.get("capacity"),
-            "throttled_requests": credits["throttled_requests"],
-            "requests_served": credits["requests_served"],
+            "namespace": credits.namespace,
+            "sku": credits.sku,
+            "capacity": None if credits.capacity is UNSET else credits.capacity,
+            "throttled_requests": credits.throttled_requests,
+            "requests_served": credits.requests_served,
             "cpu_percent": None,
             "rss_bytes": None,
         }
@@ -366,7 +368,7 @@ class Operations:
 
     def op_fault_clear(self, conn: Connection, req_id: int, a: Any) -> Reply | None:
         result = self.broker.fault_clear(a.namespace, a.ids, a.all_namespaces)
-        for ns_key in dict.fromkeys(entity_key(f["namespace"]) for f in result["cleared"]):
+        for ns_key in dict.fromkeys(entity_key(f.namespace) for f in result.cleared):
             self.service.wake_namespace(ns_key)  # what the stores held is there again
         return Reply(result)
 
@@ -393,7 +395,7 @@ class Operations:
             if error is not None:
                 conn.reply_error(req_id, error)
             else:
-                conn.send(encode_reply(req_id, True, reply.result))
+                conn.reply(req_id, reply.result)
 
         self.service.acknowledge(req, done, durable=reply.durable)
         for namespace, entity in reply.wakes:
