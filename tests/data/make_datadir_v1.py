@@ -20,7 +20,6 @@ from sbctl.messages import ReceivedMessage
 from sbctl.protocol import Delivered
 from sbctld.broker import DEFAULT_NAMESPACE, Broker
 from sbctld.clock import FakeClock
-from sbctld.frontends.unix.present import present
 from sbctld.storage.sync import Syncer
 
 NS = DEFAULT_NAMESPACE
@@ -159,12 +158,12 @@ def snapshot(b: Broker) -> dict[str, Any]:
             for d in got
         ]
     for name in ("q", "pq", "sq"):
-        q = present(b.queue_get(NS, name))  # as the CLI shows it
+        q = b.queue_get(NS, name)
         out["counts"][name] = {k: q[k] for k in COUNT_KEYS}
     for name in ("all", "red"):
-        s = present(b.subscription_get(NS, "t", name))
+        s = b.subscription_get(NS, "t", name)
         out["counts"][f"t/{name}"] = {k: s.get(k) for k in COUNT_KEYS}
-    out["rules"] = {r["name"]: r for r in present(b.rule_list(NS, "t", "red"))}
+    out["rules"] = {r["name"]: r for r in b.rule_list(NS, "t", "red")}
     for sid in ("s1", "s2"):
         state = b.session_get_state(NS, "sq", sid)
         out["session_state"][sid] = None if state is None else state.hex()

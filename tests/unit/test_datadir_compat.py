@@ -33,10 +33,12 @@ def _generator() -> ModuleType:
     return module
 
 
-def _open(tmp_path: Path, clock: FakeClock) -> Broker:
+def _open(tmp_path: Path, clock: FakeClock) -> Any:
+    """The data dir's broker, its results as the CLI sees them (tests/presenting.py)."""
     with tarfile.open(DATA / "datadir_v1.tar.gz") as tar:
         tar.extractall(tmp_path, filter="data")
-    return Broker(tmp_path / "data", clock, Syncer("fsync"), default_credits_per_second=0)
+    b = Broker(tmp_path / "data", clock, Syncer("fsync"), default_credits_per_second=0)
+    return presenting.Presented(b)
 
 
 def test_every_message_count_rule_and_session_state_reads_back(tmp_path: Path) -> None:
