@@ -4,9 +4,11 @@ dicts the Python client and the CLI read.
 Rules kept here: the output is exactly the wire form the client has always read (its API is
 public, ``sbctl … -o json`` prints it): a duration field ``x_ms`` becomes ``x`` as an
 ISO 8601 duration (``PT1M``), an instant ``x_ms`` becomes ``x_utc`` as ISO 8601 UTC with
-milliseconds, an UNSET field is left out, the field order is kept. Anything that is not a
-result (sequence numbers, delivered messages, plain dicts) passes through, its contents
-presented. Called once, where a reply is encoded (sbctld.frontends.unix.connection).
+milliseconds, an UNSET field is left out, the field order is kept. A result may stand
+alone, in a list, or in a field of a result; anything else (sequence numbers, delivered
+messages, plain dicts) passes as it is, without a look at each item, so the data plane's
+replies cost one check. Called once, where a reply is encoded
+(sbctld.frontends.unix.connection).
 """
 
 from __future__ import annotations
@@ -29,29 +31,19 @@ def present(result: Any) -> Any:
     """A handler's result → what the reply carries."""
     if isinstance(result, Result):
         return _struct(result)
-    if type(result) is list:
-        return _list(result)
-    if type(result) is dict:
-        return {k: _show(v) for k, v in result.items()}
+    if type(result) is list and result and isinstance(result[0], Result | dict):
+        # settlement results: a dict per token, a renewed lock's a result
+        return [_struct(v) if isinstance(v, Result) else v for v in result]
     return result
 
 
 def _show(value: Any) -> Any:
+    """A field's value: results in it presented, anything else as it is."""
     if isinstance(value, Result):
         return _struct(value)
     if type(value) is list:
-        return _list(value)
-    if type(value) is dict:
-        return {k: _show(v) for k, v in value.items()}
+        return [_show(v) for v in value]
     return value
-
-
-def _list(values: list[Any]) -> list[Any]:
-    # A list is all of a kind (settlement results: dicts and renewed locks), so its first
-    # item decides: sequence numbers and delivered messages pass without a look at each.
-    if values and isinstance(values[0], Result | dict | list):
-        return [_show(v) for v in values]
-    return values
 
 
 def _struct(result: Result) -> dict[str, Any]:
