@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from sbctl.errors import (
     BadRequest,
@@ -24,12 +24,13 @@ from sbctld.config import QueueConfig
 from sbctld.dedup import DuplicateHistory
 from sbctld.faults import ENTITY_UNAVAILABLE, all_down
 from sbctld.partition import Partition
-from sbctld.results import QueueInfo, QueuePartition, UnavailablePartition
+from sbctld.results import QueueInfo, QueuePartition, Result, UnavailablePartition
 from sbctld.sessions import Sessions
 from sbctld.storage.log import (
     State,
 )
 
+R = TypeVar("R", bound=Result)
 DESCRIPTION = "queue.toml"
 SESSION_RECEIVER_ON_PLAIN = (
     # daemon/README.md §9.5
@@ -120,43 +121,42 @@ class QueueState:
             "corrupt_message_count": sum(p.log.corrupt_count for p in self.partitions),
         }
 
-    def describe(self, *, partitions: bool = True) -> QueueInfo:
+    def described(self, cls: type[R], **fields: Any) -> R:
+        """A description (sbctld.results) of this entity: its settings and ``fields``,
+        each kept when ``cls`` has it; durations and instants in milliseconds."""
         cfg = self.config
-        counts = self.counts()
-        info = QueueInfo(
-            name=cfg.name,
-            max_size_in_megabytes=cfg.max_size_in_megabytes,
-            max_message_size_in_kilobytes=self.max_message_bytes // 1024,
-            lock_duration_ms=cfg.lock_duration,
-            max_delivery_count=cfg.max_delivery_count,
-            default_message_time_to_live_ms=cfg.default_message_time_to_live,
-            requires_duplicate_detection=cfg.requires_duplicate_detection,
-            duplicate_detection_history_time_window_ms=cfg.duplicate_detection_history_time_window,
-            requires_session=cfg.requires_session,
-            enable_partitioning=self.partitioned,
-            forward_to=cfg.forward_to,
-            forward_dead_lettered_messages_to=cfg.forward_dead_lettered_messages_to,
-            dead_lettering_on_message_expiration=cfg.dead_lettering_on_message_expiration,
-            auto_delete_on_idle_ms=cfg.auto_delete_on_idle,
-            enable_batched_operations=cfg.enable_batched_operations,
-            enable_express=False,
-            status=cfg.status,
-            user_metadata=cfg.user_metadata,
-            created_at_ms=cfg.created_at_ms,
-            updated_at_ms=cfg.updated_at_ms,
-            accessed_at_ms=self.accessed_at_ms,
-            active_message_count=counts["active_message_count"],
-            deferred_message_count=counts["deferred_message_count"],
-            dead_letter_message_count=counts["dead_letter_message_count"],
-            scheduled_message_count=counts["scheduled_message_count"],
-            transfer_message_count=counts["transfer_message_count"],
-            transfer_dead_letter_message_count=counts["transfer_dead_letter_message_count"],
-            total_message_count=counts["total_message_count"],
-            size_in_bytes=counts["size_in_bytes"],
-            corrupt_message_count=counts["corrupt_message_count"],
-            partition_count=len(self.partitions),
-            availability_status=self.availability_status,
-        )
+        every = {
+            "name": cfg.name,
+            "max_size_in_megabytes": cfg.max_size_in_megabytes,
+            "max_message_size_in_kilobytes": self.max_message_bytes // 1024,
+            "lock_duration_ms": cfg.lock_duration,
+            "max_delivery_count": cfg.max_delivery_count,
+            "default_message_time_to_live_ms": cfg.default_message_time_to_live,
+            "requires_duplicate_detection": cfg.requires_duplicate_detection,
+            "duplicate_detection_history_time_window_ms": (
+                cfg.duplicate_detection_history_time_window
+            ),
+            "requires_session": cfg.requires_session,
+            "enable_partitioning": self.partitioned,
+            "forward_to": cfg.forward_to,
+            "forward_dead_lettered_messages_to": cfg.forward_dead_lettered_messages_to,
+            "dead_lettering_on_message_expiration": cfg.dead_lettering_on_message_expiration,
+            "auto_delete_on_idle_ms": cfg.auto_delete_on_idle,
+            "enable_batched_operations": cfg.enable_batched_operations,
+            "enable_express": False,
+            "status": cfg.status,
+            "user_metadata": cfg.user_metadata,
+            "created_at_ms": cfg.created_at_ms,
+            "updated_at_ms": cfg.updated_at_ms,
+            "accessed_at_ms": self.accessed_at_ms,
+            "partition_count": len(self.partitions),
+            "availability_status": self.availability_status,
+        }
+        wanted = cls.__struct_fields__
+        return cls(**{k: v for k, v in (every | fields).items() if k in wanted})
+
+    def describe(self, *, partitions: bool = True) -> QueueInfo:
+        info = self.described(QueueInfo, **self.counts())
         if partitions:
             info.partitions = [
                 self.partition_fault(p)

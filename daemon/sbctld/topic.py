@@ -169,37 +169,14 @@ class Subscription(Queue):
 
     def describe(self, *, partitions: bool = True) -> SubscriptionInfo:  # type: ignore[override]
         del partitions
-        cfg = self.config
-        counts = self.counts()
-        return SubscriptionInfo(
-            name=cfg.name,
+        return self.described(
+            SubscriptionInfo,
+            **self.counts(),
             topic_name=self.topic.name,
-            lock_duration_ms=cfg.lock_duration,
-            requires_session=cfg.requires_session,
-            default_message_time_to_live_ms=cfg.default_message_time_to_live,
-            dead_lettering_on_message_expiration=cfg.dead_lettering_on_message_expiration,
             dead_lettering_on_filter_evaluation_exceptions=(
-                cfg.dead_lettering_on_filter_evaluation_exceptions
+                self.config.dead_lettering_on_filter_evaluation_exceptions
             ),
-            max_delivery_count=cfg.max_delivery_count,
-            enable_batched_operations=cfg.enable_batched_operations,
-            status=cfg.status,
-            forward_to=cfg.forward_to,
-            forward_dead_lettered_messages_to=cfg.forward_dead_lettered_messages_to,
-            auto_delete_on_idle_ms=cfg.auto_delete_on_idle,
-            user_metadata=cfg.user_metadata,
-            created_at_ms=cfg.created_at_ms,
-            updated_at_ms=cfg.updated_at_ms,
-            accessed_at_ms=self.accessed_at_ms,
             rule_count=len(self.rules),
-            active_message_count=counts["active_message_count"],
-            deferred_message_count=counts["deferred_message_count"],
-            dead_letter_message_count=counts["dead_letter_message_count"],
-            transfer_message_count=0,
-            transfer_dead_letter_message_count=counts["transfer_dead_letter_message_count"],
-            total_message_count=counts["total_message_count"],
-            corrupt_message_count=counts["corrupt_message_count"],
-            availability_status=self.availability_status,
         )
 
 
@@ -524,33 +501,16 @@ class Topic(Queue):
     # ------------------------------------------------------------ describing
 
     def describe(self, *, partitions: bool = True) -> TopicInfo:  # type: ignore[override]
-        cfg = self.config
         # daemon/README.md §0.1.10: what the available partitions hold.
         up = [p for p in self.partitions if p.fault is None or p.fault.reachable()]
-        info = TopicInfo(
-            name=cfg.name,
-            max_size_in_megabytes=cfg.max_size_in_megabytes,
-            max_message_size_in_kilobytes=self.max_message_bytes // 1024,
-            default_message_time_to_live_ms=cfg.default_message_time_to_live,
-            requires_duplicate_detection=cfg.requires_duplicate_detection,
-            duplicate_detection_history_time_window_ms=cfg.duplicate_detection_history_time_window,
-            enable_batched_operations=cfg.enable_batched_operations,
-            support_ordering=cfg.support_ordering,
-            enable_partitioning=self.partitioned,
-            auto_delete_on_idle_ms=cfg.auto_delete_on_idle,
-            enable_express=False,
-            status=cfg.status,
-            user_metadata=cfg.user_metadata,
-            created_at_ms=cfg.created_at_ms,
-            updated_at_ms=cfg.updated_at_ms,
-            accessed_at_ms=self.accessed_at_ms,
+        info = self.described(
+            TopicInfo,
+            support_ordering=self.config.support_ordering,
             subscription_count=len(self.subscriptions),
             size_in_bytes=sum(p.log.live_bytes for p in up),
             scheduled_message_count=sum(p.log.counts[State.SCHEDULED] for p in up),
             # Records that failed their CRC check, never served (daemon/README.md §0.4).
             corrupt_message_count=sum(p.log.corrupt_count for p in self.partitions),
-            partition_count=len(self.partitions),
-            availability_status=self.availability_status,
         )
         if partitions:
             info.partitions = [

@@ -88,6 +88,7 @@ def scenario(b: Broker, clock: FakeClock, show: Callable[[Any], Any]) -> dict[st
     bad = "00000000-0000-0000-0000-000000000000"
     keep("settle_renew_lock", b.settle(NS, "plain", "renew-lock", [got.lock_token, bad]))
     b.namespace_create("secondary1")
+    b.pairings.rng.seed(7)  # which backlog queue a sender gets
     keep("pair", b.pairings.pair(NS, "secondary1", 2, 60_000, 5_000, False))
     b.fault_add(NS, "plain")  # its sends fail, then fail over to the backlog queues
     for _ in range(2):
