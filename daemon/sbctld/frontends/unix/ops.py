@@ -20,7 +20,7 @@ from msgspec import UNSET
 from sbctl import __version__
 from sbctl.errors import BadRequest, GeneralError, InvalidOperation, SbctlError, ServiceTimeout
 from sbctl.names import entity_key
-from sbctl.protocol import Delivered, Receive, encode_reply
+from sbctl.protocol import Delivered, Receive
 from sbctld import loads
 from sbctld.broker import Broker
 from sbctld.frontends.unix.connection import Connection
@@ -382,7 +382,7 @@ class Operations:
             if isinstance(result, SbctlError):
                 conn.reply_error(req_id, result)
             else:
-                conn.send(encode_reply(req_id, True, result))
+                conn.reply(req_id, result)
 
         provider(a, reply)
         return None
@@ -438,14 +438,14 @@ class ParkedReceive(DelayedOperation):
             if error is not None:
                 conn.reply_error(req_id, error)
             else:
-                conn.send(encode_reply(req_id, True, got))
+                conn.reply(req_id, got)
 
         self.service.acknowledge(req, done, durable=self.args.mode == "receive-and-delete")
         return True
 
     def on_expire(self) -> None:
         self._done()
-        self.conn.send(encode_reply(self.req_id, True, []))
+        self.conn.reply(self.req_id, [])
 
     def on_fail(self, error: SbctlError) -> None:
         self._done()
