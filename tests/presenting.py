@@ -44,6 +44,9 @@ class Presented:
     def __setattr__(self, name: str, value: Any) -> None:
         setattr(self._target, name, value)
 
+    def __delattr__(self, name: str) -> None:
+        delattr(self._target, name)
+
 
 def presented(b: Broker) -> Any:
     return Presented(b)

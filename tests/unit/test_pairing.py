@@ -762,7 +762,7 @@ def test_unpaired_namespaces_never_reach_the_pairing(
     def boom(*_args: Any, **_kw: Any) -> None:
         raise AssertionError("paired send for an unpaired namespace")
 
-    monkeypatch.setattr(b.pairings, "send", boom)
+    monkeypatch.setattr(b.raw.pairings, "send", boom)
     b.queue_create(S, "plain", {})
     b.send(S, "plain", [Message(b"x")])
 
