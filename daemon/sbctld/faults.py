@@ -26,11 +26,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
-from sbctl.durations import format_duration_iso, format_instant
+from sbctl.durations import format_duration_iso
 from sbctl.errors import ServiceCommunicationProblem
 from sbctl.names import entity_key
+from sbctld.results import FaultInfo
 
 KINDS = ("unavailable", "slow")
 MAX_LATENCY_MS = 3_600_000  # daemon/README.md §16.4: an SDK's try timeout is at most 1 h
@@ -84,17 +85,17 @@ class Fault:
             return f"slow ({format_duration_iso(self.latency_ms)})"
         return self.kind
 
-    def describe(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "namespace": self.namespace,
-            "entity": self.entity,
-            "entity_kind": self.entity_kind,
-            "partitions": list(self.partitions) or None,
-            "kind": self.kind,
-            "latency": format_duration_iso(self.latency_ms) if self.kind == "slow" else None,
-            "created_at_utc": format_instant(self.created_at_ms),
-        }
+    def describe(self) -> FaultInfo:
+        return FaultInfo(
+            id=self.id,
+            namespace=self.namespace,
+            entity=self.entity,
+            entity_kind=self.entity_kind,
+            partitions=list(self.partitions) or None,
+            kind=self.kind,
+            latency_ms=self.latency_ms if self.kind == "slow" else None,
+            created_at_ms=self.created_at_ms,
+        )
 
 
 class StoreFault:

@@ -13,32 +13,33 @@ takes one); the client derives rates from the difference between two overviews.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from sbctl.names import entity_key
+from sbctld.results import EntityOverview, Overview
 
 if TYPE_CHECKING:
     from sbctld.broker import Broker
 
 
-def overview(broker: Broker, namespace: str) -> dict[str, Any]:
+def overview(broker: Broker, namespace: str) -> Overview:
     ns = broker.namespace(namespace)
-    entities: list[dict[str, Any]] = []
+    entities: list[EntityOverview] = []
     for queue in ns.queues.values():
-        entities.append({"kind": "queue", **queue.describe()})
+        entities.append(EntityOverview(kind="queue", path=queue.name, description=queue.describe()))
     for topic in ns.topics.values():
-        entities.append({"kind": "topic", **topic.describe()})
+        entities.append(EntityOverview(kind="topic", path=topic.name, description=topic.describe()))
         for sub in topic.subscriptions.values():
             described = sub.describe()
-            path = f"{topic.name}/subscriptions/{described['name']}"
-            entities.append({"kind": "subscription", **described, "name": path})
+            path = f"{topic.name}/subscriptions/{described.name}"
+            entities.append(EntityOverview(kind="subscription", path=path, description=described))
     pairing = None
     if entity_key(ns.name) in broker.pairings.by_primary:
         pairing = broker.pairings.status(ns.name)
-    return {
-        "namespace": ns.describe(),
-        "credits": ns.credits(broker.clock.now_ms()),
-        "entities": entities,
-        "faults": broker.fault_list(ns.name),
-        "pairing": pairing,
-    }
+    return Overview(
+        namespace=ns.describe(),
+        credits=ns.credits(broker.clock.now_ms()),
+        entities=entities,
+        faults=broker.fault_list(ns.name),
+        pairing=pairing,
+    )

@@ -35,7 +35,6 @@ import tomli_w
 
 from sbctl import layout, send_rules
 from sbctl.codec import Message, decode_message, encode_message
-from sbctl.durations import format_duration_iso, format_instant
 from sbctl.errors import (
     BadRequest,
     MessageSizeExceeded,
@@ -68,6 +67,7 @@ from sbctld.pairing import (
     restore_message,
 )
 from sbctld.queue import DEAD_LETTER_DESCRIPTION, DEAD_LETTER_REASON, decode_batch
+from sbctld.results import BacklogQueue, PairingStatus, QueueInfo
 from sbctld.storage.files import exists_verified, read_verified, remove_verified, write_atomic
 from sbctld.storage.log import State
 from sbctld.storage.space import CorruptRecord
@@ -118,11 +118,9 @@ class PairingHost(Protocol):
 
     def namespace(self, name: str) -> Namespace: ...
 
-    def queue_get(self, namespace: str, name: str) -> dict[str, Any]: ...
+    def queue_get(self, namespace: str, name: str) -> QueueInfo: ...
 
-    def queue_create(
-        self, namespace: str, name: str, options: dict[str, Any]
-    ) -> dict[str, Any]: ...
+    def queue_create(self, namespace: str, name: str, options: dict[str, Any]) -> QueueInfo: ...
 
     def resolve(self, namespace: str, path: str) -> tuple[Queue, str]: ...
 
@@ -196,7 +194,7 @@ class PairedNamespaces:
         failover_interval_ms: int,
         ping_primary_interval_ms: int,
         enable_syphon: bool,
-    ) -> dict[str, Any]:
+    ) -> PairingStatus:
         """Pair ``primary`` with ``secondary`` (MessagingFactory.PairNamespaceAsync):
         create the backlog queues that are missing, then route the primary's sends."""
         broker = self.broker
@@ -291,7 +289,7 @@ class PairedNamespaces:
 
     # ------------------------------------------------------------ status
 
-    def status(self, primary: str) -> dict[str, Any]:
+    def status(self, primary: str) -> PairingStatus:
         pairing = self._pairing(primary)
         opts = pairing.options
         c = pairing.counters
@@ -304,42 +302,38 @@ class PairedNamespaces:
             queue = s_ns.queues.get(entity_key(name)) if s_ns else None
             unknown = unknown or (queue is not None and pending[i] is None)
             queues.append(
-                {
-                    "name": name,
-                    "status": "Missing" if queue is None else queue.config.status,
-                    "in_rotation": i in pairing.rotation,
-                    "pending": pending[i],
-                }
+                BacklogQueue(
+                    name=name,
+                    status="Missing" if queue is None else queue.config.status,
+                    in_rotation=i in pairing.rotation,
+                    pending=pending[i],
+                )
             )
-        return {
-            "primary": opts.primary,
-            "secondary": opts.secondary,
-            "state": pairing.state,
-            "fault_reason": pairing.faulted,
-            "faulted_at_utc": None
-            if pairing.faulted_at_ms is None
-            else format_instant(pairing.faulted_at_ms),
-            "backlog_queue_count": opts.backlog_queue_count,
-            "failover_interval": format_duration_iso(opts.failover_interval_ms),
-            "ping_primary_interval": format_duration_iso(opts.ping_primary_interval_ms),
-            "enable_syphon": opts.enable_syphon,
-            "paired_at_utc": format_instant(opts.paired_at_ms),
-            "entities": pairing.describe_entities(),
-            "backlog_queues": queues,
+        return PairingStatus(
+            primary=opts.primary,
+            secondary=opts.secondary,
+            state=pairing.state,
+            fault_reason=pairing.faulted,
+            faulted_at_ms=pairing.faulted_at_ms,
+            backlog_queue_count=opts.backlog_queue_count,
+            failover_interval_ms=opts.failover_interval_ms,
+            ping_primary_interval_ms=opts.ping_primary_interval_ms,
+            enable_syphon=opts.enable_syphon,
+            paired_at_ms=opts.paired_at_ms,
+            entities=pairing.describe_entities(),
+            backlog_queues=queues,
             # None when a backlog queue's stores are down: its messages are not counted.
-            "pending": None if unknown else sum(n for n in pending.values() if n is not None),
-            "diverted": c.diverted,
-            "moved": c.moved,
-            "dead_lettered": c.dead_lettered,
-            "pings_sent": c.pings_sent,
-            "pings_failed": c.pings_failed,
-            "failovers": c.failovers,
-            "rotation_removals": c.rotation_removals,
-            "last_error": c.last_error,
-            "last_error_at_utc": None
-            if c.last_error_at_ms is None
-            else format_instant(c.last_error_at_ms),
-        }
+            pending=None if unknown else sum(n for n in pending.values() if n is not None),
+            diverted=c.diverted,
+            moved=c.moved,
+            dead_lettered=c.dead_lettered,
+            pings_sent=c.pings_sent,
+            pings_failed=c.pings_failed,
+            failovers=c.failovers,
+            rotation_removals=c.rotation_removals,
+            last_error=c.last_error,
+            last_error_at_ms=c.last_error_at_ms,
+        )
 
     def _pending(self, pairing: Pairing) -> dict[int, int | None]:
         """Messages waiting in each backlog queue (None: the queue is missing, or some of

@@ -42,9 +42,10 @@ from typing import Any, NewType
 import msgspec
 
 from sbctl.codec import Message, PropertyValue
-from sbctl.durations import MAX_TIMESPAN_MS, MS_PER_MINUTE, MS_PER_SECOND, format_instant
+from sbctl.durations import MAX_TIMESPAN_MS, MS_PER_MINUTE, MS_PER_SECOND
 from sbctl.errors import BadRequest, SbctlError
 from sbctld.credits import CreditQuotaExceeded
+from sbctld.results import PairedEntity
 
 # daemon/README.md §0.3.7 defaults and ranges [decomp].
 DEFAULT_BACKLOG_QUEUE_COUNT = 10
@@ -331,24 +332,20 @@ class Pairing:
             return "Faulted"
         return "FailedOver" if any(st.failed_over for st in self.entities.values()) else "Active"
 
-    def describe_entities(self) -> list[dict[str, Any]]:
-        out = []
-        for st in self.entities.values():
-            out.append(
-                {
-                    "entity": st.path,
-                    "state": "FailedOver" if st.failed_over else "Failing",
-                    "failing_since_utc": format_instant(st.failing_since_ms),
-                    "failed_over_at_utc": None
-                    if st.failed_over_at_ms is None
-                    else format_instant(st.failed_over_at_ms),
-                    "next_ping_utc": format_instant(st.next_ping_ms) if st.failed_over else None,
-                    "diverted": st.diverted,
-                    "senders": len(st.senders),
-                    "last_error": st.last_error,
-                }
+    def describe_entities(self) -> list[PairedEntity]:
+        return [
+            PairedEntity(
+                entity=st.path,
+                state="FailedOver" if st.failed_over else "Failing",
+                failing_since_ms=st.failing_since_ms,
+                failed_over_at_ms=st.failed_over_at_ms,
+                next_ping_ms=st.next_ping_ms if st.failed_over else None,
+                diverted=st.diverted,
+                senders=len(st.senders),
+                last_error=st.last_error,
             )
-        return out
+            for st in self.entities.values()
+        ]
 
 
 # ------------------------------------------------------------ message rewriting

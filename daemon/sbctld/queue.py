@@ -22,7 +22,6 @@ from sbctl.codec import (
     decode_sent_message,
     encode_message,
 )
-from sbctl.durations import format_instant
 from sbctl.errors import (
     BadRequest,
     InvalidOperation,
@@ -57,6 +56,7 @@ from sbctld.queue_state import (
     PURGEABLE,
     SETTLEMENTS,
 )
+from sbctld.results import LockRenewed
 from sbctld.sessions import SESSION_LOCK_LOST, Sessions
 from sbctld.storage.journal import Entry
 from sbctld.storage.log import (
@@ -445,13 +445,13 @@ class Queue(QueueSessions):
         properties: dict[str, Any] | None = None,
         reason: str | None = None,
         description: str | None = None,
-    ) -> list[dict[str, Any]]:
+    ) -> list[dict[str, Any] | LockRenewed]:
         """Settle by lock token (daemon/README.md §3.4, §3.6, §4); one result per token."""
         changes = self._settlement_changes(op, properties, reason, description)
         if self.faulty:
             self._reach_tokens(tokens)  # all or nothing: the client retries the request
         extra = msgspec.msgpack.encode(changes) if changes else b""
-        results: list[dict[str, Any]] = []
+        results: list[dict[str, Any] | LockRenewed] = []
         journals: dict[int, list[Entry]] = {}
         released: list[tuple[Partition, int]] = []
         for token in tokens:
@@ -463,9 +463,7 @@ class Queue(QueueSessions):
             if op == "renew-lock":
                 # daemon/README.md §3.6: LockDuration more, counted from now.
                 until = p.lock(seq, now + self.config.lock_duration, p.locks[seq][0])
-                results.append(
-                    {"lock_token": token, "ok": True, "locked_until_utc": format_instant(until)}
-                )
+                results.append(LockRenewed(lock_token=token, locked_until_ms=until))
                 continue
             del p.locks[seq]
             if self.sessions is not None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from sbctl.durations import format_instant
 from sbctl.errors import (
     BadRequest,
     InvalidOperation,
@@ -26,6 +25,7 @@ from sbctl.protocol import Delivered
 from sbctld.partition import Partition
 from sbctld.queue_state import LOCAL_MASK, SESSION_RECEIVER_ON_PLAIN
 from sbctld.queue_timers import QueueTimers
+from sbctld.results import SessionEntry, SessionLock
 from sbctld.sessions import Sessions
 from sbctld.storage.journal import Entry
 from sbctld.storage.log import (
@@ -51,7 +51,7 @@ class QueueSessions(QueueTimers):
             p.fault.touch()
         return p
 
-    def accept_session(self, session_id: str | None, now: int) -> dict[str, Any]:
+    def accept_session(self, session_id: str | None, now: int) -> SessionLock:
         """Lock a given session, or the next unlocked one with messages (daemon/README.md §9.6)."""
         sessions = self._sessions()
         if self.config.status in ("Disabled", "ReceiveDisabled"):
@@ -79,12 +79,8 @@ class QueueSessions(QueueTimers):
         raise ServiceTimeout(f"no unlocked session with messages is available in {self.name!r}")
 
     @staticmethod
-    def _session_info(session_id: str, token: str, until: int) -> dict[str, Any]:
-        return {
-            "session_id": session_id,
-            "session_lock_token": token,
-            "locked_until_utc": format_instant(until),
-        }
+    def _session_info(session_id: str, token: str, until: int) -> SessionLock:
+        return SessionLock(session_id=session_id, session_lock_token=token, locked_until_ms=until)
 
     def receive_session(self, token: str, count: int, now: int, *, delete: bool) -> list[Delivered]:
         """A session receiver's receive: that session's messages, in order (daemon/README.md
@@ -112,7 +108,7 @@ class QueueSessions(QueueTimers):
         self.accessed_at_ms = now
         return out
 
-    def renew_session(self, token: str, now: int) -> dict[str, Any]:
+    def renew_session(self, token: str, now: int) -> SessionLock:
         sessions = self._sessions()
         if self.faulty and token in sessions.by_token:
             self._session_partition(sessions.by_token[token])
@@ -138,7 +134,7 @@ class QueueSessions(QueueTimers):
                 p.give_back(seq)
         return {"session_id": session_id, "closed": True}
 
-    def list_sessions(self, now: int) -> list[dict[str, Any]]:
+    def list_sessions(self, now: int) -> list[SessionEntry]:
         """Sessions with messages or state (daemon/README.md §9.2: a session exists while it has
         some)."""
         sessions = self._sessions()
@@ -161,12 +157,12 @@ class QueueSessions(QueueTimers):
         for session_id in names:
             lock = sessions.locks.get(session_id) if sessions.held(session_id, now) else None
             out.append(
-                {
-                    "session_id": session_id,
-                    "active_message_count": active.get(session_id, 0),
-                    "locked_until_utc": format_instant(lock[1]) if lock else None,
-                    "has_state": session_id in sessions.states.items,
-                }
+                SessionEntry(
+                    session_id=session_id,
+                    active_message_count=active.get(session_id, 0),
+                    locked_until_ms=lock[1] if lock else None,
+                    has_state=session_id in sessions.states.items,
+                )
             )
         return out
 

@@ -12,9 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from sbctl.durations import format_duration_iso, format_instant
 from sbctl.errors import (
     BadRequest,
     InvalidOperation,
@@ -25,11 +24,13 @@ from sbctld.config import QueueConfig
 from sbctld.dedup import DuplicateHistory
 from sbctld.faults import ENTITY_UNAVAILABLE, all_down
 from sbctld.partition import Partition
+from sbctld.results import QueueInfo, QueuePartition, Result, UnavailablePartition
 from sbctld.sessions import Sessions
 from sbctld.storage.log import (
     State,
 )
 
+R = TypeVar("R", bound=Result)
 SESSION_RECEIVER_ON_PLAIN = (
     # daemon/README.md §9.5
     "A sessionful message receiver cannot be created on an entity that does not require sessions."
@@ -119,17 +120,19 @@ class QueueState:
             "corrupt_message_count": sum(p.log.corrupt_count for p in self.partitions),
         }
 
-    def describe(self, *, partitions: bool = True) -> dict[str, Any]:
+    def described(self, cls: type[R], **fields: Any) -> R:
+        """A description (sbctld.results) of this entity: its settings and ``fields``,
+        each kept when ``cls`` has it; durations and instants in milliseconds."""
         cfg = self.config
-        out: dict[str, Any] = {
+        every = {
             "name": cfg.name,
             "max_size_in_megabytes": cfg.max_size_in_megabytes,
             "max_message_size_in_kilobytes": self.max_message_bytes // 1024,
-            "lock_duration": format_duration_iso(cfg.lock_duration),
+            "lock_duration_ms": cfg.lock_duration,
             "max_delivery_count": cfg.max_delivery_count,
-            "default_message_time_to_live": format_duration_iso(cfg.default_message_time_to_live),
+            "default_message_time_to_live_ms": cfg.default_message_time_to_live,
             "requires_duplicate_detection": cfg.requires_duplicate_detection,
-            "duplicate_detection_history_time_window": format_duration_iso(
+            "duplicate_detection_history_time_window_ms": (
                 cfg.duplicate_detection_history_time_window
             ),
             "requires_session": cfg.requires_session,
@@ -137,33 +140,36 @@ class QueueState:
             "forward_to": cfg.forward_to,
             "forward_dead_lettered_messages_to": cfg.forward_dead_lettered_messages_to,
             "dead_lettering_on_message_expiration": cfg.dead_lettering_on_message_expiration,
-            "auto_delete_on_idle": format_duration_iso(cfg.auto_delete_on_idle),
+            "auto_delete_on_idle_ms": cfg.auto_delete_on_idle,
             "enable_batched_operations": cfg.enable_batched_operations,
             "enable_express": False,
             "status": cfg.status,
             "user_metadata": cfg.user_metadata,
-            "created_at_utc": format_instant(cfg.created_at_ms),
-            "updated_at_utc": format_instant(cfg.updated_at_ms),
-            "accessed_at_utc": format_instant(self.accessed_at_ms),
-            **self.counts(),
+            "created_at_ms": cfg.created_at_ms,
+            "updated_at_ms": cfg.updated_at_ms,
+            "accessed_at_ms": self.accessed_at_ms,
             "partition_count": len(self.partitions),
             "availability_status": self.availability_status,
         }
+        wanted = cls.__struct_fields__
+        return cls(**{k: v for k, v in (every | fields).items() if k in wanted})
+
+    def describe(self, *, partitions: bool = True) -> QueueInfo:
+        info = self.described(QueueInfo, **self.counts())
         if partitions:
-            out["partitions"] = [
+            info.partitions = [
                 self.partition_fault(p)
-                or {
-                    "partition_id": p.id,
-                    "active_message_count": p.log.counts[State.ACTIVE]
-                    + p.log.counts[State.DEFERRED],
-                    "dead_letter_message_count": p.log.counts[State.DEADLETTERED],
-                    "size_in_bytes": p.log.live_bytes,
-                    "next_sequence_number": p.shift | p.log.next_seq,
+                or QueuePartition(
+                    partition_id=p.id,
+                    active_message_count=p.log.counts[State.ACTIVE] + p.log.counts[State.DEFERRED],
+                    dead_letter_message_count=p.log.counts[State.DEADLETTERED],
+                    size_in_bytes=p.log.live_bytes,
+                    next_sequence_number=p.shift | p.log.next_seq,
                     **self.partition_slowness(p),
-                }
+                )
                 for p in self.partitions
             ]
-        return out
+        return info
 
     def check_reachable(self) -> None:
         """Raise ServiceCommunicationProblem when no partition is available."""
@@ -192,26 +198,23 @@ class QueueState:
             return "Available"
         return ENTITY_UNAVAILABLE if down == len(self.partitions) else "Limited"
 
-    def partition_fault(self, p: Partition) -> dict[str, Any] | None:
+    def partition_fault(self, p: Partition) -> UnavailablePartition | None:
         """A faulty partition's entry in :meth:`describe` (None when it is healthy): an
         unavailable one has no counts; a slow one says how slow."""
         fault = p.fault
         if fault is None or not fault.down:
             return None
-        return {
-            "partition_id": p.id,
-            "availability_status": "Unavailable",
-            "faults": list(fault.fault_ids),
-        }
+        return UnavailablePartition(partition_id=p.id, faults=list(fault.fault_ids))
 
     @staticmethod
     def partition_slowness(p: Partition) -> dict[str, Any]:
+        """The fields a slow partition's entry adds."""
         fault = p.fault
         if fault is None:
             return {}
         return {
             "availability_status": "Slow",
-            "latency": format_duration_iso(fault.latency_ms),
+            "latency_ms": fault.latency_ms,
             "faults": list(fault.fault_ids),
         }
 

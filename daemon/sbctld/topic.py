@@ -44,7 +44,6 @@ from sbctl.codec import (
     decode_message,
     encode_message,
 )
-from sbctl.durations import format_duration_iso, format_instant
 from sbctld.config import SubscriptionConfig, TopicConfig, load_toml, save_toml
 from sbctld.dedup import DuplicateHistory
 from sbctld.filters import (
@@ -59,6 +58,7 @@ from sbctld.filters import (
 from sbctld.partition import Partition
 from sbctld.queue import DEAD_LETTER_DESCRIPTION, DEAD_LETTER_REASON, Queue
 from sbctld.queue_state import SCHEDULE_RETRY_MS
+from sbctld.results import RuleInfo, SubscriptionInfo, TopicInfo, TopicPartition
 from sbctld.storage.files import exists_verified, read_verified, write_atomic
 from sbctld.storage.log import State
 from sbctld.storage.space import CorruptRecord, StorageError
@@ -99,13 +99,13 @@ class Rule:
             "created_at_ms": self.created_at_ms,
         }
 
-    def describe(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "filter": self.spec,
-            "action": self.action_text,
-            "created_at_utc": format_instant(self.created_at_ms),
-        }
+    def describe(self) -> RuleInfo:
+        return RuleInfo(
+            name=self.name,
+            filter=self.spec,
+            action=self.action_text,
+            created_at_ms=self.created_at_ms,
+        )
 
 
 class Subscription(Queue):
@@ -164,41 +164,17 @@ class Subscription(Queue):
         key = name.lower()
         return next((r for r in self.rules if r.name.lower() == key), None)
 
-    def describe(self, *, partitions: bool = True) -> dict[str, Any]:
+    def describe(self, *, partitions: bool = True) -> SubscriptionInfo:  # type: ignore[override]
         del partitions
-        cfg = self.config
-        counts = self.counts()
-        return {
-            "name": cfg.name,
-            "topic_name": self.topic.name,
-            "lock_duration": format_duration_iso(cfg.lock_duration),
-            "requires_session": cfg.requires_session,
-            "default_message_time_to_live": format_duration_iso(cfg.default_message_time_to_live),
-            "dead_lettering_on_message_expiration": cfg.dead_lettering_on_message_expiration,
-            "dead_lettering_on_filter_evaluation_exceptions": (
-                cfg.dead_lettering_on_filter_evaluation_exceptions
+        return self.described(
+            SubscriptionInfo,
+            **self.counts(),
+            topic_name=self.topic.name,
+            dead_lettering_on_filter_evaluation_exceptions=(
+                self.config.dead_lettering_on_filter_evaluation_exceptions
             ),
-            "max_delivery_count": cfg.max_delivery_count,
-            "enable_batched_operations": cfg.enable_batched_operations,
-            "status": cfg.status,
-            "forward_to": cfg.forward_to,
-            "forward_dead_lettered_messages_to": cfg.forward_dead_lettered_messages_to,
-            "auto_delete_on_idle": format_duration_iso(cfg.auto_delete_on_idle),
-            "user_metadata": cfg.user_metadata,
-            "created_at_utc": format_instant(cfg.created_at_ms),
-            "updated_at_utc": format_instant(cfg.updated_at_ms),
-            "accessed_at_utc": format_instant(self.accessed_at_ms),
-            "rule_count": len(self.rules),
-            "active_message_count": counts["active_message_count"],
-            "deferred_message_count": counts["deferred_message_count"],
-            "dead_letter_message_count": counts["dead_letter_message_count"],
-            "transfer_message_count": 0,
-            "transfer_dead_letter_message_count": counts["transfer_dead_letter_message_count"],
-            "total_message_count": counts["total_message_count"],
-            "corrupt_message_count": counts["corrupt_message_count"],
-            # the topic's stores (daemon/README.md §0.1.10)
-            "availability_status": self.availability_status,
-        }
+            rule_count=len(self.rules),
+        )
 
 
 class _Plan(NamedTuple):
@@ -523,52 +499,31 @@ class Topic(Queue):
 
     # ------------------------------------------------------------ describing
 
-    def describe(self, *, partitions: bool = True) -> dict[str, Any]:
-        cfg = self.config
+    def describe(self, *, partitions: bool = True) -> TopicInfo:  # type: ignore[override]
         # daemon/README.md §0.1.10: what the available partitions hold.
         up = [p for p in self.partitions if p.fault is None or p.fault.reachable()]
-        size = sum(p.log.live_bytes for p in up)
-        scheduled = sum(p.log.counts[State.SCHEDULED] for p in up)
-        out: dict[str, Any] = {
-            "name": cfg.name,
-            "max_size_in_megabytes": cfg.max_size_in_megabytes,
-            "max_message_size_in_kilobytes": self.max_message_bytes // 1024,
-            "default_message_time_to_live": format_duration_iso(cfg.default_message_time_to_live),
-            "requires_duplicate_detection": cfg.requires_duplicate_detection,
-            "duplicate_detection_history_time_window": format_duration_iso(
-                cfg.duplicate_detection_history_time_window
-            ),
-            "enable_batched_operations": cfg.enable_batched_operations,
-            "support_ordering": cfg.support_ordering,
-            "enable_partitioning": self.partitioned,
-            "auto_delete_on_idle": format_duration_iso(cfg.auto_delete_on_idle),
-            "enable_express": False,
-            "status": cfg.status,
-            "user_metadata": cfg.user_metadata,
-            "created_at_utc": format_instant(cfg.created_at_ms),
-            "updated_at_utc": format_instant(cfg.updated_at_ms),
-            "accessed_at_utc": format_instant(self.accessed_at_ms),
-            "subscription_count": len(self.subscriptions),
-            "size_in_bytes": size,
-            "scheduled_message_count": scheduled,
+        info = self.described(
+            TopicInfo,
+            support_ordering=self.config.support_ordering,
+            subscription_count=len(self.subscriptions),
+            size_in_bytes=sum(p.log.live_bytes for p in up),
+            scheduled_message_count=sum(p.log.counts[State.SCHEDULED] for p in up),
             # Records that failed their CRC check, never served (daemon/README.md §0.4).
-            "corrupt_message_count": sum(p.log.corrupt_count for p in self.partitions),
-            "partition_count": len(self.partitions),
-            "availability_status": self.availability_status,
-        }
+            corrupt_message_count=sum(p.log.corrupt_count for p in self.partitions),
+        )
         if partitions:
-            out["partitions"] = [
+            info.partitions = [
                 self.partition_fault(p)
-                or {
-                    "partition_id": p.id,
-                    "size_in_bytes": p.log.live_bytes,
-                    "scheduled_message_count": p.log.counts[State.SCHEDULED],
-                    "next_sequence_number": p.shift | p.log.next_seq,
+                or TopicPartition(
+                    partition_id=p.id,
+                    size_in_bytes=p.log.live_bytes,
+                    scheduled_message_count=p.log.counts[State.SCHEDULED],
+                    next_sequence_number=p.shift | p.log.next_seq,
                     **self.partition_slowness(p),
-                }
+                )
                 for p in self.partitions
             ]
-        return out
+        return info
 
     def idle(self, now: int) -> bool:
         """daemon/README.md §6.5: a topic with subscriptions that were used recently is not idle."""

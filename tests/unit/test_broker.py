@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+import presenting
 from conftest import Reopen
 from sbctl.codec import Message, decode_message, encode_message
 from sbctl.errors import (
@@ -31,6 +32,10 @@ from sbctld.broker import DEFAULT_NAMESPACE, Broker
 from sbctld.broker import management as broker_management
 from sbctld.broker import namespace as broker_namespace
 from sbctld.clock import FakeClock
+
+# Results as the CLI and the client see them (tests/presenting.py).
+broker = presenting.broker
+reopen = presenting.reopen
 
 NS = DEFAULT_NAMESPACE
 LOCAL = (1 << 48) - 1

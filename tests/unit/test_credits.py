@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+import presenting
 from sbctl.codec import Message
 from sbctl.errors import (
     InvalidOperation,
@@ -22,6 +23,7 @@ from sbctl.wire_errors import error_to_wire
 from sbctld.broker import Broker
 from sbctld.clock import FakeClock
 from sbctld.credits import THROTTLED_TEXT, CreditMeter
+from sbctld.frontends.unix.present import present
 from sbctld.storage.sync import Syncer
 
 EXACT = (
@@ -78,7 +80,9 @@ def test_admit_count_caps_and_refuses() -> None:
 
 
 def standard(tmp_path: Path, clock: FakeClock, credits: int = 1000) -> Broker:
-    b = Broker(tmp_path / "d", clock, Syncer("os"), default_credits_per_second=0)
+    b = presenting.Presented(
+        Broker(tmp_path / "d", clock, Syncer("os"), default_credits_per_second=0)
+    )
     b.namespace_create("throttled", "standard", credits_per_second=credits)
     return b
 
@@ -99,11 +103,11 @@ def test_throttled_send_applies_nothing(tmp_path: Path, clock: FakeClock) -> Non
         assert len(refused) == 510
         assert {e.message for e in refused} == {EXACT}
         assert (
-            b.queue("throttled", "q").describe()["active_message_count"] == sent
+            present(b.queue("throttled", "q").describe())["active_message_count"] == sent
         )  # counts unchanged
         with pytest.raises(ServerBusy):
             b.send("throttled", "q", [Message(body=b"x")] * 5)  # a batch: refused whole
-        assert b.queue("throttled", "q").describe()["active_message_count"] == sent
+        assert present(b.queue("throttled", "q").describe())["active_message_count"] == sent
         clock.advance(1000)
         b.send("throttled", "q", [Message(body=b"x")] * 1000)  # a batch of N costs N
         with pytest.raises(QuotaExceeded):
@@ -161,7 +165,9 @@ def test_namespaces_are_independent(tmp_path: Path, clock: FakeClock) -> None:
 
 
 def test_premium_units_scale_at_runtime(tmp_path: Path, clock: FakeClock) -> None:
-    b = Broker(tmp_path / "d", clock, Syncer("os"), default_credits_per_second=0)
+    b = presenting.Presented(
+        Broker(tmp_path / "d", clock, Syncer("os"), default_credits_per_second=0)
+    )
     try:
         b.namespace_create("premiumns", "premium", capacity=1, ops_per_unit=100)
         b.queue_create("premiumns", "q", {})
@@ -196,7 +202,7 @@ def test_settings_persist(tmp_path: Path, clock: FakeClock) -> None:
     b = standard(tmp_path, clock, credits=7)
     b.namespace_update("throttled", credits_per_second=25)
     b.close()
-    again = Broker(tmp_path / "d", clock, Syncer("os"))
+    again = presenting.Presented(Broker(tmp_path / "d", clock, Syncer("os")))
     try:
         assert again.namespace_credits("throttled")["credits_per_second"] == 25
         assert again.namespace_credits("sbemulatorns")["credits_per_second"] == 0

@@ -14,6 +14,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import presenting
 from sbctl.codec import Message
 from sbctl.messages import ReceivedMessage
 from sbctld.broker import DEFAULT_NAMESPACE, Broker
@@ -32,10 +33,12 @@ def _generator() -> ModuleType:
     return module
 
 
-def _open(tmp_path: Path, clock: FakeClock) -> Broker:
+def _open(tmp_path: Path, clock: FakeClock) -> Any:
+    """The data dir's broker, its results as the CLI sees them (tests/presenting.py)."""
     with tarfile.open(DATA / "datadir_v1.tar.gz") as tar:
         tar.extractall(tmp_path, filter="data")
-    return Broker(tmp_path / "data", clock, Syncer("fsync"), default_credits_per_second=0)
+    b = Broker(tmp_path / "data", clock, Syncer("fsync"), default_credits_per_second=0)
+    return presenting.Presented(b)
 
 
 def test_every_message_count_rule_and_session_state_reads_back(tmp_path: Path) -> None:
@@ -72,7 +75,9 @@ def test_an_old_data_dir_takes_new_messages_and_settles_old_ones(tmp_path: Path)
         assert ids == ["binary", "m-1", "new", "stay"]
         b.settle(ns, "q", "complete", [m.lock_token or "" for m in got])
         b.close()
-        b = Broker(tmp_path / "data", clock, Syncer("fsync"), default_credits_per_second=0)
+        b = presenting.Presented(
+            Broker(tmp_path / "data", clock, Syncer("fsync"), default_credits_per_second=0)
+        )
         assert b.receive(ns, "q", 10, "receive-and-delete") == []
         counts = b.queue_get(ns, "q")
         assert counts["deferred_message_count"] == 1

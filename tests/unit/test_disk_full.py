@@ -13,12 +13,17 @@ from typing import Any
 
 import pytest
 
+import presenting
 from conftest import crash
 from sbctl import layout
 from sbctl.codec import Message, decode_message
 from sbctl.errors import QuotaExceeded
 from sbctld.broker import DEFAULT_NAMESPACE, Broker
 from sbctld.storage import files, journal, log
+
+# Results as the CLI and the client see them (tests/presenting.py).
+broker = presenting.broker
+open_broker = presenting.open_broker
 
 NS = DEFAULT_NAMESPACE
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+import presenting
 from conftest import Reopen
 from sbctl.codec import Message, decode_message
 from sbctl.errors import (
@@ -25,6 +26,10 @@ from sbctl.partitioning import partition_for_key
 from sbctl.protocol import Delivered
 from sbctld.broker import DEFAULT_NAMESPACE, Broker
 from sbctld.clock import FakeClock
+
+# Results as the CLI and the client see them (tests/presenting.py).
+broker = presenting.broker
+reopen = presenting.reopen
 
 NS = DEFAULT_NAMESPACE
 P = 16
@@ -491,7 +496,7 @@ def test_list_clear_and_the_daemon_log(tmp_path: Any, clock: FakeClock) -> None:
     from sbctld.storage.sync import Syncer
 
     log: list[str] = []
-    b = Broker(tmp_path / "d", clock, Syncer("os"), report=log.append)
+    b = presenting.Presented(Broker(tmp_path / "d", clock, Syncer("os"), report=log.append))
     try:
         b.namespace_create("otherns")
         queue(b)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import pytest
 from azure.servicebus.management._generated.models import (
@@ -14,9 +15,11 @@ from azure.servicebus.management._generated.models import (
     TopicDescriptionEntry,
 )
 
+from sbctl.durations import MAX_TIMESPAN_MS
 from sbctl.errors import BadRequest
 from sbctld.frontends.http import atom
 from sbctld.frontends.http.auth import check_request, covers, make_token
+from sbctld.results import NamespaceInfo, QueueInfo, RuleInfo, SubscriptionInfo, TopicInfo
 
 KEY_NAME, KEY = "RootManageSharedAccessKey", "SAS_KEY_VALUE"
 
@@ -113,28 +116,30 @@ def test_rule_description_correlation_properties_and_action() -> None:
     assert name == "r"
 
 
-QUEUE = {
+JAN_1 = 1_767_225_600_000  # 2026-01-01T00:00:00.000Z
+# What the broker describes (sbctld.results), typed: durations and instants in ms.
+FIELDS: dict[str, Any] = {
     "name": "q1",
     "max_size_in_megabytes": 1024,
     "max_message_size_in_kilobytes": 256,
-    "lock_duration": "PT1M",
+    "lock_duration_ms": 60_000,
     "max_delivery_count": 10,
-    "default_message_time_to_live": "P10675199DT2H48M5.4775807S",
+    "default_message_time_to_live_ms": MAX_TIMESPAN_MS,
     "requires_duplicate_detection": False,
-    "duplicate_detection_history_time_window": "PT10M",
+    "duplicate_detection_history_time_window_ms": 600_000,
     "requires_session": False,
     "enable_partitioning": False,
     "forward_to": "other",
     "forward_dead_lettered_messages_to": None,
     "dead_lettering_on_message_expiration": False,
-    "auto_delete_on_idle": "P10675199DT2H48M5.4775807S",
+    "auto_delete_on_idle_ms": MAX_TIMESPAN_MS,
     "enable_batched_operations": True,
     "enable_express": False,
     "status": "Active",
     "user_metadata": "a<b",
-    "created_at_utc": "2026-01-01T00:00:00.000Z",
-    "updated_at_utc": "2026-01-01T00:00:00.000Z",
-    "accessed_at_utc": "2026-01-01T00:00:00.000Z",
+    "created_at_ms": JAN_1,
+    "updated_at_ms": JAN_1,
+    "accessed_at_ms": JAN_1,
     "active_message_count": 3,
     "deferred_message_count": 0,
     "dead_letter_message_count": 1,
@@ -143,8 +148,22 @@ QUEUE = {
     "transfer_dead_letter_message_count": 0,
     "total_message_count": 6,
     "size_in_bytes": 99,
+    "corrupt_message_count": 0,
+    "partition_count": 1,
     "availability_status": "Available",
+    "topic_name": "t",
+    "rule_count": 1,
+    "support_ordering": False,
+    "subscription_count": 0,
+    "dead_lettering_on_filter_evaluation_exceptions": False,
 }
+
+
+def described(cls: type[Any], **changes: Any) -> Any:
+    return cls(**{k: v for k, v in (FIELDS | changes).items() if k in cls.__struct_fields__})
+
+
+QUEUE = described(QueueInfo)
 
 
 def test_the_sdk_reads_what_atom_writes() -> None:
@@ -177,7 +196,7 @@ def test_the_sdk_reads_what_atom_writes() -> None:
         )
     )
     assert len(feed.entry) == 2 and feed.link[1].href.endswith("$skip=2&$top=2")
-    topic = {**QUEUE, "support_ordering": True, "subscription_count": 4}
+    topic = described(TopicInfo, support_ordering=True, subscription_count=4)
     t = TopicDescriptionEntry.deserialize(
         ET.fromstring(
             atom.document(
@@ -191,7 +210,7 @@ def test_the_sdk_reads_what_atom_writes() -> None:
         )
     )
     assert t.content.topic_description.subscription_count == 4
-    sub = {**QUEUE, "dead_lettering_on_filter_evaluation_exceptions": True}
+    sub = described(SubscriptionInfo, dead_lettering_on_filter_evaluation_exceptions=True)
     s = SubscriptionDescriptionEntry.deserialize(
         ET.fromstring(
             atom.document(
@@ -205,12 +224,12 @@ def test_the_sdk_reads_what_atom_writes() -> None:
         )
     )
     assert s.content.subscription_description.dead_lettering_on_filter_evaluation_exceptions
-    rule = {
-        "name": "r",
-        "filter": {"type": "sql", "sql_expression": "a > 1"},
-        "action": "SET a = 1",
-        "created_at_utc": "2026-01-01T00:00:00.000Z",
-    }
+    rule = RuleInfo(
+        name="r",
+        filter={"type": "sql", "sql_expression": "a > 1"},
+        action="SET a = 1",
+        created_at_ms=JAN_1,
+    )
     r = RuleDescriptionEntry.deserialize(
         ET.fromstring(
             atom.document(atom.entry("u", "r", "2026-01-01T00:00:00Z", atom.rule_xml(rule)))
@@ -218,7 +237,19 @@ def test_the_sdk_reads_what_atom_writes() -> None:
     )
     assert r.content.rule_description.filter.sql_expression == "a > 1"
     assert r.content.rule_description.action.sql_expression == "SET a = 1"
-    ns = {"name": "ns", "sku": "premium", "capacity": 2, "created_at_utc": "2026-01-01T00:00:00Z"}
+    ns = NamespaceInfo(
+        name="ns",
+        sku="premium",
+        premium_messaging_partitions=1,
+        capacity=2,
+        credits_per_second=None,
+        ops_per_unit=2000,
+        created_at_ms=JAN_1,
+        queue_count=0,
+        topic_count=0,
+        partitioned_entity_count=0,
+        max_message_size_in_kilobytes=102_400,
+    )
     n = NamespacePropertiesEntry.deserialize(
         ET.fromstring(
             atom.document(atom.entry("u", "ns", "2026-01-01T00:00:00Z", atom.namespace_xml(ns)))

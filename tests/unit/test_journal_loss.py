@@ -11,10 +11,15 @@ from pathlib import Path
 
 import pytest
 
+import presenting
 from conftest import crash
 from sbctl.codec import Message, decode_message
 from sbctl.layout import JOURNAL_SUFFIX, MIRROR_SUFFIX, numbered
 from sbctld.broker import DEFAULT_NAMESPACE, Broker
+
+# Results as the CLI and the client see them (tests/presenting.py).
+broker = presenting.broker
+open_broker = presenting.open_broker
 
 NS = DEFAULT_NAMESPACE
 DAMAGE = [

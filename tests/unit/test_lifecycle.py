@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+import presenting
 from conftest import Reopen
 from sbctl.codec import Message, decode_message, encode_message
 from sbctl.durations import format_instant
@@ -28,6 +29,10 @@ from sbctl.messages import ReceivedMessage
 from sbctl.protocol import Delivered
 from sbctld.broker import DEFAULT_NAMESPACE, Broker
 from sbctld.clock import FakeClock
+
+# Results as the CLI and the client see them (tests/presenting.py).
+broker = presenting.broker
+reopen = presenting.reopen
 
 NS = DEFAULT_NAMESPACE
 DLQ = "q/$deadletterqueue"

@@ -8,6 +8,7 @@ from typing import Any
 import msgspec
 import pytest
 
+import presenting
 from conftest import Reopen
 from sbctl.codec import Message, decode_message
 from sbctl.durations import MAX_TIMESPAN_MS
@@ -34,6 +35,10 @@ from sbctld.pairing import (
     divert_message,
     restore_message,
 )
+
+# Results as the CLI and the client see them (tests/presenting.py).
+broker = presenting.broker
+reopen = presenting.reopen
 
 P = "primary-ns"
 S = "second-ns"
@@ -757,7 +762,7 @@ def test_unpaired_namespaces_never_reach_the_pairing(
     def boom(*_args: Any, **_kw: Any) -> None:
         raise AssertionError("paired send for an unpaired namespace")
 
-    monkeypatch.setattr(b.pairings, "send", boom)
+    monkeypatch.setattr(b.raw.pairings, "send", boom)
     b.queue_create(S, "plain", {})
     b.send(S, "plain", [Message(b"x")])
 

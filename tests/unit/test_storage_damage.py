@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+import presenting
 from conftest import crash
 from sbctl.codec import Message, decode_message
 from sbctl.layout import CHECKPOINT_FILE as CHECKPOINT
@@ -17,6 +18,10 @@ from sbctl.layout import JOURNAL_SUFFIX, numbered
 from sbctl.layout import PREVIOUS_CHECKPOINT_FILE as PREVIOUS
 from sbctld.broker import DEFAULT_NAMESPACE, Broker
 from sbctld.storage.sync import Syncer
+
+# Results as the CLI and the client see them (tests/presenting.py).
+broker = presenting.broker
+open_broker = presenting.open_broker
 
 NS = DEFAULT_NAMESPACE
 
@@ -105,7 +110,7 @@ def test_a_lost_checkpoint_falls_back_to_the_previous_generation(
             data[len(data) // 2] ^= 0x01
             ckpt.write_bytes(bytes(data))
     notes: list[str] = []
-    b = Broker(b.data_dir, b.clock, Syncer("os"), report=notes.append)
+    b = presenting.Presented(Broker(b.data_dir, b.clock, Syncer("os"), report=notes.append))
     try:
         assert peek_all(b, "q") == [b"after"]  # completed messages never come back
         assert len(peek_all(b, "t/subscriptions/s")) == 100  # nor do subscriptions lose any

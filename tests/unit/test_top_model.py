@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+import presenting
 from sbctl.codec import Message
 from sbctl.errors import ServiceTimeout
 from sbctl.ready import tcp_ports, wait_ready
@@ -19,7 +20,17 @@ from sbctl.top import model
 from sbctl.top.live import Top, parse_keys
 from sbctl.top.view import ViewState
 from sbctld.broker import DEFAULT_NAMESPACE, Broker
-from sbctld.overview import overview
+from sbctld.frontends.unix.present import present
+from sbctld.overview import overview as domain_overview
+
+# Results as the CLI and the client see them (tests/presenting.py).
+broker = presenting.broker
+
+
+def overview(b: presenting.Presented, namespace: str) -> Any:
+    """The overview as `sbctl top` reads it."""
+    return present(domain_overview(b.raw, namespace))
+
 
 NS = DEFAULT_NAMESPACE
 

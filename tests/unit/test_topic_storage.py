@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+import presenting
 from sbctl.codec import BATCH_OVERHEAD, RECORD_OVERHEAD, Message, decode_message, encode_message
 from sbctl.layout import CHECKPOINT_FILE as CHECKPOINT
 from sbctl.layout import JOURNAL_SUFFIX, MIRROR_SUFFIX, SEGMENT_SUFFIX, segment_name
@@ -42,12 +43,14 @@ class Brokers:
         self.crashed: list[Broker] = []
 
     def open(self, segment_bytes: int = DEFAULT_SEGMENT_BYTES) -> Broker:
-        b = Broker(
-            self.data_dir,
-            self.clock,
-            Syncer("os"),
-            segment_bytes=segment_bytes,
-            default_credits_per_second=0,
+        b = presenting.Presented(
+            Broker(
+                self.data_dir,
+                self.clock,
+                Syncer("os"),
+                segment_bytes=segment_bytes,
+                default_credits_per_second=0,
+            )
         )
         self.live.append(b)
         return b
@@ -164,7 +167,7 @@ def mirror(path: Path) -> Path:
 
 
 def size(b: Broker, topic_name: str = "t") -> int:
-    got: int = b.topic(NS, topic_name).describe()["size_in_bytes"]
+    got: int = b.topic(NS, topic_name).describe().size_in_bytes
     return got
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+import presenting
 from conftest import Reopen
 from sbctl.codec import Message, decode_message, encode_message
 from sbctl.errors import (
@@ -34,6 +35,11 @@ from sbctl.protocol import Delivered
 from sbctld.broker import DEFAULT_NAMESPACE, Broker
 from sbctld.broker import management as broker_management
 from sbctld.clock import FakeClock
+from sbctld.frontends.unix.present import present
+
+# Results as the CLI and the client see them (tests/presenting.py).
+broker = presenting.broker
+reopen = presenting.reopen
 
 NS = DEFAULT_NAMESPACE
 LOCAL = (1 << 48) - 1
@@ -1379,13 +1385,13 @@ def test_a_throttled_topic_send_stores_nothing(broker: Broker, clock: FakeClock)
     t = broker.topic("metered", "t")
     with pytest.raises(ServerBusy):
         broker.send("metered", "t", [M("x")])  # 1 + 3 filters > 3
-    assert t.describe()["size_in_bytes"] == 0
-    assert all(s.describe()["active_message_count"] == 0 for s in t.subscriptions.values())
-    assert [p["next_sequence_number"] for p in t.describe()["partitions"]] == [1]
+    assert present(t.describe())["size_in_bytes"] == 0
+    assert all(present(s.describe())["active_message_count"] == 0 for s in t.subscriptions.values())
+    assert [p["next_sequence_number"] for p in present(t.describe())["partitions"]] == [1]
     assert broker.namespace_credits("metered")["remaining"] == 3  # nothing charged
     clock.advance(1000)
     assert broker.send("metered", "t", [M("x")]) == [1]
-    assert all(s.describe()["active_message_count"] == 1 for s in t.subscriptions.values())
+    assert all(present(s.describe())["active_message_count"] == 1 for s in t.subscriptions.values())
     with pytest.raises(QuotaExceeded):  # never admissible: 11 * 4 > 43 (daemon/README.md §0.4.4)
         broker.send("metered", "t", [M("y")] * 11)
-    assert t.describe()["size_in_bytes"] == size_of(M("x"))
+    assert present(t.describe())["size_in_bytes"] == size_of(M("x"))

@@ -36,6 +36,7 @@ from sbctld.config import (
 )
 from sbctld.faults import KINDS, MAX_LATENCY_MS, Fault
 from sbctld.queue import Queue
+from sbctld.results import FaultInfo, FaultsCleared
 from sbctld.storage.files import exists_verified
 from sbctld.storage.log import PartitionLog
 from sbctld.storage.space import StorageError
@@ -155,7 +156,7 @@ class Housekeeping(BrokerCore):
         partitions: Sequence[int] = (),
         kind: str = "unavailable",
         latency_ms: int | None = None,
-    ) -> dict[str, Any]:
+    ) -> FaultInfo:
         """Make stores of a namespace unavailable or slow: every one, one queue's or
         topic's, or some partitions of it (test tooling, beyond Azure)."""
         ns = self.namespace(namespace)
@@ -214,7 +215,7 @@ class Housekeeping(BrokerCore):
             f"queue or topic {entity!r} does not exist in namespace {ns.name!r}"
         )
 
-    def fault_list(self, namespace: str | None = None) -> list[dict[str, Any]]:
+    def fault_list(self, namespace: str | None = None) -> list[FaultInfo]:
         """The faults of one namespace (None: of every namespace), oldest first."""
         faults = list(self.faults.faults.values())
         if namespace is not None:
@@ -227,7 +228,7 @@ class Housekeeping(BrokerCore):
         namespace: str | None = None,
         ids: Sequence[str] = (),
         all_namespaces: bool = False,
-    ) -> dict[str, Any]:
+    ) -> FaultsCleared:
         """Clear faults by id, every fault of ``namespace``, or every fault. The stores
         answer again with everything they held (nothing was changed while they were down)."""
         if ids and all_namespaces:
@@ -252,7 +253,7 @@ class Housekeeping(BrokerCore):
             if ns is not None:
                 self._apply_faults(ns)
                 self._revisit(ns)
-        return {"cleared": [f.describe() for f in cleared]}
+        return FaultsCleared(cleared=[f.describe() for f in cleared])
 
     def _apply_faults(self, ns: Namespace) -> None:
         for queue in ns.queues.values():

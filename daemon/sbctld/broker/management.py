@@ -58,6 +58,14 @@ from sbctld.credits import (
     MANAGEMENT_COST,
 )
 from sbctld.queue import Queue
+from sbctld.results import (
+    Credits,
+    NamespaceInfo,
+    QueueInfo,
+    RuleInfo,
+    SubscriptionInfo,
+    TopicInfo,
+)
 from sbctld.storage.files import fsync_dir, write_atomic
 from sbctld.topic import (
     DEFAULT_RULE,
@@ -75,7 +83,7 @@ class Management(BrokerCore):
         capacity: int = 1,
         credits_per_second: int | None = None,
         ops_per_unit: int | None = None,
-    ) -> dict[str, Any]:
+    ) -> NamespaceInfo:
         validate_namespace_name(name)
         sku = sku.lower()
         if sku not in SKUS:
@@ -114,7 +122,7 @@ class Management(BrokerCore):
         self.namespaces[key] = ns
         return ns.describe()
 
-    def namespace_get(self, name: str) -> dict[str, Any]:
+    def namespace_get(self, name: str) -> NamespaceInfo:
         return self.namespace(name).describe()
 
     def namespace_update(
@@ -123,7 +131,7 @@ class Management(BrokerCore):
         credits_per_second: int | None = None,
         capacity: int | None = None,
         ops_per_unit: int | None = None,
-    ) -> dict[str, Any]:
+    ) -> NamespaceInfo:
         """Change a namespace's throttling at runtime (credits; premium units scale)."""
         ns = self.namespace(name)
         cfg = ns.config
@@ -154,11 +162,11 @@ class Management(BrokerCore):
         ns.meter.limit = ns.credit_limit
         return ns.describe()
 
-    def namespace_credits(self, name: str) -> dict[str, Any]:
+    def namespace_credits(self, name: str) -> Credits:
         """Throttling state: budget, what is left of this period, consumption by kind."""
         return self.namespace(name).credits(self.clock.now_ms())
 
-    def namespace_list(self) -> list[dict[str, Any]]:
+    def namespace_list(self) -> list[NamespaceInfo]:
         return [ns.describe() for ns in self.namespaces.values()]
 
     def namespace_delete(self, name: str) -> dict[str, Any]:
@@ -182,7 +190,7 @@ class Management(BrokerCore):
         ns.charge("management", MANAGEMENT_COST, self.clock.now_ms())
         return ns
 
-    def queue_create(self, namespace: str, name: str, options: dict[str, Any]) -> dict[str, Any]:
+    def queue_create(self, namespace: str, name: str, options: dict[str, Any]) -> QueueInfo:
         ns = self._manage(namespace)
         key = self._new_entity_key(ns, name, "queue")
         now = self.clock.now_ms()
@@ -276,7 +284,7 @@ class Management(BrokerCore):
                     f"{field} destination {target!r} does not exist in namespace {ns.name!r}"
                 )
 
-    def queue_update(self, namespace: str, name: str, options: dict[str, Any]) -> dict[str, Any]:
+    def queue_update(self, namespace: str, name: str, options: dict[str, Any]) -> QueueInfo:
         ns = self._manage(namespace)
         queue = self.queue(namespace, name)
         queue.reach_all()  # daemon/README.md §0.1.10
@@ -289,11 +297,11 @@ class Management(BrokerCore):
         self.flow(queue)  # a new forward_to passes on what the queue holds
         return queue.describe()
 
-    def queue_get(self, namespace: str, name: str) -> dict[str, Any]:
+    def queue_get(self, namespace: str, name: str) -> QueueInfo:
         self._manage(namespace)
         return self.queue(namespace, name).describe()
 
-    def queue_list(self, namespace: str) -> list[dict[str, Any]]:
+    def queue_list(self, namespace: str) -> list[QueueInfo]:
         ns = self._manage(namespace)
         return [q.describe(partitions=False) for q in ns.queues.values()]
 
@@ -302,7 +310,7 @@ class Management(BrokerCore):
         self.queue(namespace, name).reach_all()  # daemon/README.md §0.1.10
         return self._queue_delete(namespace, name)
 
-    def topic_create(self, namespace: str, name: str, options: dict[str, Any]) -> dict[str, Any]:
+    def topic_create(self, namespace: str, name: str, options: dict[str, Any]) -> TopicInfo:
         ns = self._manage(namespace)
         if ns.config.sku == "basic":
             raise InvalidOperation("topics are not supported on the Basic tier")
@@ -330,7 +338,7 @@ class Management(BrokerCore):
             self.faults.apply(topic, "topic")  # a namespace-wide slow fault covers it
         return topic.describe()
 
-    def topic_update(self, namespace: str, name: str, options: dict[str, Any]) -> dict[str, Any]:
+    def topic_update(self, namespace: str, name: str, options: dict[str, Any]) -> TopicInfo:
         ns = self._manage(namespace)
         topic = self.topic(namespace, name)
         topic.reach_all()  # daemon/README.md §0.1.10
@@ -341,11 +349,11 @@ class Management(BrokerCore):
         topic.save()
         return topic.describe()
 
-    def topic_get(self, namespace: str, name: str) -> dict[str, Any]:
+    def topic_get(self, namespace: str, name: str) -> TopicInfo:
         self._manage(namespace)
         return self.topic(namespace, name).describe()
 
-    def topic_list(self, namespace: str) -> list[dict[str, Any]]:
+    def topic_list(self, namespace: str) -> list[TopicInfo]:
         ns = self._manage(namespace)
         return [t.describe(partitions=False) for t in ns.topics.values()]
 
@@ -363,7 +371,7 @@ class Management(BrokerCore):
 
     def subscription_create(
         self, namespace: str, topic_name: str, name: str, options: dict[str, Any]
-    ) -> dict[str, Any]:
+    ) -> SubscriptionInfo:
         ns = self._manage(namespace)
         topic = self.topic(namespace, topic_name)
         validate_subscription_name(name)
@@ -402,7 +410,7 @@ class Management(BrokerCore):
 
     def subscription_update(
         self, namespace: str, topic_name: str, name: str, options: dict[str, Any]
-    ) -> dict[str, Any]:
+    ) -> SubscriptionInfo:
         ns = self._manage(namespace)
         sub = self.subscription(self.topic(namespace, topic_name), name)
         sub.reach_all()  # daemon/README.md §0.1.10
@@ -415,11 +423,11 @@ class Management(BrokerCore):
         self.flow(sub)  # a new forward_to passes on what the subscription holds
         return sub.describe()
 
-    def subscription_get(self, namespace: str, topic_name: str, name: str) -> dict[str, Any]:
+    def subscription_get(self, namespace: str, topic_name: str, name: str) -> SubscriptionInfo:
         self._manage(namespace)
         return self.subscription(self.topic(namespace, topic_name), name).describe()
 
-    def subscription_list(self, namespace: str, topic_name: str) -> list[dict[str, Any]]:
+    def subscription_list(self, namespace: str, topic_name: str) -> list[SubscriptionInfo]:
         self._manage(namespace)
         return [s.describe() for s in self.topic(namespace, topic_name).subscriptions.values()]
 
@@ -449,7 +457,7 @@ class Management(BrokerCore):
         name: str,
         filter_spec: dict[str, Any] | None,
         action: str | None,
-    ) -> dict[str, Any]:
+    ) -> RuleInfo:
         self._manage(namespace)
         topic = self.topic(namespace, topic_name)
         sub = self.subscription(topic, sub_name)
@@ -478,11 +486,11 @@ class Management(BrokerCore):
             )
         return rule
 
-    def rule_get(self, namespace: str, topic_name: str, sub_name: str, name: str) -> dict[str, Any]:
+    def rule_get(self, namespace: str, topic_name: str, sub_name: str, name: str) -> RuleInfo:
         self._manage(namespace)
         return self._rule(namespace, topic_name, sub_name, name).describe()
 
-    def rule_list(self, namespace: str, topic_name: str, sub_name: str) -> list[dict[str, Any]]:
+    def rule_list(self, namespace: str, topic_name: str, sub_name: str) -> list[RuleInfo]:
         self._manage(namespace)
         sub = self.subscription(self.topic(namespace, topic_name), sub_name)
         return [r.describe() for r in sub.rules]

@@ -32,6 +32,7 @@ from sbctld.credits import (
 )
 from sbctld.pairing import SenderId
 from sbctld.queue import Queue
+from sbctld.results import LockRenewed, SessionEntry, SessionLock
 from sbctld.storage.log import State
 from sbctld.topic import (
     Subscription,
@@ -139,7 +140,7 @@ class Messaging(BrokerCore):
         properties: dict[str, Any] | None = None,
         reason: str | None = None,
         description: str | None = None,
-    ) -> list[dict[str, Any]]:
+    ) -> list[dict[str, Any] | LockRenewed]:
         queue, _dlq = self._reader(namespace, path)
         now = queue.accessed_at_ms = self.clock.now_ms()
         results = queue.settle(op, tokens, now, properties, reason, description)
@@ -201,19 +202,19 @@ class Messaging(BrokerCore):
             raise InvalidOperation("a dead-letter queue has no sessions")
         return queue
 
-    def session_accept(self, namespace: str, path: str, session_id: str | None) -> dict[str, Any]:
+    def session_accept(self, namespace: str, path: str, session_id: str | None) -> SessionLock:
         """Lock a session (or the next available one) for a session receiver (daemon/README.md
         §9.6)."""
         queue = self._session_queue(namespace, path)
         return queue.accept_session(session_id, self.clock.now_ms())
 
-    def session_renew(self, namespace: str, path: str, token: str) -> dict[str, Any]:
+    def session_renew(self, namespace: str, path: str, token: str) -> SessionLock:
         return self._session_queue(namespace, path).renew_session(token, self.clock.now_ms())
 
     def session_close(self, namespace: str, path: str, token: str) -> dict[str, Any]:
         return self._session_queue(namespace, path).close_session(token, self.clock.now_ms())
 
-    def session_list(self, namespace: str, path: str) -> list[dict[str, Any]]:
+    def session_list(self, namespace: str, path: str) -> list[SessionEntry]:
         return self._session_queue(namespace, path).list_sessions(self.clock.now_ms())
 
     def session_get_state(self, namespace: str, path: str, session_id: str) -> bytes | None:

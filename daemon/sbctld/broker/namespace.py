@@ -6,9 +6,9 @@ Rule 1: a namespace holds state and answers questions about it; the broker chang
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
-from sbctl.durations import format_instant
+from msgspec import UNSET
+
 from sbctl.errors import (
     BadRequest,
 )
@@ -27,6 +27,7 @@ from sbctld.credits import (
     CreditMeter,
 )
 from sbctld.queue import Queue
+from sbctld.results import Credits, NamespaceInfo
 from sbctld.topic import (
     Topic,
 )
@@ -64,20 +65,18 @@ class Namespace:
     def charge(self, kind: str, cost: int, now: int) -> None:
         self.meter.charge(kind, cost, now)
 
-    def credits(self, now: int) -> dict[str, Any]:
+    def credits(self, now: int) -> Credits:
         cfg = self.config
-        out: dict[str, Any] = {
-            "namespace": cfg.name,
-            "sku": cfg.sku,
-            "credits_per_second": None if self.premium else cfg.credits_per_second,
-        }
-        if self.premium:
-            out |= {
-                "capacity": cfg.capacity,
-                "ops_per_unit": cfg.ops_per_unit,
-                "ops_per_second": self.credit_limit,
-            }
-        return out | self.meter.snapshot(now)
+        premium = self.premium
+        return Credits(
+            namespace=cfg.name,
+            sku=cfg.sku,
+            credits_per_second=None if premium else cfg.credits_per_second,
+            capacity=cfg.capacity if premium else UNSET,
+            ops_per_unit=cfg.ops_per_unit if premium else UNSET,
+            ops_per_second=self.credit_limit if premium else UNSET,
+            **self.meter.snapshot(now),
+        )
 
     @property
     def name(self) -> str:
@@ -123,18 +122,18 @@ class Namespace:
             return self.config.premium_messaging_partitions
         return STANDARD_PARTITION_COUNT if cfg.enable_partitioning else 1
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> NamespaceInfo:
         cfg = self.config
-        return {
-            "name": cfg.name,
-            "sku": cfg.sku,
-            "premium_messaging_partitions": cfg.premium_messaging_partitions,
-            "capacity": cfg.capacity if self.premium else None,
-            "credits_per_second": None if self.premium else cfg.credits_per_second,
-            "ops_per_unit": cfg.ops_per_unit if self.premium else None,
-            "created_at_utc": format_instant(cfg.created_at_ms),
-            "queue_count": len(self.queues),
-            "topic_count": len(self.topics),
-            "partitioned_entity_count": self.partitioned_count,
-            "max_message_size_in_kilobytes": self.max_message_bytes // 1024,
-        }
+        return NamespaceInfo(
+            name=cfg.name,
+            sku=cfg.sku,
+            premium_messaging_partitions=cfg.premium_messaging_partitions,
+            capacity=cfg.capacity if self.premium else None,
+            credits_per_second=None if self.premium else cfg.credits_per_second,
+            ops_per_unit=cfg.ops_per_unit if self.premium else None,
+            created_at_ms=cfg.created_at_ms,
+            queue_count=len(self.queues),
+            topic_count=len(self.topics),
+            partitioned_entity_count=self.partitioned_count,
+            max_message_size_in_kilobytes=self.max_message_bytes // 1024,
+        )

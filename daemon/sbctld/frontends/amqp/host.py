@@ -53,8 +53,6 @@ class Host(Protocol):
 
     def session_token(self, path: str, session_id: str | None) -> str: ...
 
-    def session_until(self, session: dict[str, Any]) -> int: ...
-
 
 class Receiving(Protocol):
     """A link the connection sends messages on (sbctld.frontends.amqp.server.ReceiveState)."""

@@ -15,6 +15,7 @@ from sbctl.wire_errors import error_from_wire
 from sbctld.frontends.amqp import convert, rules
 from sbctld.frontends.amqp.errors import condition_of, status_of
 from sbctld.frontends.amqp.host import Host, Respond, ok_when_durable
+from sbctld.results import LockRenewed
 
 OP_PREFIX = "com.microsoft:"
 ALL_SESSIONS = 253_402_300_800_000
@@ -76,12 +77,10 @@ def renew_lock(conn: Host, path: str, args: dict[str, Any], respond: Respond) ->
     tokens = [str(t) for t in args.get("lock-tokens") or []]
     results = conn.broker.settle(conn.namespace, path, "renew-lock", tokens)
     expirations = []
-    from sbctl.durations import parse_instant_ms
-
     for r in results:
-        if "error" in r:
+        if not isinstance(r, LockRenewed):
             raise error_from_wire(r["error"])
-        expirations.append(parse_instant_ms(r["locked_until_utc"], 0))
+        expirations.append(r.locked_until_ms)
     respond(200, "OK", {"expirations": Array("timestamp", expirations)}, None)
 
 
@@ -111,7 +110,7 @@ def update_disposition(conn: Host, path: str, args: dict[str, Any], respond: Res
         _text(description) if description else None,
     )
     for r in results:
-        if "error" in r:
+        if isinstance(r, dict) and "error" in r:
             raise error_from_wire(r["error"])
     if op in ("abandon", "dead-letter"):
         conn.frontend.wake(conn.namespace, path)
@@ -161,7 +160,7 @@ def renew_session_lock(conn: Host, path: str, args: dict[str, Any], respond: Res
     session = _session(args)
     token = conn.session_token(path, session)
     info = conn.broker.session_renew(conn.namespace, path, token)
-    respond(200, "OK", {"expiration": Timestamp(conn.session_until(info))}, None)
+    respond(200, "OK", {"expiration": Timestamp(info.locked_until_ms)}, None)
 
 
 def get_session_state(conn: Host, path: str, args: dict[str, Any], respond: Respond) -> None:
@@ -183,7 +182,7 @@ def get_message_sessions(conn: Host, path: str, args: dict[str, Any], respond: R
     skip = int(args.get("skip", 0) or 0)
     top = int(args.get("top", 100) or 100)
     sessions = conn.broker.session_list(conn.namespace, path)
-    ids = [s["session_id"] for s in sessions][skip : skip + top]
+    ids = [s.session_id for s in sessions][skip : skip + top]
     if not ids:
         respond(204, "No Content", None, None)
         return

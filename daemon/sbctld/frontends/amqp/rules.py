@@ -13,10 +13,10 @@ from __future__ import annotations
 from typing import Any
 
 from sbctl.amqp.types import Described, Timestamp, ULong
-from sbctl.durations import parse_instant_ms
 from sbctl.errors import BadRequest
 from sbctl.names import parse_entity_path
 from sbctld.frontends.amqp.host import Host, Respond, ok_when_durable
+from sbctld.results import RuleInfo
 
 RULE_DESCRIPTION = ULong(0x0000013700000004)
 EMPTY_ACTION = ULong(0x0000013700000005)
@@ -83,9 +83,9 @@ def filter_spec(description: dict[str, Any]) -> tuple[dict[str, Any], str | None
     return spec, _text(action) if action is not None else None
 
 
-def described_rule(rule: dict[str, Any]) -> Described:
-    """sbctl's rule description → the described rule enumerate-rules answers."""
-    spec = rule["filter"]
+def described_rule(rule: RuleInfo) -> Described:
+    """The broker's rule description → the described rule enumerate-rules answers."""
+    spec = rule.filter
     kind = spec["type"]
     if kind == "sql":
         filt = Described(SQL_FILTER, [spec["sql_expression"], 20])
@@ -99,12 +99,10 @@ def described_rule(rule: dict[str, Any]) -> Described:
             CORRELATION_FILTER, [spec.get(n) for n in names] + [spec.get("properties") or {}]
         )
     action = (
-        Described(SQL_ACTION, [rule["action"], 20])
-        if rule.get("action")
-        else Described(EMPTY_ACTION, [])
+        Described(SQL_ACTION, [rule.action, 20]) if rule.action else Described(EMPTY_ACTION, [])
     )
-    created = Timestamp(parse_instant_ms(rule["created_at_utc"], 0))
-    return Described(RULE_DESCRIPTION, [filt, action, rule["name"], created])
+    created = Timestamp(rule.created_at_ms)
+    return Described(RULE_DESCRIPTION, [filt, action, rule.name, created])
 
 
 def add_rule(conn: Host, path: str, args: dict[str, Any], respond: Respond) -> None:

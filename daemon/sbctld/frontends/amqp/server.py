@@ -53,6 +53,7 @@ from sbctld.frontends.amqp.errors import condition_of
 from sbctld.frontends.amqp.settlement import Settlement, lock_tag, settle_range
 from sbctld.frontends.amqp.transactions import Coordinator as Transactions
 from sbctld.frontends.amqp.waiting import LinkWatch, SessionWait
+from sbctld.results import SessionLock
 
 if TYPE_CHECKING:
     from sbctld.service import Service
@@ -85,11 +86,11 @@ def entity_path(address: str | None) -> str:
 class ReceiveState:
     """What an AMQP link we send messages on needs: entity, mode, session and deliveries."""
 
-    def __init__(self, entity: str, mode: str, session: dict[str, Any] | None) -> None:
+    def __init__(self, entity: str, mode: str, session: SessionLock | None) -> None:
         self.entity = entity
         self.mode = mode
         self.session = session
-        self.session_token: str | None = session["session_lock_token"] if session else None
+        self.session_token: str | None = session.session_lock_token if session else None
         self.deliveries: dict[int, str] = {}  # delivery id → lock token
         self.inflight = 0
         self.key: tuple[str, str] | None = None
@@ -202,9 +203,7 @@ class AmqpConnection(asyncio.Protocol):
             self.conn.grant(link, 100)
         self.flush()
 
-    def _attach_receiver(
-        self, link: Link, path: str, session: dict[str, Any] | None = None
-    ) -> None:
+    def _attach_receiver(self, link: Link, path: str, session: SessionLock | None = None) -> None:
         mode = "receive-and-delete" if link.snd_settle_mode == 1 else "peek-lock"
         source = link.source
         filters = getattr(source, "filter", None) or {}
@@ -231,7 +230,7 @@ class AmqpConnection(asyncio.Protocol):
         props: dict[Any, Any] | None = None
         if session is not None:
             filters = dict(filters)
-            filters[SESSION_FILTER] = session["session_id"]
+            filters[SESSION_FILTER] = session.session_id
             source = Source(
                 source.address,
                 source.durable,
@@ -245,8 +244,7 @@ class AmqpConnection(asyncio.Protocol):
                 source.outcomes,
                 source.capabilities,
             )
-            until = self.session_until(session)
-            props = {LOCKED_UNTIL: until * 10_000 + TICKS_AT_EPOCH}
+            props = {LOCKED_UNTIL: session.locked_until_ms * 10_000 + TICKS_AT_EPOCH}
         self.conn.attach(
             link,
             source=source,
@@ -282,14 +280,6 @@ class AmqpConnection(asyncio.Protocol):
         self.flush()
         return True
 
-    def session_until(self, session: dict[str, Any]) -> int:
-        from sbctl.durations import parse_instant_ms
-
-        value = session.get("locked_until_utc")
-        if isinstance(value, int):
-            return value
-        return parse_instant_ms(str(value), int(time.time() * 1000))
-
     def session_token(self, path: str, session_id: str | None) -> str:
         """The session lock token a receive link of this connection holds."""
         for session in self.conn.sessions.values():
@@ -300,7 +290,7 @@ class AmqpConnection(asyncio.Protocol):
                     and state.session is not None
                     and state.session_token is not None
                     and entity_key(state.entity) == entity_key(path)
-                    and (session_id is None or state.session["session_id"] == session_id)
+                    and (session_id is None or state.session.session_id == session_id)
                 ):
                     return state.session_token
         from sbctl.errors import SessionLockLost
@@ -592,7 +582,7 @@ class AmqpFrontend:
         self.port = self.ports[entity_key(DEFAULT_NAMESPACE)]
         saved = self._saved_ports()
         for ns in self.service.broker.namespace_list():
-            name = ns["name"]
+            name = ns.name
             if entity_key(name) in self.ports:
                 continue
             await self.ensure(name, saved.get(entity_key(name), 0))

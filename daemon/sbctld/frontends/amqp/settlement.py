@@ -107,7 +107,7 @@ def settle_range(
                 how.description,
             )
         for (delivery_id, _), result in zip(tokens, results, strict=True):
-            if "error" in result:
+            if isinstance(result, dict) and "error" in result:
                 errors[delivery_id] = error_from_wire(result["error"])
     except SbctlError as err:
         errors = {delivery_id: err for delivery_id, _ in tokens}

@@ -5,8 +5,9 @@ takes (the CLI's), durations as milliseconds. Elements the broker computes or ig
 (counts, times, ``AuthorizationRules``) are skipped; an element of no description is a
 one-line error. Documents with a DTD or entities are refused before parsing.
 
-Out: the broker's description dicts → ``<entry>`` and ``<feed>`` documents shaped as the
-service answers them, which the SDKs' deserializers read.
+Out: the broker's typed descriptions (sbctld.results) → ``<entry>`` and ``<feed>``
+documents shaped as the service answers them, which the SDKs' deserializers read; durations
+are written as ``xs:duration`` and instants as ``xs:dateTime`` here.
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ import xml.etree.ElementTree as ET
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
-from sbctl.durations import parse_duration_ms
+from sbctl.durations import format_duration_iso, format_instant, parse_duration_ms
 from sbctl.errors import BadRequest
+from sbctld.results import NamespaceInfo, QueueInfo, RuleInfo, SubscriptionInfo, TopicInfo
 
 ATOM = "http://www.w3.org/2005/Atom"
 SB = "http://schemas.microsoft.com/netservices/2010/10/servicebus/connect"
@@ -299,64 +301,78 @@ def rule_from(
     for child in desc:
         if _local(str(child.tag)) not in ("Filter", "Action", "Name", "CreatedAt"):
             raise BadRequest(f"unknown element '{_local(str(child.tag))}' in RuleDescription")
-    spec: dict[str, Any] = {"type": "true"}
     filt = _child(desc, "Filter")
-    if filt is not None:
-        kind = _xsi_type(filt)
-        if kind == "TrueFilter":
-            spec = {"type": "true"}
-        elif kind == "FalseFilter":
-            spec = {"type": "false"}
-        elif kind == "SqlFilter":
-            expr = _child(filt, "SqlExpression")
-            params = key_values(_child(filt, "Parameters"))
-            sent = (expr.text or "") if expr is not None else ""
-            text = substitute(sent, params)
-            spec = {"type": "sql", "sql_expression": text}
-            if params and params_out is not None:
-                params_out["filter"] = [sent, params, text]
-        elif kind == "CorrelationFilter":
-            spec = {"type": "correlation"}
-            for child in filt:
-                tag = _local(str(child.tag))
-                if tag in CORRELATION_FIELDS:
-                    if child.text:
-                        spec[CORRELATION_FIELDS[tag]] = child.text
-                elif tag == "Properties":
-                    props = key_values(child)
-                    if props:
-                        spec["properties"] = props
-                else:
-                    raise BadRequest(f"unknown element '{tag}' in CorrelationFilter")
-        else:
-            raise BadRequest(f"unknown filter type {kind!r}")
-    action: str | None = None
-    act = _child(desc, "Action")
-    if act is not None and _xsi_type(act) == "SqlRuleAction":
-        expr = _child(act, "SqlExpression")
-        params = key_values(_child(act, "Parameters"))
-        sent = (expr.text or "") if expr is not None else ""
-        action = substitute(sent, params) or None
-        if params and params_out is not None:
-            params_out["action"] = [sent, params, action]
-    elif act is not None and _xsi_type(act) not in ("EmptyRuleAction", ""):
-        raise BadRequest(f"unknown action type {_xsi_type(act)!r}")
+    spec = {"type": "true"} if filt is None else _filter_spec(filt, params_out)
+    action = _action(_child(desc, "Action"), params_out)
     name = _child(desc, "Name")
     return spec, action, (name.text if name is not None else None)
+
+
+def _sql(elem: ET.Element, part: str, params_out: dict[str, Any] | None) -> str:
+    """A SqlFilter's or SqlRuleAction's expression with its parameters put in."""
+    expr = _child(elem, "SqlExpression")
+    params = key_values(_child(elem, "Parameters"))
+    sent = (expr.text or "") if expr is not None else ""
+    text = substitute(sent, params)
+    if params and params_out is not None:
+        stored = (text or None) if part == "action" else text  # an empty action is none
+        params_out[part] = [sent, params, stored]
+    return text
+
+
+def _filter_spec(filt: ET.Element, params_out: dict[str, Any] | None) -> dict[str, Any]:
+    kind = _xsi_type(filt)
+    if kind == "TrueFilter":
+        return {"type": "true"}
+    if kind == "FalseFilter":
+        return {"type": "false"}
+    if kind == "SqlFilter":
+        return {"type": "sql", "sql_expression": _sql(filt, "filter", params_out)}
+    if kind == "CorrelationFilter":
+        return _correlation(filt)
+    raise BadRequest(f"unknown filter type {kind!r}")
+
+
+def _correlation(filt: ET.Element) -> dict[str, Any]:
+    spec: dict[str, Any] = {"type": "correlation"}
+    for child in filt:
+        tag = _local(str(child.tag))
+        if tag in CORRELATION_FIELDS:
+            if child.text:
+                spec[CORRELATION_FIELDS[tag]] = child.text
+        elif tag == "Properties":
+            props = key_values(child)
+            if props:
+                spec["properties"] = props
+        else:
+            raise BadRequest(f"unknown element '{tag}' in CorrelationFilter")
+    return spec
+
+
+def _action(act: ET.Element | None, params_out: dict[str, Any] | None) -> str | None:
+    if act is None or _xsi_type(act) in ("EmptyRuleAction", ""):
+        return None
+    if _xsi_type(act) != "SqlRuleAction":
+        raise BadRequest(f"unknown action type {_xsi_type(act)!r}")
+    return _sql(act, "action", params_out) or None
 
 
 # ------------------------------------------------------------ out
 
 Out = dict[str, Any]
+Description = QueueInfo | TopicInfo | SubscriptionInfo
+INSTANTS = frozenset({"created_at_ms", "updated_at_ms", "accessed_at_ms"})
+# XML element → the description's field (None: a constant); fields ending in _ms are
+# durations (xs:duration) or, in INSTANTS, instants (xs:dateTime).
 DESCRIPTION_ORDER: dict[str, list[tuple[str, str | None]]] = {
     "QueueDescription": [
-        ("LockDuration", "lock_duration"),
+        ("LockDuration", "lock_duration_ms"),
         ("MaxSizeInMegabytes", "max_size_in_megabytes"),
         ("RequiresDuplicateDetection", "requires_duplicate_detection"),
         ("RequiresSession", "requires_session"),
-        ("DefaultMessageTimeToLive", "default_message_time_to_live"),
+        ("DefaultMessageTimeToLive", "default_message_time_to_live_ms"),
         ("DeadLetteringOnMessageExpiration", "dead_lettering_on_message_expiration"),
-        ("DuplicateDetectionHistoryTimeWindow", "duplicate_detection_history_time_window"),
+        ("DuplicateDetectionHistoryTimeWindow", "duplicate_detection_history_time_window_ms"),
         ("MaxDeliveryCount", "max_delivery_count"),
         ("EnableBatchedOperations", "enable_batched_operations"),
         ("SizeInBytes", "size_in_bytes"),
@@ -365,12 +381,12 @@ DESCRIPTION_ORDER: dict[str, list[tuple[str, str | None]]] = {
         ("Status", "status"),
         ("ForwardTo", "forward_to"),
         ("UserMetadata", "user_metadata"),
-        ("CreatedAt", "created_at_utc"),
-        ("UpdatedAt", "updated_at_utc"),
-        ("AccessedAt", "accessed_at_utc"),
+        ("CreatedAt", "created_at_ms"),
+        ("UpdatedAt", "updated_at_ms"),
+        ("AccessedAt", "accessed_at_ms"),
         ("SupportOrdering", None),
         ("CountDetails", "counts"),
-        ("AutoDeleteOnIdle", "auto_delete_on_idle"),
+        ("AutoDeleteOnIdle", "auto_delete_on_idle_ms"),
         ("EnablePartitioning", "enable_partitioning"),
         ("EntityAvailabilityStatus", "availability_status"),
         ("ForwardDeadLetteredMessagesTo", "forward_dead_lettered_messages_to"),
@@ -378,23 +394,23 @@ DESCRIPTION_ORDER: dict[str, list[tuple[str, str | None]]] = {
         ("MaxMessageSizeInKilobytes", "max_message_size_in_kilobytes"),
     ],
     "TopicDescription": [
-        ("DefaultMessageTimeToLive", "default_message_time_to_live"),
+        ("DefaultMessageTimeToLive", "default_message_time_to_live_ms"),
         ("MaxSizeInMegabytes", "max_size_in_megabytes"),
         ("RequiresDuplicateDetection", "requires_duplicate_detection"),
-        ("DuplicateDetectionHistoryTimeWindow", "duplicate_detection_history_time_window"),
+        ("DuplicateDetectionHistoryTimeWindow", "duplicate_detection_history_time_window_ms"),
         ("EnableBatchedOperations", "enable_batched_operations"),
         ("SizeInBytes", "size_in_bytes"),
         ("FilteringMessagesBeforePublishing", None),
         ("IsAnonymousAccessible", None),
         ("Status", "status"),
         ("UserMetadata", "user_metadata"),
-        ("CreatedAt", "created_at_utc"),
-        ("UpdatedAt", "updated_at_utc"),
-        ("AccessedAt", "accessed_at_utc"),
+        ("CreatedAt", "created_at_ms"),
+        ("UpdatedAt", "updated_at_ms"),
+        ("AccessedAt", "accessed_at_ms"),
         ("SupportOrdering", "support_ordering"),
         ("CountDetails", "counts"),
         ("SubscriptionCount", "subscription_count"),
-        ("AutoDeleteOnIdle", "auto_delete_on_idle"),
+        ("AutoDeleteOnIdle", "auto_delete_on_idle_ms"),
         ("EnablePartitioning", "enable_partitioning"),
         ("EntityAvailabilityStatus", "availability_status"),
         ("EnableSubscriptionPartitioning", None),
@@ -402,9 +418,9 @@ DESCRIPTION_ORDER: dict[str, list[tuple[str, str | None]]] = {
         ("MaxMessageSizeInKilobytes", "max_message_size_in_kilobytes"),
     ],
     "SubscriptionDescription": [
-        ("LockDuration", "lock_duration"),
+        ("LockDuration", "lock_duration_ms"),
         ("RequiresSession", "requires_session"),
-        ("DefaultMessageTimeToLive", "default_message_time_to_live"),
+        ("DefaultMessageTimeToLive", "default_message_time_to_live_ms"),
         ("DeadLetteringOnMessageExpiration", "dead_lettering_on_message_expiration"),
         (
             "DeadLetteringOnFilterEvaluationExceptions",
@@ -416,12 +432,12 @@ DESCRIPTION_ORDER: dict[str, list[tuple[str, str | None]]] = {
         ("Status", "status"),
         ("ForwardTo", "forward_to"),
         ("UserMetadata", "user_metadata"),
-        ("CreatedAt", "created_at_utc"),
-        ("UpdatedAt", "updated_at_utc"),
-        ("AccessedAt", "accessed_at_utc"),
+        ("CreatedAt", "created_at_ms"),
+        ("UpdatedAt", "updated_at_ms"),
+        ("AccessedAt", "accessed_at_ms"),
         ("CountDetails", "counts"),
         ("ForwardDeadLetteredMessagesTo", "forward_dead_lettered_messages_to"),
-        ("AutoDeleteOnIdle", "auto_delete_on_idle"),
+        ("AutoDeleteOnIdle", "auto_delete_on_idle_ms"),
         ("EntityAvailabilityStatus", "availability_status"),
     ],
 }
@@ -434,36 +450,40 @@ COUNTS = [
 ]
 
 
-def _text(value: Any) -> str:
+def _text(key: str, value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
+    if key in INSTANTS:
+        return format_instant(value)
+    if key.endswith("_ms"):
+        return format_duration_iso(value)
     return escape(str(value))
 
 
-def _counts(desc: Out) -> str:
+def _counts(desc: Description) -> str:
     parts = [f'<CountDetails xmlns:d2p1="{SB11}">']
     for tag, key in COUNTS:
-        parts.append(f"<d2p1:{tag}>{int(desc.get(key) or 0)}</d2p1:{tag}>")
+        parts.append(f"<d2p1:{tag}>{int(getattr(desc, key, 0) or 0)}</d2p1:{tag}>")
     parts.append("</CountDetails>")
     return "".join(parts)
 
 
-def description_xml(kind: str, desc: Out, forward_base: str) -> str:
+def description_xml(kind: str, desc: Description, forward_base: str) -> str:
     """A broker description → ``<QueueDescription …>…</QueueDescription>`` (etc.)."""
     parts = [f'<{kind} xmlns="{SB}" xmlns:i="{XSI}">']
     for tag, key in DESCRIPTION_ORDER[kind]:
+        value = None if key is None else getattr(desc, key, None)
         if key is None:
             parts.append(f"<{tag}>{'true' if tag == 'SupportOrdering' else 'false'}</{tag}>")
         elif key == "counts":
             parts.append(_counts(desc))
         elif key in ("forward_to", "forward_dead_lettered_messages_to"):
-            target = desc.get(key)
-            if target:
-                parts.append(f"<{tag}>{escape(forward_base + target)}</{tag}>")
-        elif key == "size_in_bytes" and key not in desc:
+            if value:
+                parts.append(f"<{tag}>{escape(forward_base + value)}</{tag}>")
+        elif key == "size_in_bytes" and value is None:
             parts.append(f"<{tag}>0</{tag}>")
-        elif key in desc and desc[key] is not None:
-            parts.append(f"<{tag}>{_text(desc[key])}</{tag}>")
+        elif value is not None:
+            parts.append(f"<{tag}>{_text(key, value)}</{tag}>")
     parts.append(f"</{kind}>")
     return "".join(parts)
 
@@ -496,9 +516,9 @@ def _sent(params: Out | None, part: str, stored: str | None) -> tuple[str | None
     return stored, ""
 
 
-def rule_xml(rule: Out, params: Out | None = None) -> str:
+def rule_xml(rule: RuleInfo, params: Out | None = None) -> str:
     """``params``: what :func:`rule_from` collected when the rule was made, if anything."""
-    spec = rule["filter"]
+    spec = rule.filter
     kind = spec["type"]
     if kind in ("sql", "true", "false"):
         xsi = {"sql": "SqlFilter", "true": "TrueFilter", "false": "FalseFilter"}[kind]
@@ -518,8 +538,8 @@ def rule_xml(rule: Out, params: Out | None = None) -> str:
             f'<Filter i:type="CorrelationFilter">{inner}'
             f"{_kv('Properties', spec.get('properties'))}</Filter>"
         )
-    if rule.get("action"):
-        text, kv = _sent(params, "action", rule["action"])
+    if rule.action:
+        text, kv = _sent(params, "action", rule.action)
         action = (
             f'<Action i:type="SqlRuleAction"><SqlExpression>{escape(text or "")}'
             f"</SqlExpression>{kv}<CompatibilityLevel>20</CompatibilityLevel></Action>"
@@ -528,19 +548,19 @@ def rule_xml(rule: Out, params: Out | None = None) -> str:
         action = '<Action i:type="EmptyRuleAction"/>'
     return (
         f'<RuleDescription xmlns="{SB}" xmlns:i="{XSI}">{filt}{action}'
-        f"<CreatedAt>{escape(rule['created_at_utc'])}</CreatedAt>"
-        f"<Name>{escape(rule['name'])}</Name></RuleDescription>"
+        f"<CreatedAt>{format_instant(rule.created_at_ms)}</CreatedAt>"
+        f"<Name>{escape(rule.name)}</Name></RuleDescription>"
     )
 
 
-def namespace_xml(ns: Out) -> str:
-    sku = str(ns.get("sku", "standard")).capitalize()
-    units = ns.get("capacity") or 0
-    created = escape(str(ns.get("created_at_utc", "")))
+def namespace_xml(ns: NamespaceInfo) -> str:
+    sku = ns.sku.capitalize()
+    units = ns.capacity or 0
+    created = format_instant(ns.created_at_ms)
     return (
         f'<NamespaceInfo xmlns="{SB}" xmlns:i="{XSI}"><CreatedTime>{created}</CreatedTime>'
         f"<MessagingSKU>{sku}</MessagingSKU><MessagingUnits>{int(units)}</MessagingUnits>"
-        f"<ModifiedTime>{created}</ModifiedTime><Name>{escape(ns['name'])}</Name>"
+        f"<ModifiedTime>{created}</ModifiedTime><Name>{escape(ns.name)}</Name>"
         "<NamespaceType>Messaging</NamespaceType></NamespaceInfo>"
     )
 

@@ -31,6 +31,7 @@ from sbctl.protocol import Delivered
 from sbctl.wire_errors import error_from_wire
 from sbctld.frontends.http.management import MethodNotAllowed, error, fail
 from sbctld.frontends.http.request import Request, Respond
+from sbctld.results import LockRenewed
 
 if TYPE_CHECKING:
     from sbctld.frontends.http.host import HttpHost
@@ -361,13 +362,13 @@ class DataPlane:
     # ------------------------------------------------------------ settle
 
     def settle(self, req_ns: str, entity: str, op: str, token: str, respond: Respond) -> None:
-        results = self.broker.settle(req_ns, entity, op, [token])
-        if results and "error" in results[0]:
-            raise error_from_wire(results[0]["error"])
+        (result,) = self.broker.settle(req_ns, entity, op, [token])
+        if isinstance(result, dict) and "error" in result:
+            raise error_from_wire(result["error"])
         headers: list[tuple[str, str]] = []
-        if op == "renew-lock" and results and results[0].get("locked_until_utc"):
-            until = parse_instant_ms(results[0]["locked_until_utc"], 0)
-            headers.append(("BrokerProperties", json.dumps({"LockedUntilUtc": rfc1123(until)})))
+        if isinstance(result, LockRenewed):
+            until = rfc1123(result.locked_until_ms)
+            headers.append(("BrokerProperties", json.dumps({"LockedUntilUtc": until})))
         if op == "abandon":
             self.frontend.wake(req_ns, entity)
 

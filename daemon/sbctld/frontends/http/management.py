@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
@@ -31,6 +30,7 @@ from sbctld.frontends.amqp.errors import status_of
 from sbctld.frontends.http import atom
 from sbctld.frontends.http.request import Request, Respond
 from sbctld.frontends.http.sqlparams import SqlParameters
+from sbctld.results import QueueInfo, RuleInfo, SubscriptionInfo, TopicInfo
 
 if TYPE_CHECKING:
     from sbctld.frontends.http.host import HttpHost
@@ -110,7 +110,7 @@ class Management:
             self._only(req, "GET")
             rules = self.broker.rule_list(req.namespace, topic, rest[0])
             base = f"/{topic}/Subscriptions/{rest[0]}/Rules/"
-            entries = [self._rule_entry(req, base + r["name"], r) for r in rules]
+            entries = [self._rule_entry(req, base + r.name, r) for r in rules]
             self._list(req, respond, "Rules", entries)
         elif len(rest) == 3 and rest[1].lower() == "rules":
             self._rule(req, topic, rest[0], rest[2], respond)
@@ -135,27 +135,27 @@ class Management:
     def _forward_base(self, req: Request) -> str:
         return f"sb://{req.host}/"
 
-    def _queue_entry(self, req: Request, path: str, desc: dict[str, Any]) -> str:
+    def _queue_entry(self, req: Request, path: str, desc: QueueInfo) -> str:
         xml = atom.description_xml("QueueDescription", desc, self._forward_base(req))
-        return self._entry(req, path, desc["name"], xml)
+        return self._entry(req, path, desc.name, xml)
 
-    def _topic_entry(self, req: Request, path: str, desc: dict[str, Any]) -> str:
+    def _topic_entry(self, req: Request, path: str, desc: TopicInfo) -> str:
         xml = atom.description_xml("TopicDescription", desc, self._forward_base(req))
-        return self._entry(req, path, desc["name"], xml)
+        return self._entry(req, path, desc.name, xml)
 
-    def _sub_entry(self, req: Request, path: str, desc: dict[str, Any]) -> str:
+    def _sub_entry(self, req: Request, path: str, desc: SubscriptionInfo) -> str:
         xml = atom.description_xml("SubscriptionDescription", desc, self._forward_base(req))
-        return self._entry(req, path, desc["name"], xml)
+        return self._entry(req, path, desc.name, xml)
 
-    def _rule_entry(self, req: Request, path: str, rule: dict[str, Any]) -> str:
+    def _rule_entry(self, req: Request, path: str, rule: RuleInfo) -> str:
         parts = [p for p in path.split("/") if p]
         i = [p.lower() for p in parts].index("subscriptions")
-        key = self.params.key(req.namespace, "/".join(parts[:i]), parts[i + 1], rule["name"])
-        return self._entry(req, path, rule["name"], atom.rule_xml(rule, self.params.get(key)))
+        key = self.params.key(req.namespace, "/".join(parts[:i]), parts[i + 1], rule.name)
+        return self._entry(req, path, rule.name, atom.rule_xml(rule, self.params.get(key)))
 
     def _sub_entries(self, req: Request, topic: str) -> list[str]:
         subs = self.broker.subscription_list(req.namespace, topic)
-        return [self._sub_entry(req, f"/{topic}/Subscriptions/{s['name']}", s) for s in subs]
+        return [self._sub_entry(req, f"/{topic}/Subscriptions/{s.name}", s) for s in subs]
 
     def _list(self, req: Request, respond: Respond, title: str, entries: list[str]) -> None:
         try:
@@ -182,23 +182,23 @@ class Management:
 
     def _namespace(self, req: Request, respond: Respond) -> None:
         ns = self.broker.namespace_get(req.namespace)
-        self._ok(respond, self._entry(req, "/$namespaceinfo", ns["name"], atom.namespace_xml(ns)))
+        self._ok(respond, self._entry(req, "/$namespaceinfo", ns.name, atom.namespace_xml(ns)))
 
     def _list_entities(self, req: Request, kind: str, respond: Respond) -> None:
         ns = req.namespace
         if kind == "queues":
-            entries = [self._queue_entry(req, "/" + q["name"], q) for q in self._queues(ns)]
+            entries = [self._queue_entry(req, "/" + q.name, q) for q in self._queues(ns)]
             self._list(req, respond, "Queues", entries)
         elif kind == "topics":
             topics = self.broker.topic_list(ns)
-            entries = [self._topic_entry(req, "/" + t["name"], t) for t in topics]
+            entries = [self._topic_entry(req, "/" + t.name, t) for t in topics]
             self._list(req, respond, "Topics", entries)
         else:
             raise BadRequest(f"unknown resource collection {kind!r}: use queues or topics")
 
-    def _queues(self, ns: str) -> list[dict[str, Any]]:
+    def _queues(self, ns: str) -> list[QueueInfo]:
         # The list omits runtime counts the SDK reads with enrich=true: describe each.
-        return [self.broker.queue_get(ns, q["name"]) for q in self.broker.queue_list(ns)]
+        return [self.broker.queue_get(ns, q.name) for q in self.broker.queue_list(ns)]
 
     # ------------------------------------------------------------ queues and topics
 
@@ -242,16 +242,14 @@ class Management:
             update = req.headers.get("if-match", "").strip() == "*"
             if kind_tag == "QueueDescription":
                 options = atom.options_from(desc, kind_tag)
-                op: Callable[..., dict[str, Any]] = (
-                    self.broker.queue_update if update else self.broker.queue_create
-                )
-                result = op(ns, name, options)
-                xml = self._queue_entry(req, req.path, self.broker.queue_get(ns, result["name"]))
+                op = self.broker.queue_update if update else self.broker.queue_create
+                queue = op(ns, name, options)
+                xml = self._queue_entry(req, req.path, self.broker.queue_get(ns, queue.name))
             elif kind_tag == "TopicDescription":
                 options = atom.options_from(desc, kind_tag)
-                op = self.broker.topic_update if update else self.broker.topic_create
-                result = op(ns, name, options)
-                xml = self._topic_entry(req, req.path, self.broker.topic_get(ns, result["name"]))
+                top = self.broker.topic_update if update else self.broker.topic_create
+                topic = top(ns, name, options)
+                xml = self._topic_entry(req, req.path, self.broker.topic_get(ns, topic.name))
             else:
                 raise BadRequest(f"expected a QueueDescription or TopicDescription, not {kind_tag}")
             self._durable(respond, 200 if update else 201, atom.document(xml))
@@ -342,5 +340,5 @@ class Management:
         try:
             self.broker.rule_create(ns, topic, sub, name, spec, action)
         except SbctlError:
-            self.broker.rule_create(ns, topic, sub, name, old["filter"], old.get("action"))
+            self.broker.rule_create(ns, topic, sub, name, old.filter, old.action)
             raise

@@ -12,11 +12,12 @@ import logging
 import os
 import socket
 import struct
-from typing import Protocol, cast
+from typing import Any, Protocol, cast
 
 from sbctl.errors import BadRequest, SbctlError
 from sbctl.protocol import LENGTH, MAX_REQUEST_BYTES, encode_reply
 from sbctl.wire_errors import error_to_wire
+from sbctld.frontends.unix.present import present
 from sbctld.service import DelayedOperation, Service
 
 log = logging.getLogger("sbctld")
@@ -151,6 +152,10 @@ class Connection(asyncio.Protocol):
         if not self.closed and self.transport is not None:
             self.burst_bytes += len(frame)
             self.transport.write(frame)
+
+    def reply(self, req_id: int, result: Any) -> None:
+        """Answer a request: its result in the wire form the client reads (present)."""
+        self.send(encode_reply(req_id, True, present(result)))
 
     def reply_error(self, req_id: int, err: SbctlError) -> None:
         self.send(encode_reply(req_id, False, error_to_wire(err)))

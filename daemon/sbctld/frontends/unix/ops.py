@@ -16,11 +16,13 @@ import time
 import traceback
 from typing import Any
 
+from msgspec import UNSET
+
 from sbctl import __version__
 from sbctl.errors import BadRequest, GeneralError, InvalidOperation, SbctlError, ServiceTimeout
 from sbctl.names import entity_key
 from sbctl.operations import OPERATIONS, Operation
-from sbctl.protocol import Delivered, Receive, encode_reply
+from sbctl.protocol import Delivered, Receive
 from sbctld import loads
 from sbctld.broker import Broker
 from sbctld.frontends.unix.connection import Connection
@@ -94,11 +96,11 @@ class Operations:
         daemon's own CPU and memory (shared by every namespace it serves)."""
         credits = self.broker.namespace_credits(a.name)
         info: dict[str, Any] = {
-            "namespace": credits["namespace"],
-            "sku": credits["sku"],
-            "capacity": credits.get("capacity"),
-            "throttled_requests": credits["throttled_requests"],
-            "requests_served": credits["requests_served"],
+            "namespace": credits.namespace,
+            "sku": credits.sku,
+            "capacity": None if credits.capacity is UNSET else credits.capacity,
+            "throttled_requests": credits.throttled_requests,
+            "requests_served": credits.requests_served,
             "cpu_percent": None,
             "rss_bytes": None,
         }
@@ -369,7 +371,7 @@ class Operations:
             if isinstance(result, SbctlError):
                 conn.reply_error(req_id, result)
             else:
-                conn.send(encode_reply(req_id, True, result))
+                conn.reply(req_id, result)
 
         provider(a, reply)
         return LATER
@@ -384,7 +386,7 @@ class Operations:
             if error is not None:
                 conn.reply_error(req_id, error)
             else:
-                conn.send(encode_reply(req_id, True, result))
+                conn.reply(req_id, result)
 
         self.service.acknowledge(req, done, durable=op.is_durable(args))
         wakes = op.woken(args, result)
@@ -433,14 +435,14 @@ class ParkedReceive(DelayedOperation):
             if error is not None:
                 conn.reply_error(req_id, error)
             else:
-                conn.send(encode_reply(req_id, True, got))
+                conn.reply(req_id, got)
 
         self.service.acknowledge(req, done, durable=OPERATIONS["receive"].is_durable(self.args))
         return True
 
     def on_expire(self) -> None:
         self._done()
-        self.conn.send(encode_reply(self.req_id, True, []))
+        self.conn.reply(self.req_id, [])
 
     def on_fail(self, error: SbctlError) -> None:
         self._done()
