@@ -213,6 +213,8 @@ def typed_view(value: Any) -> Any:
         return [(typed_view(k), typed_view(v)) for k, v in value.items()]
     if isinstance(value, list | tuple):
         return [typed_view(v) for v in value]
+    if isinstance(value, float):
+        return (type(value), repr(value))  # (a damaged float may be a NaN)
     return (type(value), value)
 
 
@@ -323,7 +325,7 @@ def test_an_sdk_batch_envelope_is_split_by_the_fast_path_itself(
         section(0x72, first.message_annotations or {}),
     ]
     payload = envelope(payloads, data.draw(st.sampled_from([[], extra])))
-    assert fastin._batch_spans(payload) is not None
+    assert fastin._batch(payload) is not None
     assert len(agree(payload, BATCH)) == len(payloads)
 
 

@@ -63,6 +63,7 @@ _PROPERTY_FIELDS = (
     "reply_to_session_id",  # reply-to-group-id
 )
 _PLAIN_DATA = b"\x00\x53\x75\xb0"  # a data section, binary with a 4-byte length
+_TWO_DATA_HEADERS = struct.Struct(">4sI4sI").unpack_from  # a batch's section, its message's
 # Values convert._property keeps as they are.
 _PLAIN = frozenset((str, int, float, bool, bytes, type(None), uuid.UUID))
 
@@ -78,31 +79,24 @@ def stored_messages(payload: bytes, message_format: int) -> list[Stored]:
     if type(payload) is not bytes:
         payload = bytes(payload)
     if message_format == codec.BATCH_FORMAT:
-        spans = _batch_spans(payload)
-        if spans is None:
+        items = _batch(payload)
+        if items is None:
             return [convert.to_stored(p) for p in codec.split_batch(payload)]
     else:
-        spans = [(0, len(payload))]
+        items = [(0, len(payload))]
     out: list[Stored] = []
     append = out.append
-    unnamed: list[Stored] = []  # sent without a message-id: they get one below
-    for start, end in spans:
-        if (
-            end - start >= 8
-            and payload.startswith(_PLAIN_DATA, start)
-            and start + 8 + _U32(payload, start + 4)[0] == end
-        ):  # one data section and nothing else: ServiceBusMessage(body) as the SDKs send it
-            m = Stored(payload[start + 8 : end])
-        else:
+    for item in items:
+        if isinstance(item, tuple):
+            start, end = item
             try:
-                m = _message(payload, start, end)
+                append(_message(payload, start, end))
             except Exception:  # anything unusual: the generic path decides (see the docstring)
-                m = convert.to_stored(payload[start:end])
-        append(m)
-        if m.message_id is None:
-            unnamed.append(m)
-    if unnamed:
-        for m, message_id in zip(unnamed, new_message_ids(len(unnamed)), strict=True):
+                append(convert.to_stored(payload[start:end]))
+        else:
+            append(item)
+    for m, message_id in zip(out, new_message_ids(len(out)), strict=True):
+        if m.message_id is None:  # sent without one (convert.to_stored gave its own)
             m.message_id = message_id
     return out
 
@@ -124,14 +118,24 @@ def new_message_ids(n: int) -> list[str]:
 _ID_MASKS: dict[int, tuple[int, int]] = {}
 
 
-def _batch_spans(buf: bytes) -> list[tuple[int, int]] | None:
-    """Where each message of a batch envelope lies (its data sections' contents), or None
-    for an envelope this module does not read (the generic split then answers)."""
-    spans: list[tuple[int, int]] = []
+def _batch(buf: bytes) -> list[Stored | tuple[int, int]] | None:
+    """The messages of a batch envelope: stored already when one is a lone data section
+    (``ServiceBusMessage(body)`` as the SDKs send it), else where it lies; None for an
+    envelope this module does not read (the generic split then answers)."""
+    items: list[Stored | tuple[int, int]] = []
+    append = items.append
     others: list[bytes] = []
     pos, end = 0, len(buf)
+    plain = _PLAIN_DATA
     try:
         while pos < end:
+            if pos + 16 <= end:  # a data section holding a lone data section?
+                outer, size, inner, length = _TWO_DATA_HEADERS(buf, pos)
+                stop = pos + 8 + size
+                if outer == plain and inner == plain and size == length + 8 and stop <= end:
+                    append(Stored(buf[pos + 16 : stop]))
+                    pos = stop
+                    continue
             if buf[pos] or buf[pos + 1] != 0x53:
                 return None
             code, ctor = buf[pos + 2], buf[pos + 3]
@@ -146,7 +150,7 @@ def _batch_spans(buf: bytes) -> list[tuple[int, int]] | None:
                     return None
                 if stop > end:
                     return None
-                spans.append((start, stop))
+                append((start, stop))
                 pos = stop
             elif code in _ENVELOPE_OTHERS:
                 _, stop = DECODERS[ctor](buf, pos + 4)
@@ -156,9 +160,9 @@ def _batch_spans(buf: bytes) -> list[tuple[int, int]] | None:
                 return None
         if others:  # the generic checks of those sections (a map where a map belongs...)
             codec.decode_message(b"".join(others))
-    except (codec.DecodeError, IndexError, struct.error):
+    except Exception:  # an envelope the generic split refuses (it gives the error)
         return None
-    return spans
+    return items
 
 
 def _message(buf: bytes, pos: int, end: int) -> Stored:
