@@ -19,6 +19,7 @@ error included. tests/unit/test_amqp_message_decoding.py checks the two agree.
 
 from __future__ import annotations
 
+import functools
 import struct
 import uuid
 from random import getrandbits
@@ -104,18 +105,17 @@ def stored_messages(payload: bytes, message_format: int) -> list[Stored]:
 def new_message_ids(n: int) -> list[str]:
     """``n`` ids as :func:`convert.new_message_id` makes them (random version-4 UUIDs in
     hex), from one draw of random bits."""
-    masks = _ID_MASKS.get(n)
-    if masks is None:
-        clear = int(f"{convert._V4_CLEAR:032x}" * n, 16)
-        set_ = int(f"{convert._V4_SET:032x}" * n, 16)
-        masks = (clear, set_)
-        if n <= 5000:
-            _ID_MASKS[n] = masks
-    text = f"{getrandbits(128 * n) & masks[0] | masks[1]:0{32 * n}x}"
-    return [text[i : i + 32] for i in range(0, 32 * n, 32)]
+    clear, set_, slices = _id_masks(n)
+    text = (getrandbits(128 * n) & clear | set_).to_bytes(16 * n, "big").hex()
+    return list(map(text.__getitem__, slices))
 
 
-_ID_MASKS: dict[int, tuple[int, int]] = {}
+@functools.lru_cache(maxsize=64)
+def _id_masks(n: int) -> tuple[int, int, list[slice]]:
+    """The version-4 bit masks for ``n`` ids side by side, and where each id lies."""
+    clear = int(f"{convert._V4_CLEAR:032x}" * n, 16)
+    set_ = int(f"{convert._V4_SET:032x}" * n, 16)
+    return clear, set_, [slice(i, i + 32) for i in range(0, 32 * n, 32)]
 
 
 def _batch(buf: bytes) -> list[Stored | tuple[int, int]] | None:
