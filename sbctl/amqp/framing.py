@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 from sbctl.amqp.codec import DecodeError, _enc_composite, decode
 from sbctl.amqp.types import Composite, Transfer
@@ -68,14 +68,27 @@ def parse_frame(
     start = pos + doff * 4
     if start == end:
         return Frame(kind, channel, None, b""), end
-    raw = bytes(buf[start:end])
+    # The performative is read where it lies and the payload copied once (a transfer's
+    # payload is most of the frame); a performative that does not end inside its frame is
+    # read again from the frame's bytes alone, for the error that gives.
     try:
-        body, used = decode(raw, 0)
-    except DecodeError as exc:
-        raise FrameError(f"undecodable frame body: {exc}") from None
+        body, used = decode(cast(bytes, buf), start)  # (the codec reads any buffer)
+    except DecodeError:
+        used = end + 1
+    if used > end:
+        raw = bytes(buf[start:end])
+        try:
+            body, used = decode(raw, 0)
+        except DecodeError as exc:
+            raise FrameError(f"undecodable frame body: {exc}") from None
+        used += start
     if not isinstance(body, Composite):
         raise FrameError("a frame body must be a performative")
-    return Frame(kind, channel, body, raw[used:]), end
+    if used == end:
+        return Frame(kind, channel, body, b""), end
+    with memoryview(buf) as view:
+        payload = bytes(view[used:end])
+    return Frame(kind, channel, body, payload), end
 
 
 _TRANSFER_HEAD = b"\x00\x53\x14"

@@ -32,9 +32,9 @@ def test_bench_amqp_reports_both_protocols_and_cleans_up(daemon: Any) -> None:
     assert result.code == 0, result.stderr
     data = result.json()
     _positive(data, [f"{p}_msgs_per_s" for p in PHASES])
-    # Process CPU time advances in clock ticks (10 ms): a small phase may read as 0.
-    for key in [f"{p}_daemon_cpu_us_per_msg" for p in PHASES]:
-        assert math.isfinite(data[key]) and data[key] >= 0, key
+    # cpu_seconds is read from the process CPU clock (exact, not 10 ms ticks): even a
+    # small phase costs the daemon a measurable time.
+    _positive(data, [f"{p}_daemon_cpu_us_per_msg" for p in PHASES])
     assert (data["messages"], data["batch"], data["size"]) == (1050, 100, 300)
     assert "amqp_connections" not in data
     assert data["namespace"].startswith("bench-")

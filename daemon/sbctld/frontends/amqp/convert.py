@@ -152,6 +152,17 @@ _V4_CLEAR = 0xFFFFFFFF_FFFF_0FFF_3FFF_FFFFFFFFFFFF
 _V4_SET = 0x00000000_0000_4000_8000_000000000000
 
 
+def annotation_fields(ann: dict[Any, Any], fields: dict[str, Any]) -> None:
+    """The stored fields two of a message's annotations give: partition key and scheduled
+    enqueue time (also used by :mod:`.fastin`)."""
+    pk = ann.get("x-opt-partition-key")
+    if pk is not None:
+        fields["partition_key"] = _text(pk)
+    scheduled = ann.get("x-opt-scheduled-enqueue-time")
+    if scheduled is not None:
+        fields["scheduled_enqueue_time_ms"] = int(scheduled)
+
+
 def to_stored(payload: bytes) -> Stored:
     """One encoded AMQP message → the stored message. Raises BadRequest when undecodable."""
     try:
@@ -182,12 +193,7 @@ def to_stored(payload: bytes) -> Stored:
     if h is not None and h.ttl is not None:
         fields["time_to_live_ms"] = int(h.ttl)
     ann = msg.message_annotations or {}
-    pk = ann.get("x-opt-partition-key")
-    if pk is not None:
-        fields["partition_key"] = _text(pk)
-    scheduled = ann.get("x-opt-scheduled-enqueue-time")
-    if scheduled is not None:
-        fields["scheduled_enqueue_time_ms"] = int(scheduled)
+    annotation_fields(ann, fields)
     if msg.application_properties:
         fields["application_properties"] = {
             _text(k): _property(v) for k, v in msg.application_properties.items()

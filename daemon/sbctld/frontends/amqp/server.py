@@ -50,6 +50,7 @@ from sbctld.frontends.amqp.connection import (
     Link,
 )
 from sbctld.frontends.amqp.errors import condition_of
+from sbctld.frontends.amqp.fastin import stored_messages
 from sbctld.frontends.amqp.settlement import Settlement, lock_tag, settle_range
 from sbctld.frontends.amqp.transactions import Coordinator as Transactions
 from sbctld.frontends.amqp.waiting import LinkWatch, SessionWait
@@ -412,11 +413,7 @@ class AmqpConnection(asyncio.Protocol):
     def _send(self, link: Link, path: str, delivery: Delivery) -> None:
         service = self.frontend.service
         try:
-            if delivery.message_format == codec.BATCH_FORMAT:
-                payloads = codec.split_batch(delivery.payload)
-            else:
-                payloads = [delivery.payload]
-            messages = [convert.to_stored(p) for p in payloads]
+            messages = stored_messages(delivery.payload, delivery.message_format)
             if isinstance(delivery.state, TransactionalState):
                 txn = self.transactions.get(delivery.state.txn_id)
                 txn.entity(path)[0].extend(messages)
