@@ -75,7 +75,12 @@ def _property(value: Any, what: str = "application property") -> Any:
     if value is None or type(value) in (bool, str, int, float, bytes, uuid.UUID):
         return value
     if isinstance(value, Timestamp):
-        return datetime.fromtimestamp(int(value) / 1000, tz=UTC)
+        try:
+            return datetime.fromtimestamp(int(value) / 1000, tz=UTC)
+        except (ValueError, OverflowError, OSError):
+            raise BadRequest(
+                f"{what} timestamp {int(value)} is out of range (years 1 to 9999)"
+            ) from None
     if isinstance(value, Decimal32 | Decimal64 | Decimal128):
         return value.hex()  # (no decimal type in sbctl: its raw IEEE 754 bytes, as hex text)
     if isinstance(value, bool | str | int | float):
@@ -148,6 +153,7 @@ def new_message_id() -> str:
     return "%032x" % (getrandbits(128) & _V4_CLEAR | _V4_SET)
 
 
+MAX_MS = 2**63 - 1  # what a stored record's millisecond fields hold
 _V4_CLEAR = 0xFFFFFFFF_FFFF_0FFF_3FFF_FFFFFFFFFFFF
 _V4_SET = 0x00000000_0000_4000_8000_000000000000
 
@@ -160,7 +166,21 @@ def annotation_fields(ann: dict[Any, Any], fields: dict[str, Any]) -> None:
         fields["partition_key"] = _text(pk)
     scheduled = ann.get("x-opt-scheduled-enqueue-time")
     if scheduled is not None:
-        fields["scheduled_enqueue_time_ms"] = int(scheduled)
+        fields["scheduled_enqueue_time_ms"] = milliseconds(
+            scheduled, "x-opt-scheduled-enqueue-time"
+        )
+
+
+def milliseconds(value: Any, what: str) -> int:
+    """A count of milliseconds a message carries, as a stored integer; BadRequest naming
+    ``what`` when it is not a number or does not fit the record (0 to 2**63 - 1)."""
+    try:
+        ms = int(value)
+    except (TypeError, ValueError, OverflowError):
+        raise BadRequest(f"{what} must be a number of milliseconds, not {value!r}") from None
+    if not 0 <= ms <= MAX_MS:
+        raise BadRequest(f"{what} {value!r} is out of range (0 to {MAX_MS} milliseconds)")
+    return ms
 
 
 def to_stored(payload: bytes) -> Stored:
@@ -187,11 +207,13 @@ def to_stored(payload: bytes) -> Stored:
             if value is not None:
                 fields[name] = value
     if "message_id" not in fields:
-        # Service Bus gives every message an id; the JavaScript SDK's lock renewal needs one.
+        # Service Bus gives a message sent without a message-id one of its own, and SDKs
+        # rely on it: @azure/service-bus keys its message-lock renewal by message id and
+        # fails to settle a message that has none (daemon/README.md §1).
         fields["message_id"] = new_message_id()
     h = msg.header
     if h is not None and h.ttl is not None:
-        fields["time_to_live_ms"] = int(h.ttl)
+        fields["time_to_live_ms"] = milliseconds(h.ttl, "header ttl")
     ann = msg.message_annotations or {}
     annotation_fields(ann, fields)
     if msg.application_properties:
@@ -201,11 +223,6 @@ def to_stored(payload: bytes) -> Stored:
     kept = _client_annotations(ann)
     if kept:
         fields["message_annotations"] = kept
-    if "message_id" not in fields:
-        # Service Bus gives a message sent without a message-id one of its own, and SDKs
-        # rely on it: @azure/service-bus keys its message-lock renewal by message id and
-        # fails to settle a message that has none (daemon/README.md §1).
-        fields["message_id"] = uuid.uuid4().hex
     return Stored(**fields)
 
 

@@ -230,7 +230,7 @@ def _header(buf: bytes, pos: int, ctor: int, end: int, fields: dict[str, Any]) -
     for i in range(count):
         value, pos = _value(buf, pos)
         if i == 2 and value is not None:
-            fields["time_to_live_ms"] = int(value)
+            fields["time_to_live_ms"] = convert.milliseconds(value, "header ttl")
     if pos != stop:
         raise _Generic
     return pos
