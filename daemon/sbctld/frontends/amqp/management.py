@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from sbctl.amqp import codec
 from sbctl.amqp.types import Array, Timestamp
 from sbctl.errors import BadRequest, SbctlError
-from sbctld.frontends.amqp import convert
+from sbctld.frontends.amqp import convert, fastout
 from sbctld.frontends.amqp.errors import condition_of, status_of
 
 if TYPE_CHECKING:
@@ -75,7 +75,7 @@ def peek_message(conn: AmqpConnection, path: str, args: dict[str, Any], respond:
     if not got:
         respond(204, "No Content", None, None)
         return
-    messages = [{"message": convert.from_delivered(d, received=False, lock=False)} for d in got]
+    messages = [{"message": fastout.encode_delivered(d, received=False, lock=False)} for d in got]
     respond(200, "OK", {"messages": messages}, None)
 
 
@@ -144,7 +144,7 @@ def receive_by_sequence_number(
     messages = [
         {
             "lock-token": uuid.UUID(d.lock_token) if d.lock_token else uuid.uuid4(),
-            "message": convert.from_delivered(d, received=True, lock=mode == "peek-lock"),
+            "message": fastout.encode_delivered(d, received=True, lock=mode == "peek-lock"),
         }
         for d in got
     ]

@@ -39,7 +39,7 @@ from sbctl.amqp.types import Coordinator as CoordinatorTarget
 from sbctl.errors import SbctlError, ServiceTimeout
 from sbctl.names import entity_key
 from sbctl.protocol import MAX_RECEIVE
-from sbctld.frontends.amqp import convert, management
+from sbctld.frontends.amqp import convert, fastout, management
 from sbctld.frontends.amqp.cbs import Keys, check_token
 from sbctld.frontends.amqp.connection import (
     RECEIVER,
@@ -507,7 +507,7 @@ class AmqpConnection(asyncio.Protocol):
                     self.conn.transfer(
                         link,
                         tag,
-                        convert.from_delivered(d, received=True, lock=False),
+                        fastout.encode_delivered(d, received=True, lock=False),
                         settled=True,
                     )
                 self.pump(link)
@@ -520,7 +520,7 @@ class AmqpConnection(asyncio.Protocol):
             delivery_id = self.conn.transfer(
                 link,
                 lock_tag(token),
-                convert.from_delivered(d, received=True, lock=lock),
+                fastout.encode_delivered(d, received=True, lock=lock),
                 settled=False,
             )
             state.deliveries[delivery_id] = token
