@@ -82,12 +82,51 @@ _TRANSFER_HEAD = b"\x00\x53\x14"
 _TRANSFER_TAIL = b"\x42\x40\x40\x40\x40\x40"  # more=false, then five nulls (11 fields)
 
 
+_UINTS = (b"\x43", *(bytes((0x52, v)) for v in range(1, 256)))  # uint0, smalluint
+
+
 def _uint(v: int) -> bytes:
-    if v == 0:
-        return b"\x43"
-    if v < 256:
-        return bytes((0x52, v))
-    return b"\x70" + v.to_bytes(4, "big")
+    return _UINTS[v] if v < 256 else b"\x70" + _LEN.pack(v)
+
+
+def transfer_head(
+    channel: int,
+    handle: int,
+    delivery_id: int,
+    tag: bytes,
+    message_format: int,
+    settled: bool,
+    payload_size: int,
+) -> bytes:
+    """The bytes before the payload of a single-frame transfer without a state, encoded
+    directly: with the payload appended, what ``encode_frame(channel, Transfer(handle,
+    delivery_id, tag, message_format, settled, False, None, None), payload)`` gives,
+    without building the performative."""
+    n = len(tag)
+    body = b"".join(
+        (
+            _UINTS[handle] if handle < 256 else b"\x70" + _LEN.pack(handle),
+            _UINTS[delivery_id] if delivery_id < 256 else b"\x70" + _LEN.pack(delivery_id),
+            bytes((0xA0, n)) if n < 256 else b"\xb0" + _LEN.pack(n),
+            tag,
+            _UINTS[message_format] if message_format < 256 else _uint(message_format),
+            b"\x41" if settled else b"\x42",
+            _TRANSFER_TAIL,
+        )
+    )
+    size = len(body)
+    if size + 1 < 256:
+        listed = bytes((0xC0, size + 1, 11))
+    else:
+        listed = b"\xd0" + _LEN.pack(size + 4) + _LEN.pack(11)
+    return b"".join(
+        (
+            FRAME_HEADER.pack(HEADER_SIZE + 3 + len(listed) + size + payload_size, 2, 0, channel),
+            _TRANSFER_HEAD,
+            listed,
+            body,
+        )
+    )
 
 
 def transfer_frame(
@@ -99,23 +138,9 @@ def transfer_frame(
     settled: bool,
     payload: bytes,
 ) -> bytes:
-    """One single-frame transfer without a state, encoded directly: the bytes
-    ``encode_frame(channel, Transfer(handle, delivery_id, tag, message_format, settled,
-    False, None, None), payload)`` gives, without building the performative."""
-    body = (
-        _uint(handle)
-        + _uint(delivery_id)
-        + (bytes((0xA0, len(tag))) + tag if len(tag) < 256 else b"\xb0" + _LEN.pack(len(tag)) + tag)
-        + _uint(message_format)
-        + (b"\x41" if settled else b"\x42")
-        + _TRANSFER_TAIL
-    )
-    if len(body) + 1 < 256:
-        listed = bytes((0xC0, len(body) + 1, 11)) + body
-    else:
-        listed = b"\xd0" + _LEN.pack(len(body) + 4) + _LEN.pack(11) + body
-    size = HEADER_SIZE + 3 + len(listed) + len(payload)
-    return FRAME_HEADER.pack(size, 2, AMQP_FRAME, channel) + _TRANSFER_HEAD + listed + payload
+    """One single-frame transfer without a state, encoded directly (see transfer_head)."""
+    head = transfer_head(channel, handle, delivery_id, tag, message_format, settled, len(payload))
+    return head + payload
 
 
 def transfer_frames(

@@ -593,6 +593,25 @@ class Connection:
         link.delivery_count += 1
         if not settled:
             session.unsettled[delivery_id] = link
+        if state is None and self.trace is None:  # (the hot path: one frame, no objects)
+            head = framing.transfer_head(
+                session.channel,
+                link.handle,
+                delivery_id,
+                tag,
+                message_format,
+                settled,
+                len(payload),
+            )
+            if len(head) + len(payload) <= self.peer_max_frame_size:
+                session.next_outgoing_id += 1
+                if session.remote_incoming_window > 0 and not session.pending:
+                    session.remote_incoming_window -= 1
+                    self._out += head
+                    self._out += payload
+                else:
+                    session.pending.append(head + payload)
+                return delivery_id
         transfer = Transfer(
             link.handle, delivery_id, tag, message_format, settled, False, None, state
         )

@@ -94,6 +94,22 @@ def stable_message_id(partition_id: int | None, sequence_number: int) -> str:
     return f"{n:032x}"
 
 
+def _header(ttl: int | None, count: int) -> bytes:
+    """The header section (durable, priority, ttl, first-acquirer, delivery-count)."""
+    key = (ttl, count)
+    header = _HEADERS.get(key)
+    if header is None:
+        fields = b"\x40\x40" + (_NULL if ttl is None else _uint(ttl)) + _NULL + _uint(count)
+        header = _HEADER + bytes((0xC0, len(fields) + 1, 5)) + fields
+        if len(_HEADERS) < _HEADERS_MAX:
+            _HEADERS[key] = header
+    return header
+
+
+_HEADERS: dict[tuple[int | None, int], bytes] = {}  # the few (ttl, count) pairs in use
+_HEADERS_MAX = 4096
+
+
 def encode_delivered(d: Delivered, *, received: bool, lock: bool) -> bytes:
     """A peeked or received message → the encoded AMQP message sent to the client
     (byte for byte what :func:`.convert.from_delivered` gives)."""
@@ -107,84 +123,148 @@ def encode_delivered(d: Delivered, *, received: bool, lock: bool) -> bytes:
         or (ttl is not None and not 0 <= ttl < _UINT_END)
     ):
         return from_delivered(d, received=received, lock=lock)
-    header = b"\x40\x40" + (_NULL if ttl is None else _uint(ttl)) + _NULL + _uint(count)
-    out = bytearray(_HEADER)
-    out += bytes((0xC0, len(header) + 1, 5))
-    out += header
-    enqueued = _q.pack(d.enqueued_time_ms)
-    out += _ANNOTATIONS
-    out += _annotations(d, m, lock, enqueued)
-    out += _PROPERTIES
-    out += _properties(d, m, enqueued)
+    body = m.body
+    n = len(body)
+    parts: list[bytes | bytearray] = [
+        _header(ttl, count),
+        _annotations(d, m, lock),
+        _properties(d, m),
+    ]
     if m.application_properties or d.changes:
         app: dict[str, Any] = dict(m.application_properties or {})
         if d.changes:
             app.update(d.changes)
         if app:
-            _section_map(0x74, {k: _to_amqp(v) for k, v in app.items()}, out)
-    body = m.body
-    n = len(body)
-    out += _DATA
-    out += bytes((0xA0, n)) if n < 256 else b"\xb0" + _I.pack(n)
-    out += body
-    return bytes(out)
+            section = bytearray()
+            _section_map(0x74, {k: _to_amqp(v) for k, v in app.items()}, section)
+            parts.append(section)
+    parts.append(_DATA + bytes((0xA0, n)) if n < 256 else _DATA + b"\xb0" + _I.pack(n))
+    parts.append(body)
+    return b"".join(parts)
 
 
-def _annotations(d: Delivered, m: Stored, lock: bool, enqueued: bytes) -> bytes:
-    """The message annotations map: the broker's, in convert.from_delivered's order."""
-    ann = bytearray(_SEQUENCE)
-    ann += _long(d.sequence_number)
-    ann += _ENQUEUED
-    ann += enqueued
-    ann += _STATE.get(d.state, _STATE[0])
-    entries = 3
+def _layout(lock: bool, partitioned: bool) -> tuple[struct.Struct, bytes]:
+    """The annotations section of the usual shape as one struct: a long sequence number,
+    the enqueued time and state, maybe the lock and a small partition id; with the
+    constant bytes before the sequence number's value (descriptor, map header, key)."""
+    fmt = f"q{len(_ENQUEUED)}sq{len(_STATE[0])}s"
+    size = len(_SEQUENCE) + 9 + len(_ENQUEUED) + 8 + len(_STATE[0])
+    if lock:
+        fmt += f"{len(_LOCKED)}sq"
+        size += len(_LOCKED) + 8
+    if partitioned:
+        fmt += f"{len(_PARTITION_ID_55)}sb"
+        size += len(_PARTITION_ID_55) + 1
+    head = _ANNOTATIONS + bytes((0xC1, size + 1, 2 * (3 + lock + partitioned)))
+    head += _SEQUENCE + b"\x81"
+    return struct.Struct(f">{len(head)}s" + fmt), head
+
+
+_PARTITION_ID_55 = _PARTITION_ID + b"\x55"  # (then the id as a signed byte)
+_LAYOUTS = {(lock, part): _layout(lock, part) for lock in (False, True) for part in (False, True)}
+_LONG_MAX = 2**63 - 1
+
+
+def _annotations(d: Delivered, m: Stored, lock: bool) -> bytes:
+    """The message annotations section: the broker's, in convert.from_delivered's order."""
+    seq = d.sequence_number
+    pid = d.partition_id
+    if (
+        127 < seq <= _LONG_MAX
+        and (pid is None or 0 <= pid <= 127)
+        and m.partition_key is None
+        and m.scheduled_enqueue_time_ms is None
+        and m.enqueued_sequence_number is None
+        and m.dead_letter_source is None
+    ):
+        locked = d.locked_until_ms if lock else None
+        layout, head = _LAYOUTS[locked is not None, pid is not None]
+        args = [head, seq, _ENQUEUED, d.enqueued_time_ms, _STATE.get(d.state, _STATE[0])]
+        if locked is not None:
+            args += (_LOCKED, locked)
+        if pid is not None:
+            args += (_PARTITION_ID_55, pid)
+        return layout.pack(*args)
+    return _ANNOTATIONS + _annotations_any(d, m, lock, _q.pack(d.enqueued_time_ms))
+
+
+def _annotations_any(d: Delivered, m: Stored, lock: bool, enqueued: bytes) -> bytes:
+    """The message annotations map of any shape."""
+    seq = d.sequence_number
+    ann = [
+        _SEQUENCE,
+        bytes((0x55, seq & 0xFF)) if -128 <= seq <= 127 else b"\x81" + _q.pack(seq),
+        _ENQUEUED,
+        enqueued,
+        _STATE.get(d.state, _STATE[0]),
+    ]
     if lock and d.locked_until_ms is not None:
-        ann += _LOCKED
-        ann += _q.pack(d.locked_until_ms)
-        entries += 1
+        ann += (_LOCKED, _q.pack(d.locked_until_ms))
     if m.partition_key is not None:
-        ann += _PARTITION_KEY
-        ann += _string(m.partition_key)
-        entries += 1
+        ann += (_PARTITION_KEY, _string(m.partition_key))
     if m.scheduled_enqueue_time_ms is not None:
-        ann += _SCHEDULED
-        ann += _q.pack(m.scheduled_enqueue_time_ms)
-        entries += 1
+        ann += (_SCHEDULED, _q.pack(m.scheduled_enqueue_time_ms))
     if m.enqueued_sequence_number is not None:
-        ann += _ENQUEUE_SEQUENCE
-        ann += _long(m.enqueued_sequence_number)
-        entries += 1
+        ann += (_ENQUEUE_SEQUENCE, _long(m.enqueued_sequence_number))
     if m.dead_letter_source is not None:
-        ann += _DEADLETTER_SOURCE
-        ann += _string(m.dead_letter_source)
-        entries += 1
+        ann += (_DEADLETTER_SOURCE, _string(m.dead_letter_source))
     if d.partition_id is not None:
-        ann += _PARTITION_ID
-        ann += _long(d.partition_id)
-        entries += 1
-    return _compound(0xC1, 0xD1, 2 * entries, ann)
+        ann += (_PARTITION_ID, _long(d.partition_id))
+    return _compound(0xC1, 0xD1, len(ann) + 1, b"".join(ann))  # (2 per entry, 1 in _STATE)
 
 
-def _properties(d: Delivered, m: Stored, enqueued: bytes) -> bytes:
-    """The properties list (13 fields, trailing nulls kept as the codec writes them)."""
+def _properties(d: Delivered, m: Stored) -> bytes:
+    """The properties section (13 fields, trailing nulls kept as the codec writes them)."""
     message_id = m.message_id
     if message_id is None:
         message_id = stable_message_id(d.partition_id, d.sequence_number)
-    props = bytearray(_string(message_id))
-    props += _NULL  # user-id
-    props += _string(m.to)
-    props += _string(m.subject)
-    props += _string(m.reply_to)
-    props += _string(m.correlation_id)
-    if m.content_type is None:
-        props += _NULL
-    else:
-        _enc_symbol(m.content_type, props)
-    props += _NULL  # content-encoding
-    props += _NULL if m.time_to_live_ms is None else b"\x83" + _q.pack(d.expires_at_ms)
-    props += b"\x83"
-    props += enqueued  # creation-time
-    props += _string(m.session_id)
-    props += _NULL  # group-sequence
-    props += _string(m.reply_to_session_id)
-    return _compound(0xC0, 0xD0, 13, props)
+    expiry = _NULL if m.time_to_live_ms is None else b"\x83" + _q.pack(d.expires_at_ms)
+    if (
+        m.to is None
+        and m.subject is None
+        and m.reply_to is None
+        and m.correlation_id is None
+        and m.content_type is None
+        and m.session_id is None
+        and m.reply_to_session_id is None
+    ):
+        raw = message_id.encode()
+        n = len(raw)
+        if n < 200:  # (one list8: the id, seven nulls, expiry, creation time, three nulls)
+            return b"".join(
+                (
+                    bytes((0x00, 0x53, 0x73, 0xC0, n + 22 + len(expiry), 13, 0xA1, n)),
+                    raw,
+                    _NULL * 7,
+                    expiry,
+                    _CREATION.pack(0x83, d.enqueued_time_ms, 0x40, 0x40, 0x40),
+                )
+            )
+    return _PROPERTIES + _properties_any(d, m, message_id, expiry)
+
+
+_CREATION = struct.Struct(">BqBBB")  # creation time, then group-id, group-sequence, reply-to-group
+
+
+def _properties_any(d: Delivered, m: Stored, message_id: str, expiry: bytes) -> bytes:
+    """The properties list of any shape."""
+    content_type = m.content_type
+    if content_type is not None:
+        symbol = bytearray()
+        _enc_symbol(content_type, symbol)
+    props = (
+        _string(message_id),
+        _NULL,  # user-id
+        _NULL if m.to is None else _string(m.to),
+        _NULL if m.subject is None else _string(m.subject),
+        _NULL if m.reply_to is None else _string(m.reply_to),
+        _NULL if m.correlation_id is None else _string(m.correlation_id),
+        _NULL if content_type is None else symbol,
+        _NULL,  # content-encoding
+        expiry,
+        b"\x83" + _q.pack(d.enqueued_time_ms),  # creation-time
+        _NULL if m.session_id is None else _string(m.session_id),
+        _NULL,  # group-sequence
+        _NULL if m.reply_to_session_id is None else _string(m.reply_to_session_id),
+    )
+    return _compound(0xC0, 0xD0, 13, b"".join(props))
