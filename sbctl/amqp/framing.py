@@ -11,7 +11,7 @@ payloads of a multi-frame delivery back together.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
 from sbctl.amqp.codec import DecodeError, _enc_composite, decode
@@ -102,6 +102,51 @@ def transfer_head(
     directly: with the payload appended, what ``encode_frame(channel, Transfer(handle,
     delivery_id, tag, message_format, settled, False, None, None), payload)`` gives,
     without building the performative."""
+    if delivery_id >= 256:  # (every delivery but a link's first few: one struct)
+        key = (handle, len(tag), message_format, settled)
+        layout = _HEADS.get(key) or _head_layout(*key)
+        if layout is not None:
+            pack, fixed, before, tagged, after = layout
+            return pack(
+                fixed + payload_size, 2, 0, channel, before, delivery_id, tagged, tag, after
+            )
+    return _transfer_head_any(
+        channel, handle, delivery_id, tag, message_format, settled, payload_size
+    )
+
+
+_HeadLayout = tuple[Callable[..., bytes], int, bytes, bytes, bytes]
+_HEADS: dict[tuple[int, int, int, bool], _HeadLayout] = {}
+_HEADS_MAX = 1024
+
+
+def _head_layout(handle: int, n: int, message_format: int, settled: bool) -> _HeadLayout | None:
+    """How transfer_head packs a transfer whose delivery id takes a full uint: the struct,
+    the frame size but the payload, and the constant bytes around the id and the tag."""
+    if n >= 256:
+        return None
+    after = _uint(message_format) + (b"\x41" if settled else b"\x42") + _TRANSFER_TAIL
+    size = len(_uint(handle)) + 5 + 2 + n + len(after)  # the list's fields
+    if size + 1 >= 256:
+        return None
+    before = _TRANSFER_HEAD + bytes((0xC0, size + 1, 11)) + _uint(handle) + b"\x70"
+    tagged = bytes((0xA0, n))
+    fmt = f">IBBH{len(before)}sI{len(tagged)}s{n}s{len(after)}s"
+    layout = (struct.Struct(fmt).pack, HEADER_SIZE + 3 + 3 + size, before, tagged, after)
+    if len(_HEADS) < _HEADS_MAX:
+        _HEADS[(handle, n, message_format, settled)] = layout
+    return layout
+
+
+def _transfer_head_any(
+    channel: int,
+    handle: int,
+    delivery_id: int,
+    tag: bytes,
+    message_format: int,
+    settled: bool,
+    payload_size: int,
+) -> bytes:
     n = len(tag)
     body = b"".join(
         (

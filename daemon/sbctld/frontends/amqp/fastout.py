@@ -96,13 +96,10 @@ def stable_message_id(partition_id: int | None, sequence_number: int) -> str:
 
 def _header(ttl: int | None, count: int) -> bytes:
     """The header section (durable, priority, ttl, first-acquirer, delivery-count)."""
-    key = (ttl, count)
-    header = _HEADERS.get(key)
-    if header is None:
-        fields = b"\x40\x40" + (_NULL if ttl is None else _uint(ttl)) + _NULL + _uint(count)
-        header = _HEADER + bytes((0xC0, len(fields) + 1, 5)) + fields
-        if len(_HEADERS) < _HEADERS_MAX:
-            _HEADERS[key] = header
+    fields = b"\x40\x40" + (_NULL if ttl is None else _uint(ttl)) + _NULL + _uint(count)
+    header = _HEADER + bytes((0xC0, len(fields) + 1, 5)) + fields
+    if len(_HEADERS) < _HEADERS_MAX:
+        _HEADERS[ttl, count] = header
     return header
 
 
@@ -125,11 +122,8 @@ def encode_delivered(d: Delivered, *, received: bool, lock: bool) -> bytes:
         return from_delivered(d, received=received, lock=lock)
     body = m.body
     n = len(body)
-    parts: list[bytes | bytearray] = [
-        _header(ttl, count),
-        _annotations(d, m, lock),
-        _properties(d, m),
-    ]
+    header = _HEADERS.get((ttl, count)) or _header(ttl, count)
+    parts: list[bytes | bytearray] = [header, _annotations(d, m, lock), _properties(d, m)]
     if m.application_properties or d.changes:
         app: dict[str, Any] = dict(m.application_properties or {})
         if d.changes:

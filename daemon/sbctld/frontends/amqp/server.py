@@ -515,15 +515,15 @@ class AmqpConnection(asyncio.Protocol):
 
             service.acknowledge(req, done)
             return
+        transfer, encode, deliveries = (
+            self.conn.transfer,
+            fastout.encode_delivered,
+            state.deliveries,
+        )
         for d in got:
             token = d.lock_token or str(uuid.uuid4())
-            delivery_id = self.conn.transfer(
-                link,
-                lock_tag(token),
-                fastout.encode_delivered(d, received=True, lock=lock),
-                settled=False,
-            )
-            state.deliveries[delivery_id] = token
+            payload = encode(d, received=True, lock=lock)
+            deliveries[transfer(link, lock_tag(token), payload, settled=False)] = token
         if link.credit > 0:
             self.pump(link)
 

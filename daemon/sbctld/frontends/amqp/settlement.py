@@ -10,6 +10,7 @@ is acknowledged only when durable).
 
 from __future__ import annotations
 
+import struct
 from typing import TYPE_CHECKING, Any
 
 from sbctl.amqp.types import (
@@ -36,7 +37,11 @@ def lock_tag(token: str) -> bytes:
     raw = bytes.fromhex(token.replace("-", ""))
     if len(raw) != 16:
         raise ValueError(f"not a lock token: {token!r}")
-    return raw[3::-1] + raw[5:3:-1] + raw[7:5:-1] + raw[8:]
+    return _GUID_LE.pack(*_GUID_BE.unpack(raw))
+
+
+_GUID_BE = struct.Struct(">IHH8s")  # the first three fields big-endian as written...
+_GUID_LE = struct.Struct("<IHH8s")  # ...and little-endian in .NET's byte order
 
 
 def _str(value: Any) -> str | None:
