@@ -115,6 +115,38 @@ def transfer_head(
     )
 
 
+def transfer_heads(
+    channel: int,
+    handle: int,
+    ids: list[int],
+    tags: list[bytes],
+    message_format: int,
+    settled: bool,
+    sizes: list[int],
+) -> list[bytes]:
+    """:func:`transfer_head` of several deliveries on one link at once: delivery ``ids[i]``
+    with tag ``tags[i]`` and a payload of ``sizes[i]`` bytes."""
+    n = len(tags[0]) if tags else 0
+    layout = _HEADS.get((handle, n, message_format, settled)) or _head_layout(
+        handle, n, message_format, settled
+    )
+    if layout is None or not ids or ids[0] < 256 or any(len(tag) != n for tag in tags):
+        return [
+            transfer_head(channel, handle, i, tag, message_format, settled, size)
+            for i, tag, size in zip(ids, tags, sizes, strict=True)
+        ]
+    pack, fixed, before, tagged, after = layout
+    return [
+        pack(fixed + size, 2, 0, channel, before, i, tagged, tag, after)
+        for i, tag, size in zip(ids, tags, sizes, strict=True)
+    ]
+
+
+def transfer_head_room(tag_size: int) -> int:
+    """The most bytes a transfer head takes with a tag of ``tag_size`` bytes."""
+    return HEADER_SIZE + 3 + 9 + 5 + 5 + 5 + tag_size + 5 + 1 + len(_TRANSFER_TAIL)
+
+
 _HeadLayout = tuple[Callable[..., bytes], int, bytes, bytes, bytes]
 _HEADS: dict[tuple[int, int, int, bool], _HeadLayout] = {}
 _HEADS_MAX = 1024

@@ -455,13 +455,11 @@ class Connection:
             raise ProtocolError("amqp:invalid-field", "disposition range too large")
         settled = bool(body.settled)
         by_link: dict[Link, list[int]] = {}
+        find = session.unsettled.pop if settled else session.unsettled.get
         for delivery_id in range(first, last + 1):
-            link = session.unsettled.get(delivery_id)
-            if link is None:
-                continue
-            if settled:
-                del session.unsettled[delivery_id]
-            by_link.setdefault(link, []).append(delivery_id)
+            link = find(delivery_id, None)
+            if link is not None:
+                by_link.setdefault(link, []).append(delivery_id)
         many = getattr(self.handler, "on_dispositions", None)
         for link, ids in by_link.items():
             if many is not None:
@@ -627,6 +625,38 @@ class Connection:
             else:
                 session.pending.append(frame)
         return delivery_id
+
+    def transfers(
+        self, link: Link, tags: list[bytes], payloads: list[bytes], *, settled: bool
+    ) -> list[int]:
+        """Send several messages on a link we send on, each as :meth:`transfer` sends one
+        (format 0, no state), with their frame heads made at once; returns their ids."""
+        session = link.session
+        first, count = session.next_delivery_id, len(payloads)
+        sizes = [len(p) for p in payloads]
+        room = self.peer_max_frame_size - framing.transfer_head_room(max(map(len, tags), default=0))
+        if self.trace is not None or first + count >= 2**32 or max(sizes, default=0) > room:
+            return [
+                self.transfer(link, t, p, settled=settled)
+                for t, p in zip(tags, payloads, strict=True)
+            ]
+        ids = list(range(first, first + count))
+        heads = framing.transfer_heads(session.channel, link.handle, ids, tags, 0, settled, sizes)
+        session.next_delivery_id = first + count
+        link.credit -= count
+        link.delivery_count += count
+        if not settled:
+            session.unsettled.update(dict.fromkeys(ids, link))
+        session.next_outgoing_id += count
+        out = self._out
+        for head, payload in zip(heads, payloads, strict=True):
+            if session.remote_incoming_window > 0 and not session.pending:
+                session.remote_incoming_window -= 1
+                out += head
+                out += payload
+            else:
+                session.pending.append(head + payload)
+        return ids
 
     def disposition(
         self, link: Link, first: int, state: Any, *, settled: bool = True, last: int | None = None

@@ -515,15 +515,11 @@ class AmqpConnection(asyncio.Protocol):
 
             service.acknowledge(req, done)
             return
-        transfer, encode, deliveries = (
-            self.conn.transfer,
-            fastout.encode_delivered,
-            state.deliveries,
-        )
-        for d in got:
-            token = d.lock_token or str(uuid.uuid4())
-            payload = encode(d, received=True, lock=lock)
-            deliveries[transfer(link, lock_tag(token), payload, settled=False)] = token
+        tokens = [d.lock_token or str(uuid.uuid4()) for d in got]
+        encode = fastout.encode_delivered
+        payloads = [encode(d, received=True, lock=lock) for d in got]
+        ids = self.conn.transfers(link, [lock_tag(t) for t in tokens], payloads, settled=False)
+        state.deliveries.update(zip(ids, tokens, strict=True))
         if link.credit > 0:
             self.pump(link)
 

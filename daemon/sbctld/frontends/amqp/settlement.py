@@ -141,7 +141,12 @@ def answer_runs(
     sync_error: SbctlError | None,
     echo: Any,
 ) -> None:
-    """One disposition per run of consecutive delivery ids with the same answer."""
+    """One disposition per run of consecutive delivery ids with the same answer (``ids``
+    ascending, as a disposition's range gives them)."""
+    if not errors and sync_error is None and ids[-1] - ids[0] == len(ids) - 1:
+        last = ids[-1]
+        owner.conn.disposition(link, ids[0], echo, last=None if last == ids[0] else last)
+        return  # (the usual: the whole range settled, one run)
     runs: list[tuple[int, int, Any]] = []
     for delivery_id in ids:
         failure = errors.get(delivery_id) or sync_error
