@@ -84,18 +84,28 @@ def stored_messages(draw: Any) -> Message:
 
 
 @st.composite
+def plain_messages(draw: Any) -> Message:
+    """The usual shape: a body and an id (of any length), nothing else."""
+    return Message(
+        body=draw(st.binary(max_size=600)),
+        message_id=draw(st.uuids().map(lambda u: u.hex) | st.uuids().map(str) | TEXT),
+        transfer_hops=draw(st.none() | st.just(1)),
+    )
+
+
+@st.composite
 def deliveries(draw: Any) -> Delivered:
     return Delivered(
-        sequence_number=draw(st.integers(0, 2**63 - 1) | st.integers(0, 200)),
+        sequence_number=draw(st.integers(0, 2**63 - 1) | st.integers(100, 300)),
         enqueued_time_ms=draw(INT64),
-        delivery_count=draw(UINTISH),
+        delivery_count=draw(UINTISH | st.integers(0, 2)),
         lock_token=draw(st.none() | st.uuids().map(str)),
         locked_until_ms=draw(st.none() | INT64),
         expires_at_ms=draw(INT64),
-        partition_id=draw(st.none() | st.integers(0, 31)),
+        partition_id=draw(st.none() | st.integers(0, 31) | st.integers(120, 300)),
         state=draw(st.integers(0, 6)),
-        payload=msgspec.Raw(encode_message(draw(stored_messages()))),
-        changes=draw(st.none() | PROPS),
+        payload=msgspec.Raw(encode_message(draw(stored_messages() | plain_messages()))),
+        changes=draw(st.none() | st.just({}) | PROPS),
     )
 
 
@@ -106,9 +116,35 @@ def _outcome(encode: Any, d: Delivered, received: bool, lock: bool) -> tuple[str
         return "error", type(exc)
 
 
-@settings(max_examples=600, deadline=None)
+@settings(max_examples=1000, deadline=None)
 @given(deliveries(), st.booleans(), st.booleans())
 def test_the_direct_encoding_is_the_generic_one(d: Delivered, received: bool, lock: bool) -> None:
+    assert _outcome(fastout.encode_delivered, d, received, lock) == _outcome(
+        convert.from_delivered, d, received, lock
+    )
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.builds(
+        Delivered,
+        sequence_number=st.integers(100, 2**63 - 1),
+        enqueued_time_ms=INT64,
+        delivery_count=st.integers(0, 3) | UINTISH,
+        lock_token=st.none(),
+        locked_until_ms=st.none() | INT64,
+        expires_at_ms=INT64,
+        partition_id=st.none() | st.integers(0, 140),
+        state=st.integers(0, 6),
+        payload=plain_messages().map(lambda m: msgspec.Raw(encode_message(m))),
+        changes=st.none() | st.just({}) | PROPS,
+    ),
+    st.booleans(),
+    st.booleans(),
+)
+def test_the_usual_shape_is_encoded_as_the_generic_encoder_does(
+    d: Delivered, received: bool, lock: bool
+) -> None:
     assert _outcome(fastout.encode_delivered, d, received, lock) == _outcome(
         convert.from_delivered, d, received, lock
     )

@@ -15,8 +15,11 @@ proves the two byte-identical over random stored messages.
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from hashlib import sha1
 from typing import Any
+
+from msgspec.structs import astuple
 
 from sbctl.amqp.codec import _enc_symbol, _section_map
 from sbctl.codec import Message as Stored
@@ -111,6 +114,11 @@ def encode_delivered(d: Delivered, *, received: bool, lock: bool) -> bytes:
     """A peeked or received message → the encoded AMQP message sent to the client
     (byte for byte what :func:`.convert.from_delivered` gives)."""
     m = decode_stored(d.payload)
+    fields = astuple(m)
+    if fields[1] is not None and fields[2:] == _UNSET and not d.changes:
+        plain = _plain(d, fields[0], fields[1], received, lock)
+        if plain is not None:
+            return plain
     count = max(0, d.delivery_count - 1) if received else d.delivery_count
     ttl = m.time_to_live_ms
     if (
@@ -135,6 +143,63 @@ def encode_delivered(d: Delivered, *, received: bool, lock: bool) -> bytes:
     parts.append(_DATA + bytes((0xA0, n)) if n < 256 else _DATA + b"\xb0" + _I.pack(n))
     parts.append(body)
     return b"".join(parts)
+
+
+_UNSET = (None,) * (len(Stored.__struct_fields__) - 2)  # all a stored message's fields but two
+
+
+def _plain(d: Delivered, body: bytes, message_id: str, received: bool, lock: bool) -> bytes | None:
+    """A message stored with nothing but a body and an id (the usual shape), encoded with
+    one struct; None when a value is outside what that struct holds."""
+    count = d.delivery_count - 1 if received else d.delivery_count
+    seq = d.sequence_number
+    pid = d.partition_id
+    raw = message_id.encode()
+    if (
+        not 0 <= count < _UINT_END
+        or not 127 < seq <= _LONG_MAX
+        or (pid is not None and not 0 <= pid <= 127)
+        or len(raw) >= 200
+    ):
+        return None  # (a first delivery of a peek has count 0: a received one never < 0)
+    locked = d.locked_until_ms if lock else None
+    key = (count, locked is not None, pid is not None, len(raw))
+    plain = _PLAIN.get(key) or _plain_layout(*key)
+    if plain is None:
+        return None
+    pack, head, props = plain
+    enqueued = d.enqueued_time_ms
+    args = [head, seq, _ENQUEUED, enqueued, _STATE.get(d.state, _STATE[0])]
+    if locked is not None:
+        args += (_LOCKED, locked)
+    if pid is not None:
+        args += (_PARTITION_ID_55, pid)
+    args += (props, raw, _ID_TO_CREATION, enqueued, _NULL * 3)
+    n = len(body)
+    return b"".join((pack(*args), _DATA_SHORT[n] if n < 256 else _DATA_LONG + _I.pack(n), body))
+
+
+_PlainLayout = tuple[Callable[..., bytes], bytes, bytes]
+_PLAIN: dict[tuple[int, bool, bool, int], _PlainLayout] = {}
+_PLAIN_MAX = 4096
+_ID_TO_CREATION = _NULL * 8 + b"\x83"  # user-id .. absolute-expiry-time null; creation-time
+_DATA_SHORT = tuple(_DATA + bytes((0xA0, n)) for n in range(256))
+_DATA_LONG = _DATA + b"\xb0"
+
+
+def _plain_layout(count: int, lock: bool, partitioned: bool, id_size: int) -> _PlainLayout | None:
+    """The struct of :func:`_plain` for one shape: header, annotations, properties (the
+    id, then nulls but the creation time), and the constant bytes it is given."""
+    if len(_PLAIN) >= _PLAIN_MAX:
+        return None
+    ann, ann_head = _layout(lock, partitioned)
+    head = (_HEADERS.get((None, count)) or _header(None, count)) + ann_head
+    props = bytes((0x00, 0x53, 0x73, 0xC0, id_size + 23, 13, 0xA1, id_size))
+    fmt = f">{len(head)}s" + ann.format[ann.format.index("s") + 1 :]
+    fmt += f"{len(props)}s{id_size}s{len(_ID_TO_CREATION)}sq3s"
+    layout = (struct.Struct(fmt).pack, head, props)
+    _PLAIN[count, lock, partitioned, id_size] = layout
+    return layout
 
 
 def _layout(lock: bool, partitioned: bool) -> tuple[struct.Struct, bytes]:
