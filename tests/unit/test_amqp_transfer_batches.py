@@ -1,16 +1,20 @@
 """Deliveries sent on a link several at a time (a receive's batch) go out exactly as they
-would one at a time: the same frames, ids, credit, session window and unsettled map."""
+would one at a time: the same frames, ids, credit, session window and unsettled map, and
+the same delivery tags."""
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sbctl.amqp import framing
 from sbctl.amqp import types as t
 from sbctld.frontends.amqp.connection import Connection, Link, Session
+from sbctld.frontends.amqp.settlement import lock_tag, lock_tags
 
 TAGS = st.binary(min_size=16, max_size=16) | st.binary(max_size=300)
 
@@ -109,3 +113,16 @@ def test_transfers_send_what_transfer_sends_one_at_a_time(
     ]
     assert ids == one_by_one
     assert _state(batch) == _state(single)
+
+
+@given(st.lists(st.uuids(), max_size=12), st.booleans())
+def test_a_batch_of_lock_tags_is_each_tokens_uuid_in_dotnet_order(
+    tokens: list[uuid.UUID], upper: bool
+) -> None:
+    texts = [str(u).upper() if upper else str(u) for u in tokens]
+    assert lock_tags(texts) == [u.bytes_le for u in tokens] == [lock_tag(t) for t in texts]
+
+
+def test_a_bad_lock_token_in_a_batch_is_refused() -> None:
+    with pytest.raises(ValueError, match="not a lock token: 'abcd'"):
+        lock_tags([str(uuid.uuid4()), "abcd"])

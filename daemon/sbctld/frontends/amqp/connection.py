@@ -648,14 +648,14 @@ class Connection:
         if not settled:
             session.unsettled.update(dict.fromkeys(ids, link))
         session.next_outgoing_id += count
-        out = self._out
-        for head, payload in zip(heads, payloads, strict=True):
-            if session.remote_incoming_window > 0 and not session.pending:
-                session.remote_incoming_window -= 1
-                out += head
-                out += payload
-            else:
-                session.pending.append(head + payload)
+        now = 0 if session.pending else max(0, min(count, session.remote_incoming_window))
+        if now:  # what the peer's window takes goes out, the rest waits for it
+            session.remote_incoming_window -= now
+            frames = heads[:now] * 2  # (then every other one is a payload)
+            frames[1::2] = payloads[:now]
+            frames[::2] = heads[:now]
+            self._out += b"".join(frames)
+        session.pending.extend(h + p for h, p in zip(heads[now:], payloads[now:], strict=True))
         return ids
 
     def disposition(

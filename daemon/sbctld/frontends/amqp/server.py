@@ -49,7 +49,7 @@ from sbctld.frontends.amqp.connection import (
     Link,
 )
 from sbctld.frontends.amqp.errors import condition_of
-from sbctld.frontends.amqp.settlement import Settlement, lock_tag, settle_range
+from sbctld.frontends.amqp.settlement import Settlement, lock_tags, settle_range
 from sbctld.frontends.amqp.transactions import Coordinator as Transactions
 from sbctld.frontends.amqp.waiting import LinkWatch, SessionWait
 
@@ -518,7 +518,7 @@ class AmqpConnection(asyncio.Protocol):
         tokens = [d.lock_token or str(uuid.uuid4()) for d in got]
         encode = fastout.encode_delivered
         payloads = [encode(d, received=True, lock=lock) for d in got]
-        ids = self.conn.transfers(link, [lock_tag(t) for t in tokens], payloads, settled=False)
+        ids = self.conn.transfers(link, lock_tags(tokens), payloads, settled=False)
         state.deliveries.update(zip(ids, tokens, strict=True))
         if link.credit > 0:
             self.pump(link)

@@ -40,6 +40,17 @@ def lock_tag(token: str) -> bytes:
     return _GUID_LE.pack(*_GUID_BE.unpack(raw))
 
 
+def lock_tags(tokens: list[str]) -> list[bytes]:
+    """:func:`lock_tag` of each token (all converted at once)."""
+    raw = bytes.fromhex("".join(tokens).replace("-", ""))
+    if len(raw) != 16 * len(tokens):
+        return [lock_tag(token) for token in tokens]  # (raises, naming the bad one)
+    swapped = struct.pack(
+        "<" + "IHH8s" * len(tokens), *struct.unpack(">" + "IHH8s" * len(tokens), raw)
+    )
+    return [swapped[i : i + 16] for i in range(0, len(swapped), 16)]
+
+
 _GUID_BE = struct.Struct(">IHH8s")  # the first three fields big-endian as written...
 _GUID_LE = struct.Struct("<IHH8s")  # ...and little-endian in .NET's byte order
 
