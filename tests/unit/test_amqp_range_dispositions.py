@@ -1,5 +1,6 @@
-"""A disposition settling a range of deliveries is answered with one disposition per run
-of consecutive delivery ids that share an answer (sbctld.frontends.amqp.settlement)."""
+"""A disposition settling a range of deliveries reaches each link with its own deliveries,
+and is answered with one disposition per run of consecutive delivery ids that share an
+answer (sbctld.frontends.amqp.settlement)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,10 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
+from sbctl.amqp import types as t
 from sbctl.amqp.types import Accepted, Rejected
 from sbctl.errors import MessageLockLost, SbctlError
+from sbctld.frontends.amqp.connection import Connection, Link, Session
 from sbctld.frontends.amqp.settlement import answer_runs
 
 
@@ -69,3 +72,42 @@ def test_a_whole_range_settled_is_one_disposition() -> None:
     owner = _Owner()
     answer_runs(owner, None, [7], {}, None, Accepted())  # type: ignore[arg-type]
     assert [(f, last) for f, last, _ in owner.conn.sent] == [(7, None)]
+
+
+class _Ranges:
+    def __init__(self) -> None:
+        self.got: list[tuple[str, list[int], bool]] = []
+
+    def on_dispositions(self, link: Link, ids: list[int], settled: bool, state: Any) -> None:
+        self.got.append((link.name, ids, settled))
+
+
+@given(
+    st.lists(st.sampled_from(["a", "b", "settled"]), max_size=30)
+    | st.lists(st.just("b"), max_size=30),
+    st.integers(-3, 33),
+    st.integers(-3, 33),
+    st.booleans(),
+)
+def test_a_peer_disposition_reaches_each_link_with_its_own_deliveries(
+    owners: list[str], first: int, last: int, settled: bool
+) -> None:
+    handler = _Ranges()
+    conn = Connection(handler)  # type: ignore[arg-type]
+    session = Session(0, 0, t.Begin(None, 0, 5000, 5000))
+    session.remote_incoming_window = 1000
+    links = {name: Link(session, t.Attach(name, h, True), h) for h, name in enumerate("ab")}
+    for owner in owners:
+        link = links["a" if owner == "settled" else owner]
+        conn.transfer(link, b"tag", b"payload", settled=owner == "settled")
+    first, last = max(first, 0), max(last, 0)
+    before = dict(session.unsettled)
+    conn._on_disposition(session, t.Disposition(True, first, last, settled, t.Accepted()))
+    expected: dict[str, list[int]] = {}
+    for delivery_id in range(first, last + 1):
+        if delivery_id in before:
+            expected.setdefault(before[delivery_id].name, []).append(delivery_id)
+    assert {name: ids for name, ids, _ in handler.got} == expected
+    assert all(s is settled for _, _, s in handler.got)
+    gone = {d for ids in expected.values() for d in ids} if settled else set()
+    assert session.unsettled == {d: link for d, link in before.items() if d not in gone}

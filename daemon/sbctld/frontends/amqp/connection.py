@@ -454,12 +454,15 @@ class Connection:
         if last - first > 100_000:
             raise ProtocolError("amqp:invalid-field", "disposition range too large")
         settled = bool(body.settled)
-        by_link: dict[Link, list[int]] = {}
         find = session.unsettled.pop if settled else session.unsettled.get
-        for delivery_id in range(first, last + 1):
-            link = find(delivery_id, None)
-            if link is not None:
-                by_link.setdefault(link, []).append(delivery_id)
+        owners = [find(delivery_id, None) for delivery_id in range(first, last + 1)]
+        by_link: dict[Link, list[int]] = {}
+        if owners and owners[0] is not None and owners.count(owners[0]) == len(owners):
+            by_link[owners[0]] = list(range(first, last + 1))  # (the usual: one link's range)
+        else:
+            for delivery_id, link in enumerate(owners, first):
+                if link is not None:
+                    by_link.setdefault(link, []).append(delivery_id)
         many = getattr(self.handler, "on_dispositions", None)
         for link, ids in by_link.items():
             if many is not None:

@@ -97,11 +97,8 @@ def settle_range(
     outcome: Any,
 ) -> None:
     """Settle the deliveries ``ids`` of ``link`` (not transactional) with ``outcome``."""
-    tokens: list[tuple[int, str]] = []
-    for delivery_id in ids:
-        token = state.deliveries.pop(delivery_id, None)
-        if token is not None:
-            tokens.append((delivery_id, token))
+    pop = state.deliveries.pop
+    tokens = [(i, token) for i in ids if (token := pop(i, None)) is not None]
     if not tokens:
         return
     how = Settlement(outcome)
