@@ -110,8 +110,30 @@ def transfer_head(
             return pack(
                 fixed + payload_size, 2, 0, channel, before, delivery_id, tagged, tag, after
             )
-    return _transfer_head_any(
-        channel, handle, delivery_id, tag, message_format, settled, payload_size
+    n = len(tag)
+    body = b"".join(
+        (
+            _UINTS[handle] if handle < 256 else b"\x70" + _LEN.pack(handle),
+            _UINTS[delivery_id] if delivery_id < 256 else b"\x70" + _LEN.pack(delivery_id),
+            bytes((0xA0, n)) if n < 256 else b"\xb0" + _LEN.pack(n),
+            tag,
+            _UINTS[message_format] if message_format < 256 else _uint(message_format),
+            b"\x41" if settled else b"\x42",
+            _TRANSFER_TAIL,
+        )
+    )
+    size = len(body)
+    if size + 1 < 256:
+        listed = bytes((0xC0, size + 1, 11))
+    else:
+        listed = b"\xd0" + _LEN.pack(size + 4) + _LEN.pack(11)
+    return b"".join(
+        (
+            FRAME_HEADER.pack(HEADER_SIZE + 3 + len(listed) + size + payload_size, 2, 0, channel),
+            _TRANSFER_HEAD,
+            listed,
+            body,
+        )
     )
 
 
@@ -170,56 +192,6 @@ def _head_layout(handle: int, n: int, message_format: int, settled: bool) -> _He
     return layout
 
 
-def _transfer_head_any(
-    channel: int,
-    handle: int,
-    delivery_id: int,
-    tag: bytes,
-    message_format: int,
-    settled: bool,
-    payload_size: int,
-) -> bytes:
-    n = len(tag)
-    body = b"".join(
-        (
-            _UINTS[handle] if handle < 256 else b"\x70" + _LEN.pack(handle),
-            _UINTS[delivery_id] if delivery_id < 256 else b"\x70" + _LEN.pack(delivery_id),
-            bytes((0xA0, n)) if n < 256 else b"\xb0" + _LEN.pack(n),
-            tag,
-            _UINTS[message_format] if message_format < 256 else _uint(message_format),
-            b"\x41" if settled else b"\x42",
-            _TRANSFER_TAIL,
-        )
-    )
-    size = len(body)
-    if size + 1 < 256:
-        listed = bytes((0xC0, size + 1, 11))
-    else:
-        listed = b"\xd0" + _LEN.pack(size + 4) + _LEN.pack(11)
-    return b"".join(
-        (
-            FRAME_HEADER.pack(HEADER_SIZE + 3 + len(listed) + size + payload_size, 2, 0, channel),
-            _TRANSFER_HEAD,
-            listed,
-            body,
-        )
-    )
-
-
-def transfer_frame(
-    channel: int,
-    handle: int,
-    delivery_id: int,
-    tag: bytes,
-    message_format: int,
-    settled: bool,
-    payload: bytes,
-) -> bytes:
-    """One single-frame transfer without a state, encoded directly (see transfer_head)."""
-    head = transfer_head(channel, handle, delivery_id, tag, message_format, settled, len(payload))
-    return head + payload
-
-
 def transfer_frames(
     channel: int, transfer: Composite, payload: bytes, max_frame_size: int
 ) -> Iterator[bytes]:
@@ -231,14 +203,17 @@ def transfer_frames(
         and transfer.delivery_tag is not None
         and transfer.settled is not None
     ):
-        first = transfer_frame(
-            channel,
-            transfer.handle,
-            transfer.delivery_id,
-            transfer.delivery_tag,
-            transfer.message_format,
-            transfer.settled,
-            payload,
+        first = (
+            transfer_head(
+                channel,
+                transfer.handle,
+                transfer.delivery_id,
+                transfer.delivery_tag,
+                transfer.message_format,
+                transfer.settled,
+                len(payload),
+            )
+            + payload
         )
     else:
         first = encode_frame(channel, transfer, payload)
