@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import msgspec
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -148,6 +149,20 @@ def test_the_usual_shape_is_encoded_as_the_generic_encoder_does(
     assert _outcome(fastout.encode_delivered, d, received, lock) == _outcome(
         convert.from_delivered, d, received, lock
     )
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(deliveries(), max_size=6), st.booleans(), st.booleans())
+def test_a_batch_is_encoded_message_by_message(
+    batch: list[Delivered], received: bool, lock: bool
+) -> None:
+    try:
+        expected = [convert.from_delivered(d, received=received, lock=lock) for d in batch]
+    except Exception as exc:  # a value outside its AMQP type's range: the batch fails alike
+        with pytest.raises(type(exc)):
+            fastout.encode_all(batch, received=received, lock=lock)
+        return
+    assert fastout.encode_all(batch, received=received, lock=lock) == expected
 
 
 def test_a_plain_received_message_takes_the_direct_path_and_decodes() -> None:

@@ -113,12 +113,55 @@ _HEADERS_MAX = 4096
 def encode_delivered(d: Delivered, *, received: bool, lock: bool) -> bytes:
     """A peeked or received message → the encoded AMQP message sent to the client
     (byte for byte what :func:`.convert.from_delivered` gives)."""
-    m = decode_stored(d.payload)
-    fields = astuple(m)
-    if fields[1] is not None and fields[2:] == _UNSET and not d.changes:
-        plain = _plain(d, fields[0], fields[1], received, lock)
-        if plain is not None:
-            return plain
+    return encode_all([d], received=received, lock=lock)[0]
+
+
+def encode_all(got: list[Delivered], *, received: bool, lock: bool) -> list[bytes]:
+    """:func:`encode_delivered` of each delivery (a receive's batch). A message stored with
+    nothing but a body and an id (the usual shape: every other field unset, one tuple
+    comparison) is packed with one cached struct per (delivery count, lock, partition, id
+    length) here; the others, and values outside that struct, by :func:`_encode`."""
+    out = []
+    for d in got:
+        m = decode_stored(d.payload)
+        fields = astuple(m)
+        if fields[1] is not None and fields[2:] == _UNSET and not d.changes:
+            count = d.delivery_count - 1 if received else d.delivery_count
+            seq = d.sequence_number
+            pid = d.partition_id
+            raw = fields[1].encode()
+            locked = d.locked_until_ms if lock else None
+            plain = (
+                (
+                    _PLAIN.get((count, locked is not None, pid is not None, len(raw)))
+                    or _plain_layout(count, locked is not None, pid is not None, len(raw))
+                )
+                if 0 <= count < _UINT_END
+                and 127 < seq <= _LONG_MAX
+                and (pid is None or 0 <= pid <= 127)
+                and len(raw) < 200
+                else None  # (a received message's count is never < 0: a peek's may be 0)
+            )
+            if plain is not None:
+                pack, head, props = plain
+                enqueued = d.enqueued_time_ms
+                args = [head, seq, _ENQUEUED, enqueued, _STATE.get(d.state, _STATE[0])]
+                if locked is not None:
+                    args += (_LOCKED, locked)
+                if pid is not None:
+                    args += (_PARTITION_ID_55, pid)
+                args += (props, raw, _ID_TO_CREATION, enqueued, _NULL * 3)
+                body = fields[0]
+                n = len(body)
+                data = _DATA_SHORT[n] if n < 256 else _DATA_LONG + _I.pack(n)
+                out.append(b"".join((pack(*args), data, body)))
+                continue
+        out.append(_encode(d, m, received, lock))
+    return out
+
+
+def _encode(d: Delivered, m: Stored, received: bool, lock: bool) -> bytes:
+    """A delivery of any shape, ``m`` its decoded stored message."""
     count = max(0, d.delivery_count - 1) if received else d.delivery_count
     ttl = m.time_to_live_ms
     if (
@@ -148,37 +191,6 @@ def encode_delivered(d: Delivered, *, received: bool, lock: bool) -> bytes:
 _UNSET = (None,) * (len(Stored.__struct_fields__) - 2)  # all a stored message's fields but two
 
 
-def _plain(d: Delivered, body: bytes, message_id: str, received: bool, lock: bool) -> bytes | None:
-    """A message stored with nothing but a body and an id (the usual shape), encoded with
-    one struct; None when a value is outside what that struct holds."""
-    count = d.delivery_count - 1 if received else d.delivery_count
-    seq = d.sequence_number
-    pid = d.partition_id
-    raw = message_id.encode()
-    if (
-        not 0 <= count < _UINT_END
-        or not 127 < seq <= _LONG_MAX
-        or (pid is not None and not 0 <= pid <= 127)
-        or len(raw) >= 200
-    ):
-        return None  # (a first delivery of a peek has count 0: a received one never < 0)
-    locked = d.locked_until_ms if lock else None
-    key = (count, locked is not None, pid is not None, len(raw))
-    plain = _PLAIN.get(key) or _plain_layout(*key)
-    if plain is None:
-        return None
-    pack, head, props = plain
-    enqueued = d.enqueued_time_ms
-    args = [head, seq, _ENQUEUED, enqueued, _STATE.get(d.state, _STATE[0])]
-    if locked is not None:
-        args += (_LOCKED, locked)
-    if pid is not None:
-        args += (_PARTITION_ID_55, pid)
-    args += (props, raw, _ID_TO_CREATION, enqueued, _NULL * 3)
-    n = len(body)
-    return b"".join((pack(*args), _DATA_SHORT[n] if n < 256 else _DATA_LONG + _I.pack(n), body))
-
-
 _PlainLayout = tuple[Callable[..., bytes], bytes, bytes]
 _PLAIN: dict[tuple[int, bool, bool, int], _PlainLayout] = {}
 _PLAIN_MAX = 4096
@@ -188,7 +200,7 @@ _DATA_LONG = _DATA + b"\xb0"
 
 
 def _plain_layout(count: int, lock: bool, partitioned: bool, id_size: int) -> _PlainLayout | None:
-    """The struct of :func:`_plain` for one shape: header, annotations, properties (the
+    """The struct of :func:`encode_all` for one shape: header, annotations, properties (the
     id, then nulls but the creation time), and the constant bytes it is given."""
     if len(_PLAIN) >= _PLAIN_MAX:
         return None

@@ -516,8 +516,7 @@ class AmqpConnection(asyncio.Protocol):
             service.acknowledge(req, done)
             return
         tokens = [d.lock_token or str(uuid.uuid4()) for d in got]
-        encode = fastout.encode_delivered
-        payloads = [encode(d, received=True, lock=lock) for d in got]
+        payloads = fastout.encode_all(got, received=True, lock=lock)
         ids = self.conn.transfers(link, lock_tags(tokens), payloads, settled=False)
         state.deliveries.update(zip(ids, tokens, strict=True))
         if link.credit > 0:
