@@ -11,7 +11,7 @@ payloads of a multi-frame delivery back together.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple, cast
 
 from sbctl.amqp.codec import DecodeError, _enc_composite, decode
@@ -95,40 +95,114 @@ _TRANSFER_HEAD = b"\x00\x53\x14"
 _TRANSFER_TAIL = b"\x42\x40\x40\x40\x40\x40"  # more=false, then five nulls (11 fields)
 
 
+_UINTS = (b"\x43", *(bytes((0x52, v)) for v in range(1, 256)))  # uint0, smalluint
+
+
 def _uint(v: int) -> bytes:
-    if v == 0:
-        return b"\x43"
-    if v < 256:
-        return bytes((0x52, v))
-    return b"\x70" + v.to_bytes(4, "big")
+    return _UINTS[v] if v < 256 else b"\x70" + _LEN.pack(v)
 
 
-def transfer_frame(
+def transfer_head(
     channel: int,
     handle: int,
     delivery_id: int,
     tag: bytes,
     message_format: int,
     settled: bool,
-    payload: bytes,
+    payload_size: int,
 ) -> bytes:
-    """One single-frame transfer without a state, encoded directly: the bytes
-    ``encode_frame(channel, Transfer(handle, delivery_id, tag, message_format, settled,
-    False, None, None), payload)`` gives, without building the performative."""
-    body = (
-        _uint(handle)
-        + _uint(delivery_id)
-        + (bytes((0xA0, len(tag))) + tag if len(tag) < 256 else b"\xb0" + _LEN.pack(len(tag)) + tag)
-        + _uint(message_format)
-        + (b"\x41" if settled else b"\x42")
-        + _TRANSFER_TAIL
+    """The bytes before the payload of a single-frame transfer without a state, encoded
+    directly: with the payload appended, what ``encode_frame(channel, Transfer(handle,
+    delivery_id, tag, message_format, settled, False, None, None), payload)`` gives,
+    without building the performative."""
+    if delivery_id >= 256:  # (every delivery but a link's first few: one struct)
+        key = (handle, len(tag), message_format, settled)
+        layout = _HEADS.get(key) or _head_layout(*key)
+        if layout is not None:
+            pack, fixed, before, tagged, after = layout
+            return pack(
+                fixed + payload_size, 2, 0, channel, before, delivery_id, tagged, tag, after
+            )
+    n = len(tag)
+    body = b"".join(
+        (
+            _UINTS[handle] if handle < 256 else b"\x70" + _LEN.pack(handle),
+            _UINTS[delivery_id] if delivery_id < 256 else b"\x70" + _LEN.pack(delivery_id),
+            bytes((0xA0, n)) if n < 256 else b"\xb0" + _LEN.pack(n),
+            tag,
+            _UINTS[message_format] if message_format < 256 else _uint(message_format),
+            b"\x41" if settled else b"\x42",
+            _TRANSFER_TAIL,
+        )
     )
-    if len(body) + 1 < 256:
-        listed = bytes((0xC0, len(body) + 1, 11)) + body
+    size = len(body)
+    if size + 1 < 256:
+        listed = bytes((0xC0, size + 1, 11))
     else:
-        listed = b"\xd0" + _LEN.pack(len(body) + 4) + _LEN.pack(11) + body
-    size = HEADER_SIZE + 3 + len(listed) + len(payload)
-    return FRAME_HEADER.pack(size, 2, AMQP_FRAME, channel) + _TRANSFER_HEAD + listed + payload
+        listed = b"\xd0" + _LEN.pack(size + 4) + _LEN.pack(11)
+    return b"".join(
+        (
+            FRAME_HEADER.pack(HEADER_SIZE + 3 + len(listed) + size + payload_size, 2, 0, channel),
+            _TRANSFER_HEAD,
+            listed,
+            body,
+        )
+    )
+
+
+def transfer_heads(
+    channel: int,
+    handle: int,
+    ids: list[int],
+    tags: list[bytes],
+    message_format: int,
+    settled: bool,
+    sizes: list[int],
+) -> list[bytes]:
+    """:func:`transfer_head` of several deliveries on one link at once: delivery ``ids[i]``
+    with tag ``tags[i]`` and a payload of ``sizes[i]`` bytes."""
+    n = len(tags[0]) if tags else 0
+    layout = _HEADS.get((handle, n, message_format, settled)) or _head_layout(
+        handle, n, message_format, settled
+    )
+    if layout is None or not ids or ids[0] < 256 or any(len(tag) != n for tag in tags):
+        return [
+            transfer_head(channel, handle, i, tag, message_format, settled, size)
+            for i, tag, size in zip(ids, tags, sizes, strict=True)
+        ]
+    pack, fixed, before, tagged, after = layout
+    return [
+        pack(fixed + size, 2, 0, channel, before, i, tagged, tag, after)
+        for i, tag, size in zip(ids, tags, sizes, strict=True)
+    ]
+
+
+def transfer_head_room(tag_size: int) -> int:
+    """The most bytes a transfer head takes with a tag of ``tag_size`` bytes."""
+    return HEADER_SIZE + 3 + 9 + 5 + 5 + 5 + tag_size + 5 + 1 + len(_TRANSFER_TAIL)
+
+
+_HeadLayout = tuple[Callable[..., bytes], int, bytes, bytes, bytes]
+_HEADS: dict[tuple[int, int, int, bool], _HeadLayout] = {}
+_HEADS_MAX = 1024
+
+
+def _head_layout(handle: int, n: int, message_format: int, settled: bool) -> _HeadLayout | None:
+    """How transfer_head packs a transfer whose delivery id takes a full uint: the struct,
+    the frame size but the payload, and the constant bytes around the id and the tag."""
+    if n >= 256:
+        return None
+    after = _uint(message_format) + (b"\x41" if settled else b"\x42") + _TRANSFER_TAIL
+    size = len(_uint(handle)) + 5 + 2 + n + len(after)  # the list's fields
+    if size + 1 >= 256:
+        return None
+    before = _TRANSFER_HEAD + bytes((0xC0, size + 1, 11)) + _uint(handle) + b"\x70"
+    tagged = bytes((0xA0, n))
+    fmt = f">IBBH{len(before)}sI{len(tagged)}s{n}s{len(after)}s"
+    layout = (struct.Struct(fmt).pack, HEADER_SIZE + 3 + 3 + size, before, tagged, after)
+    if len(_HEADS) < _HEADS_MAX:
+        _HEADS[(handle, n, message_format, settled)] = layout
+    return layout
 
 
 def transfer_frames(
@@ -142,14 +216,17 @@ def transfer_frames(
         and transfer.delivery_tag is not None
         and transfer.settled is not None
     ):
-        first = transfer_frame(
-            channel,
-            transfer.handle,
-            transfer.delivery_id,
-            transfer.delivery_tag,
-            transfer.message_format,
-            transfer.settled,
-            payload,
+        first = (
+            transfer_head(
+                channel,
+                transfer.handle,
+                transfer.delivery_id,
+                transfer.delivery_tag,
+                transfer.message_format,
+                transfer.settled,
+                len(payload),
+            )
+            + payload
         )
     else:
         first = encode_frame(channel, transfer, payload)

@@ -104,7 +104,10 @@ def test_the_direct_transfer_encoding_is_the_generic_one(
         t.Transfer(handle, delivery_id, tag, message_format, settled, False, None, None),
         payload,
     )
-    direct = framing.transfer_frame(
-        channel, handle, delivery_id, tag, message_format, settled, payload
+    direct = (
+        framing.transfer_head(
+            channel, handle, delivery_id, tag, message_format, settled, len(payload)
+        )
+        + payload
     )
     assert direct == generic

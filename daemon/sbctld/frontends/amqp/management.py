@@ -12,7 +12,7 @@ from sbctl.amqp import codec
 from sbctl.amqp.types import Array, Timestamp
 from sbctl.errors import BadRequest, SbctlError
 from sbctl.wire_errors import error_from_wire
-from sbctld.frontends.amqp import convert, rules
+from sbctld.frontends.amqp import convert, fastout, rules
 from sbctld.frontends.amqp.errors import condition_of, status_of
 from sbctld.frontends.amqp.host import Host, Respond, ok_when_durable
 from sbctld.results import LockRenewed
@@ -63,7 +63,7 @@ def peek_message(conn: Host, path: str, args: dict[str, Any], respond: Respond) 
     if not got:
         respond(204, "No Content", None, None)
         return
-    messages = [{"message": convert.from_delivered(d, received=False, lock=False)} for d in got]
+    messages = [{"message": fastout.encode_delivered(d, received=False, lock=False)} for d in got]
     respond(200, "OK", {"messages": messages}, None)
 
 
@@ -128,7 +128,7 @@ def receive_by_sequence_number(
     messages = [
         {
             "lock-token": uuid.UUID(d.lock_token) if d.lock_token else uuid.uuid4(),
-            "message": convert.from_delivered(d, received=True, lock=mode == "peek-lock"),
+            "message": fastout.encode_delivered(d, received=True, lock=mode == "peek-lock"),
         }
         for d in got
     ]

@@ -40,7 +40,7 @@ from sbctl.amqp.types import Coordinator as CoordinatorTarget
 from sbctl.errors import SbctlError, ServiceTimeout
 from sbctl.names import entity_key
 from sbctl.protocol import MAX_RECEIVE
-from sbctld.frontends.amqp import convert, management
+from sbctld.frontends.amqp import fastout, management
 from sbctld.frontends.amqp.cbs import Keys, check_token
 from sbctld.frontends.amqp.connection import (
     RECEIVER,
@@ -51,7 +51,7 @@ from sbctld.frontends.amqp.connection import (
 )
 from sbctld.frontends.amqp.errors import condition_of
 from sbctld.frontends.amqp.fastin import stored_messages
-from sbctld.frontends.amqp.settlement import Settlement, lock_tag, settle_range
+from sbctld.frontends.amqp.settlement import Settlement, lock_tags, settle_range
 from sbctld.frontends.amqp.transactions import Coordinator as Transactions
 from sbctld.frontends.amqp.waiting import LinkWatch, SessionWait
 from sbctld.results import SessionLock
@@ -496,7 +496,7 @@ class AmqpConnection(asyncio.Protocol):
                     self.conn.transfer(
                         link,
                         tag,
-                        convert.from_delivered(d, received=True, lock=False),
+                        fastout.encode_delivered(d, received=True, lock=False),
                         settled=True,
                     )
                 self.pump(link)
@@ -504,15 +504,10 @@ class AmqpConnection(asyncio.Protocol):
 
             service.acknowledge(req, done)
             return
-        for d in got:
-            token = d.lock_token or str(uuid.uuid4())
-            delivery_id = self.conn.transfer(
-                link,
-                lock_tag(token),
-                convert.from_delivered(d, received=True, lock=lock),
-                settled=False,
-            )
-            state.deliveries[delivery_id] = token
+        tokens = [d.lock_token or str(uuid.uuid4()) for d in got]
+        payloads = fastout.encode_all(got, received=True, lock=lock)
+        ids = self.conn.transfers(link, lock_tags(tokens), payloads, settled=False)
+        state.deliveries.update(zip(ids, tokens, strict=True))
         if link.credit > 0:
             self.pump(link)
 

@@ -10,6 +10,7 @@ is acknowledged only when durable).
 
 from __future__ import annotations
 
+import struct
 from typing import TYPE_CHECKING, Any
 
 from sbctl.amqp.types import (
@@ -37,7 +38,22 @@ def lock_tag(token: str) -> bytes:
     raw = bytes.fromhex(token.replace("-", ""))
     if len(raw) != 16:
         raise ValueError(f"not a lock token: {token!r}")
-    return raw[3::-1] + raw[5:3:-1] + raw[7:5:-1] + raw[8:]
+    return _GUID_LE.pack(*_GUID_BE.unpack(raw))
+
+
+def lock_tags(tokens: list[str]) -> list[bytes]:
+    """:func:`lock_tag` of each token (all converted at once)."""
+    raw = bytes.fromhex("".join(tokens).replace("-", ""))
+    if len(raw) != 16 * len(tokens):
+        return [lock_tag(token) for token in tokens]  # (raises, naming the bad one)
+    swapped = struct.pack(
+        "<" + "IHH8s" * len(tokens), *struct.unpack(">" + "IHH8s" * len(tokens), raw)
+    )
+    return [swapped[i : i + 16] for i in range(0, len(swapped), 16)]
+
+
+_GUID_BE = struct.Struct(">IHH8s")  # the first three fields big-endian as written...
+_GUID_LE = struct.Struct("<IHH8s")  # ...and little-endian in .NET's byte order
 
 
 def _str(value: Any) -> str | None:
@@ -82,11 +98,8 @@ def settle_range(
     outcome: Any,
 ) -> None:
     """Settle the deliveries ``ids`` of ``link`` (not transactional) with ``outcome``."""
-    tokens: list[tuple[int, str]] = []
-    for delivery_id in ids:
-        token = state.deliveries.pop(delivery_id, None)
-        if token is not None:
-            tokens.append((delivery_id, token))
+    pop = state.deliveries.pop
+    tokens = [(i, token) for i in ids if (token := pop(i, None)) is not None]
     if not tokens:
         return
     how = Settlement(outcome)
@@ -137,7 +150,12 @@ def answer_runs(
     sync_error: SbctlError | None,
     echo: Any,
 ) -> None:
-    """One disposition per run of consecutive delivery ids with the same answer."""
+    """One disposition per run of consecutive delivery ids with the same answer (``ids``
+    ascending, as a disposition's range gives them)."""
+    if not errors and sync_error is None and ids[-1] - ids[0] == len(ids) - 1:
+        last = ids[-1]
+        owner.conn.disposition(link, ids[0], echo, last=None if last == ids[0] else last)
+        return  # (the usual: the whole range settled, one run)
     runs: list[tuple[int, int, Any]] = []
     for delivery_id in ids:
         failure = errors.get(delivery_id) or sync_error
