@@ -351,7 +351,7 @@ complete -c sbctl -n '__sbctl_using \'bench\'' -l skip-start -d 'Skip timing a d
 complete -c sbctl -n '__sbctl_using \'bench\'' -l topic -d 'Send to a topic with --subscriptions subscriptions, each with its own SQL filter (fan-out), instead of a queue; no receive phase'
 complete -c sbctl -n '__sbctl_using \'bench\'' -l subscriptions -x -d 'Subscriptions with --topic'
 complete -c sbctl -n '__sbctl_using \'bench\'' -l stored -x -d 'Instead: fill a private daemon with this many messages of --size bytes and report its memory above idle and its restart times (clean, and after SIGKILL with no checkpoint)'
-complete -c sbctl -n '__sbctl_using \'bench\'' -l amqp -d 'Instead: the same send and receive + complete through the AMQP endpoint and through the Unix socket, batches of --batch, with the daemon\'s CPU per message for each'
+complete -c sbctl -n '__sbctl_using \'bench\'' -l amqp -d 'Instead: the same send and receive + complete through the AMQP endpoint and through the Unix socket, batches of --batch, with the daemon\'s CPU per message for each (each figure the median of 3 interleaved rounds)'
 complete -c sbctl -n '__sbctl_using \'bench\'' -l connections -x -d 'With --amqp: also hold this many AMQP connections at once (each with a token and a link) and report the daemon\'s memory growth'
 complete -c sbctl -n '__sbctl_using \'bench\'' -s h -l help -d 'Show this message and exit'
 complete -c sbctl -n '__sbctl_using \'top\'' -l once -d 'Print one snapshot (table, or JSON with -o json) and exit'

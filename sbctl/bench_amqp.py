@@ -11,6 +11,9 @@ through its Unix socket in one run, with the daemon's CPU per message for each.
   group commit.
 - The daemon's CPU per message comes from ``daemon status`` (``cpu_seconds``) before and
   after each phase.
+- The four phases run in :data:`ROUNDS` rounds, interleaved (Unix send, Unix receive, AMQP
+  send, AMQP receive, then again), and each figure is the median of its rounds, so that a
+  burst of other work on the machine, or a first round's warm-up, moves no figure alone.
 - With ``connections``: that many AMQP connections opened at once, each doing SASL, open,
   begin, a ``$cbs`` put-token and a sender attach, held together while the daemon's RSS is
   read; the growth over the RSS before is reported.
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import statistics
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -78,14 +82,17 @@ def _fds(client: Client) -> int:
         return -1
 
 
+ROUNDS = 3
+
+
 def _measure(
-    admin: Client, out: dict[str, Any], name: str, count: int, work: Callable[[], None]
+    admin: Client, runs: dict[str, list[float]], name: str, count: int, work: Callable[[], None]
 ) -> None:
     c0, t0 = _cpu(admin), time.perf_counter()
     work()
     secs = time.perf_counter() - t0
-    out[f"{name}_msgs_per_s"] = count / secs
-    out[f"{name}_daemon_cpu_us_per_msg"] = (_cpu(admin) - c0) / count * 1e6
+    runs.setdefault(f"{name}_msgs_per_s", []).append(count / secs)
+    runs.setdefault(f"{name}_daemon_cpu_us_per_msg", []).append((_cpu(admin) - c0) / count * 1e6)
 
 
 def _unix_send(client: Client, entity: str, batches: list[int], body: bytes) -> None:
@@ -184,6 +191,37 @@ def _run(coro: Any) -> Any:
         raise GeneralError(f"the AMQP bench failed: {exc or type(exc).__name__}") from None
 
 
+def _rounds(
+    admin: Client,
+    runs: dict[str, list[float]],
+    port: int,
+    ep: dict[str, Any],
+    messages: int,
+    batch: int,
+    batches: list[int],
+    body: bytes,
+) -> None:
+    """One round of the four phases, each figure appended to ``runs``."""
+    _measure(admin, runs, "unix_send", messages, lambda: _unix_send(admin, "unix", batches, body))
+    _measure(
+        admin, runs, "unix_receive", messages, lambda: _unix_receive(admin, "unix", messages, batch)
+    )
+    _measure(
+        admin,
+        runs,
+        "amqp_send",
+        messages,
+        lambda: _run(_amqp_send(port, ep, "amqp", batches, body)),
+    )
+    _measure(
+        admin,
+        runs,
+        "amqp_receive",
+        messages,
+        lambda: _run(_amqp_receive(port, ep, "amqp", messages, batch)),
+    )
+
+
 def _split(messages: int, batch: int) -> list[int]:
     return [batch] * (messages // batch) + ([messages % batch] if messages % batch else [])
 
@@ -220,30 +258,11 @@ def amqp_bench(
                 admin.queue_create(
                     q, max_size_in_megabytes=QUEUE_MAX_SIZE_MB, lock_duration=LOCK_DURATION_MS
                 )
-            _measure(
-                admin, out, "unix_send", messages, lambda: _unix_send(admin, "unix", batches, body)
-            )
-            _measure(
-                admin,
-                out,
-                "unix_receive",
-                messages,
-                lambda: _unix_receive(admin, "unix", messages, batch),
-            )
-            _measure(
-                admin,
-                out,
-                "amqp_send",
-                messages,
-                lambda: _run(_amqp_send(port, ep, "amqp", batches, body)),
-            )
-            _measure(
-                admin,
-                out,
-                "amqp_receive",
-                messages,
-                lambda: _run(_amqp_receive(port, ep, "amqp", messages, batch)),
-            )
+            runs: dict[str, list[float]] = {}
+            for _ in range(ROUNDS):
+                _rounds(admin, runs, port, ep, messages, batch, batches, body)
+            out["rounds"] = ROUNDS
+            out.update({key: statistics.median(values) for key, values in runs.items()})
             for phase in ("send", "receive"):
                 unix = out[f"unix_{phase}_daemon_cpu_us_per_msg"]
                 if unix > 0:

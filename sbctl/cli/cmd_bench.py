@@ -45,6 +45,7 @@ PARAMS = (
     "partitioned",
     "topic_subscriptions",
     "workers",
+    "rounds",
     "namespace",
 )
 
@@ -118,7 +119,7 @@ def bench(
             "--amqp",
             help="Instead: the same send and receive + complete through the AMQP endpoint "
             "and through the Unix socket, batches of --batch, with the daemon's CPU per "
-            "message for each.",
+            "message for each (each figure the median of 3 interleaved rounds).",
         ),
     ] = False,
     connections: Annotated[

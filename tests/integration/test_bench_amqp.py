@@ -36,6 +36,7 @@ def test_bench_amqp_reports_both_protocols_and_cleans_up(daemon: Any) -> None:
     # small phase costs the daemon a measurable time.
     _positive(data, [f"{p}_daemon_cpu_us_per_msg" for p in PHASES])
     assert (data["messages"], data["batch"], data["size"]) == (1050, 100, 300)
+    assert data["rounds"] == 3  # each figure the median of three interleaved rounds
     assert "amqp_connections" not in data
     assert data["namespace"].startswith("bench-")
     assert _namespaces(daemon) == before
