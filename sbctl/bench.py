@@ -172,8 +172,10 @@ def raw_socket_rtt_rate(
             os.waitpid(pid, 0)
 
 
-# Private daemons the bench starts serve AMQP on a free port, never the user's 5672.
+# Private daemons the bench starts serve AMQP and HTTP on free ports, never the default 5672
+# and 5300: the user's own daemon may hold them.
 PRIVATE_AMQP = (True, "127.0.0.1", 0)
+PRIVATE_HTTP = (True, "127.0.0.1", 0)
 
 
 def _median_start_ms(
@@ -204,7 +206,11 @@ def daemon_start_ms(tmpdir: Path | None = None, runs: int = START_RUNS) -> float
     from sbctl import daemonctl
 
     return _median_start_ms(
-        lambda data_dir, sock: daemonctl.start(data_dir, sock, amqp=PRIVATE_AMQP), tmpdir, runs
+        lambda data_dir, sock: daemonctl.start(
+            data_dir, sock, amqp=PRIVATE_AMQP, http=PRIVATE_HTTP
+        ),
+        tmpdir,
+        runs,
     )
 
 
@@ -246,7 +252,7 @@ def stored_bench(messages: int, size: int, tmpdir: Path | None = None) -> dict[s
     data_dir, sock = root / "data", root / "s.sock"
     out: dict[str, Any] = {"stored_messages": messages, "size": size}
     try:
-        daemonctl.start(data_dir, sock, amqp=PRIVATE_AMQP)
+        daemonctl.start(data_dir, sock, amqp=PRIVATE_AMQP, http=PRIVATE_HTTP)
         with Client(sock) as client:
             proc = psutil.Process(int(client.ping()["pid"]))
             idle = proc.memory_info().rss
@@ -262,7 +268,7 @@ def stored_bench(messages: int, size: int, tmpdir: Path | None = None) -> dict[s
             out["stored_rss_above_idle_mb"] = round((proc.memory_info().rss - idle) / 2**20, 1)
         daemonctl.stop(data_dir, sock)
         t0 = time.perf_counter()
-        pid = int(daemonctl.start(data_dir, sock, amqp=PRIVATE_AMQP)["pid"])
+        pid = int(daemonctl.start(data_dir, sock, amqp=PRIVATE_AMQP, http=PRIVATE_HTTP)["pid"])
         out["restart_s"] = round(time.perf_counter() - t0, 3)
         os.kill(pid, signal.SIGKILL)
         while daemonctl.status(data_dir, sock)["running"]:
@@ -271,7 +277,7 @@ def stored_bench(messages: int, size: int, tmpdir: Path | None = None) -> dict[s
         for ckpt in layout.namespaces_dir(data_dir).glob(queues):
             ckpt.unlink()
         t0 = time.perf_counter()
-        daemonctl.start(data_dir, sock, amqp=PRIVATE_AMQP)
+        daemonctl.start(data_dir, sock, amqp=PRIVATE_AMQP, http=PRIVATE_HTTP)
         out["restart_full_scan_s"] = round(time.perf_counter() - t0, 3)
         with Client(sock) as client:
             out["recovered_messages"] = client.queue_get("stored")["active_message_count"]
