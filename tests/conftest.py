@@ -54,6 +54,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=rank)
 
 
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto``: one worker more than the cores. Much of the suite waits (on fdatasync, on
+    daemons and SDK programs in other processes), so a spare worker keeps the cores busy: on
+    a 2-core machine 3 workers ran the suite in 272 s where 2 took 307 s."""
+    return (os.cpu_count() or 1) + 1
+
+
 def pytest_configure(config: pytest.Config) -> None:
     # The sbctl pytest plugin (sbctl_daemon, sbctl_namespace) loads through the package's
     # pytest11 entry point; an environment installed before the entry point existed (or a
