@@ -398,11 +398,32 @@ def receive(
             ctx, entity, mode, settle, lambda sb: sb.receive(entity, count, wait_s, mode)
         )
         return
+    _receive_in_session(
+        ctx,
+        entity,
+        mode,
+        settle,
+        session_id,
+        lambda sb, token: sb.receive(entity, count, wait_s, mode, token),
+    )
+
+
+def _receive_in_session(
+    ctx: typer.Context,
+    entity: str,
+    mode: str,
+    settle: str | None,
+    session_id: str | None,
+    take: Callable[[Client, str], list[ReceivedMessage]],
+) -> None:
+    """Lock the session (the next unlocked one without ``session_id``), ``take`` messages
+    with its lock token, settle them and release the session (kept until it expires with
+    --settle none)."""
     held: dict[str, Any] = {}
 
     def fetch(sb: Client) -> list[ReceivedMessage]:
         held.update(sb.accept_session(entity, session_id))
-        return sb.receive(entity, count, wait_s, mode, held["session_lock_token"])
+        return take(sb, held["session_lock_token"])
 
     def release(sb: Client) -> None:
         if (settle or "complete") != "none" or mode == "receive-and-delete":
@@ -442,10 +463,33 @@ def receive_deferred(
         Literal["peek-lock", "receive-and-delete"], typer.Option("--mode", help="Receive mode.")
     ] = "peek-lock",
     settle: SettleOption = None,
+    session_id: Annotated[
+        str | None,
+        typer.Option(
+            "--session-id",
+            show_default=False,
+            help="The session of a session-enabled queue or subscription the messages were "
+            "deferred in (locked for this command).",
+        ),
+    ] = None,
 ) -> None:
     """Receive deferred messages by sequence number, print and settle them."""
-    _receive_and_settle(
-        ctx, entity, mode, settle, lambda sb: sb.receive_deferred(entity, sequence_numbers, mode)
+    if session_id is None:
+        _receive_and_settle(
+            ctx,
+            entity,
+            mode,
+            settle,
+            lambda sb: sb.receive_deferred(entity, sequence_numbers, mode),
+        )
+        return
+    _receive_in_session(
+        ctx,
+        entity,
+        mode,
+        settle,
+        session_id,
+        lambda sb, token: sb.receive_deferred(entity, sequence_numbers, mode, token),
     )
 
 
