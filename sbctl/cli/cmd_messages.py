@@ -393,17 +393,12 @@ def receive(
     if session_id is not None and next_session:
         ctx.fail("give --session-id or --next-session, not both")
     wait_s = (options.duration_ms(max_wait, "--max-wait") or 0) / 1000
-    if session_id is None and not next_session:
-        _receive_and_settle(
-            ctx, entity, mode, settle, lambda sb: sb.receive(entity, count, wait_s, mode)
-        )
-        return
     _receive_in_session(
         ctx,
         entity,
         mode,
         settle,
-        session_id,
+        (session_id is not None or next_session, session_id),
         lambda sb, token: sb.receive(entity, count, wait_s, mode, token),
     )
 
@@ -413,12 +408,16 @@ def _receive_in_session(
     entity: str,
     mode: str,
     settle: str | None,
-    session_id: str | None,
-    take: Callable[[Client, str], list[ReceivedMessage]],
+    session: tuple[bool, str | None],
+    take: Callable[[Client, str | None], list[ReceivedMessage]],
 ) -> None:
-    """Lock the session (the next unlocked one without ``session_id``), ``take`` messages
-    with its lock token, settle them and release the session (kept until it expires with
-    --settle none)."""
+    """``take`` messages and settle them; with ``session`` (in one, its id) first lock the
+    session (the next unlocked one without an id), take with its lock token and release it
+    at the end (kept until it expires with --settle none)."""
+    in_session, session_id = session
+    if not in_session:
+        _receive_and_settle(ctx, entity, mode, settle, lambda sb: take(sb, None))
+        return
     held: dict[str, Any] = {}
 
     def fetch(sb: Client) -> list[ReceivedMessage]:
@@ -474,21 +473,12 @@ def receive_deferred(
     ] = None,
 ) -> None:
     """Receive deferred messages by sequence number, print and settle them."""
-    if session_id is None:
-        _receive_and_settle(
-            ctx,
-            entity,
-            mode,
-            settle,
-            lambda sb: sb.receive_deferred(entity, sequence_numbers, mode),
-        )
-        return
     _receive_in_session(
         ctx,
         entity,
         mode,
         settle,
-        session_id,
+        (session_id is not None, session_id),
         lambda sb, token: sb.receive_deferred(entity, sequence_numbers, mode, token),
     )
 
