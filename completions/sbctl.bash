@@ -26,7 +26,7 @@ _sbctl_options() {
         "send") echo "--body --body-file --input --message-id --session-id --partition-key --correlation-id --subject --content-type --to --reply-to --reply-to-session-id --time-to-live --scheduled-enqueue-time -p --property --repeat --batch-size --transaction -h --help" ;;
         "peek") echo "--count --from-sequence -h --help" ;;
         "receive") echo "--count --max-wait --mode --settle --session-id --next-session -h --help" ;;
-        "receive-deferred") echo "--mode --settle -h --help" ;;
+        "receive-deferred") echo "--mode --settle --session-id -h --help" ;;
         "schedule") echo "--at --body --body-file --input --message-id --session-id --partition-key --correlation-id --subject --content-type --to --reply-to --reply-to-session-id --time-to-live -p --property --repeat --batch-size --transaction -h --help" ;;
         "cancel-scheduled") echo "-h --help" ;;
         "purge") echo "--dlq -h --help" ;;
@@ -101,7 +101,7 @@ _sbctl_value_options() {
         "send") echo "--body --body-file --input --message-id --session-id --partition-key --correlation-id --subject --content-type --to --reply-to --reply-to-session-id --time-to-live --scheduled-enqueue-time -p --property --repeat --batch-size" ;;
         "peek") echo "--count --from-sequence" ;;
         "receive") echo "--count --max-wait --mode --settle --session-id" ;;
-        "receive-deferred") echo "--mode --settle" ;;
+        "receive-deferred") echo "--mode --settle --session-id" ;;
         "schedule") echo "--at --body --body-file --input --message-id --session-id --partition-key --correlation-id --subject --content-type --to --reply-to --reply-to-session-id --time-to-live -p --property --repeat --batch-size" ;;
         "spark-load") echo "--entity --format --option --body-column --message-id-column --session-id-column --partition-key-column --correlation-id-column --subject-column --content-type-column --ttl-column --scheduled-enqueue-time-column --property-columns --body-format --master --spark-conf --staging-dir --load-id --max-rejects --rejects-file" ;;
         "spark-export") echo "--to --format --master --spark-conf" ;;
@@ -165,6 +165,7 @@ _sbctl_option_values() {
         "receive --session-id") COMPREPLY=() ;;
         "receive-deferred --mode") COMPREPLY=($(compgen -W "peek-lock receive-and-delete" -- "$cur")) ;;
         "receive-deferred --settle") COMPREPLY=($(compgen -W "complete abandon defer dead-letter none" -- "$cur")) ;;
+        "receive-deferred --session-id") COMPREPLY=() ;;
         "schedule --at") COMPREPLY=() ;;
         "schedule --body") COMPREPLY=() ;;
         "schedule --body-file") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")) ;;

@@ -103,7 +103,7 @@ function __sbctl_value_options
         case 'receive'
             printf '%s\n' --count --max-wait --mode --settle --session-id
         case 'receive-deferred'
-            printf '%s\n' --mode --settle
+            printf '%s\n' --mode --settle --session-id
         case 'schedule'
             printf '%s\n' --at --body --body-file --input --message-id --session-id --partition-key --correlation-id --subject --content-type --to --reply-to --reply-to-session-id --time-to-live -p --property --repeat --batch-size
         case 'cancel-scheduled'
@@ -289,6 +289,7 @@ complete -c sbctl -n '__sbctl_using \'receive\'' -l next-session -d 'Receive fro
 complete -c sbctl -n '__sbctl_using \'receive\'' -s h -l help -d 'Show this message and exit'
 complete -c sbctl -n '__sbctl_using \'receive-deferred\'' -l mode -x -a 'peek-lock receive-and-delete' -d 'Receive mode'
 complete -c sbctl -n '__sbctl_using \'receive-deferred\'' -l settle -x -a 'complete abandon defer dead-letter none' -d 'What to do with peek-locked messages once printed (default: complete); none prints lock tokens for `sbctl message ...`'
+complete -c sbctl -n '__sbctl_using \'receive-deferred\'' -l session-id -x -d 'The session of a session-enabled queue or subscription the messages were deferred in (locked for this command)'
 complete -c sbctl -n '__sbctl_using \'receive-deferred\'' -s h -l help -d 'Show this message and exit'
 complete -c sbctl -n '__sbctl_using \'schedule\'' -l at -x -d 'When to enqueue (2026-11-21T10:00:00Z, +5m, +PT1H)'
 complete -c sbctl -n '__sbctl_using \'schedule\'' -l body -x -d 'Message body (UTF-8 text)'

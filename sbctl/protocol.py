@@ -242,6 +242,7 @@ class ReceiveDeferred(_Args):
     entity: str
     sequence_numbers: list[int]
     mode: str = "peek-lock"
+    session_lock_token: str | None = None
 
 
 class SequenceNumbers(_Args):

@@ -597,19 +597,28 @@ class Queue(QueueSessions):
         return self.partitions[pid], seq
 
     def receive_deferred(
-        self, sequence_numbers: Sequence[int], now: int, *, delete: bool
+        self,
+        sequence_numbers: Sequence[int],
+        now: int,
+        *,
+        delete: bool,
+        session_token: str | None = None,
     ) -> list[Delivered]:
         """Fetch deferred messages by sequence number (daemon/README.md §3.4, §3.9). Every number
-        must
-        name a deferred, unlocked message (else MessageNotFound and nothing is taken); one
-        that expired meanwhile is expired now and left out."""
-        self.check_receive("")
+        must name a deferred, unlocked message (of the session ``session_token`` holds, on a
+        session-enabled entity: daemon/README.md §9.7) else MessageNotFound and nothing is
+        taken; one that expired meanwhile is expired now and left out."""
+        session_id, until = self._deferred_receiver(session_token, now)
         found = []
         for public in sequence_numbers:
             p, seq = self._split(public)
             if p.fault is not None:
                 p.fault.touch()
-            if p.log.state_of(seq) != State.DEFERRED or seq in p.locks:
+            if (
+                p.log.state_of(seq) != State.DEFERRED
+                or seq in p.locks
+                or not self._in_session(p, seq, session_id)
+            ):
                 raise MessageNotFound(
                     f"no deferred message with sequence number {public} in {self.name!r}"
                 )
@@ -621,11 +630,12 @@ class Queue(QueueSessions):
             if p.log.exp[seq - p.log.base] <= now:
                 self._expire(p, seq)
                 continue
-            got = p.deliver(seq, now, lock_ms, journals.setdefault(p.id, []))
+            got = p.deliver(seq, now, lock_ms, journals.setdefault(p.id, []), until)
             if got is not None:
                 out.append(got)
         for pid, entries in journals.items():
             self.partitions[pid].record_delivered(entries)
+        self._own_deferred(session_token, out, delete)
         self.accessed_at_ms = now
         return out
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from sbctl.codec import decode_message
 from sbctl.errors import (
     BadRequest,
     InvalidOperation,
@@ -32,6 +33,7 @@ from sbctld.storage.log import (
     OP_DELIVERY,
     State,
 )
+from sbctld.storage.space import CorruptRecord
 
 
 class QueueSessions(QueueTimers):
@@ -107,6 +109,34 @@ class QueueSessions(QueueTimers):
             )
         self.accessed_at_ms = now
         return out
+
+    def _deferred_receiver(self, token: str | None, now: int) -> tuple[str | None, int | None]:
+        """Who may receive deferred messages: anyone on a plain entity; on a session-enabled
+        one only the holder of a session lock, for that session's messages, locked as long as
+        the session (daemon/README.md §9.7). Returns (session id, lock end) or (None, None)."""
+        if token is None:
+            self.check_receive("")
+            return None, None
+        sessions = self._sessions()
+        session_id = sessions.check(token, now)
+        if self.config.status in ("Disabled", "ReceiveDisabled"):
+            self.check_receive("")
+        return session_id, sessions.locks[session_id][1]
+
+    def _in_session(self, p: Partition, seq: int, session_id: str | None) -> bool:
+        """Is message ``seq`` of session ``session_id`` (always, with no session)?"""
+        if session_id is None:
+            return True
+        try:
+            return decode_message(p.log.read_payload(seq)).session_id == session_id
+        except CorruptRecord:
+            return True  # delivering it discards it (daemon/README.md §0.4)
+
+    def _own_deferred(self, token: str | None, out: list[Delivered], delete: bool) -> None:
+        if token is not None and not delete:
+            self._sessions().own(
+                token, [(d.partition_id or 0, d.sequence_number & LOCAL_MASK) for d in out]
+            )
 
     def renew_session(self, token: str, now: int) -> SessionLock:
         sessions = self._sessions()

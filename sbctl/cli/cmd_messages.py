@@ -393,16 +393,36 @@ def receive(
     if session_id is not None and next_session:
         ctx.fail("give --session-id or --next-session, not both")
     wait_s = (options.duration_ms(max_wait, "--max-wait") or 0) / 1000
-    if session_id is None and not next_session:
-        _receive_and_settle(
-            ctx, entity, mode, settle, lambda sb: sb.receive(entity, count, wait_s, mode)
-        )
+    _receive_in_session(
+        ctx,
+        entity,
+        mode,
+        settle,
+        (session_id is not None or next_session, session_id),
+        lambda sb, token: sb.receive(entity, count, wait_s, mode, token),
+    )
+
+
+def _receive_in_session(
+    ctx: typer.Context,
+    entity: str,
+    mode: str,
+    settle: str | None,
+    session: tuple[bool, str | None],
+    take: Callable[[Client, str | None], list[ReceivedMessage]],
+) -> None:
+    """``take`` messages and settle them; with ``session`` (in one, its id) first lock the
+    session (the next unlocked one without an id), take with its lock token and release it
+    at the end (kept until it expires with --settle none)."""
+    in_session, session_id = session
+    if not in_session:
+        _receive_and_settle(ctx, entity, mode, settle, lambda sb: take(sb, None))
         return
     held: dict[str, Any] = {}
 
     def fetch(sb: Client) -> list[ReceivedMessage]:
         held.update(sb.accept_session(entity, session_id))
-        return sb.receive(entity, count, wait_s, mode, held["session_lock_token"])
+        return take(sb, held["session_lock_token"])
 
     def release(sb: Client) -> None:
         if (settle or "complete") != "none" or mode == "receive-and-delete":
@@ -442,10 +462,24 @@ def receive_deferred(
         Literal["peek-lock", "receive-and-delete"], typer.Option("--mode", help="Receive mode.")
     ] = "peek-lock",
     settle: SettleOption = None,
+    session_id: Annotated[
+        str | None,
+        typer.Option(
+            "--session-id",
+            show_default=False,
+            help="The session of a session-enabled queue or subscription the messages were "
+            "deferred in (locked for this command).",
+        ),
+    ] = None,
 ) -> None:
     """Receive deferred messages by sequence number, print and settle them."""
-    _receive_and_settle(
-        ctx, entity, mode, settle, lambda sb: sb.receive_deferred(entity, sequence_numbers, mode)
+    _receive_in_session(
+        ctx,
+        entity,
+        mode,
+        settle,
+        (session_id is not None, session_id),
+        lambda sb, token: sb.receive_deferred(entity, sequence_numbers, mode, token),
     )
 
 

@@ -392,9 +392,16 @@ class AsyncClient:
         return await self.settle(entity, "renew-lock", lock_tokens)
 
     async def receive_deferred(
-        self, entity: str, sequence_numbers: Sequence[int], mode: str = "peek-lock"
+        self,
+        entity: str,
+        sequence_numbers: Sequence[int],
+        mode: str = "peek-lock",
+        session_lock_token: str | None = None,
     ) -> list[ReceivedMessage]:
-        return await self._call(self._calls.receive_deferred(entity, sequence_numbers, mode))
+        """Deferred messages by sequence number; on a session-enabled entity those of the
+        session ``session_lock_token`` (from :meth:`accept_session`) holds."""
+        call = self._calls.receive_deferred(entity, sequence_numbers, mode, session_lock_token)
+        return await self._call(call)
 
     async def schedule(self, entity: str, messages: Sendable, at_ms: Instant) -> list[int]:
         """Send messages to appear at ``at_ms`` (daemon/README.md §7.1); returns their numbers."""

@@ -357,10 +357,16 @@ class _Calls:
             "settle", self.namespace, entity, op, tokens, properties, reason, description
         )
 
-    def receive_deferred(self, entity: str, sequence_numbers: Sequence[int], mode: str) -> Call:
+    def receive_deferred(
+        self,
+        entity: str,
+        sequence_numbers: Sequence[int],
+        mode: str,
+        session: str | None = None,
+    ) -> Call:
         _refuse_in_transaction(self.tx, "receive_deferred")
         numbers = list(sequence_numbers)
-        return self._op("receive_deferred", self.namespace, entity, numbers, mode)
+        return self._op("receive_deferred", self.namespace, entity, numbers, mode, session)
 
     def cancel_scheduled(self, entity: str, sequence_numbers: Sequence[int]) -> Call:
         numbers = list(sequence_numbers)

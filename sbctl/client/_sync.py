@@ -415,9 +415,16 @@ class Client:
         return self.settle(entity, "renew-lock", lock_tokens)
 
     def receive_deferred(
-        self, entity: str, sequence_numbers: Sequence[int], mode: str = "peek-lock"
+        self,
+        entity: str,
+        sequence_numbers: Sequence[int],
+        mode: str = "peek-lock",
+        session_lock_token: str | None = None,
     ) -> list[ReceivedMessage]:
-        return self._call(self._calls.receive_deferred(entity, sequence_numbers, mode))
+        """Deferred messages by sequence number; on a session-enabled entity those of the
+        session ``session_lock_token`` (from :meth:`accept_session`) holds."""
+        call = self._calls.receive_deferred(entity, sequence_numbers, mode, session_lock_token)
+        return self._call(call)
 
     def schedule(self, entity: str, messages: Sendable, at_ms: Instant) -> list[int]:
         """Send messages to appear at ``at_ms`` (daemon/README.md §7.1); returns their numbers."""

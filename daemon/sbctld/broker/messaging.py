@@ -150,7 +150,12 @@ class Messaging(BrokerCore):
         return results
 
     def receive_deferred(
-        self, namespace: str, path: str, sequence_numbers: Sequence[int], mode: str
+        self,
+        namespace: str,
+        path: str,
+        sequence_numbers: Sequence[int],
+        mode: str,
+        session_lock_token: str | None = None,
     ) -> list[Delivered]:
         check_mode(mode)
         queue, dlq = self._reader(namespace, path)
@@ -159,7 +164,12 @@ class Messaging(BrokerCore):
         now = self.clock.now_ms()
         meter = self.namespace(namespace).meter
         meter.check(DATA_COST * len(sequence_numbers), now)
-        got = queue.receive_deferred(sequence_numbers, now, delete=mode == "receive-and-delete")
+        got = queue.receive_deferred(
+            sequence_numbers,
+            now,
+            delete=mode == "receive-and-delete",
+            session_token=session_lock_token,
+        )
         meter.record("data", DATA_COST * len(got), now)
         if got and mode == "peek-lock":
             heapq.heappush(self._due, (now + queue.config.lock_duration, *queue.key))

@@ -57,14 +57,29 @@ def peek_message(conn: Host, path: str, args: dict[str, Any], respond: Respond) 
     start = int(args.get("from-sequence-number", 0) or 0)
     count = int(args.get("message-count", 1) or 1)
     session = _session(args)
-    got = conn.broker.peek(conn.namespace, path, min(max(count, 1), 250), start)
-    if session is not None:
-        got = [d for d in got if _session_of(d) == session]
+    count = min(max(count, 1), 250)
+    if session is None:
+        got = conn.broker.peek(conn.namespace, path, count, start)
+    else:
+        got = _peek_session(conn, path, session, start, count)
     if not got:
         respond(204, "No Content", None, None)
         return
     messages = [{"message": fastout.encode_delivered(d, received=False, lock=False)} for d in got]
     respond(200, "OK", {"messages": messages}, None)
+
+
+def _peek_session(conn: Host, path: str, session: str, start: int, count: int) -> list[Any]:
+    """A session receiver peeks its session's messages only: page through the entity from
+    ``start`` until ``count`` of them are found or nothing is left (daemon/README.md §9.7)."""
+    out: list[Any] = []
+    while len(out) < count:
+        page = conn.broker.peek(conn.namespace, path, 250, start)
+        if not page:
+            break
+        out.extend(d for d in page if _session_of(d) == session)
+        start = page[-1].sequence_number + 1
+    return out[:count]
 
 
 def _session_of(d: Any) -> str | None:
@@ -124,7 +139,9 @@ def receive_by_sequence_number(
     mode = (
         "receive-and-delete" if int(args.get("receiver-settle-mode", 1) or 0) == 0 else "peek-lock"
     )
-    got = conn.broker.receive_deferred(conn.namespace, path, seqs, mode)
+    session = _session(args)  # a session receiver's request names its session
+    token = conn.session_token(path, session) if session is not None else None
+    got = conn.broker.receive_deferred(conn.namespace, path, seqs, mode, token)
     messages = [
         {
             "lock-token": uuid.UUID(d.lock_token) if d.lock_token else uuid.uuid4(),

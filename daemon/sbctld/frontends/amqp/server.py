@@ -535,6 +535,10 @@ class AmqpConnection(asyncio.Protocol):
         how = Settlement(state.outcome)
         if how.pause:
             ctx.paused = True
+        if how.error is not None:
+            condition, text = condition_of(how.error)
+            self.conn.disposition(link, delivery_id, Rejected(Error(Symbol(condition), text)))
+            return
         try:
             txn = self.transactions.get(state.txn_id)
         except SbctlError as err:

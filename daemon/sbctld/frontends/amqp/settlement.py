@@ -66,26 +66,34 @@ class Settlement:
     """The broker operation an outcome asks for (§2.7.6 outcomes → complete, abandon,
     defer, dead-letter), with its properties to modify and dead-letter reason."""
 
-    __slots__ = ("description", "op", "pause", "props", "reason")
+    __slots__ = ("description", "error", "op", "pause", "props", "reason")
 
     def __init__(self, outcome: Any) -> None:
         self.op, self.props, self.reason, self.description = "abandon", None, None, None
         self.pause = False
-        props: dict[str, Any] | None = None
+        # A property to modify of a type sbctl cannot store refuses the settlement (the
+        # disposition is answered rejected), not the connection.
+        self.error: SbctlError | None = None
+        raw: dict[Any, Any] = {}
         if isinstance(outcome, Accepted):
             self.op = "complete"
         elif isinstance(outcome, Modified):
             self.op = "defer" if outcome.undeliverable_here else "abandon"
-            props = {str(k): v for k, v in (outcome.message_annotations or {}).items()}
+            raw = dict(outcome.message_annotations or {})
         elif isinstance(outcome, Rejected):
             self.op = "dead-letter"
             err = outcome.error
-            info = dict(err.info or {}) if err is not None else {}
-            self.reason = _str(info.pop("DeadLetterReason", None))
-            self.description = _str(info.pop("DeadLetterErrorDescription", None))
-            props = {str(k): convert._property(v) for k, v in info.items()}
+            raw = dict(err.info or {}) if err is not None else {}
+            self.reason = _str(raw.pop("DeadLetterReason", None))
+            self.description = _str(raw.pop("DeadLetterErrorDescription", None))
         elif isinstance(outcome, Released):
             self.pause = True
+        try:
+            # typed values (an unsigned int, a timestamp, ...) stored as the management
+            # path stores them (daemon/README.md §29)
+            props = {str(k): convert._property(v, "property to modify") for k, v in raw.items()}
+        except SbctlError as err:
+            self.error, props = err, {}
         self.props = props or None
 
 
@@ -109,6 +117,8 @@ def settle_range(
     service = owner.frontend.service
     req = Request()
     try:
+        if how.error is not None:
+            raise how.error
         with service.request() as req:
             results = owner.broker.settle(
                 owner.namespace,

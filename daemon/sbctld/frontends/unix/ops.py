@@ -275,7 +275,9 @@ class Operations:
         return result
 
     def op_receive_deferred(self, conn: Connection, req_id: int, a: Any) -> Any:
-        got = self.broker.receive_deferred(a.namespace, a.entity, a.sequence_numbers, a.mode)
+        got = self.broker.receive_deferred(
+            a.namespace, a.entity, a.sequence_numbers, a.mode, a.session_lock_token
+        )
         return got
 
     def op_cancel_scheduled(self, conn: Connection, req_id: int, a: Any) -> Any:
