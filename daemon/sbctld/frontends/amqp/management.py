@@ -11,6 +11,7 @@ from typing import Any
 from sbctl.amqp import codec
 from sbctl.amqp.types import Array, Timestamp
 from sbctl.errors import BadRequest, SbctlError
+from sbctl.operations import deletes_on_receive, redelivers
 from sbctld.frontends.amqp import convert, fastout, rules
 from sbctld.frontends.amqp.errors import condition_of, status_of
 from sbctld.frontends.amqp.host import Host, Respond, ok_when_durable
@@ -112,7 +113,7 @@ def update_disposition(conn: Host, path: str, args: dict[str, Any], respond: Res
     for r in results:
         if isinstance(r, SettleFailed):
             raise r.error
-    if op in ("abandon", "dead-letter"):
+    if redelivers(op):
         conn.frontend.wake(conn.namespace, path)
     ok_when_durable(conn, respond, None)
 
@@ -133,7 +134,7 @@ def receive_by_sequence_number(
         for d in got
     ]
     body = {"messages": messages}
-    if mode == "receive-and-delete":
+    if deletes_on_receive(mode):
         ok_when_durable(conn, respond, body)
     else:
         respond(200, "OK", body, None)

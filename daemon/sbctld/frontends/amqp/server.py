@@ -39,6 +39,7 @@ from sbctl.amqp.types import (
 from sbctl.amqp.types import Coordinator as CoordinatorTarget
 from sbctl.errors import SbctlError, ServiceTimeout
 from sbctl.names import entity_key
+from sbctl.operations import deletes_on_receive
 from sbctl.protocol import MAX_RECEIVE
 from sbctld.frontends.amqp import fastout, management
 from sbctld.frontends.amqp.cbs import Keys, check_token
@@ -484,7 +485,7 @@ class AmqpConnection(asyncio.Protocol):
                 self.frontend.watch(link)
             return
         lock = state.mode == "peek-lock" and state.session is None
-        if state.mode == "receive-and-delete":
+        if deletes_on_receive(state.mode):
             state.inflight += len(got)
 
             def done(error: SbctlError | None) -> None:

@@ -22,6 +22,7 @@ from sbctl.amqp.types import (
     Symbol,
 )
 from sbctl.errors import SbctlError
+from sbctl.operations import redelivers
 from sbctld.frontends.amqp import convert
 from sbctld.frontends.amqp.errors import condition_of
 from sbctld.results import SettleFailed
@@ -124,7 +125,7 @@ def settle_range(
                 errors[delivery_id] = result.error
     except SbctlError as err:
         errors = {delivery_id: err for delivery_id, _ in tokens}
-    if how.op in ("abandon", "dead-letter") and len(errors) < len(tokens) and state.key:
+    if redelivers(how.op) and len(errors) < len(tokens) and state.key:
         service.wake(state.key)
     if settled:
         return

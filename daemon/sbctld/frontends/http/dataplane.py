@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from sbctl.codec import Message, decode_message
 from sbctl.durations import MAX_TIMESPAN_MS, parse_instant_ms
 from sbctl.errors import BadRequest, SbctlError
+from sbctl.operations import redelivers
 from sbctl.protocol import Delivered
 from sbctld.frontends.http.management import MethodNotAllowed, error, fail
 from sbctld.frontends.http.request import Request, Respond
@@ -368,7 +369,7 @@ class DataPlane:
         if isinstance(result, LockRenewed):
             until = rfc1123(result.locked_until_ms)
             headers.append(("BrokerProperties", json.dumps({"LockedUntilUtc": until})))
-        if op == "abandon":
+        if redelivers(op):
             self.frontend.wake(req_ns, entity)
 
         def done(err: SbctlError | None) -> None:
