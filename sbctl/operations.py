@@ -100,6 +100,18 @@ def session_state(raw: msgspec.Raw) -> bytes | None:
 # -- What an operation wakes and when it is durable -----------------------------------------
 
 
+def redelivers(op: str) -> bool:
+    """A settlement that makes its messages receivable again, in the entity or in its
+    dead-letter queue (abandon, dead-letter): every front-end wakes the entity after it."""
+    return op in ("abandon", "dead-letter")
+
+
+def deletes_on_receive(mode: str) -> bool:
+    """A receive mode that removes what it answers (receive-and-delete): every front-end
+    answers it once durable, like a settlement."""
+    return mode == "receive-and-delete"
+
+
 def _field(result: Any, name: str) -> Any:
     """A field of a result: a wire dict, or a typed result with that attribute."""
     return result[name] if isinstance(result, dict) else getattr(result, name)
@@ -113,12 +125,12 @@ def _the_entity(a: Any, _result: Any) -> Sequence[Wake]:
 def _redelivered(a: Settle, _result: Any) -> Sequence[Wake]:
     """The entity, on abandon or dead-letter (the messages are receivable again, there or
     in its dead-letter queue)."""
-    return ((a.namespace, a.entity),) if a.op in ("abandon", "dead-letter") else ()
+    return ((a.namespace, a.entity),) if redelivers(a.op) else ()
 
 
 def _transacted(a: TransactEncoded, _result: Any) -> Sequence[Wake]:
     """The entity, when it sends, abandons or dead-letters."""
-    if a.messages or any(s.op in ("abandon", "dead-letter") for s in a.settlements):
+    if a.messages or any(redelivers(s.op) for s in a.settlements):
         return ((a.namespace, a.entity),)
     return ()
 
@@ -141,7 +153,7 @@ def _cleared_namespaces(_a: FaultClear, result: Any) -> Sequence[Wake]:
 
 def _deletes(a: Receive | ReceiveDeferred) -> bool:
     """In receive-and-delete mode (it removes what it answers, like a settlement)."""
-    return a.mode == "receive-and-delete"
+    return deletes_on_receive(a.mode)
 
 
 # -- The declaration -------------------------------------------------------------------------

@@ -1,11 +1,11 @@
-"""An error as data: the form the Unix protocol sends and a settlement result carries.
+"""An error as data: the form the Unix protocol sends.
 
 An :class:`~sbctl.errors.SbctlError` travels as a map ``{"code", "message"}`` plus
 ``"error_number"`` (when the error has an Azure error number) and ``"retry_after"`` (seconds,
-when the error names one). The Unix front-end answers a failed request with it, the client
-raises it back, the bench's worker processes report through it, and a per-token settlement
-result (``{"lock_token", "error"}``) carries it, so every front-end reads that result with
-:func:`error_from_wire`. Rules this module keeps:
+when the error names one). The Unix front-end answers a failed request with it and shows a
+lock token's failed settlement (``sbctld.results.SettleFailed``, which holds the error
+itself) as ``{"lock_token", "error"}`` with it; the client raises it back; the bench's
+worker processes report through it. Rules this module keeps:
 
 - the map's keys and their order are wire bytes: never rename or reorder them;
 - an unknown code reads back as ``GeneralError`` with the message unchanged;

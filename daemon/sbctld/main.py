@@ -149,8 +149,16 @@ async def _serve(settings: DaemonSettings, tell: Callable[[str], None], t0: floa
     amqp = settings.amqp
     if amqp is not None:
         from sbctld.frontends.amqp.server import AmqpFrontend
+        from sbctld.frontends.http.sniff import sniffing
 
-        frontend = AmqpFrontend(service, data_dir, amqp.host, amqp.port)
+        # HTTP and HTTPS on the AMQP ports too: the first byte of a connection decides
+        frontend = AmqpFrontend(
+            service,
+            data_dir,
+            amqp.host,
+            amqp.port,
+            wrap=lambda factory, namespace: sniffing(factory, namespace=namespace),
+        )
         stops.append(frontend.stop)
         try:
             await frontend.start()

@@ -38,7 +38,6 @@ from sbctl.limits import (
 from sbctl.messages import parse_lock_token
 from sbctl.partitioning import partition_for_key, partition_key_of
 from sbctl.protocol import Delivered
-from sbctl.wire_errors import error_to_wire
 from sbctld.config import MB, QueueConfig, save_toml
 from sbctld.dedup import DuplicateHistory
 from sbctld.faults import all_down
@@ -56,7 +55,7 @@ from sbctld.queue_state import (
     PURGEABLE,
     SETTLEMENTS,
 )
-from sbctld.results import LockRenewed
+from sbctld.results import LockRenewed, Settled, SettleFailed, SettleResult, Transacted
 from sbctld.sessions import SESSION_LOCK_LOST, Sessions
 from sbctld.storage.journal import Entry
 from sbctld.storage.log import (
@@ -445,20 +444,20 @@ class Queue(QueueSessions):
         properties: dict[str, Any] | None = None,
         reason: str | None = None,
         description: str | None = None,
-    ) -> list[dict[str, Any] | LockRenewed]:
+    ) -> list[SettleResult]:
         """Settle by lock token (daemon/README.md §3.4, §3.6, §4); one result per token."""
         changes = self._settlement_changes(op, properties, reason, description)
         if self.faulty:
             self._reach_tokens(tokens)  # all or nothing: the client retries the request
         extra = msgspec.msgpack.encode(changes) if changes else b""
-        results: list[dict[str, Any] | LockRenewed] = []
+        results: list[SettleResult] = []
         journals: dict[int, list[Entry]] = {}
         released: list[tuple[Partition, int]] = []
         for token in tokens:
             try:
                 p, seq = self._settleable(op, token, now)
             except (MessageLockLost, BadRequest, InvalidOperation, SessionLockLost) as exc:
-                results.append({"lock_token": token, "error": error_to_wire(exc)})
+                results.append(SettleFailed(lock_token=token, error=exc))
                 continue
             if op == "renew-lock":
                 # daemon/README.md §3.6: LockDuration more, counted from now.
@@ -482,7 +481,7 @@ class Queue(QueueSessions):
             else:
                 entries.append(Entry(OP_STATE, seq, State.DEADLETTERED, extra))
                 released.append((p, seq))
-            results.append({"lock_token": token, "ok": True})
+            results.append(Settled(lock_token=token))
         for pid, entries in journals.items():
             self.partitions[pid].log.record(entries)
         for p, seq in released:
@@ -494,7 +493,7 @@ class Queue(QueueSessions):
         batch: Sequence[Message | bytes | msgspec.Raw],
         settlements: Sequence[tuple[str, str, dict[str, Any] | None, str | None, str | None]],
         now: int,
-    ) -> dict[str, Any]:
+    ) -> Transacted:
         """Sends and settlements on this queue, all or nothing (daemon/README.md §12, §0.1.8).
 
         Everything is checked before anything is applied: the 100-operation limit, the
@@ -548,7 +547,7 @@ class Queue(QueueSessions):
             self.settle(op, [token], now, props, reason, description)[0]
             for op, token, props, reason, description in settlements
         ]
-        return {"sequence_numbers": seqs, "settlements": results}
+        return Transacted(sequence_numbers=seqs, settlements=results)
 
     def _settlement_changes(
         self,

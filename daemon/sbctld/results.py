@@ -19,6 +19,8 @@ from typing import Annotated, Any
 import msgspec
 from msgspec import UNSET, UnsetType
 
+from sbctl.errors import SbctlError
+
 DurationMs = Annotated[int, msgspec.Meta(extra={"shown": "duration"})]
 InstantMs = Annotated[int, msgspec.Meta(extra={"shown": "instant"})]
 
@@ -211,12 +213,39 @@ class SessionEntry(Result, kw_only=True):
     has_state: bool
 
 
+class Settled(Result, kw_only=True):
+    """One lock token's result of a complete, abandon, defer or dead-letter settlement."""
+
+    lock_token: str
+    ok: bool = True
+
+
 class LockRenewed(Result, kw_only=True):
     """One lock token's result of a renew-lock settlement."""
 
     lock_token: str
     ok: bool = True
     locked_until_ms: InstantMs
+
+
+class SettleFailed(Result, kw_only=True):
+    """One lock token that could not be settled (its lock lost, a session's lock lost, ...):
+    the error itself, which each front-end maps to its own form."""
+
+    lock_token: str
+    error: SbctlError
+
+
+# What a settlement answers per lock token.
+SettleResult = Settled | LockRenewed | SettleFailed
+
+
+class Transacted(Result, kw_only=True):
+    """A transaction's commit on one entity: the sequence numbers of what it sent, one
+    result per settlement."""
+
+    sequence_numbers: list[int]
+    settlements: list[SettleResult]
 
 
 # ------------------------------------------------------------ faults

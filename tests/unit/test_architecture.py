@@ -414,6 +414,27 @@ def test_front_ends_reach_the_broker_through_the_service_not_the_unix_socket(
     assert "sbctld.service" in modules["sbctld.frontends.http.server"].imports
 
 
+def _front_end_of(name: str) -> str | None:
+    """The front-end package a module belongs to (``sbctld.frontends.amqp``), or None."""
+    parts = name.split(".")
+    if parts[:2] != ["sbctld", "frontends"] or len(parts) < 4:
+        return None  # not a front-end's, or one of the modules they share (sbctld.frontends.keys)
+    return ".".join(parts[:3])
+
+
+def test_front_ends_are_peers_none_imports_another(modules: dict[str, Module]) -> None:
+    """What two front-ends share lives beside them (sbctld.frontends.keys, .statuses) or in
+    sbctl; the entry point composes them (HTTP on the AMQP ports), lazy imports included."""
+    wrong = [
+        f"{name} imports {target}"
+        for name, module in sorted(modules.items())
+        if (own := _front_end_of(name)) is not None
+        for target in sorted(module.imports)
+        if _front_end_of(target) not in (None, own)
+    ]
+    assert not wrong, "a front-end imports another:\n" + "\n".join(wrong)
+
+
 def test_the_client_package_imports_the_daemon_only_where_listed(
     modules: dict[str, Module],
 ) -> None:

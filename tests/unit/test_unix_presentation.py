@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
+import uuid
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -14,6 +15,7 @@ from typing import Any
 import msgspec
 
 from sbctl.codec import Message
+from sbctl.errors import MessageLockLost
 from sbctl.protocol import decode_reply, decode_result, encode_reply
 from sbctld.broker import DEFAULT_NAMESPACE, Broker
 from sbctld.clock import FakeClock
@@ -30,8 +32,11 @@ from sbctld.results import (
     RuleInfo,
     SessionEntry,
     SessionLock,
+    Settled,
+    SettleFailed,
     SubscriptionInfo,
     TopicInfo,
+    Transacted,
     UnavailablePartition,
 )
 
@@ -105,6 +110,38 @@ def test_the_domain_answers_durations_and_instants_as_milliseconds(broker: Broke
     # No display string anywhere in what the domain answers.
     everything = [q, topic, sub, rule, lock, renewed, credits, status, overview(broker, NS)]
     assert not [s for s in _strings(everything) if ISO.match(s)]
+
+
+def test_a_failed_settlement_carries_the_error_itself_and_the_unix_form_its_wire_map(
+    broker: Broker,
+) -> None:
+    # The AMQP and HTTP front-ends map the error to their own forms: nothing parses back a
+    # map the domain made.
+    broker.queue_create(NS, "q", {})
+    broker.send(NS, "q", [Message(body=b"a"), Message(body=b"b")])
+    one, two = broker.receive(NS, "q", 2, "peek-lock")
+    assert one.lock_token and two.lock_token
+    unknown = str(uuid.uuid4())
+    done, lost = broker.settle(NS, "q", "complete", [one.lock_token, unknown])
+    assert done == Settled(lock_token=one.lock_token)
+    assert isinstance(lost, SettleFailed) and isinstance(lost.error, MessageLockLost)
+    shown = present([done, lost])
+    assert shown[0] == {"lock_token": one.lock_token, "ok": True}
+    assert list(shown[1]) == ["lock_token", "error"] and shown[1]["lock_token"] == unknown
+    assert shown[1]["error"]["code"] == "MessageLockLost"
+    assert shown[1]["error"]["message"] == lost.error.message
+    result = broker.transact(
+        NS, "q", [Message(body=b"c")], [("defer", two.lock_token, None, None, None)]
+    )
+    assert isinstance(result, Transacted) and result.settlements == [
+        Settled(lock_token=two.lock_token)
+    ]
+    wire = present(result)
+    assert wire == {
+        "sequence_numbers": result.sequence_numbers,
+        "settlements": [{"lock_token": two.lock_token, "ok": True}],
+    }
+    assert list(wire) == ["sequence_numbers", "settlements"]
 
 
 def test_the_unix_presentation_is_the_wire_form_of_the_release_before(

@@ -32,7 +32,7 @@ from sbctld.credits import (
 )
 from sbctld.pairing import SenderId
 from sbctld.queue import Queue
-from sbctld.results import LockRenewed, SessionEntry, SessionLock
+from sbctld.results import SessionEntry, SessionLock, SettleResult, Transacted
 from sbctld.storage.log import State
 from sbctld.topic import (
     Subscription,
@@ -140,7 +140,7 @@ class Messaging(BrokerCore):
         properties: dict[str, Any] | None = None,
         reason: str | None = None,
         description: str | None = None,
-    ) -> list[dict[str, Any] | LockRenewed]:
+    ) -> list[SettleResult]:
         queue, _dlq = self._reader(namespace, path)
         now = queue.accessed_at_ms = self.clock.now_ms()
         results = queue.settle(op, tokens, now, properties, reason, description)
@@ -181,7 +181,7 @@ class Messaging(BrokerCore):
         path: str,
         messages: Sequence[Message | bytes | msgspec.Raw],
         settlements: Sequence[tuple[str, str, dict[str, Any] | None, str | None, str | None]],
-    ) -> dict[str, Any]:
+    ) -> Transacted:
         """Sends and settlements on one entity, all or nothing (daemon/README.md §12)."""
         if self.namespace(namespace).config.sku == "basic":
             raise InvalidOperation("transactions are not supported on the Basic tier")

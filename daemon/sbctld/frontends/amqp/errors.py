@@ -1,5 +1,6 @@
 """sbctl's errors as the AMQP error conditions the Service Bus SDKs map to their
-exceptions (daemon/README.md §29)."""
+exceptions (daemon/README.md §29). The status code a ``$management`` answer carries is
+sbctld.frontends.statuses' (the HTTP front-end answers the same)."""
 
 from __future__ import annotations
 
@@ -21,27 +22,30 @@ from sbctl.errors import (
     SessionCannotBeLocked,
     SessionLockLost,
 )
+from sbctld.frontends.statuses import status_of
 
-CONDITIONS: list[tuple[type[SbctlError], str, int]] = [
-    (MessagingEntityNotFound, "amqp:not-found", 404),
-    (MessagingEntityAlreadyExists, "com.microsoft:entity-already-exists", 409),
-    (MessagingEntityDisabled, "com.microsoft:entity-disabled", 400),
-    (MessageSizeExceeded, "amqp:link:message-size-exceeded", 413),
-    (QuotaExceeded, "amqp:resource-limit-exceeded", 403),
-    (MessageLockLost, "com.microsoft:message-lock-lost", 410),
-    (MessageNotFound, "com.microsoft:message-not-found", 404),
-    (SessionLockLost, "com.microsoft:session-lock-lost", 410),
-    (SessionCannotBeLocked, "com.microsoft:session-cannot-be-locked", 410),
-    (ServerBusy, "com.microsoft:server-busy", 503),
-    (ServiceTimeout, "com.microsoft:timeout", 408),
-    (BadRequest, "com.microsoft:argument-error", 400),
-    (InvalidOperation, "amqp:not-allowed", 400),
+__all__ = ["CONDITIONS", "condition_of", "status_of"]
+
+CONDITIONS: list[tuple[type[SbctlError], str]] = [
+    (MessagingEntityNotFound, "amqp:not-found"),
+    (MessagingEntityAlreadyExists, "com.microsoft:entity-already-exists"),
+    (MessagingEntityDisabled, "com.microsoft:entity-disabled"),
+    (MessageSizeExceeded, "amqp:link:message-size-exceeded"),
+    (QuotaExceeded, "amqp:resource-limit-exceeded"),
+    (MessageLockLost, "com.microsoft:message-lock-lost"),
+    (MessageNotFound, "com.microsoft:message-not-found"),
+    (SessionLockLost, "com.microsoft:session-lock-lost"),
+    (SessionCannotBeLocked, "com.microsoft:session-cannot-be-locked"),
+    (ServerBusy, "com.microsoft:server-busy"),
+    (ServiceTimeout, "com.microsoft:timeout"),
+    (BadRequest, "com.microsoft:argument-error"),
+    (InvalidOperation, "amqp:not-allowed"),
 ]
 
 
 def condition_of(err: SbctlError) -> tuple[str, str]:
     """(condition, description) for an error; throttling keeps Azure's 50009 text."""
-    for cls, condition, _status in CONDITIONS:
+    for cls, condition in CONDITIONS:
         if isinstance(err, cls):
             text = err.message
             if isinstance(err, ServerBusy) and "50009" not in text:
@@ -54,10 +58,3 @@ def condition_of(err: SbctlError) -> tuple[str, str]:
                 text = f"The messaging entity {name} could not be found: {text}"
             return condition, text
     return "amqp:internal-error", err.message
-
-
-def status_of(err: SbctlError) -> int:
-    for cls, _condition, status in CONDITIONS:
-        if isinstance(err, cls):
-            return status
-    return 500

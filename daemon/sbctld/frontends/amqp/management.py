@@ -11,11 +11,11 @@ from typing import Any
 from sbctl.amqp import codec
 from sbctl.amqp.types import Array, Timestamp
 from sbctl.errors import BadRequest, SbctlError
-from sbctl.wire_errors import error_from_wire
+from sbctl.operations import deletes_on_receive, redelivers
 from sbctld.frontends.amqp import convert, fastout, rules
 from sbctld.frontends.amqp.errors import condition_of, status_of
 from sbctld.frontends.amqp.host import Host, Respond, ok_when_durable
-from sbctld.results import LockRenewed
+from sbctld.results import LockRenewed, SettleFailed
 
 OP_PREFIX = "com.microsoft:"
 ALL_SESSIONS = 253_402_300_800_000
@@ -93,8 +93,9 @@ def renew_lock(conn: Host, path: str, args: dict[str, Any], respond: Respond) ->
     results = conn.broker.settle(conn.namespace, path, "renew-lock", tokens)
     expirations = []
     for r in results:
-        if not isinstance(r, LockRenewed):
-            raise error_from_wire(r["error"])
+        if isinstance(r, SettleFailed):
+            raise r.error
+        assert isinstance(r, LockRenewed)
         expirations.append(r.locked_until_ms)
     respond(200, "OK", {"expirations": Array("timestamp", expirations)}, None)
 
@@ -125,9 +126,9 @@ def update_disposition(conn: Host, path: str, args: dict[str, Any], respond: Res
         _text(description) if description else None,
     )
     for r in results:
-        if isinstance(r, dict) and "error" in r:
-            raise error_from_wire(r["error"])
-    if op in ("abandon", "dead-letter"):
+        if isinstance(r, SettleFailed):
+            raise r.error
+    if redelivers(op):
         conn.frontend.wake(conn.namespace, path)
     ok_when_durable(conn, respond, None)
 
@@ -150,7 +151,7 @@ def receive_by_sequence_number(
         for d in got
     ]
     body = {"messages": messages}
-    if mode == "receive-and-delete":
+    if deletes_on_receive(mode):
         ok_when_durable(conn, respond, body)
     else:
         respond(200, "OK", body, None)

@@ -39,6 +39,7 @@ from sbctl.amqp.types import (
 from sbctl.amqp.types import Coordinator as CoordinatorTarget
 from sbctl.errors import SbctlError, ServiceTimeout
 from sbctl.names import entity_key
+from sbctl.operations import deletes_on_receive
 from sbctl.protocol import MAX_RECEIVE
 from sbctld.frontends.amqp import fastout, management
 from sbctld.frontends.amqp.cbs import Keys, check_token
@@ -484,7 +485,7 @@ class AmqpConnection(asyncio.Protocol):
                 self.frontend.watch(link)
             return
         lock = state.mode == "peek-lock" and state.session is None
-        if state.mode == "receive-and-delete":
+        if deletes_on_receive(state.mode):
             state.inflight += len(got)
 
             def done(error: SbctlError | None) -> None:
@@ -555,11 +556,25 @@ class AmqpConnection(asyncio.Protocol):
             )
 
 
+# A protocol factory for a namespace's port → the factory that serves it.
+Wrap = Callable[[Callable[[], asyncio.Protocol], str], Callable[[], asyncio.Protocol]]
+
+
 class AmqpFrontend:
     """The listeners, the per-namespace ports and the receivers waiting for messages."""
 
-    def __init__(self, service: Service, data_dir: Path, host: str, port: int) -> None:
+    def __init__(
+        self,
+        service: Service,
+        data_dir: Path,
+        host: str,
+        port: int,
+        wrap: Wrap | None = None,
+    ) -> None:
         self.service = service
+        # What serves a namespace's port, given the AMQP protocol factory: the factory
+        # itself, or what the entry point passes (it shares the ports with HTTP and HTTPS).
+        self.wrap: Wrap = wrap or (lambda factory, _namespace: factory)
         self.host = host
         self.port = port
         self.data_dir = data_dir
@@ -636,11 +651,7 @@ class AmqpFrontend:
 
     async def _listen(self, namespace: str, port: int) -> None:
         loop = asyncio.get_running_loop()
-        # --- HTTP and HTTPS on the AMQP ports (sbctld.frontends.http.sniff) ---
-        from sbctld.frontends.http.sniff import sniffing
-
-        factory = sniffing(lambda: AmqpConnection(self, namespace), namespace=namespace)
-        # --- end HTTP ---
+        factory = self.wrap(lambda: AmqpConnection(self, namespace), namespace)
         listener = await loop.create_server(factory, self.host, port, backlog=1024)
         bound = listener.sockets[0].getsockname()[1]
         self.listeners[entity_key(namespace)] = listener

@@ -22,9 +22,10 @@ from sbctl.amqp.types import (
     Symbol,
 )
 from sbctl.errors import SbctlError
-from sbctl.wire_errors import error_from_wire
+from sbctl.operations import redelivers
 from sbctld.frontends.amqp import convert
 from sbctld.frontends.amqp.errors import condition_of
+from sbctld.results import SettleFailed
 from sbctld.service import Request
 
 if TYPE_CHECKING:
@@ -130,11 +131,11 @@ def settle_range(
                 how.description,
             )
         for (delivery_id, _), result in zip(tokens, results, strict=True):
-            if isinstance(result, dict) and "error" in result:
-                errors[delivery_id] = error_from_wire(result["error"])
+            if isinstance(result, SettleFailed):
+                errors[delivery_id] = result.error
     except SbctlError as err:
         errors = {delivery_id: err for delivery_id, _ in tokens}
-    if how.op in ("abandon", "dead-letter") and len(errors) < len(tokens) and state.key:
+    if redelivers(how.op) and len(errors) < len(tokens) and state.key:
         service.wake(state.key)
     if settled:
         return

@@ -27,11 +27,11 @@ from typing import TYPE_CHECKING, Any
 from sbctl.codec import Message, decode_message
 from sbctl.durations import MAX_TIMESPAN_MS, parse_instant_ms
 from sbctl.errors import BadRequest, SbctlError
+from sbctl.operations import redelivers
 from sbctl.protocol import Delivered
-from sbctl.wire_errors import error_from_wire
 from sbctld.frontends.http.management import MethodNotAllowed, error, fail
 from sbctld.frontends.http.request import Request, Respond
-from sbctld.results import LockRenewed
+from sbctld.results import LockRenewed, SettleFailed
 
 if TYPE_CHECKING:
     from sbctld.frontends.http.host import HttpHost
@@ -363,13 +363,13 @@ class DataPlane:
 
     def settle(self, req_ns: str, entity: str, op: str, token: str, respond: Respond) -> None:
         (result,) = self.broker.settle(req_ns, entity, op, [token])
-        if isinstance(result, dict) and "error" in result:
-            raise error_from_wire(result["error"])
+        if isinstance(result, SettleFailed):
+            raise result.error
         headers: list[tuple[str, str]] = []
         if isinstance(result, LockRenewed):
             until = rfc1123(result.locked_until_ms)
             headers.append(("BrokerProperties", json.dumps({"LockedUntilUtc": until})))
-        if op == "abandon":
+        if redelivers(op):
             self.frontend.wake(req_ns, entity)
 
         def done(err: SbctlError | None) -> None:

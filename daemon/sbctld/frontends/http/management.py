@@ -26,10 +26,10 @@ from sbctl.errors import (
     ServiceCommunicationProblem,
     ServiceTimeout,
 )
-from sbctld.frontends.amqp.errors import status_of
 from sbctld.frontends.http import atom
 from sbctld.frontends.http.request import Request, Respond
 from sbctld.frontends.http.sqlparams import SqlParameters
+from sbctld.frontends.statuses import status_of
 from sbctld.results import QueueInfo, RuleInfo, SubscriptionInfo, TopicInfo
 
 if TYPE_CHECKING:

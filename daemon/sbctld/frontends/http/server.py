@@ -24,13 +24,13 @@ from typing import TYPE_CHECKING, Any
 import h11
 
 from sbctl import __version__, layout
-from sbctld.frontends.amqp.cbs import Keys
 from sbctld.frontends.http import auth, sniff
 from sbctld.frontends.http.dataplane import DataPlane
 from sbctld.frontends.http.host import Attempt
 from sbctld.frontends.http.management import Management, error
 from sbctld.frontends.http.request import API_VERSIONS, Request
 from sbctld.frontends.http.tls import TlsError, TlsLayer, server_context
+from sbctld.frontends.keys import Keys
 from sbctld.service import DelayedOperation
 
 if TYPE_CHECKING:

@@ -20,6 +20,8 @@ from typing import Any
 import msgspec
 
 from sbctl.durations import format_duration_iso, format_instant
+from sbctl.errors import SbctlError
+from sbctl.wire_errors import error_to_wire
 from sbctld.results import EntityOverview, Result
 
 # One step per field: (attribute, wire name, how its value is shown).
@@ -31,18 +33,20 @@ def present(result: Any) -> Any:
     """A handler's result → what the reply carries."""
     if isinstance(result, Result):
         return _struct(result)
-    if type(result) is list and result and isinstance(result[0], Result | dict):
-        # settlement results: a dict per token, a renewed lock's a result
-        return [_struct(v) if isinstance(v, Result) else v for v in result]
+    if type(result) is list and result and isinstance(result[0], Result):
+        return [_struct(v) for v in result]  # settlement results: one per lock token
     return result
 
 
 def _show(value: Any) -> Any:
-    """A field's value: results in it presented, anything else as it is."""
+    """A field's value: results in it presented, an error in its wire form
+    (sbctl.wire_errors), anything else as it is."""
     if isinstance(value, Result):
         return _struct(value)
     if type(value) is list:
         return [_show(v) for v in value]
+    if isinstance(value, SbctlError):
+        return error_to_wire(value)
     return value
 
 
