@@ -118,7 +118,15 @@ class FakeClient:
         self._record("peek", entity, count, from_sequence)
         return [received(1, token=None)]
 
-    def receive(self, entity: str, count: int, max_wait: float, mode: str) -> list[ReceivedMessage]:
+    def receive(
+        self,
+        entity: str,
+        count: int,
+        max_wait: float,
+        mode: str,
+        session_lock_token: str | None = None,
+    ) -> list[ReceivedMessage]:
+        assert session_lock_token is None  # no --session-id in these tests
         self._record("receive", entity, count, max_wait, mode)
         return self.to_receive
 
