@@ -21,6 +21,10 @@ NameArgument = Annotated[
         help="Namespace name: 6-50 letters, digits and '-', starting with a letter.",
     ),
 ]
+NsArgument = Annotated[
+    str | None,
+    typer.Argument(metavar="[NS]", show_default=False, help="Namespace (default: the global -n)."),
+]
 LIST_COLUMNS = (
     "name",
     "sku",
@@ -63,12 +67,7 @@ def register(app: typer.Typer) -> None:
 
 def credits(
     ctx: typer.Context,
-    name: Annotated[
-        str | None,
-        typer.Argument(
-            metavar="[NS]", show_default=False, help="Namespace (default: the global -n)."
-        ),
-    ] = None,
+    name: NsArgument = None,
     watch: WatchOption = False,
 ) -> None:
     """Show a namespace's throttling credits: per second, left in this period, time to
@@ -163,12 +162,7 @@ def show(ctx: typer.Context, name: NameArgument) -> None:
 @group.command("connection-string")
 def connection_string(
     ctx: typer.Context,
-    name: Annotated[
-        str | None,
-        typer.Argument(
-            metavar="[NS]", show_default=False, help="Namespace (default: the global -n)."
-        ),
-    ] = None,
+    name: NsArgument = None,
 ) -> None:
     """Print the connection string an Azure SDK uses, unchanged, to reach a namespace
     over AMQP (each namespace has its own port)."""
@@ -186,12 +180,7 @@ def connection_string(
 @group.command("set-key")
 def set_key(
     ctx: typer.Context,
-    name: Annotated[
-        str | None,
-        typer.Argument(
-            metavar="[NS]", show_default=False, help="Namespace (default: the global -n)."
-        ),
-    ] = None,
+    name: NsArgument = None,
     key_name: Annotated[
         str,
         typer.Option(
@@ -228,12 +217,7 @@ def set_key(
 @group.command("sas-token")
 def sas_token(
     ctx: typer.Context,
-    name: Annotated[
-        str | None,
-        typer.Argument(
-            metavar="[NS]", show_default=False, help="Namespace (default: the global -n)."
-        ),
-    ] = None,
+    name: NsArgument = None,
     path: Annotated[
         str,
         typer.Option(
