@@ -5,7 +5,7 @@ _sbctl_children() {
     case "$1" in
         "") echo "credits import-config export-config send peek receive receive-deferred schedule cancel-scheduled purge spark-load spark-export bench top daemon namespace queue topic subscription rule fault message dlq session" ;;
         "daemon") echo "start stop status cert" ;;
-        "namespace") echo "create update metrics list show connection-string sas-token delete pair unpair pair-status" ;;
+        "namespace") echo "create update metrics list show connection-string set-key sas-token delete pair unpair pair-status" ;;
         "queue") echo "create update list show delete" ;;
         "topic") echo "create update list show delete" ;;
         "subscription") echo "create update list show delete" ;;
@@ -46,6 +46,7 @@ _sbctl_options() {
         "namespace list") echo "-h --help" ;;
         "namespace show") echo "-h --help" ;;
         "namespace connection-string") echo "-h --help" ;;
+        "namespace set-key") echo "--key-name --key --generate -h --help" ;;
         "namespace sas-token") echo "--path --ttl -h --help" ;;
         "namespace delete") echo "-h --help" ;;
         "namespace pair") echo "--secondary --backlog-queue-count --failover-interval --ping-primary-interval --enable-syphon -h --help" ;;
@@ -113,6 +114,7 @@ _sbctl_value_options() {
         "daemon cert") echo "--data-dir --socket" ;;
         "namespace create") echo "--sku --premium-messaging-partitions --capacity --credits-per-second --ops-per-unit" ;;
         "namespace update") echo "--capacity --credits-per-second --ops-per-unit" ;;
+        "namespace set-key") echo "--key-name --key" ;;
         "namespace sas-token") echo "--path --ttl" ;;
         "namespace pair") echo "--secondary --backlog-queue-count --failover-interval --ping-primary-interval" ;;
         "queue create") echo "--max-size --lock-duration --max-delivery-count --default-message-time-to-live --duplicate-detection-history-time-window --forward-to --forward-dead-lettered-messages-to --auto-delete-on-idle --user-metadata --status" ;;
@@ -243,6 +245,8 @@ _sbctl_option_values() {
         "namespace update --capacity") COMPREPLY=($(compgen -W "1 2 4 8 16" -- "$cur")) ;;
         "namespace update --credits-per-second") COMPREPLY=() ;;
         "namespace update --ops-per-unit") COMPREPLY=() ;;
+        "namespace set-key --key-name") COMPREPLY=() ;;
+        "namespace set-key --key") COMPREPLY=() ;;
         "namespace sas-token --path") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")) ;;
         "namespace sas-token --ttl") COMPREPLY=() ;;
         "namespace pair --secondary") COMPREPLY=() ;;

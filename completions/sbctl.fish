@@ -25,13 +25,14 @@ function __sbctl_children
         case 'daemon status'
         case 'daemon cert'
         case 'namespace'
-            printf '%s\n' create update metrics list show connection-string sas-token delete pair unpair pair-status
+            printf '%s\n' create update metrics list show connection-string set-key sas-token delete pair unpair pair-status
         case 'namespace create'
         case 'namespace update'
         case 'namespace metrics'
         case 'namespace list'
         case 'namespace show'
         case 'namespace connection-string'
+        case 'namespace set-key'
         case 'namespace sas-token'
         case 'namespace delete'
         case 'namespace pair'
@@ -134,6 +135,8 @@ function __sbctl_value_options
         case 'namespace list'
         case 'namespace show'
         case 'namespace connection-string'
+        case 'namespace set-key'
+            printf '%s\n' --key-name --key
         case 'namespace sas-token'
             printf '%s\n' --path --ttl
         case 'namespace delete'
@@ -396,6 +399,7 @@ complete -c sbctl -n '__sbctl_using \'namespace\'' -a metrics -d 'Show throttled
 complete -c sbctl -n '__sbctl_using \'namespace\'' -a list -d 'List the namespaces'
 complete -c sbctl -n '__sbctl_using \'namespace\'' -a show -d 'Show a namespace\'s properties'
 complete -c sbctl -n '__sbctl_using \'namespace\'' -a connection-string -d 'Print the connection string an Azure SDK uses, unchanged, to reach a namespace over AMQP (each namespace has its own port)'
+complete -c sbctl -n '__sbctl_using \'namespace\'' -a set-key -d 'Set the SAS key a namespace\'s tokens are signed with (AMQP and HTTP), at once and across restarts: tokens signed with the old key are refused from now on'
 complete -c sbctl -n '__sbctl_using \'namespace\'' -a sas-token -d 'Print a SharedAccessSignature for the HTTP endpoint\'s Authorization header, e.g'
 complete -c sbctl -n '__sbctl_using \'namespace\'' -a delete -d 'Delete a namespace with all its entities and messages'
 complete -c sbctl -n '__sbctl_using \'namespace\'' -a pair -d 'Pair a primary namespace with a secondary for send availability'
@@ -417,6 +421,10 @@ complete -c sbctl -n '__sbctl_using \'namespace metrics\'' -s h -l help -d 'Show
 complete -c sbctl -n '__sbctl_using \'namespace list\'' -s h -l help -d 'Show this message and exit'
 complete -c sbctl -n '__sbctl_using \'namespace show\'' -s h -l help -d 'Show this message and exit'
 complete -c sbctl -n '__sbctl_using \'namespace connection-string\'' -s h -l help -d 'Show this message and exit'
+complete -c sbctl -n '__sbctl_using \'namespace set-key\'' -l key-name -x -d 'The key\'s name: 1-256 letters, digits, periods, hyphens or underscores'
+complete -c sbctl -n '__sbctl_using \'namespace set-key\'' -l key -x -d 'The new key'
+complete -c sbctl -n '__sbctl_using \'namespace set-key\'' -l generate -d 'Generate a random key (32 bytes, base64), like Azure'
+complete -c sbctl -n '__sbctl_using \'namespace set-key\'' -s h -l help -d 'Show this message and exit'
 complete -c sbctl -n '__sbctl_using \'namespace sas-token\'' -l path -r -F -d 'Scope the token to this entity path (default: all)'
 complete -c sbctl -n '__sbctl_using \'namespace sas-token\'' -l ttl -x -d 'How long it is valid (1h, PT10M)'
 complete -c sbctl -n '__sbctl_using \'namespace sas-token\'' -s h -l help -d 'Show this message and exit'

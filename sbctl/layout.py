@@ -289,8 +289,7 @@ def temp_path(path: Path) -> Path:
 
 
 def temp_sibling(path: Path) -> Path:
-    """The same, for the files that have always used ``<stem>.tmp`` (keys, ports,
-    certificates)."""
+    """The same, for the files that have always used ``<stem>.tmp`` (ports, certificates)."""
     return path.with_suffix(TEMP_SUFFIX)
 
 

@@ -44,6 +44,7 @@ from sbctl.protocol import (
     NamespacePair,
     NamespaceRef,
     NamespaceScope,
+    NamespaceSetKey,
     NamespaceUpdate,
     Peek,
     Receive,
@@ -205,6 +206,12 @@ _DECLARED = (
         "amqp_endpoint",
         NamespaceRef,
         "The AMQP port serving a namespace, and its SAS key name and key.",
+    ),
+    Operation(
+        "namespace_set_key",
+        NamespaceSetKey,
+        "Set a namespace's SAS key name and key; new tokens are checked against it at once.",
+        durable=True,
     ),
     Operation("namespace_list", Empty, "Every namespace."),
     Operation(

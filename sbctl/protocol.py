@@ -73,6 +73,14 @@ class NamespaceRef(_Args):
     name: str
 
 
+class NamespaceSetKey(_Args):
+    """Set a namespace's SAS key name and key (daemon/README.md §3)."""
+
+    name: str
+    key_name: str
+    key: str
+
+
 class NamespacePair(_Args):
     """Pair the primary ``name`` with ``secondary`` (daemon/README.md §0.3; defaults §0.3.7)."""
 

@@ -124,6 +124,7 @@ async def _serve(settings: DaemonSettings, tell: Callable[[str], None], t0: floa
         data_dir, SystemClock(), syncer, report=log.warning, default_credits_per_second=credits
     )
     service = Service(broker, syncer)
+    service.key_store(data_dir)  # one set of SAS keys for AMQP and HTTP
     unix = UnixFrontend(
         service, settings.unix.socket_path, reply_buffer_bytes=settings.reply_buffer_bytes
     )
@@ -170,8 +171,6 @@ async def _serve(settings: DaemonSettings, tell: Callable[[str], None], t0: floa
             )
             await stop_all()
             return 1
-        if http_frontend:
-            http_frontend.keys = frontend.keys  # one set of SAS keys for AMQP and HTTP
         service.info["amqp_port"] = frontend.port
         service.info["amqp_host"] = amqp.host
         service.info["amqp_ports"] = frontend.ports

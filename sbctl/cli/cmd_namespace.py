@@ -1,4 +1,4 @@
-"""``sbctl namespace create|list|show|update|delete|metrics`` ( names, §15 tiers,
+"""``sbctl namespace create|list|show|update|delete|metrics|set-key`` ( names, §15 tiers,
 §20 throttling), ``sbctl namespace pair|unpair|pair-status`` ( paired namespaces)
 and ``sbctl credits``."""
 
@@ -20,6 +20,10 @@ NameArgument = Annotated[
         show_default=False,
         help="Namespace name: 6-50 letters, digits and '-', starting with a letter.",
     ),
+]
+NsArgument = Annotated[
+    str | None,
+    typer.Argument(metavar="[NS]", show_default=False, help="Namespace (default: the global -n)."),
 ]
 LIST_COLUMNS = (
     "name",
@@ -63,12 +67,7 @@ def register(app: typer.Typer) -> None:
 
 def credits(
     ctx: typer.Context,
-    name: Annotated[
-        str | None,
-        typer.Argument(
-            metavar="[NS]", show_default=False, help="Namespace (default: the global -n)."
-        ),
-    ] = None,
+    name: NsArgument = None,
     watch: WatchOption = False,
 ) -> None:
     """Show a namespace's throttling credits: per second, left in this period, time to
@@ -163,12 +162,7 @@ def show(ctx: typer.Context, name: NameArgument) -> None:
 @group.command("connection-string")
 def connection_string(
     ctx: typer.Context,
-    name: Annotated[
-        str | None,
-        typer.Argument(
-            metavar="[NS]", show_default=False, help="Namespace (default: the global -n)."
-        ),
-    ] = None,
+    name: NsArgument = None,
 ) -> None:
     """Print the connection string an Azure SDK uses, unchanged, to reach a namespace
     over AMQP (each namespace has its own port)."""
@@ -183,15 +177,47 @@ def connection_string(
     render.emit(g.output, {"connection_string": text}, lambda r: r["connection_string"])
 
 
+@group.command("set-key")
+def set_key(
+    ctx: typer.Context,
+    name: NsArgument = None,
+    key_name: Annotated[
+        str,
+        typer.Option(
+            "--key-name",
+            metavar="NAME",
+            help="The key's name: 1-256 letters, digits, periods, hyphens or underscores.",
+        ),
+    ] = "RootManageSharedAccessKey",
+    key: Annotated[
+        str | None,
+        typer.Option("--key", metavar="KEY", show_default=False, help="The new key."),
+    ] = None,
+    generate: Annotated[
+        bool,
+        typer.Option("--generate", help="Generate a random key (32 bytes, base64), like Azure."),
+    ] = False,
+) -> None:
+    """Set the SAS key a namespace's tokens are signed with (AMQP and HTTP), at once and
+    across restarts: tokens signed with the old key are refused from now on."""
+    if (key is None) == (not generate):
+        ctx.fail("give exactly one of --key or --generate")
+    if generate:
+        import base64
+        import secrets
+
+        key = base64.b64encode(secrets.token_bytes(32)).decode()
+    assert key is not None
+    g = options.state(ctx)
+    with options.connect(ctx) as sb:
+        result = sb.namespace_set_key(name or g.namespace, key_name, key)
+    render.emit(g.output, result, render.record)
+
+
 @group.command("sas-token")
 def sas_token(
     ctx: typer.Context,
-    name: Annotated[
-        str | None,
-        typer.Argument(
-            metavar="[NS]", show_default=False, help="Namespace (default: the global -n)."
-        ),
-    ] = None,
+    name: NsArgument = None,
     path: Annotated[
         str,
         typer.Option(

@@ -247,6 +247,9 @@ class AsyncClient:
     async def namespace_get(self, name: str) -> dict[str, Any]:
         return await self._call(self._calls.namespace_get(name))
 
+    async def namespace_set_key(self, name: str, key_name: str, key: str) -> dict[str, Any]:
+        return await self._call(self._calls.namespace_set_key(name, key_name, key))
+
     async def amqp_endpoint(self, name: str) -> dict[str, Any]:
         return await self._call(self._calls.amqp_endpoint(name))
 

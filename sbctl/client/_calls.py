@@ -207,6 +207,9 @@ class _Calls:
     def namespace_get(self, name: str) -> Call:
         return self._op("namespace_get", name)
 
+    def namespace_set_key(self, name: str, key_name: str, key: str) -> Call:
+        return self._op("namespace_set_key", name, key_name, key)
+
     def amqp_endpoint(self, name: str) -> Call:
         return self._op("amqp_endpoint", name)
 

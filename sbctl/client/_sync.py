@@ -261,6 +261,11 @@ class Client:
     def namespace_get(self, name: str) -> dict[str, Any]:
         return self._call(self._calls.namespace_get(name))
 
+    def namespace_set_key(self, name: str, key_name: str, key: str) -> dict[str, Any]:
+        """Set namespace ``name``'s SAS key name and key: tokens signed with the old key are
+        refused from now on (AMQP and HTTP); kept across restarts."""
+        return self._call(self._calls.namespace_set_key(name, key_name, key))
+
     def amqp_endpoint(self, name: str) -> dict[str, Any]:
         """The AMQP port serving namespace ``name`` and its SAS key name and key."""
         return self._call(self._calls.amqp_endpoint(name))

@@ -4,8 +4,12 @@ an expired token is refused with a reason."""
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
+import pytest
+
+from sbctl.errors import BadRequest
 from sbctld.frontends.amqp.cbs import DEFAULT_KEY, DEFAULT_KEY_NAME, Keys, check_token, make_token
 
 AUDIENCE = "sb://localhost:5672/orders"
@@ -43,3 +47,26 @@ def test_keys_default_and_are_stored_owner_only(tmp_path: Path) -> None:
     keys.set("Orders-NS", "app", "s3cret")
     assert Keys(tmp_path / "amqp" / "keys.json").get("orders-ns") == ("app", "s3cret")
     assert os.stat(tmp_path / "amqp" / "keys.json").st_mode & 0o077 == 0
+
+
+def test_a_refused_key_changes_nothing_and_a_lost_keys_file_comes_back_from_its_seal(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "amqp" / "keys.json"
+    keys = Keys(path)
+    keys.set("orders-ns", "app", "s3cret")
+    for name, key, words in [
+        ("", "k", "key name ''"),
+        ("a b", "k", "key name 'a b'"),
+        ("x" * 257, "k", "1 to 256"),
+        ("app", "", "the key is empty"),
+        ("app", "a;b", "';'"),
+        ("app", "a\nb", "printable"),
+    ]:
+        with pytest.raises(BadRequest, match=re.escape(words)):
+            keys.set("orders-ns", name, key)
+    assert keys.get("orders-ns") == ("app", "s3cret")
+    keys.set("other-ns", "R.o_t-1", "x" * 256)  # the limits themselves are accepted
+    path.unlink()  # the sealed copy is written first: the keys survive losing the file
+    assert Keys(path).get("orders-ns") == ("app", "s3cret")
+    assert Keys(path).get("OTHER-NS") == ("R.o_t-1", "x" * 256)

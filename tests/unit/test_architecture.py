@@ -418,12 +418,14 @@ def _front_end_of(name: str) -> str | None:
     """The front-end package a module belongs to (``sbctld.frontends.amqp``), or None."""
     parts = name.split(".")
     if parts[:2] != ["sbctld", "frontends"] or len(parts) < 4:
-        return None  # not a front-end's, or one of the modules they share (sbctld.frontends.keys)
+        return (
+            None  # not a front-end's, or one of the modules they share (sbctld.frontends.statuses)
+        )
     return ".".join(parts[:3])
 
 
 def test_front_ends_are_peers_none_imports_another(modules: dict[str, Module]) -> None:
-    """What two front-ends share lives beside them (sbctld.frontends.keys, .statuses) or in
+    """What two front-ends share lives beside them (sbctld.frontends.statuses) or in
     sbctl; the entry point composes them (HTTP on the AMQP ports), lazy imports included."""
     wrong = [
         f"{name} imports {target}"

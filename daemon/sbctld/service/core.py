@@ -27,13 +27,15 @@ import time
 import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
-from sbctl import __version__
+from sbctl import __version__, layout
 from sbctl.errors import SbctlError
 from sbctld.broker import Broker
 from sbctld.pairing import SenderId
 from sbctld.service.commit import Committer
+from sbctld.service.keys import Keys
 from sbctld.service.process import ProcessStats
 from sbctld.service.purgatory import DelayedOperation, Key, Purgatory, Timers
 from sbctld.storage.sync import Syncer
@@ -74,8 +76,16 @@ class Service:
         self.process = ProcessStats()
         self.info: dict[str, Any] = {}  # what front-ends add to `status` (ports)
         self.providers: dict[str, Provider] = {}
+        self.keys: Keys | None = None  # the namespaces' SAS keys (key_store)
         self._tasks: list[asyncio.Task[None]] = []
         self._senders = 0
+
+    def key_store(self, data_dir: Path) -> Keys:
+        """The namespaces' SAS keys (sbctld.service.keys): one store for every front-end,
+        so that a key set at runtime is the one AMQP and HTTP check."""
+        if self.keys is None:
+            self.keys = Keys(layout.amqp_keys_file(data_dir))
+        return self.keys
 
     # ------------------------------------------------------------ lifecycle
 

@@ -42,7 +42,7 @@ from sbctl.names import entity_key
 from sbctl.operations import deletes_on_receive
 from sbctl.protocol import MAX_RECEIVE
 from sbctld.frontends.amqp import fastout, management
-from sbctld.frontends.amqp.cbs import Keys, check_token
+from sbctld.frontends.amqp.cbs import check_token
 from sbctld.frontends.amqp.connection import (
     RECEIVER,
     SENDER,
@@ -578,7 +578,7 @@ class AmqpFrontend:
         self.host = host
         self.port = port
         self.data_dir = data_dir
-        self.keys = Keys(layout.amqp_keys_file(data_dir))
+        self.keys = service.key_store(data_dir)
         self.ports_file = layout.amqp_ports_file(data_dir)
         self.ports: dict[str, int] = {}  # namespace key → bound port
         self.listeners: dict[str, asyncio.AbstractServer] = {}

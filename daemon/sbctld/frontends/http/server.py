@@ -23,14 +23,13 @@ from typing import TYPE_CHECKING, Any
 
 import h11
 
-from sbctl import __version__, layout
+from sbctl import __version__
 from sbctld.frontends.http import auth, sniff
 from sbctld.frontends.http.dataplane import DataPlane
 from sbctld.frontends.http.host import Attempt
 from sbctld.frontends.http.management import Management, error
 from sbctld.frontends.http.request import API_VERSIONS, Request
 from sbctld.frontends.http.tls import TlsError, TlsLayer, server_context
-from sbctld.frontends.keys import Keys
 from sbctld.service import DelayedOperation
 
 if TYPE_CHECKING:
@@ -275,7 +274,7 @@ class HttpFrontend:
         self.data_dir = data_dir
         self.host = host
         self.port = port  # None: no HTTP port of its own (only the AMQP ports)
-        self.keys = Keys(layout.amqp_keys_file(data_dir))
+        self.keys = service.key_store(data_dir)
         self.connections: set[HttpConnection] = set()
         self.listener: asyncio.AbstractServer | None = None
         self.management = Management(self)

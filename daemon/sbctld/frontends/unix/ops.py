@@ -133,6 +133,8 @@ class Operations:
 
     def op_namespace_delete(self, conn: Connection, req_id: int, a: Any) -> Any:
         result = self.broker.namespace_delete(a.name)
+        if self.service.keys is not None:
+            self.service.keys.drop(a.name)
         why = ServiceTimeout(f"namespace {a.name!r} was deleted")
         self.service.namespace_gone(entity_key(a.name), why)
         return result
@@ -362,6 +364,14 @@ class Operations:
 
     def op_fault_clear(self, conn: Connection, req_id: int, a: Any) -> Any:
         return self.broker.fault_clear(a.namespace, a.ids, a.all_namespaces)
+
+    def op_namespace_set_key(self, conn: Connection, req_id: int, a: Any) -> Any:
+        """`sbctl namespace set-key`: the store AMQP and HTTP check tokens against."""
+        name = self.broker.namespace(a.name).name  # raises when it does not exist
+        if self.service.keys is None:
+            raise InvalidOperation("the daemon keeps no SAS keys")
+        self.service.keys.set(name, a.key_name, a.key)
+        return {"namespace": name, "key_name": a.key_name, "key": a.key}
 
     def op_amqp_endpoint(self, conn: Connection, req_id: int, a: Any) -> Any:
         """`sbctl namespace connection-string`: served by the AMQP front-end, when it runs."""
