@@ -35,7 +35,10 @@ reads ``transient`` and ``retry_after`` only.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from collections.abc import Mapping
+from typing import ClassVar, TypeVar
+
+T = TypeVar("T")
 
 
 class SbctlError(Exception):
@@ -143,3 +146,16 @@ CATALOGUE: dict[str, type[SbctlError]] = {
         ServiceCommunicationProblem,
     )
 }
+
+
+def by_code(error: SbctlError | type[SbctlError], table: Mapping[str, T], default: T) -> T:
+    """``table``'s entry for ``error`` (an instance or a class): the entry of its ``code``, or
+    of the nearest base class whose code has one (so ``BadRequest`` falls back to
+    ``InvalidOperation``'s), else ``default``. How each front-end, and the CLI, map errors to
+    their own forms: exit statuses, HTTP statuses, AMQP conditions."""
+    cls = error if isinstance(error, type) else type(error)
+    for klass in cls.__mro__:
+        code = klass.__dict__.get("code")
+        if isinstance(code, str) and code in table:
+            return table[code]
+    return default

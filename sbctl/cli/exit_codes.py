@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from enum import IntEnum
 
-from sbctl.errors import SbctlError
+from sbctl.errors import SbctlError, by_code
 
 
 class ExitStatus(IntEnum):
@@ -78,9 +78,4 @@ BY_CODE: dict[str, ExitStatus] = {
 
 def exit_status(error: SbctlError | type[SbctlError]) -> ExitStatus:
     """The status ``sbctl`` exits with for ``error`` (an instance or a class)."""
-    cls = error if isinstance(error, type) else type(error)
-    for klass in cls.__mro__:
-        code = klass.__dict__.get("code")
-        if isinstance(code, str) and code in BY_CODE:
-            return BY_CODE[code]
-    return ExitStatus.ERROR
+    return by_code(error, BY_CODE, ExitStatus.ERROR)

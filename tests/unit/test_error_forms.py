@@ -86,3 +86,24 @@ def test_an_unknown_code_reads_back_as_a_general_error() -> None:
     assert error_from_wire({}).message == "unknown error"
     # a daemon-side error outside the catalogue travels as its base's code
     assert type(error_from_wire(error_to_wire(StorageError("disk full")))) is errors.QuotaExceeded
+
+
+def test_every_error_table_is_keyed_on_real_codes_and_falls_back_to_the_base() -> None:
+    """The exit statuses, HTTP statuses and AMQP conditions are looked up by code
+    (sbctl.errors.by_code): a misspelt code would silently fall to the default."""
+    from sbctl.cli.exit_codes import BY_CODE
+    from sbctl.errors import CATALOGUE, BadRequest, InvalidOperation, by_code
+    from sbctld.frontends.amqp.errors import CONDITIONS
+    from sbctld.frontends.statuses import STATUSES
+    from sbctld.ownership import DataDirBusy, SocketBusy
+
+    codes = set(CATALOGUE) | {DataDirBusy.code, SocketBusy.code}
+    for table in (BY_CODE, STATUSES, CONDITIONS):
+        assert set(table) <= codes, set(table) - codes
+
+    class Refused(BadRequest):  # a subclass without a code of its own
+        pass
+
+    assert by_code(Refused("x"), {"InvalidOperation": 1, "BadRequest": 2}, 0) == 2
+    assert by_code(Refused, {"InvalidOperation": 1}, 0) == 1
+    assert by_code(InvalidOperation("x"), {"BadRequest": 2}, 0) == 0
