@@ -30,7 +30,6 @@ import multiprocessing
 import os
 import secrets
 import shutil
-import signal
 import socket
 import struct
 import subprocess
@@ -270,9 +269,7 @@ def stored_bench(messages: int, size: int, tmpdir: Path | None = None) -> dict[s
         t0 = time.perf_counter()
         pid = int(daemonctl.start(data_dir, sock, amqp=PRIVATE_AMQP, http=PRIVATE_HTTP)["pid"])
         out["restart_s"] = round(time.perf_counter() - t0, 3)
-        os.kill(pid, signal.SIGKILL)
-        while daemonctl.status(data_dir, sock)["running"]:
-            time.sleep(0.01)
+        daemonctl.kill(pid, data_dir)
         queues = f"*/{layout.QUEUES_DIR}/*/p*/{layout.CHECKPOINT_FILE}"
         for ckpt in layout.namespaces_dir(data_dir).glob(queues):
             ckpt.unlink()

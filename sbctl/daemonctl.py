@@ -79,6 +79,12 @@ def start(
             )
         return {**base, "already_running": True, "pid": running.get("pid"), "log_file": log_file}
     owner = _pidfile_owner(data_dir)
+    if owner is not None and owner > 0 and not _alive(owner):
+        # A daemon that just died (SIGKILL, crash): its last threads still hold the lock
+        # for a moment after its main thread is gone.
+        with contextlib.suppress(ServiceTimeout):
+            _wait_gone(owner, data_dir, 5.0, "")
+        owner = _pidfile_owner(data_dir)
     if owner is not None:
         raise GeneralError(
             f"data dir {data_dir} is held by pid {owner} (see {layout.pid_file(data_dir)}), "
@@ -217,12 +223,27 @@ def stop(data_dir: Path, socket_path: Path, timeout: float = 30.0) -> dict[str, 
             return {"was_running": False, "pid": None}
         pid = owner
         os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    while _alive(pid):
-        if time.monotonic() > deadline:
-            raise ServiceTimeout(f"the daemon (pid {pid}) did not stop within {timeout:.0f} s")
-        time.sleep(0.01)
+    _wait_gone(
+        pid, data_dir, timeout, f"the daemon (pid {pid}) did not stop within {timeout:.0f} s"
+    )
     return {"was_running": True, "pid": pid}
+
+
+def kill(pid: int, data_dir: Path, timeout: float = 10.0) -> None:
+    """SIGKILL the daemon ``pid`` of ``data_dir`` and return once it is gone and the kernel
+    released the data dir's lock (its socket stops answering, and its main thread turns
+    zombie, before its other threads have closed their files)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+    _wait_gone(pid, data_dir, timeout, f"pid {pid} survived SIGKILL for {timeout:.0f} s")
+
+
+def _wait_gone(pid: int, data_dir: Path, timeout: float, why: str) -> None:
+    deadline = time.monotonic() + timeout
+    while _alive(pid) or _pidfile_owner(data_dir) == pid:
+        if time.monotonic() > deadline:
+            raise ServiceTimeout(why)
+        time.sleep(0.01)
 
 
 def _alive(pid: int) -> bool:

@@ -15,7 +15,6 @@ import inspect
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -246,18 +245,7 @@ class Daemon:
 
     def kill(self) -> None:
         """SIGKILL, then wait until the kernel released the data dir."""
-        pid = self.pid()
-        os.kill(pid, signal.SIGKILL)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                with open(f"/proc/{pid}/stat", "rb") as fh:
-                    if fh.read().rsplit(b")", 1)[1].split()[0] in (b"Z", b"X"):
-                        return
-            except (FileNotFoundError, ProcessLookupError):
-                return
-            time.sleep(0.01)
-        raise AssertionError(f"pid {pid} survived SIGKILL")
+        daemonctl.kill(self.pid(), self.data_dir)
 
 
 def parked_receives(socket_path: Path) -> int:

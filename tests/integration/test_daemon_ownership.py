@@ -4,13 +4,16 @@ start, from `sbctl daemon start` and from `python -m sbctld` alike."""
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
+from sbctl import daemonctl
 from sbctl.codec import Message
 
 
@@ -163,3 +166,27 @@ def test_a_fresh_data_dir_starts_without_warnings(daemon_factory: Any) -> None:
     started = d.cli("daemon", "start", check=True)
     assert "warning" not in started.stderr
     assert stat.S_IMODE(os.stat(d.data_dir).st_mode) == 0o700
+
+
+def test_a_start_right_after_sigkill_waits_for_the_lock_to_be_released(daemon: Any) -> None:
+    """A killed daemon's main thread turns zombie before its other threads closed their files;
+    a start in that moment waits for the kernel to drop the lock instead of refusing."""
+    with daemon.client() as c:
+        c.queue_create("q")
+        c.send("q", [Message(body=b"kept")])
+    for _ in range(5):
+        pid = daemon.pid()
+        os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while daemonctl._alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.001)
+        # In this process: a CLI's start-up would outlast the moment.
+        daemonctl.start(
+            daemon.data_dir,
+            daemon.socket,
+            default_credits_per_second=0,
+            amqp=(True, "127.0.0.1", 0),
+            http=(True, "127.0.0.1", 0),
+        )
+    with daemon.client() as c:
+        assert [m.body for m in c.peek("q", 5)] == [b"kept"]
