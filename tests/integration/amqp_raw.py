@@ -4,6 +4,7 @@ does not exercise (the .NET-style SASL mechanism, small frames, rule operations)
 from __future__ import annotations
 
 import socket
+import ssl
 import uuid
 from typing import Any
 
@@ -19,8 +20,11 @@ class RawClient:
         max_frame_size: int = 65536,
         mechanism: str = "MSSBCBS",
         idle_ms: int = 60_000,
+        tls: ssl.SSLContext | None = None,
     ):
         self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+        if tls is not None:  # AMQP over TLS, as the SDKs speak it outside emulator mode
+            self.sock = tls.wrap_socket(self.sock, server_hostname="localhost")
         self.buf = b""
         self.handles = 0
         self.sock.sendall(framing.PROTOCOL_SASL)

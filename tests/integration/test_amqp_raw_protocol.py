@@ -1,8 +1,11 @@
 """Protocol paths the Python SDK does not take, through a minimal client on the wire:
-.NET-style SASL, pipelining, small frames, rule operations, listing sessions."""
+.NET-style SASL, pipelining, small frames, rule operations, listing sessions, AMQP over
+TLS on the AMQP port."""
 
 from __future__ import annotations
 
+import socket
+import ssl
 from typing import Any
 
 from sbctl.amqp import codec, framing
@@ -64,6 +67,46 @@ def test_rules_are_added_enumerated_and_removed_over_management(daemon: Any) -> 
         "-o", "json", "peek", "events/subscriptions/big", "--count", "5", check=True
     ).jsonl()
     assert got["body"] == "L" and got["application_properties"]["tagged"] == "yes"
+
+
+def test_amqp_over_tls_and_correlation_rules_with_typed_properties(daemon: Any) -> None:
+    """The AMQP port ends TLS itself and speaks AMQP inside (what the JavaScript SDK does
+    without UseDevelopmentEmulator=true); a correlation rule's properties may be any AMQP
+    integer type (the JavaScript SDK sends 2 as a uint) or a timestamp (a Date: kept as its
+    ISO 8601 text, as the HTTP management API carries it)."""
+    port = amqp_port(daemon)
+    cert = daemon.cli("-o", "json", "daemon", "cert", check=True).json()["certificate"]
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(b"\x16\x03\x01\x00\x05hello")  # a TLS record that is no handshake
+        sock.shutdown(socket.SHUT_WR)
+        while sock.recv(65536):
+            pass
+    daemon.cli("topic", "create", "events", check=True)
+    daemon.cli("subscription", "create", "events", "typed", check=True)
+    node = "events/Subscriptions/typed/$management"
+    client = RawClient(port, tls=ssl.create_default_context(cafile=cert))
+    try:
+        tx, _rx = client.management(node)
+        client.request(tx, node, "com.microsoft:remove-rule", {"rule-name": "$Default"}, 0)
+        rules = {"num": {"n": t.UInt(2)}, "dated": {"when": t.Timestamp(946_684_800_000)}}
+        for i, (name, props) in enumerate(rules.items(), start=1):
+            description = {"correlation-filter": {"properties": props}}
+            request = {"rule-name": name, "rule-description": description}
+            status, _ = client.request(tx, node, "com.microsoft:add-rule", request, i)
+            assert status["statusCode"] == 200, status
+        status, body = client.request(tx, node, "com.microsoft:enumerate-rules", {"top": 9}, 3)
+        assert status["statusCode"] == 200
+        seen = {
+            e["rule-description"].value[2]: e["rule-description"].value[0] for e in body["rules"]
+        }
+        assert seen["num"].value[-1] == {"n": 2}
+        assert seen["dated"].value[-1] == {"when": "2000-01-01T00:00:00.000Z"}
+    finally:
+        client.close()
+    daemon.cli("send", "events", "--body", "two", "--property", "n=2", check=True)
+    daemon.cli("send", "events", "--body", "three", "--property", "n=3", check=True)
+    got = daemon.cli("-o", "json", "peek", "events/subscriptions/typed", check=True).jsonl()
+    assert [m["body"] for m in got] == ["two"]
 
 
 def test_sessions_are_listed_over_management(daemon: Any) -> None:

@@ -110,7 +110,10 @@ def test_the_javascript_admin_client_creates_lists_updates_and_deletes(
     js_program: None, daemon: Any
 ) -> None:
     """The SDK's ServiceBusAdministrationClient over HTTPS on the connection string's port,
-    trusting the generated certificate (NODE_EXTRA_CA_CERTS); tests/sdk/js/sb_admin.mjs."""
+    trusting the generated certificate (NODE_EXTRA_CA_CERTS); tests/sdk/js/sb_admin.mjs.
+    A subscription created with its first rule (defaultRuleOptions) has that rule only; the
+    messaging client without UseDevelopmentEmulator=true speaks AMQP over TLS on the same
+    port, and a correlation rule's number, Date and boolean properties are taken."""
     cert = cli_json(daemon, "daemon", "cert")["certificate"]
     run = subprocess.run(
         ["node", "sb_admin.mjs", connection_string(daemon)],
@@ -128,12 +131,23 @@ def test_the_javascript_admin_client_creates_lists_updates_and_deletes(
         "exists": [True, False],
         "queues": ["js-orders"],
         "topics": ["js-events"],
-        "subscriptions": ["js-all"],
+        "subscriptions": ["js-all", "js-blue"],
         "rules": ["$Default", "js-sql", "js-corr"],
         "sqlRule": "n > 1",
         "runtime": 0,
         "namespace": "sbemulatorns",
         "conflict": "MessageEntityAlreadyExistsError",
+        "defaultRule": {
+            "rules": ["BlueRule"],
+            "filter": ["Color = @color", {"@color": "Blue"}],
+            "action": "SET Color = 'BlueProcessed'",
+        },
+        # A Date in a correlation filter is kept as its ISO 8601 text (as over HTTP).
+        "overTls": {
+            "props": {"n": 2, "ok": True, "when": "2000-01-01T00:00:00.000Z"},
+            "received": ["hit"],
+            "left": 0,
+        },
         "after": [],
     }
     assert cli_json(daemon, "queue", "list") == []

@@ -116,6 +116,36 @@ def test_rule_description_correlation_properties_and_action() -> None:
     assert name == "r"
 
 
+def test_a_subscriptions_default_rule_description_is_read_as_a_rule() -> None:
+    """The JavaScript SDK's createSubscription(..., {defaultRuleOptions}) sends the first
+    rule inside the SubscriptionDescription as a DefaultRuleDescription."""
+    sub = atom.description_of(
+        atom.parse(
+            body(
+                f'<SubscriptionDescription xmlns="{atom.SB}" xmlns:i="{atom.XSI}">'
+                "<LockDuration>PT1M</LockDuration><DefaultRuleDescription>"
+                '<Filter i:type="SqlFilter"><SqlExpression>Color = @c</SqlExpression>'
+                "<Parameters><KeyValueOfstringanyType><Key>@c</Key>"
+                f'<Value xmlns:d6p1="{atom.XSD}" i:type="d6p1:string">Blue</Value>'
+                "</KeyValueOfstringanyType></Parameters></Filter>"
+                '<Action i:type="SqlRuleAction"><SqlExpression>SET Color = 1</SqlExpression>'
+                "</Action><Name>BlueRule</Name></DefaultRuleDescription>"
+                "</SubscriptionDescription>"
+            )
+        )
+    )
+    assert atom.options_from(sub, "SubscriptionDescription") == {"lock_duration": 60_000}
+    rule = atom.default_rule_of(sub)
+    assert rule is not None
+    params: dict[str, Any] = {}
+    spec, action, name = atom.rule_from(rule, params)
+    assert spec == {"type": "sql", "sql_expression": "Color = 'Blue'"}
+    assert (action, name) == ("SET Color = 1", "BlueRule")
+    assert params["filter"] == ["Color = @c", {"@c": "Blue"}, "Color = 'Blue'"]
+    with pytest.raises(BadRequest, match="expected a RuleDescription in the entry, not 'Sub"):
+        atom.rule_from(sub)
+
+
 JAN_1 = 1_767_225_600_000  # 2026-01-01T00:00:00.000Z
 # What the broker describes (sbctld.results), typed: durations and instants in ms.
 FIELDS: dict[str, Any] = {

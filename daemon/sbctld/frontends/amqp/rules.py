@@ -10,11 +10,14 @@ label, session-id, reply-to-session-id, content-type, properties}`` and optional
 
 from __future__ import annotations
 
+import uuid
+from datetime import datetime
 from typing import Any
 
 from sbctl.amqp.types import Described, Timestamp, ULong
 from sbctl.errors import BadRequest
 from sbctl.names import parse_entity_path
+from sbctld.frontends.amqp import convert
 from sbctld.frontends.amqp.host import Host, Respond, ok_when_durable
 from sbctld.results import RuleInfo
 
@@ -61,6 +64,21 @@ def _subscription(path: str) -> tuple[str, str]:
     return parsed.entity, parsed.subscription
 
 
+def _correlation_value(value: Any) -> Any:
+    """A correlation filter property value as the filter keeps it: every AMQP integer type
+    (the JavaScript SDK sends 2 as a uint) an int, a float a float; a timestamp (a
+    JavaScript Date) its ISO 8601 UTC text, as the HTTP management API carries a dateTime,
+    and a UUID or binary value its text."""
+    if isinstance(value, bytes):
+        return _text(value)
+    kept = convert._property(value, "correlation filter property")
+    if isinstance(kept, datetime):
+        return kept.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    if isinstance(kept, uuid.UUID):
+        return str(kept)
+    return kept
+
+
 def filter_spec(description: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
     """An AMQP rule-description → (sbctl filter spec, SQL action or None)."""
     action = _map(description.get("sql-rule-action")).get("expression")
@@ -75,9 +93,7 @@ def filter_spec(description: dict[str, Any]) -> tuple[dict[str, Any], str | None
                 spec[name] = _text(fields[key])
         props = fields.get("properties")
         if props:
-            spec["properties"] = {
-                _text(k): _text(v) if isinstance(v, bytes) else v for k, v in props.items()
-            }
+            spec["properties"] = {_text(k): _correlation_value(v) for k, v in props.items()}
     else:
         spec = {"type": "true"}
     return spec, _text(action) if action is not None else None

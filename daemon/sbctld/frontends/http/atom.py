@@ -296,11 +296,14 @@ def rule_from(
     SQL ``@parameters`` are put into the text; ``params_out`` gets, for ``filter`` and
     ``action`` with parameters, ``[expression as sent, parameters, expression stored]``.
     """
-    if _local(desc.tag) != "RuleDescription":
-        raise BadRequest(f"expected a RuleDescription in the entry, not '{_local(desc.tag)}'")
+    tag = _local(desc.tag)
+    # A subscription's entry carries its first rule as DefaultRuleDescription (the
+    # JavaScript SDK's createSubscription(..., {defaultRuleOptions})), of the same type.
+    if tag not in ("RuleDescription", "DefaultRuleDescription"):
+        raise BadRequest(f"expected a RuleDescription in the entry, not '{tag}'")
     for child in desc:
         if _local(str(child.tag)) not in ("Filter", "Action", "Name", "CreatedAt"):
-            raise BadRequest(f"unknown element '{_local(str(child.tag))}' in RuleDescription")
+            raise BadRequest(f"unknown element '{_local(str(child.tag))}' in {tag}")
     filt = _child(desc, "Filter")
     spec = {"type": "true"} if filt is None else _filter_spec(filt, params_out)
     action = _action(_child(desc, "Action"), params_out)

@@ -282,10 +282,12 @@ class Management:
             if update:
                 self.broker.subscription_update(ns, topic, name, options)
             else:
-                rule = atom.rule_from(default_rule) if default_rule is not None else None
+                params: dict[str, Any] = {}
+                rule = atom.rule_from(default_rule, params) if default_rule is not None else None
                 self.broker.subscription_create(ns, topic, name, options)
                 if rule is not None:
                     self._replace_default_rule(ns, topic, name, rule)
+                    self.params.set(self.params.key(ns, topic, name, rule[2] or "$Default"), params)
             desc = self.broker.subscription_get(ns, topic, name)
             xml = self._sub_entry(req, path, desc)
             self._durable(respond, 200 if update else 201, atom.document(xml))

@@ -52,6 +52,7 @@ class HttpConnection(asyncio.Protocol):
         self.tls = TlsLayer(frontend.tls_context()) if tls else None
         self.transport: asyncio.Transport | None = None
         self.closed = False
+        self.secure = tls
         self.busy = False  # a request is being answered
         self.request: h11.Request | None = None
         self.body: list[bytes] = []
@@ -63,6 +64,8 @@ class HttpConnection(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+        # TLS this connection ends itself, or that a TlsTransport ended (an AMQP port's).
+        self.secure = self.tls is not None or transport.get_extra_info("ssl_object") is not None
         self.frontend.connections.add(self)
         self._arm(IDLE_TIMEOUT_S)
 
@@ -211,7 +214,7 @@ class HttpConnection(asyncio.Protocol):
             headers={n.lower(): v for n, v in raw},
             raw_headers=raw,
             body=b"".join(self.body),
-            scheme="https" if self.tls is not None else "http",
+            scheme="https" if self.secure else "http",
             namespace=self.namespace,
             sender=self.sender,
         )

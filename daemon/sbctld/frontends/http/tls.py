@@ -1,4 +1,5 @@
-"""TLS for the HTTP endpoint: a self-signed certificate for localhost and a sans-IO layer.
+"""TLS for the HTTP endpoint and the AMQP ports: a self-signed certificate for localhost,
+a sans-IO layer and a transport over it.
 
 The certificate (``<data dir>/http/cert.pem``, key ``key.pem`` mode 0600) is made on first
 use (the first HTTPS connection, or ``sbctl daemon cert``) with the ``cryptography``
@@ -9,16 +10,27 @@ usage for both) with the names ``localhost``, ``127.0.0.1`` and ``::1``.
 :class:`TlsLayer` runs the server side of a TLS session over memory buffers
 (``ssl.MemoryBIO`` + ``SSLObject``): the connection feeds it the bytes it already read
 while telling TLS from AMQP and HTTP (daemon/README.md §30), then everything after.
+:class:`TlsTransport` puts an asyncio transport's face on it, for a protocol that reads
+plaintext and writes through it (AMQP over TLS, or HTTPS, on an AMQP port).
 """
 
 from __future__ import annotations
 
+import asyncio
 import ssl
 from pathlib import Path
+from typing import Any
 
 from sbctl.certs import cert_paths, ensure_certificate
 
-__all__ = ["TlsError", "TlsLayer", "cert_paths", "ensure_certificate", "server_context"]
+__all__ = [
+    "TlsError",
+    "TlsLayer",
+    "TlsTransport",
+    "cert_paths",
+    "ensure_certificate",
+    "server_context",
+]
 
 
 def server_context(data_dir: Path) -> ssl.SSLContext:
@@ -94,3 +106,74 @@ class TlsLayer:
 
     def data_to_send(self) -> bytes:
         return self._out.read()
+
+    @property
+    def ssl_object(self) -> ssl.SSLObject:
+        return self._obj
+
+
+class TlsTransport(asyncio.Transport):
+    """The plaintext side of a TLS session over the socket's transport ``outer``."""
+
+    def __init__(self, outer: asyncio.Transport, layer: TlsLayer) -> None:
+        super().__init__()
+        self._outer = outer
+        self._layer = layer
+        self._closing = False
+
+    def flush(self) -> None:
+        """Write the ciphertext the session has to send (records, handshake, alerts)."""
+        out = self._layer.data_to_send()
+        if out and not self._outer.is_closing():
+            self._outer.write(out)
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        if self.is_closing():
+            return
+        try:
+            self._layer.send(bytes(data))
+        except TlsError:
+            self.abort()
+            return
+        self.flush()
+
+    def can_write_eof(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        if self._closing:
+            return
+        self._closing = True
+        self._layer.close()
+        self.flush()
+        self._outer.close()
+
+    def abort(self) -> None:
+        self._closing = True
+        self._outer.abort()
+
+    def is_closing(self) -> bool:
+        return self._closing or self._outer.is_closing()
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        if name == "ssl_object":
+            return self._layer.ssl_object
+        return self._outer.get_extra_info(name, default)
+
+    def pause_reading(self) -> None:
+        self._outer.pause_reading()
+
+    def resume_reading(self) -> None:
+        self._outer.resume_reading()
+
+    def is_reading(self) -> bool:
+        return self._outer.is_reading()
+
+    def get_write_buffer_size(self) -> int:
+        return self._outer.get_write_buffer_size()
+
+    def get_write_buffer_limits(self) -> tuple[int, int]:
+        return self._outer.get_write_buffer_limits()
+
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        self._outer.set_write_buffer_limits(high, low)
