@@ -23,6 +23,7 @@ from sbctl.names import (
     entity_key,
 )
 from sbctl.protocol import MAX_PEEK, MAX_RECEIVE, Delivered
+from sbctld import batch_delete
 from sbctld.broker.core import BrokerCore
 from sbctld.broker.namespace import (
     check_mode,
@@ -245,6 +246,20 @@ class Messaging(BrokerCore):
         """Delete every message of a queue or of its DLQ (beyond Azure: a chore)."""
         queue, dlq = self._reader(namespace, path)
         return queue.purge(subqueue=dlq)
+
+    def delete_messages(
+        self,
+        namespace: str,
+        path: str,
+        count: int,
+        before_ms: int | None,
+        session_id: str | None,
+    ) -> int:
+        """Delete up to ``count`` of the oldest unlocked messages enqueued before
+        ``before_ms`` (None: now), of ``session_id`` if given, without receiving them."""
+        queue, sub = self._reader(namespace, path)
+        before = self.clock.now_ms() if before_ms is None else before_ms
+        return batch_delete.delete_oldest(queue, count, before, sub, session_id)
 
     def dlq_resubmit(
         self, namespace: str, path: str, count: int | None, to: str | None

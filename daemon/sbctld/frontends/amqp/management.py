@@ -174,6 +174,17 @@ def cancel_scheduled_message(conn: Host, path: str, args: dict[str, Any], respon
     ok_when_durable(conn, respond, None)
 
 
+def batch_delete_messages(conn: Host, path: str, args: dict[str, Any], respond: Respond) -> None:
+    """Delete the oldest messages without receiving them (daemon/README.md §29.6)."""
+    count = args.get("message-count")
+    if not isinstance(count, int) or isinstance(count, bool):
+        raise BadRequest(f"message-count must be an integer, not {count!r}")
+    cutoff = args.get("enqueued-time-utc")
+    before = None if cutoff is None else convert.milliseconds(cutoff, "enqueued-time-utc")
+    deleted = conn.broker.delete_messages(conn.namespace, path, count, before, _session(args))
+    ok_when_durable(conn, respond, {"message-count": deleted})
+
+
 def renew_session_lock(conn: Host, path: str, args: dict[str, Any], respond: Respond) -> None:
     session = _session(args)
     token = conn.session_token(path, session)
@@ -214,6 +225,7 @@ OPS: dict[str, Callable[[Host, str, dict[str, Any], Respond], None]] = {
     "receive_by_sequence_number": receive_by_sequence_number,
     "schedule_message": schedule_message,
     "cancel_scheduled_message": cancel_scheduled_message,
+    "batch_delete_messages": batch_delete_messages,
     "renew_session_lock": renew_session_lock,
     "get_session_state": get_session_state,
     "set_session_state": set_session_state,
