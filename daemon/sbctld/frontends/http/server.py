@@ -24,11 +24,11 @@ from typing import TYPE_CHECKING, Any
 import h11
 
 from sbctl import __version__
-from sbctld.frontends.http import auth, sniff
+from sbctld.frontends.http import auth, sniff, websocket
 from sbctld.frontends.http.dataplane import DataPlane
 from sbctld.frontends.http.host import Attempt
 from sbctld.frontends.http.management import Management, error
-from sbctld.frontends.http.request import API_VERSIONS, Request
+from sbctld.frontends.http.request import API_VERSIONS, Request, Respond
 from sbctld.frontends.http.tls import TlsError, TlsLayer, server_context
 from sbctld.service import DelayedOperation
 
@@ -44,9 +44,17 @@ IDLE_TIMEOUT_S = 120.0
 
 
 class HttpConnection(asyncio.Protocol):
-    def __init__(self, frontend: HttpFrontend, namespace: str, tls: bool) -> None:
+    def __init__(
+        self,
+        frontend: HttpFrontend,
+        namespace: str,
+        tls: bool,
+        amqp: Callable[[], asyncio.Protocol] | None = None,
+    ) -> None:
         self.frontend = frontend
         self.namespace = namespace
+        self.amqp = amqp  # on an AMQP port: the AMQP connection an upgrade hands over to
+        self.upgraded: websocket.AmqpOverWebSocket | None = None
         self.sender = frontend.service.new_sender()  # a paired primary's backlog key
         self.h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=64 * 1024)
         self.tls = TlsLayer(frontend.tls_context()) if tls else None
@@ -71,6 +79,8 @@ class HttpConnection(asyncio.Protocol):
         self.frontend.connections.discard(self)
         if self._timer is not None:
             self._timer.cancel()
+        if self.upgraded is not None:
+            self.upgraded.connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
         if self.closed:
@@ -86,6 +96,9 @@ class HttpConnection(asyncio.Protocol):
             self._write_tls()
             if not data:
                 return
+        if self.upgraded is not None:
+            self.upgraded.data_received(data)
+            return
         if not self.started and not self.busy:
             self.started = True
             self._arm(REQUEST_TIMEOUT_S)
@@ -94,6 +107,8 @@ class HttpConnection(asyncio.Protocol):
 
     def eof_received(self) -> bool | None:
         """The client half-closed: answer what it sent, then close (h11 says when)."""
+        if self.upgraded is not None:
+            return None  # the AMQP peer is done: close
         if self.tls is None:
             self.h11.receive_data(b"")
             self._process()
@@ -225,11 +240,39 @@ class HttpConnection(asyncio.Protocol):
             answered = True
             self._finish(status, headers, body)
 
+        if websocket.requested(req.method, req.path, req.headers):
+            self._upgrade(req, respond)
+            return
         try:
             self.frontend.handle(req, respond, lambda: not self.closed)
         except Exception:
             log.error("HTTP %s %s failed:\n%s", req.method, req.path, traceback.format_exc())
             error(respond, 500, "internal error")
+
+    def _upgrade(self, req: Request, respond: Respond) -> None:
+        """Answer ``101`` and hand the connection to AMQP (AMQP over WebSocket)."""
+        why = (
+            "AMQP over WebSocket is served on the AMQP ports (the connection string's), "
+            "not on the HTTP port"
+            if self.amqp is None
+            else websocket.handshake_error(req.headers)
+        )
+        if why is not None:
+            error(respond, 400, why)
+            return
+        assert self.amqp is not None
+        answer = h11.InformationalResponse(
+            status_code=101,
+            headers=websocket.accept_headers(req.headers),
+            reason=b"Switching Protocols",
+        )
+        self._write(self.h11.send(answer))
+        pending = bytes(self.h11.trailing_data[0])
+        self.upgraded = websocket.AmqpOverWebSocket(
+            self.amqp(), self._write, self.close, self.transport
+        )
+        if pending:
+            self.upgraded.data_received(pending)
 
     def _respond_now(self, status: int, headers: list[tuple[str, str]], body: bytes) -> None:
         out = [
@@ -290,9 +333,12 @@ class HttpFrontend:
     def loop(self) -> asyncio.AbstractEventLoop:
         return asyncio.get_running_loop()
 
-    def connection(self, namespace: str, tls: bool) -> HttpConnection:
-        """A new HTTP connection (sbctld.frontends.http.sniff hands it the socket)."""
-        return HttpConnection(self, namespace, tls=tls)
+    def connection(
+        self, namespace: str, tls: bool, amqp: Callable[[], asyncio.Protocol] | None = None
+    ) -> HttpConnection:
+        """A new HTTP connection (sbctld.frontends.http.sniff hands it the socket); on an
+        AMQP port ``amqp`` makes the AMQP connection an AMQP-over-WebSocket upgrade needs."""
+        return HttpConnection(self, namespace, tls=tls, amqp=amqp)
 
     async def start(self) -> None:
         if self.port is not None:
