@@ -142,3 +142,51 @@ def test_a_bad_upgrade_gets_a_clear_400_and_the_http_port_serves_no_websocket(am
     http_port = int(cli_json(daemon, "daemon", "status")["http_port"])
     answer = raw_upgrade(http_port, good + "Sec-WebSocket-Version: 13\r\n")
     assert answer.startswith(b"HTTP/1.1 400 ") and b"AMQP ports" in answer
+
+
+def test_pings_are_answered_amqp_rides_binary_frames_and_a_close_is_returned(amqp: Any) -> None:
+    import websocket
+
+    _daemon, _conn, port, _queue = amqp
+    ws = websocket.create_connection(
+        f"ws://localhost:{port}/$servicebus/websocket", subprotocols=["AMQPWSB10"], timeout=10
+    )
+    try:
+        ws.ping(b"are you there")
+        opcode, frame = ws.recv_data_frame(control_frame=True)
+        assert (opcode, frame.data) == (websocket.ABNF.OPCODE_PONG, b"are you there")
+        ws.send_binary(b"AMQP\x03\x01\x00\x00")  # the SASL layer's protocol header
+        opcode, frame = ws.recv_data_frame()
+        assert opcode == websocket.ABNF.OPCODE_BINARY
+        assert frame.data.startswith(b"AMQP\x03\x01\x00\x00")
+        ws.send_close()
+        opcode, frame = ws.recv_data_frame(control_frame=True)
+        assert (opcode, frame.data[:2]) == (websocket.ABNF.OPCODE_CLOSE, b"\x03\xe8")  # 1000
+        with pytest.raises(websocket.WebSocketConnectionClosedException):
+            ws.recv()
+    finally:
+        ws.shutdown()
+
+
+def test_an_unmasked_frame_closes_with_1002_and_the_daemon_keeps_serving(amqp: Any) -> None:
+    _daemon, conn, port, queue = amqp
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(
+            b"GET /$servicebus/websocket HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\n"
+            b"Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+            b"Sec-WebSocket-Version: 13\r\n\r\n"
+        )
+        head = b""
+        while b"\r\n\r\n" not in head:
+            head += s.recv(4096)
+        assert head.startswith(b"HTTP/1.1 101 ")
+        s.sendall(b"\x82\x08AMQP\x00\x01\x00\x00")  # a client's frame must be masked
+        rest = head.partition(b"\r\n\r\n")[2]
+        while chunk := s.recv(4096):
+            rest += chunk
+        assert rest[:1] == b"\x88" and rest[2:4] == b"\x03\xea"  # close, 1002
+        assert b"masked" in rest
+    client = ServiceBusClient.from_connection_string(
+        conn, custom_endpoint_address=f"sb://localhost:{port}"
+    )
+    assert round_trip(client, queue, "still here") == ["still here"]
