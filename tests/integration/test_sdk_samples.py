@@ -40,7 +40,7 @@ pytestmark = [pytest.mark.sdk, pytest.mark.timeout(600)]
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "sbctl-tests"
 NOT_RUN = {
     "auto_lock_renew": "sleeps 100 + 100 + 80 s by design (passes by hand in 326 s)",
-    "auto_lock_renew_async": "sleeps 100 + 100 + 80 s by design (passes by hand)",
+    "auto_lock_renew_async": "sleeps 4 x 100 + 80 s by design (passes by hand in 491 s)",
     "client_identity_authentication": "azure.identity EnvironmentCredential: Microsoft Entra ID",
     "client_identity_authentication_async": "azure.identity EnvironmentCredential",
     "proxy_async": "the SDK hands aiohttp a proxy URL without a scheme (InvalidURL)",
