@@ -1,8 +1,7 @@
 """AMQP over WebSocket: the azure-servicebus SDK's ``AmqpOverWebsocket`` transport (which a
 custom endpoint address and an HTTP proxy switch on) against a real daemon, plain (the
 connection string's emulator mode) and over TLS (a credential, ``connection_verify`` the
-daemon's certificate), through a relay or a proxy that records what went through; and AMQP
-straight over TLS (``amqps``) on the same port."""
+daemon's certificate), through a relay or a proxy that records what went through."""
 
 from __future__ import annotations
 
@@ -19,7 +18,7 @@ from tests.integration.tcp_relay import Relay
 pytest.importorskip("azure.servicebus")
 pytest.importorskip("websocket", reason="the SDK's sync WebSocket transport needs websocket-client")
 from azure.core.credentials import AzureNamedKeyCredential
-from azure.servicebus import ServiceBusClient, ServiceBusMessage, TransportType
+from azure.servicebus import ServiceBusClient, ServiceBusMessage
 from azure.servicebus.aio import ServiceBusClient as AsyncServiceBusClient
 
 KEY = AzureNamedKeyCredential("RootManageSharedAccessKey", "SAS_KEY_VALUE")
@@ -81,21 +80,6 @@ def test_a_named_key_credential_over_tls_websocket_async(amqp: Any) -> None:
         )
         got = asyncio.run(round_trip_async(client, queue, "wss"))
         assert got == ["wss"]
-        assert gateway.first and all(f[:1] == b"\x16" for f in gateway.first)  # TLS
-
-
-def test_amqp_straight_over_tls_to_a_custom_endpoint(amqp: Any) -> None:
-    daemon, _conn, port, queue = amqp
-    cert = cli_json(daemon, "daemon", "cert")["certificate"]
-    with Relay(target=("127.0.0.1", port)) as gateway:
-        client = ServiceBusClient(
-            "localhost",
-            KEY,
-            custom_endpoint_address=f"sb://localhost:{gateway.port}",
-            transport_type=TransportType.Amqp,
-            connection_verify=cert,
-        )
-        assert round_trip(client, queue, "amqps") == ["amqps"]
         assert gateway.first and all(f[:1] == b"\x16" for f in gateway.first)  # TLS
 
 

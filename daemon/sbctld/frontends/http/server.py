@@ -54,7 +54,7 @@ class HttpConnection(asyncio.Protocol):
         self.frontend = frontend
         self.namespace = namespace
         self.amqp = amqp  # on an AMQP port: the AMQP connection an upgrade hands over to
-        self.upgraded: websocket.AmqpOverWebSocket | websocket.AmqpOverTls | None = None
+        self.upgraded: websocket.AmqpOverWebSocket | None = None
         self.sender = frontend.service.new_sender()  # a paired primary's backlog key
         self.h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=64 * 1024)
         self.tls = TlsLayer(frontend.tls_context()) if tls else None
@@ -99,27 +99,11 @@ class HttpConnection(asyncio.Protocol):
         if self.upgraded is not None:
             self.upgraded.data_received(data)
             return
-        if self._amqp_over_tls(data):
-            return
         if not self.started and not self.busy:
             self.started = True
             self._arm(REQUEST_TIMEOUT_S)
         self.h11.receive_data(data)
         self._process()
-
-    def _amqp_over_tls(self, data: bytes) -> bool:
-        """On an AMQP port, TLS whose first plaintext is an AMQP header is ``amqps``: hand
-        the connection to AMQP (daemon/README.md §29.10). True when handed over."""
-        fresh = not self.started and self.h11.their_state is h11.IDLE
-        if self.tls is None or self.amqp is None or not fresh or not data.startswith(b"AMQP"):
-            return False
-        self.upgraded = websocket.AmqpOverTls(self.amqp(), self._write, self.close, self.transport)
-        self.busy = True  # no HTTP time-outs from here on
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        self.upgraded.data_received(data)
-        return True
 
     def eof_received(self) -> bool | None:
         """The client half-closed: answer what it sent, then close (h11 says when)."""

@@ -8,10 +8,6 @@ AMQP port (sbctld.frontends.http.server) answers ``101 Switching Protocols`` and
 on feeds the frames' payloads to a new AMQP connection of the port's namespace, which
 writes back through :class:`WebSocketTransport`. AMQP is a byte stream, so a message's
 frames are delivered as they come; ping is answered with pong, close with close.
-
-:class:`AmqpOverTls` is the same hand-over without the WebSocket: a TLS connection to an
-AMQP port whose first plaintext is the AMQP protocol header (``amqps``, what the SDKs speak
-to a custom endpoint address with ``transport_type=Amqp``) goes to AMQP as it is.
 """
 
 from __future__ import annotations
@@ -136,36 +132,26 @@ class FrameReader:
         return opcode, payload
 
 
-class HandedOver(asyncio.Transport):
-    """What the AMQP connection writes to once an HTTP connection handed it its socket:
-    each write goes out through the HTTP connection (and its TLS when there is one), as
-    one binary frame over a WebSocket (``framed``), as it is over bare TLS."""
+class WebSocketTransport(asyncio.Transport):
+    """What the AMQP connection writes to: each write one binary frame on the HTTP
+    connection's socket (through its TLS when there is one)."""
 
-    def __init__(
-        self, send: Callable[[bytes], None], close: Callable[[], None], raw: Any, framed: bool
-    ) -> None:
+    def __init__(self, send: Callable[[bytes], None], close: Callable[[], None], raw: Any) -> None:
         super().__init__()
         self._send = send
         self._close = close
         self._raw = raw  # the socket's transport, for get_extra_info
-        self.framed = framed
         self.closing = False
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
         if not self.closing:
-            self._send(frame(BINARY, bytes(data)) if self.framed else bytes(data))
+            self._send(frame(BINARY, bytes(data)))
 
     def close(self) -> None:
         if not self.closing:
             self.closing = True
-            if self.framed:
-                self._send(frame(CLOSE, struct.pack("!H", 1000)))
+            self._send(frame(CLOSE, struct.pack("!H", 1000)))
             self._close()
-
-    def abort(self) -> None:
-        """Close without a WebSocket close frame (the caller sent its own)."""
-        self.closing = True
-        self._close()
 
     def is_closing(self) -> bool:
         return self.closing
@@ -186,7 +172,7 @@ class AmqpOverWebSocket:
     ) -> None:
         self.amqp = amqp
         self.reader = FrameReader()
-        self.transport = HandedOver(send, close, raw, framed=True)
+        self.transport = WebSocketTransport(send, close, raw)
         self._send = send
         amqp.connection_made(self.transport)
 
@@ -214,32 +200,9 @@ class AmqpOverWebSocket:
     def _end(self, code: int, reason: str) -> None:
         """Close both the WebSocket (with ``code``) and the connection under it."""
         if not self.transport.closing:
+            self.transport.closing = True
             self._send(frame(CLOSE, struct.pack("!H", code) + reason.encode()[:120]))
-            self.transport.abort()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.transport.closing = True
-        self.amqp.connection_lost(exc)
-
-
-class AmqpOverTls:
-    """AMQP straight over the TLS of an AMQP port (``amqps``, no WebSocket): the first
-    plaintext after the handshake was an AMQP protocol header."""
-
-    def __init__(
-        self,
-        amqp: asyncio.Protocol,
-        send: Callable[[bytes], None],
-        close: Callable[[], None],
-        raw: Any,
-    ) -> None:
-        self.amqp = amqp
-        self.transport = HandedOver(send, close, raw, framed=False)
-        amqp.connection_made(self.transport)
-
-    def data_received(self, data: bytes) -> None:
-        if not self.transport.closing:
-            self.amqp.data_received(data)
+            self.transport._close()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.transport.closing = True
