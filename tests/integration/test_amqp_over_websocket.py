@@ -121,7 +121,7 @@ def answer_length(data: bytes) -> int:
     return len(head) + 4 + (int(found.group(1)) if found else 0)
 
 
-def test_a_bad_upgrade_gets_a_clear_400_and_the_http_port_serves_no_websocket(amqp: Any) -> None:
+def test_a_bad_upgrade_gets_a_clear_400_and_the_http_port_upgrades_too(amqp: Any) -> None:
     daemon, _conn, port, _queue = amqp
     good = (
         "Upgrade: websocket\r\nConnection: Upgrade\r\n"
@@ -141,7 +141,7 @@ def test_a_bad_upgrade_gets_a_clear_400_and_the_http_port_serves_no_websocket(am
     assert answer.startswith(b"HTTP/1.1 400 ") and b"AMQPWSB10" in answer
     http_port = int(cli_json(daemon, "daemon", "status")["http_port"])
     answer = raw_upgrade(http_port, good + "Sec-WebSocket-Version: 13\r\n")
-    assert answer.startswith(b"HTTP/1.1 400 ") and b"AMQP ports" in answer
+    assert answer.startswith(b"HTTP/1.1 101 ")  # the default namespace's AMQP
 
 
 def test_pings_are_answered_amqp_rides_binary_frames_and_a_close_is_returned(amqp: Any) -> None:
@@ -190,3 +190,15 @@ def test_an_unmasked_frame_closes_with_1002_and_the_daemon_keeps_serving(amqp: A
         conn, custom_endpoint_address=f"sb://localhost:{port}"
     )
     assert round_trip(client, queue, "still here") == ["still here"]
+
+
+def test_without_the_amqp_endpoint_an_upgrade_gets_a_clear_400(daemon_factory: Any) -> None:
+    d = daemon_factory(start=False)
+    d.cli("daemon", "start", "--no-amqp", check=True)
+    http_port = int(cli_json(d, "daemon", "status")["http_port"])
+    answer = raw_upgrade(
+        http_port,
+        "Upgrade: websocket\r\nConnection: Upgrade\r\n"
+        "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n",
+    )
+    assert answer.startswith(b"HTTP/1.1 400 ") and b"AMQP endpoint, which is off" in answer

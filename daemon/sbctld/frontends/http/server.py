@@ -44,17 +44,9 @@ IDLE_TIMEOUT_S = 120.0
 
 
 class HttpConnection(asyncio.Protocol):
-    def __init__(
-        self,
-        frontend: HttpFrontend,
-        namespace: str,
-        tls: bool,
-        amqp: Callable[[], asyncio.Protocol] | None = None,
-    ) -> None:
+    def __init__(self, frontend: HttpFrontend, namespace: str, tls: bool) -> None:
         self.frontend = frontend
         self.namespace = namespace
-        self.amqp = amqp  # on an AMQP port: the AMQP connection an upgrade hands over to
-        self.upgraded: websocket.AmqpOverWebSocket | None = None
         self.sender = frontend.service.new_sender()  # a paired primary's backlog key
         self.h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=64 * 1024)
         self.tls = TlsLayer(frontend.tls_context()) if tls else None
@@ -66,6 +58,7 @@ class HttpConnection(asyncio.Protocol):
         self.size = 0
         self.started = False  # bytes of the current request have arrived
         self._timer: asyncio.TimerHandle | None = None
+        self.upgraded: websocket.AmqpOverWebSocket | None = None  # AMQP over WebSocket
 
     # ------------------------------------------------------------ transport
 
@@ -251,16 +244,14 @@ class HttpConnection(asyncio.Protocol):
 
     def _upgrade(self, req: Request, respond: Respond) -> None:
         """Answer ``101`` and hand the connection to AMQP (AMQP over WebSocket)."""
-        why = (
-            "AMQP over WebSocket is served on the AMQP ports (the connection string's), "
-            "not on the HTTP port"
-            if self.amqp is None
-            else websocket.handshake_error(req.headers)
-        )
+        amqp = self.frontend.amqp
+        if amqp is None:
+            error(respond, 400, "AMQP over WebSocket needs the AMQP endpoint, which is off")
+            return
+        why = websocket.handshake_error(req.headers)
         if why is not None:
             error(respond, 400, why)
             return
-        assert self.amqp is not None
         answer = h11.InformationalResponse(
             status_code=101,
             headers=websocket.accept_headers(req.headers),
@@ -269,7 +260,7 @@ class HttpConnection(asyncio.Protocol):
         self._write(self.h11.send(answer))
         pending = bytes(self.h11.trailing_data[0])
         self.upgraded = websocket.AmqpOverWebSocket(
-            self.amqp(), self._write, self.close, self.transport
+            amqp(self.namespace), self._write, self.close, self.transport
         )
         if pending:
             self.upgraded.data_received(pending)
@@ -324,6 +315,9 @@ class HttpFrontend:
         self.dataplane = DataPlane(self)
         self.waiting: set[HttpReceive] = set()
         self._tls: ssl.SSLContext | None = None
+        # A new AMQP connection of a namespace, for AMQP over WebSocket (set by the daemon
+        # when AMQP is on).
+        self.amqp: Callable[[str], asyncio.Protocol] | None = None
 
     def tls_context(self) -> ssl.SSLContext:
         if self._tls is None:
@@ -333,12 +327,9 @@ class HttpFrontend:
     def loop(self) -> asyncio.AbstractEventLoop:
         return asyncio.get_running_loop()
 
-    def connection(
-        self, namespace: str, tls: bool, amqp: Callable[[], asyncio.Protocol] | None = None
-    ) -> HttpConnection:
-        """A new HTTP connection (sbctld.frontends.http.sniff hands it the socket); on an
-        AMQP port ``amqp`` makes the AMQP connection an AMQP-over-WebSocket upgrade needs."""
-        return HttpConnection(self, namespace, tls=tls, amqp=amqp)
+    def connection(self, namespace: str, tls: bool) -> HttpConnection:
+        """A new HTTP connection (sbctld.frontends.http.sniff hands it the socket)."""
+        return HttpConnection(self, namespace, tls=tls)
 
     async def start(self) -> None:
         if self.port is not None:

@@ -20,12 +20,9 @@ FRONTEND: HttpListener | None = None
 
 class HttpListener(Protocol):
     """The HTTP front-end as the sniffer needs it (sbctld.frontends.http.server.HttpFrontend):
-    a new HTTP connection, plain or TLS, for ``namespace``; ``amqp`` makes the AMQP
-    connection that an AMQP-over-WebSocket upgrade hands the socket to."""
+    a new HTTP connection, plain or TLS, for ``namespace``."""
 
-    def connection(
-        self, namespace: str, tls: bool, amqp: Callable[[], asyncio.Protocol] | None = None
-    ) -> asyncio.Protocol: ...
+    def connection(self, namespace: str, tls: bool) -> asyncio.Protocol: ...
 
 
 class Sniffer(asyncio.Protocol):
@@ -56,9 +53,9 @@ class Sniffer(asyncio.Protocol):
 
     def _choose(self, first: int) -> asyncio.Protocol:
         if first == TLS_HANDSHAKE:
-            return self.frontend.connection(self.namespace, tls=True, amqp=self.other)
+            return self.frontend.connection(self.namespace, tls=True)
         if first in HTTP_FIRST or self.other is None:
-            return self.frontend.connection(self.namespace, tls=False, amqp=self.other)
+            return self.frontend.connection(self.namespace, tls=False)
         return self.other()
 
     def eof_received(self) -> bool | None:
