@@ -40,6 +40,7 @@ LONG_FIRST = (
     "spark/test_spark_workers_python.py",
     "spark/test_spark_load.py",
     "spark/test_partition_agreement.py",
+    "integration/test_sdk_samples.py",
 )
 
 

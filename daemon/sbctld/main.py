@@ -161,6 +161,9 @@ async def _serve(settings: DaemonSettings, tell: Callable[[str], None], t0: floa
             wrap=lambda factory, namespace: sniffing(factory, namespace=namespace),
         )
         stops.append(frontend.stop)
+        if http_frontend:
+            # AMQP over WebSocket: an HTTP connection upgraded to it becomes an AMQP one
+            http_frontend.amqp = frontend.connection
         try:
             await frontend.start()
         except OSError as exc:

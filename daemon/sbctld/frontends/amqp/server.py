@@ -649,6 +649,11 @@ class AmqpFrontend:
         self._save_ports()
         return self.ports[key]
 
+    def connection(self, namespace: str) -> AmqpConnection:
+        """A new AMQP connection of ``namespace`` (on a socket a listener or another
+        front-end hands it: AMQP over WebSocket, sbctld.frontends.http.websocket)."""
+        return AmqpConnection(self, namespace)
+
     async def _listen(self, namespace: str, port: int) -> None:
         loop = asyncio.get_running_loop()
         factory = self.wrap(lambda: AmqpConnection(self, namespace), namespace)

@@ -24,11 +24,11 @@ from typing import TYPE_CHECKING, Any
 import h11
 
 from sbctl import __version__
-from sbctld.frontends.http import auth, sniff
+from sbctld.frontends.http import auth, sniff, websocket
 from sbctld.frontends.http.dataplane import DataPlane
 from sbctld.frontends.http.host import Attempt
 from sbctld.frontends.http.management import Management, error
-from sbctld.frontends.http.request import API_VERSIONS, Request
+from sbctld.frontends.http.request import API_VERSIONS, Request, Respond
 from sbctld.frontends.http.tls import TlsError, TlsLayer, server_context
 from sbctld.service import DelayedOperation
 
@@ -59,6 +59,7 @@ class HttpConnection(asyncio.Protocol):
         self.size = 0
         self.started = False  # bytes of the current request have arrived
         self._timer: asyncio.TimerHandle | None = None
+        self.upgraded: websocket.AmqpOverWebSocket | None = None  # AMQP over WebSocket
 
     # ------------------------------------------------------------ transport
 
@@ -74,6 +75,8 @@ class HttpConnection(asyncio.Protocol):
         self.frontend.connections.discard(self)
         if self._timer is not None:
             self._timer.cancel()
+        if self.upgraded is not None:
+            self.upgraded.connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
         if self.closed:
@@ -89,6 +92,9 @@ class HttpConnection(asyncio.Protocol):
             self._write_tls()
             if not data:
                 return
+        if self.upgraded is not None:
+            self.upgraded.data_received(data)
+            return
         if not self.started and not self.busy:
             self.started = True
             self._arm(REQUEST_TIMEOUT_S)
@@ -97,6 +103,8 @@ class HttpConnection(asyncio.Protocol):
 
     def eof_received(self) -> bool | None:
         """The client half-closed: answer what it sent, then close (h11 says when)."""
+        if self.upgraded is not None:
+            return None  # the AMQP peer is done: close
         if self.tls is None:
             self.h11.receive_data(b"")
             self._process()
@@ -228,11 +236,37 @@ class HttpConnection(asyncio.Protocol):
             answered = True
             self._finish(status, headers, body)
 
+        if websocket.requested(req.method, req.path, req.headers):
+            self._upgrade(req, respond)
+            return
         try:
             self.frontend.handle(req, respond, lambda: not self.closed)
         except Exception:
             log.error("HTTP %s %s failed:\n%s", req.method, req.path, traceback.format_exc())
             error(respond, 500, "internal error")
+
+    def _upgrade(self, req: Request, respond: Respond) -> None:
+        """Answer ``101`` and hand the connection to AMQP (AMQP over WebSocket)."""
+        amqp = self.frontend.amqp
+        if amqp is None:
+            error(respond, 400, "AMQP over WebSocket needs the AMQP endpoint, which is off")
+            return
+        why = websocket.handshake_error(req.headers)
+        if why is not None:
+            error(respond, 400, why)
+            return
+        answer = h11.InformationalResponse(
+            status_code=101,
+            headers=websocket.accept_headers(req.headers),
+            reason=b"Switching Protocols",
+        )
+        self._write(self.h11.send(answer))
+        pending = bytes(self.h11.trailing_data[0])
+        self.upgraded = websocket.AmqpOverWebSocket(
+            amqp(self.namespace), self._write, self.close, self.transport
+        )
+        if pending:
+            self.upgraded.data_received(pending)
 
     def _respond_now(self, status: int, headers: list[tuple[str, str]], body: bytes) -> None:
         out = [
@@ -284,6 +318,9 @@ class HttpFrontend:
         self.dataplane = DataPlane(self)
         self.waiting: set[HttpReceive] = set()
         self._tls: ssl.SSLContext | None = None
+        # A new AMQP connection of a namespace, for AMQP over WebSocket (set by the daemon
+        # when AMQP is on).
+        self.amqp: Callable[[str], asyncio.Protocol] | None = None
 
     def tls_context(self) -> ssl.SSLContext:
         if self._tls is None:
