@@ -3,7 +3,8 @@ daemon over AMQP: send, batch, scheduled send and cancel, peek, receive and comp
 abandon, dead-letter, a session with state, and transactions through the coordinator link
 (a send and a completion committed together, both rolled back, and a cross-entity
 transaction), the rule manager, topics, deferral, lock renewal, receive-and-delete, the
-processor client, failure reasons; what the CLI sees of it and what it sent.
+processor client, failure reasons, the administration client over HTTPS; what the CLI sees
+of it and what it sent.
 
 The program is ``tests/sdk/java`` (a Maven project). The first build downloads the SDK and
 Maven's plugins from Maven Central into the local Maven repository (about 50 MB, under a
@@ -66,6 +67,7 @@ def test_java_sdk_messaging_sessions_transactions_and_what_the_cli_sees(
         SBCTL_XTX_SOURCE="inbox",
         SBCTL_XTX_DEST="archive",
     )
+    env["SBCTL_CERT"] = daemon.cli("-o", "json", "daemon", "cert", check=True).json()["certificate"]
     classpath = os.pathsep.join(["target/classes", "target/lib/*"])
     report = run_program(["java", "-cp", classpath, "dev.sbctl.SdkTest"], JAVA_DIR, env, 240)
     steps = report["steps"]
@@ -119,6 +121,18 @@ def test_java_sdk_messaging_sessions_transactions_and_what_the_cli_sees(
     assert steps["errors"] == {
         "not_found": "MESSAGING_ENTITY_NOT_FOUND",
         "session_taken": "SESSION_CANNOT_BE_LOCKED",
+    }
+    # ServiceBusAdministrationClient over HTTPS, as the SDK's samples use it: update a queue
+    # (read back), disable it (a send is refused as disabled), replace $Default with a SQL rule
+    # with an action and a correlation rule (the SDK's createRule(topic, rule, subscription)),
+    # runtime counts, delete.
+    assert steps["admin"] == {
+        "updated": [60, 10, 60, 10],
+        "disabled": ["Disabled", "MESSAGING_ENTITY_DISABLED"],
+        "rules": ["BlueSqlRule:SqlRuleFilter", "ImportantCorrelationRule:CorrelationRuleFilter"],
+        "subscription": {"active_before": 2, "received": ["Red/Red", "Blue/BlueProcessed"]},
+        "topic_subscriptions": 1,
+        "exist_after_delete": [False, False],
     }
 
     # What the CLI sees, field for field and with the property types kept.

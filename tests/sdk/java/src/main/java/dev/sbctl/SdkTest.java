@@ -39,7 +39,8 @@ import java.util.concurrent.TimeUnit;
  * SBCTL_SESSION_QUEUE (session-enabled queue, empty), SBCTL_TX_QUEUE, SBCTL_XTX_SOURCE and
  * SBCTL_XTX_DEST, SBCTL_WORK_QUEUE (plain queues, empty), SBCTL_TOPIC + SBCTL_SUBSCRIPTION (a topic
  * and a subscription with the default rule), SBCTL_CLI_QUEUE (one message "from-cli" sent by
- * `sbctl send` without a message id), SBCTL_BULK_QUEUE (plain queue, empty).
+ * `sbctl send` without a message id), SBCTL_BULK_QUEUE (plain queue, empty), SBCTL_CERT (the
+ * daemon's certificate, for the administration client's HTTPS: see AdminSteps).
  * Output: one JSON line on stdout, {"ok": bool, "steps": {...}, "error": ...}; exit code 0
  * only when every step did what the Service Bus semantics say.
  */
@@ -514,6 +515,7 @@ public final class SdkTest {
             crossEntityTransaction(cs, System.getenv("SBCTL_XTX_SOURCE"), System.getenv("SBCTL_XTX_DEST"));
             more(cs);
             volume(cs);
+            STEPS.put("admin", AdminSteps.run(cs, System.getenv("SBCTL_CERT")));
             ok = true;
         } catch (RuntimeException | Error e) {
             error = e.getClass().getName() + ": " + e.getMessage();
