@@ -55,7 +55,7 @@ def test_every_connection_of_every_front_end_is_a_new_sender(fronts: Any) -> Non
     for _ in range(200):  # each dropped at once: their id()s are reused, their senders not
         seen.append(Connection(unix).sender)
         seen.append(AmqpConnection(amqp, P).sender)
-        seen.append(HttpConnection(http, P, False).sender)
+        seen.append(HttpConnection(http, P).sender)
         gc.collect(0)
     assert len(set(seen)) == len(seen) == 600
     assert len({id(Connection(unix)) for _ in range(200)}) < 200  # what the old key did
@@ -106,7 +106,7 @@ async def send_through_every_front_end(broker: Broker, clock: FakeClock, fronts:
 
     # HTTP: a connection's requests carry its sender.
     for i in range(3):
-        hconn = HttpConnection(http, P, False)
+        hconn = HttpConnection(http, P)
         for _ in range(5):
             req = Request("POST", "/orders/messages", {}, [], b"http", "http", P, hconn.sender)
             http.dataplane.send(req, "orders", lambda status, _h, _b: answers.append(status))

@@ -1,4 +1,5 @@
-"""The HTTP endpoint: connections (h11 over plain TCP or sans-IO TLS) and the listener.
+"""The HTTP endpoint: connections (h11 over plain TCP, or over the plaintext side of the TLS
+that sbctld.frontends.http.sniff ended) and the listener.
 
 An :class:`HttpConnection` parses requests with h11 (one at a time per connection, kept
 alive), caps bodies at :data:`MAX_BODY`, times out a request that does not arrive whole
@@ -29,7 +30,7 @@ from sbctld.frontends.http.dataplane import DataPlane
 from sbctld.frontends.http.host import Attempt
 from sbctld.frontends.http.management import Management, error
 from sbctld.frontends.http.request import API_VERSIONS, Request, Respond
-from sbctld.frontends.http.tls import TlsError, TlsLayer, server_context
+from sbctld.frontends.http.tls import server_context
 from sbctld.service import DelayedOperation
 
 if TYPE_CHECKING:
@@ -44,15 +45,14 @@ IDLE_TIMEOUT_S = 120.0
 
 
 class HttpConnection(asyncio.Protocol):
-    def __init__(self, frontend: HttpFrontend, namespace: str, tls: bool) -> None:
+    def __init__(self, frontend: HttpFrontend, namespace: str) -> None:
         self.frontend = frontend
         self.namespace = namespace
         self.sender = frontend.service.new_sender()  # a paired primary's backlog key
         self.h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=64 * 1024)
-        self.tls = TlsLayer(frontend.tls_context()) if tls else None
         self.transport: asyncio.Transport | None = None
         self.closed = False
-        self.secure = tls
+        self.secure = False  # over TLS (ended by the sniffer's TlsTransport)
         self.busy = False  # a request is being answered
         self.request: h11.Request | None = None
         self.body: list[bytes] = []
@@ -65,8 +65,7 @@ class HttpConnection(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
-        # TLS this connection ends itself, or that a TlsTransport ended (an AMQP port's).
-        self.secure = self.tls is not None or transport.get_extra_info("ssl_object") is not None
+        self.secure = transport.get_extra_info("ssl_object") is not None
         self.frontend.connections.add(self)
         self._arm(IDLE_TIMEOUT_S)
 
@@ -81,17 +80,6 @@ class HttpConnection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self.closed:
             return
-        if self.tls is not None:
-            try:
-                data = self.tls.receive(data)
-            except TlsError as exc:
-                log.info("HTTPS: TLS failed: %s", exc)
-                self._write_tls()
-                self.close()
-                return
-            self._write_tls()
-            if not data:
-                return
         if self.upgraded is not None:
             self.upgraded.data_received(data)
             return
@@ -105,37 +93,19 @@ class HttpConnection(asyncio.Protocol):
         """The client half-closed: answer what it sent, then close (h11 says when)."""
         if self.upgraded is not None:
             return None  # the AMQP peer is done: close
-        if self.tls is None:
-            self.h11.receive_data(b"")
-            self._process()
+        self.h11.receive_data(b"")
+        self._process()
         return not self.closed
-
-    def _write_tls(self) -> None:
-        assert self.tls is not None
-        out = self.tls.data_to_send()
-        if out and self.transport is not None and not self.transport.is_closing():
-            self.transport.write(out)
 
     def _write(self, data: bytes) -> None:
         if self.transport is None or self.transport.is_closing():
             return
-        if self.tls is not None:
-            try:
-                self.tls.send(data)
-            except TlsError:
-                self.close()
-                return
-            self._write_tls()
-        else:
-            self.transport.write(data)
+        self.transport.write(data)
 
     def close(self) -> None:
         if self.closed:
             return
         self.closed = True
-        if self.tls is not None:
-            self.tls.close()
-            self._write_tls()
         if self.transport is not None:
             self.transport.close()
 
@@ -330,9 +300,10 @@ class HttpFrontend:
     def loop(self) -> asyncio.AbstractEventLoop:
         return asyncio.get_running_loop()
 
-    def connection(self, namespace: str, tls: bool) -> HttpConnection:
-        """A new HTTP connection (sbctld.frontends.http.sniff hands it the socket)."""
-        return HttpConnection(self, namespace, tls=tls)
+    def connection(self, namespace: str) -> HttpConnection:
+        """A new HTTP connection (sbctld.frontends.http.sniff hands it the socket, or the
+        plaintext side of the TLS it ended)."""
+        return HttpConnection(self, namespace)
 
     async def start(self) -> None:
         if self.port is not None:

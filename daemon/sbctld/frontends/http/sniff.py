@@ -8,9 +8,9 @@ messaging clients (AMQP) and their administration clients (HTTP or HTTPS).
 On an AMQP port, TLS may carry either protocol: the SDKs' messaging clients use AMQP over
 TLS (port 5671 on Azure) when the connection string lacks ``UseDevelopmentEmulator=true`` or
 when they are given a host name and a credential (``AzureNamedKeyCredential``); their
-administration clients use HTTPS. :class:`TlsSniffer` ends the session itself (the generated
-certificate) and decides by the first plaintext byte: ``A`` → AMQP, anything else → HTTP.
-The HTTP-only port hands TLS to the HTTP connection, which ends it itself.
+administration clients use HTTPS. :class:`TlsSniffer` ends every TLS session (the generated
+certificate) and decides by the first plaintext byte: ``A`` → AMQP (on an AMQP port),
+anything else → HTTP, which so never sees TLS itself.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ class HttpListener(Protocol):
     """The HTTP front-end as the sniffer needs it (sbctld.frontends.http.server.HttpFrontend):
     a new HTTP connection, plain or TLS, for ``namespace``."""
 
-    def connection(self, namespace: str, tls: bool) -> asyncio.Protocol: ...
+    def connection(self, namespace: str) -> asyncio.Protocol: ...
 
     def tls_context(self) -> ssl.SSLContext: ...
 
@@ -90,20 +90,19 @@ class Sniffer(Forwarder):
         self.target.data_received(data)
 
     def _choose(self, first: int) -> asyncio.Protocol:
-        if first == TLS_HANDSHAKE and self.other is not None:
-            return TlsSniffer(self.other, self.frontend, self.namespace)
         if first == TLS_HANDSHAKE:
-            return self.frontend.connection(self.namespace, tls=True)
+            return TlsSniffer(self.other, self.frontend, self.namespace)
         if first in HTTP_FIRST or self.other is None:
-            return self.frontend.connection(self.namespace, tls=False)
+            return self.frontend.connection(self.namespace)
         return self.other()
 
 
 class TlsSniffer(Forwarder):
-    """Ends TLS, then hands the plaintext to AMQP or HTTP by its first byte."""
+    """Ends TLS, then hands the plaintext to AMQP (``amqp``, on an AMQP port) or HTTP by its
+    first byte."""
 
     def __init__(
-        self, amqp: Callable[[], asyncio.Protocol], frontend: HttpListener, namespace: str
+        self, amqp: Callable[[], asyncio.Protocol] | None, frontend: HttpListener, namespace: str
     ) -> None:
         self.amqp = amqp
         self.frontend = frontend
@@ -129,10 +128,10 @@ class TlsSniffer(Forwarder):
         if not plain:
             return
         if self.target is None:
-            if plain[0] == AMQP_FIRST:
+            if self.amqp is not None and plain[0] == AMQP_FIRST:
                 self.target = self.amqp()
             else:
-                self.target = self.frontend.connection(self.namespace, tls=False)
+                self.target = self.frontend.connection(self.namespace)
             self.target.connection_made(self.transport)
         self.target.data_received(plain)
 

@@ -8,10 +8,10 @@ library and kept across restarts, so a client trusts it once (``connection_verif
 usage for both) with the names ``localhost``, ``127.0.0.1`` and ``::1``.
 
 :class:`TlsLayer` runs the server side of a TLS session over memory buffers
-(``ssl.MemoryBIO`` + ``SSLObject``): the connection feeds it the bytes it already read
-while telling TLS from AMQP and HTTP (daemon/README.md §30), then everything after.
-:class:`TlsTransport` puts an asyncio transport's face on it, for a protocol that reads
-plaintext and writes through it (AMQP over TLS, or HTTPS, on an AMQP port).
+(``ssl.MemoryBIO`` + ``SSLObject``): the sniffer feeds it the bytes it already read while
+telling TLS from AMQP and HTTP (daemon/README.md §30), then everything after.
+:class:`TlsTransport` puts an asyncio transport's face on it, for the protocol that reads
+the plaintext and writes through it (AMQP over TLS, or HTTPS, on any port).
 """
 
 from __future__ import annotations
