@@ -71,6 +71,6 @@ def _eligible(
         enqueued = log.enq[seq - log.base]
         if enqueued >= before_ms:
             continue
-        if session_id is not None and not queue._in_session(p, seq, session_id):
+        if session_id is not None and not queue.in_session(p, seq, session_id):
             continue
         yield enqueued, p.id, seq

@@ -616,7 +616,7 @@ class Queue(QueueSessions):
             if (
                 p.log.state_of(seq) != State.DEFERRED
                 or seq in p.locks
-                or not self._in_session(p, seq, session_id)
+                or not self.in_session(p, seq, session_id)
             ):
                 raise MessageNotFound(
                     f"no deferred message with sequence number {public} in {self.name!r}"

@@ -123,7 +123,7 @@ class QueueSessions(QueueTimers):
             self.check_receive("")
         return session_id, sessions.locks[session_id][1]
 
-    def _in_session(self, p: Partition, seq: int, session_id: str | None) -> bool:
+    def in_session(self, p: Partition, seq: int, session_id: str | None) -> bool:
         """Is message ``seq`` of session ``session_id`` (always, with no session)?"""
         if session_id is None:
             return True
