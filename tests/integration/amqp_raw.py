@@ -81,16 +81,18 @@ class RawClient:
             if isinstance(frame.body, kind):
                 return frame
 
-    def attach(self, role: bool, address: str, **kw: Any) -> int:
+    def attach(
+        self, role: bool, address: str, *, settle_modes: tuple[int, int] = (0, 0), **kw: Any
+    ) -> int:
+        """Attach a link (``role`` True: receiver) with (snd, rcv) ``settle_modes``; ``kw``
+        goes to a receiver's source (e.g. ``filter``)."""
         self.handles += 1
         handle = self.handles
         source = t.Source(address, **kw) if role else t.Source(f"src-{handle}")
         target = t.Target(f"tgt-{handle}") if role else t.Target(address)
-        self.sock.sendall(
-            framing.encode_frame(
-                0, t.Attach(f"link-{handle}", handle, role, 0, 0, source, target, None, None, 0)
-            )
-        )
+        snd, rcv = settle_modes
+        attach = t.Attach(f"link-{handle}", handle, role, snd, rcv, source, target, None, None, 0)
+        self.sock.sendall(framing.encode_frame(0, attach))
         return handle
 
     def management(self, node: str) -> tuple[int, int]:

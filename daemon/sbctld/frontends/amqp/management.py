@@ -12,6 +12,7 @@ from sbctl.amqp import codec
 from sbctl.amqp.types import Array, Timestamp
 from sbctl.errors import BadRequest, SbctlError
 from sbctl.operations import deletes_on_receive, redelivers
+from sbctl.protocol import Delivered
 from sbctld.frontends.amqp import convert, fastout, rules
 from sbctld.frontends.amqp.errors import condition_of, status_of
 from sbctld.frontends.amqp.host import Host, Respond, ok_when_durable
@@ -146,7 +147,7 @@ def receive_by_sequence_number(
     messages = [
         {
             "lock-token": uuid.UUID(d.lock_token) if d.lock_token else uuid.uuid4(),
-            "message": fastout.encode_delivered(d, received=True, lock=mode == "peek-lock"),
+            "message": _deferred(d, mode == "peek-lock"),
         }
         for d in got
     ]
@@ -155,6 +156,13 @@ def receive_by_sequence_number(
         ok_when_durable(conn, respond, body)
     else:
         respond(200, "OK", body, None)
+
+
+def _deferred(d: Delivered, lock: bool) -> bytes:
+    """A message received by sequence number, encoded; a locked one carries its lock token
+    in the delivery annotation ``x-opt-lock-token`` too, as Service Bus sends it."""
+    encoded = fastout.encode_delivered(d, received=True, lock=lock)
+    return fastout.with_lock_token(encoded, d.lock_token) if lock and d.lock_token else encoded
 
 
 def schedule_message(conn: Host, path: str, args: dict[str, Any], respond: Respond) -> None:

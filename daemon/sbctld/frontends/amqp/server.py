@@ -52,6 +52,7 @@ from sbctld.frontends.amqp.connection import (
 )
 from sbctld.frontends.amqp.errors import condition_of
 from sbctld.frontends.amqp.fastin import stored_messages
+from sbctld.frontends.amqp.session_filter import SESSION_FILTER, echoed, requested_session
 from sbctld.frontends.amqp.settlement import Settlement, lock_tags, settle_range
 from sbctld.frontends.amqp.transactions import Coordinator as Transactions
 from sbctld.frontends.amqp.waiting import LinkWatch, SessionWait
@@ -63,7 +64,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("sbctld")
 DEFAULT_NAMESPACE = "sbemulatorns"
 MAX_MESSAGE_SIZE = 1_048_576
-SESSION_FILTER = Symbol("com.microsoft:session-filter")
 TIMEOUT = Symbol("com.microsoft:timeout")
 SESSION_WAIT_S = 60.0  # a next-available session receiver without its own time-out
 LOCKED_UNTIL = Symbol("com.microsoft:locked-until-utc")
@@ -210,10 +210,8 @@ class AmqpConnection(asyncio.Protocol):
         source = link.source
         filters = getattr(source, "filter", None) or {}
         if SESSION_FILTER in filters and session is None:
-            wanted = filters[SESSION_FILTER]
-            if isinstance(wanted, bytes):
-                wanted = wanted.decode()
             try:
+                wanted = requested_session(filters[SESSION_FILTER])
                 session = self.broker.session_accept(self.namespace, path, wanted)
             except ServiceTimeout as err:
                 if wanted is None and not link.detached:
@@ -232,7 +230,7 @@ class AmqpConnection(asyncio.Protocol):
         props: dict[Any, Any] | None = None
         if session is not None:
             filters = dict(filters)
-            filters[SESSION_FILTER] = session.session_id
+            filters[SESSION_FILTER] = echoed(filters.get(SESSION_FILTER), session.session_id)
             source = Source(
                 source.address,
                 source.durable,
@@ -253,7 +251,6 @@ class AmqpConnection(asyncio.Protocol):
             target=link.target,
             properties=props,
             max_message_size=MAX_MESSAGE_SIZE,
-            rcv_settle_mode=0,
         )
 
     @staticmethod
