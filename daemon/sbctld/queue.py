@@ -400,39 +400,42 @@ class Queue(QueueSessions):
         return out
 
     def peek(self, count: int, from_sequence: int | None, *, subqueue: str) -> list[Delivered]:
-        """daemon/README.md §5, §0.1.7: the oldest messages of one partition."""
+        """daemon/README.md §5, §0.1.7: in sequence-number order from ``from_sequence`` (the
+        lowest held without one), walking on across partitions (the partition id is the top
+        16 bits, so partition order is sequence-number order); a down partition other than
+        the one ``from_sequence`` names is passed over."""
         if self.config.status in ("Disabled", "ReceiveDisabled"):
             raise MessagingEntityDisabled(
                 f"{self.kind} {self.config.name!r} is {self.config.status}: peeks are refused"
             )
-        out: list[Delivered] = []
-        n = len(self.partitions)
-        if from_sequence is not None:
-            pid, local = (from_sequence >> 48, from_sequence & (2**48 - 1))
-            if not self.partitioned:
-                pid, local = 0, from_sequence
-            if pid >= n:
-                raise BadRequest(
-                    f"sequence number {from_sequence} names no partition of this queue"
-                )
-            p = self.partitions[pid]
-            if p.fault is not None:
-                p.fault.touch()
-            p.peek(subqueue, local, count, out)
-            return out
-        start = self._rr_receive
+        pid, local = self._peek_start(from_sequence)
+        named = pid if from_sequence is not None else -1
         faulty = self.faulty
         if faulty:
             self.check_reachable()
-        for k in range(n):
-            p = self.partitions[(start + k) % n]
-            if faulty and p.fault is not None and not p.fault.reachable():
-                continue  # daemon/README.md §0.1.7: whichever partition answers
-            if p.has_peekable(subqueue):
-                p.peek(subqueue, 0, count, out)
-                if out:
-                    break
+        out: list[Delivered] = []
+        for p in self.partitions[pid:]:
+            if p.fault is not None:
+                if p.id == named:
+                    p.fault.touch()  # the partition asked for answers or fails
+                elif not p.fault.reachable():
+                    continue
+            p.peek(subqueue, local, count, out)
+            if len(out) >= count:
+                break
+            local = 0
         return out
+
+    def _peek_start(self, from_sequence: int | None) -> tuple[int, int]:
+        """(partition, local sequence number) a peek starts at."""
+        if from_sequence is None:
+            return 0, 0
+        if not self.partitioned:
+            return 0, from_sequence
+        pid, local = from_sequence >> 48, from_sequence & LOCAL_MASK
+        if pid >= len(self.partitions):
+            raise BadRequest(f"sequence number {from_sequence} names no partition of this queue")
+        return pid, local
 
     # ------------------------------------------------------------ settling
 

@@ -102,15 +102,18 @@ class RawClient:
         return tx, rx
 
     def request(
-        self, tx: int, node: str, operation: str, body: Any, delivery_id: int
+        self, tx: int, node: str, operation: str, body: Any, delivery_id: int, txn: Any = None
     ) -> tuple[dict[Any, Any], Any]:
+        """A ``$management`` request (inside transaction ``txn`` when given) and its answer."""
         msg = codec.Message(
             properties=t.Properties(uuid.uuid4(), None, None, None, node),
             application_properties={"operation": operation, "type": "entity-mgmt"},
             body=body,
             body_kind="value",
         )
-        transfer = t.Transfer(tx, delivery_id, delivery_id.to_bytes(4, "big"), 0, True)
+        tag = delivery_id.to_bytes(4, "big")
+        state = None if txn is None else t.TransactionalState(txn)
+        transfer = t.Transfer(tx, delivery_id, tag, 0, txn is None, False, None, state)
         self.sock.sendall(framing.encode_frame(0, transfer, codec.encode_message(msg)))
         payload = b""
         while True:

@@ -70,11 +70,26 @@ def newest_mtime(*paths: Path) -> float:
     return newest
 
 
+# The queues of the scenario-matrix steps (tests/sdk/java MatrixSteps, tests/sdk/js matrix.js).
+MATRIX_QUEUES: dict[str, dict[str, Any]] = {
+    "m-parted": {"enable_partitioning": True},
+    "m-retries": {"max_delivery_count": 3},
+    "m-expiring": {"dead_lettering_on_message_expiration": True},
+    "m-short": {"lock_duration": 5_000},
+    "m-fields": {},
+    "m-types": {},
+    "m-tx": {},
+}
+
+
 def program_env(daemon: Any, connection_string: str, **extra_queues: str) -> dict[str, str]:
     """Create what every SDK program uses (queues ``orders``, session queue ``chat``,
     ``work``, ``from-cli`` holding one CLI-sent message, ``bulk``, topic ``events`` with
-    subscription ``audit``, plus ``extra_queues``: env name -> queue) and return the
-    program's environment naming them."""
+    subscription ``audit``, the MATRIX_QUEUES, plus ``extra_queues``: env name -> queue) and
+    return the program's environment naming them."""
+    with daemon.client() as c:
+        for name, options in MATRIX_QUEUES.items():
+            c.queue_create(name, **options)
     daemon.cli("queue", "create", "chat", "--enable-session", check=True)
     queues = ("orders", "work", "from-cli", "bulk", *extra_queues.values())
     for name in queues:

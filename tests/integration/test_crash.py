@@ -214,7 +214,8 @@ def segment(daemon: Any, queue: str, pid: int) -> Path:
 
 
 def peek_partition(c: Client, queue: str, pid: int) -> list[str]:
-    return [m.body.decode() for m in c.peek(queue, count=250, from_sequence=pid << 48)]
+    got = c.peek(queue, count=250, from_sequence=pid << 48)  # walks on to later partitions
+    return [m.body.decode() for m in got if m.sequence_number >> 48 == pid]
 
 
 def check_torn_tail_recovery(daemon: Any, queue: str, batches: dict[int, list[list[int]]]) -> None:

@@ -24,10 +24,9 @@ DLQ = "q/$deadletterqueue"
 
 def bodies(b: Any, path: str = "q") -> list[bytes]:
     """Every peekable message's body, oldest first (all partitions)."""
-    n = b.queue_get(NS, path.split("/")[0])["partition_count"]
-    out = []
-    for p in range(n):
-        out += b.peek(NS, path, 250, p << 48 if n > 1 else 0)
+    out: list[Any] = []
+    while page := b.peek(NS, path, 250, out[-1].sequence_number + 1 if out else 0):
+        out += page  # daemon/README.md §0.1.7: pages walk on across partitions
     out.sort(key=lambda d: (d.enqueued_time_ms, d.sequence_number))
     return [decode_message(d.payload).body for d in out]
 

@@ -755,20 +755,26 @@ def test_peek_from_sequence(broker: Broker) -> None:
     assert peek(broker, start=7) == []
 
 
-def test_peek_on_a_partitioned_queue_returns_one_partition(broker: Broker) -> None:
+def test_paging_peek_walks_every_partition_in_sequence_number_order(broker: Broker) -> None:
+    """daemon/README.md §0.1.7: each page continues after the last number it returned, into
+    the next partitions, so paging sees every message once (Java's peekMessages(10) over
+    40 messages used to stop after the first partition: [10, 0])."""
     make(broker, enable_partitioning=True)
-    send(broker, *[Message(bytes([k])) for k in range(48)])  # 3 per partition
-    got = broker.peek(NS, "q", 250, None)
-    assert 1 <= len(got) <= 3
-    pids = {d.partition_id for d in got}
-    assert len(pids) == 1
-    (pid,) = pids
-    assert pid is not None
-    assert [d.sequence_number for d in got] == [(pid << 48) | n for n in (1, 2, 3)]
-    # from_sequence peeks that partition from that number.
-    for p in (0, 5, 15):
-        seqs = [d.sequence_number for d in broker.peek(NS, "q", 250, (p << 48) | 2)]
-        assert seqs == [(p << 48) | 2, (p << 48) | 3]
+    keys = [k for k in map(str, range(400)) if partition_for_key(k, 16) in (0, 4, 5, 8, 15)]
+    seqs = send(broker, *[Message(b"m", partition_key=keys[i % 25]) for i in range(40)])
+    assert {s >> 48 for s in seqs} == {0, 4, 5, 8, 15}
+    for first in (0, 1, None):  # Python and Java start at 0, JS at 1, the CLI at none
+        pages: list[list[int]] = []
+        start = first
+        while page := [d.sequence_number for d in broker.peek(NS, "q", 10, start)]:
+            pages.append(page)
+            start = page[-1] + 1
+        assert [len(p) for p in pages] == [10, 10, 10, 10]
+        assert [s for p in pages for s in p] == sorted(seqs)
+    # From the middle of a partition: the rest of it, then the next ones.
+    mid = sorted(seqs)[12]
+    assert [d.sequence_number for d in broker.peek(NS, "q", 250, mid)] == sorted(seqs)[12:]
+    assert broker.peek(NS, "q", 250, (15 << 48) | 1000) == []
     with pytest.raises(BadRequest, match="names no partition"):
         broker.peek(NS, "q", 1, 16 << 48)
 

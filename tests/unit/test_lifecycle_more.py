@@ -130,11 +130,10 @@ def props(d: Delivered) -> dict[str, Any]:
 
 def peek_all(b: Broker, path: str = "q") -> list[Delivered]:
     """Every peekable message of every partition, by sequence number."""
-    n = b.queue_get(NS, path.split("/")[0])["partition_count"]
     out: list[Delivered] = []
-    for p in range(n):
-        out += b.peek(NS, path, 250, p << 48 if n > 1 else 0)
-    return sorted(out, key=lambda d: d.sequence_number)
+    while page := b.peek(NS, path, 250, out[-1].sequence_number + 1 if out else 0):
+        out += page  # daemon/README.md §0.1.7: pages walk on across partitions
+    return out
 
 
 def count(b: Broker, key: str, name: str = "q") -> int:

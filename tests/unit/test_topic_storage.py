@@ -130,13 +130,13 @@ def body(d: Delivered) -> str:
 
 def peek(b: Broker, path: str) -> dict[str, int]:
     """Body -> state of every peekable message (every partition)."""
-    topic_name = path.split("/")[0]
-    n = len(b.topic(NS, topic_name).partitions)
     out: dict[str, int] = {}
-    for p in range(n):
-        for d in b.peek(NS, path, 250, p << 48 if n > 1 else 0):
+    start = 0
+    while page := b.peek(NS, path, 250, start):  # walks on across partitions (§0.1.7)
+        for d in page:
             assert body(d) not in out
             out[body(d)] = d.state
+        start = page[-1].sequence_number + 1
     return out
 
 

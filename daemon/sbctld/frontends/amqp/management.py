@@ -10,7 +10,7 @@ from typing import Any
 
 from sbctl.amqp import codec
 from sbctl.amqp.types import Array, Timestamp
-from sbctl.errors import BadRequest, SbctlError
+from sbctl.errors import BadRequest, InvalidOperation, SbctlError
 from sbctl.operations import deletes_on_receive, redelivers
 from sbctl.protocol import Delivered
 from sbctld.frontends.amqp import convert, fastout, rules
@@ -19,6 +19,10 @@ from sbctld.frontends.amqp.host import Host, Respond, ok_when_durable
 from sbctld.results import LockRenewed, SettleFailed
 
 OP_PREFIX = "com.microsoft:"
+Handler = Callable[[Host, str, dict[str, Any], Respond], None]
+Disposition = tuple[str, list[str], dict[str, Any] | None, str | None, str | None]
+# A transaction's settlements for one entity: (op, lock token, properties, reason, description)
+Held = list[tuple[str, str, dict[str, Any] | None, str | None, str | None]]
 ALL_SESSIONS = 253_402_300_800_000
 
 
@@ -32,7 +36,11 @@ def _args(body: Any) -> dict[str, Any]:
     return {_text(k): v for k, v in body.items()}
 
 
-def handle(conn: Host, path: str, request: codec.Message, respond: Respond) -> None:
+def handle(
+    conn: Host, path: str, request: codec.Message, respond: Respond, held: Held | None = None
+) -> None:
+    """Serve one request; ``held`` is the settlements its transaction holds for ``path`` when
+    the request carries a txn-id (daemon/README.md §29.8)."""
     app = {_text(k): v for k, v in (request.application_properties or {}).items()}
     op = _text(app.get("operation", ""))
     name = op.removeprefix(OP_PREFIX).replace("-", "_")
@@ -41,12 +49,34 @@ def handle(conn: Host, path: str, request: codec.Message, respond: Respond) -> N
         respond(501, f"operation {op!r} is not supported", None, "amqp:not-implemented")
         return
     try:
+        if held is not None:
+            handler = _in_transaction(name, op, handler, held)
         # answered without the slow-store delay, as before the service layer
         with conn.frontend.service.request():
             handler(conn, path, _args(request.body), respond)
     except SbctlError as err:
         condition, text = condition_of(err)
         respond(status_of(err), text, None, condition)
+
+
+def _in_transaction(name: str, op: str, handler: Handler, held: Held) -> Handler:
+    """A request inside a transaction: a disposition is held until the discharge, reads are
+    served as they are, anything else is refused (daemon/README.md §29.8)."""
+    if name in READS:
+        return handler
+    if name == "update_disposition":
+        return lambda conn, path, args, respond: _hold_disposition(args, respond, held)
+    hint = TRANSACTION_HINTS.get(name, "run it outside the transaction")
+    raise InvalidOperation(
+        f"{op} cannot be part of a transaction: sbctl holds only sends and settlements in "
+        f"one; {hint}"
+    )
+
+
+def _hold_disposition(args: dict[str, Any], respond: Respond, held: Held) -> None:
+    op, tokens, props, reason, description = _disposition(args)
+    held.extend((op, token, props, reason, description) for token in tokens)
+    respond(200, "OK", None, None)
 
 
 def _session(args: dict[str, Any]) -> str | None:
@@ -102,6 +132,18 @@ def renew_lock(conn: Host, path: str, args: dict[str, Any], respond: Respond) ->
 
 
 def update_disposition(conn: Host, path: str, args: dict[str, Any], respond: Respond) -> None:
+    op, tokens, props, reason, description = _disposition(args)
+    results = conn.broker.settle(conn.namespace, path, op, tokens, props, reason, description)
+    for r in results:
+        if isinstance(r, SettleFailed):
+            raise r.error
+    if redelivers(op):
+        conn.frontend.wake(conn.namespace, path)
+    ok_when_durable(conn, respond, None)
+
+
+def _disposition(args: dict[str, Any]) -> Disposition:
+    """(op, lock tokens, properties to modify, reason, description) of an update-disposition."""
     status = _text(args.get("disposition-status", ""))
     op = {
         "completed": "complete",
@@ -117,21 +159,13 @@ def update_disposition(conn: Host, path: str, args: dict[str, Any], respond: Res
     props = {_text(k): convert._property(v) for k, v in props.items()} if props else None
     reason = args.get("deadletter-reason")
     description = args.get("deadletter-description")
-    results = conn.broker.settle(
-        conn.namespace,
-        path,
+    return (
         op,
         tokens,
         props,
         _text(reason) if reason else None,
         _text(description) if description else None,
     )
-    for r in results:
-        if isinstance(r, SettleFailed):
-            raise r.error
-    if redelivers(op):
-        conn.frontend.wake(conn.namespace, path)
-    ok_when_durable(conn, respond, None)
 
 
 def receive_by_sequence_number(
@@ -226,7 +260,16 @@ def get_message_sessions(conn: Host, path: str, args: dict[str, Any], respond: R
     respond(200, "OK", {"skip": skip + len(ids), "sessions-ids": Array("string", ids)}, None)
 
 
-OPS: dict[str, Callable[[Host, str, dict[str, Any], Respond], None]] = {
+# Inside a transaction (daemon/README.md §29.8): reads are served, and why the rest is refused.
+READS = frozenset(("peek_message", "get_session_state", "get_message_sessions", "enumerate_rules"))
+TRANSACTION_HINTS = {
+    "schedule_message": "send the message with its ScheduledEnqueueTime set inside the "
+    "transaction instead (it is scheduled at the commit), or schedule it outside",
+    "cancel_scheduled_message": "cancel it outside the transaction",
+    "receive_by_sequence_number": "receive outside the transaction, then settle inside it",
+}
+
+OPS: dict[str, Handler] = {
     "peek_message": peek_message,
     "renew_lock": renew_lock,
     "update_disposition": update_disposition,

@@ -396,8 +396,11 @@ class AmqpConnection(asyncio.Protocol):
 
     def _management(self, link: Link, path: str, delivery: Delivery) -> None:
         request = codec.decode_message(delivery.payload)
+        state = delivery.state
+        txn_id = state.txn_id if isinstance(state, TransactionalState) else None
         if not delivery.settled:
-            self.conn.disposition(link, delivery.id, Accepted())
+            done = Accepted() if txn_id is None else TransactionalState(txn_id, Accepted())
+            self.conn.disposition(link, delivery.id, done)
 
         def respond(status: int, description: str, body: Any, condition: str | None) -> None:
             app: dict[Any, Any] = {"statusCode": Int(status), "statusDescription": description}
@@ -406,7 +409,14 @@ class AmqpConnection(asyncio.Protocol):
             self._respond(link, request, app, body, link.address or "")
             self.flush()
 
-        management.handle(self, path, request, respond)
+        held = None  # daemon/README.md §29: a request carrying a txn-id
+        if txn_id is not None:
+            try:
+                held = self.transactions.get(txn_id).entity(path)[1]
+            except SbctlError as err:
+                respond(400, err.message, None, "amqp:transaction:unknown-id")
+                return
+        management.handle(self, path, request, respond, held)
 
     def _send(self, link: Link, path: str, delivery: Delivery) -> None:
         service = self.frontend.service

@@ -40,7 +40,8 @@ import java.util.concurrent.TimeUnit;
  * SBCTL_XTX_DEST, SBCTL_WORK_QUEUE (plain queues, empty), SBCTL_TOPIC + SBCTL_SUBSCRIPTION (a topic
  * and a subscription with the default rule), SBCTL_CLI_QUEUE (one message "from-cli" sent by
  * `sbctl send` without a message id), SBCTL_BULK_QUEUE (plain queue, empty), SBCTL_CERT (the
- * daemon's certificate, for the administration client's HTTPS: see AdminSteps).
+ * daemon's certificate, for the administration client's HTTPS: see AdminSteps), and the m-* queues
+ * MatrixSteps names.
  * Output: one JSON line on stdout, {"ok": bool, "steps": {...}, "error": ...}; exit code 0
  * only when every step did what the Service Bus semantics say.
  */
@@ -49,17 +50,17 @@ public final class SdkTest {
 
     private SdkTest() {}
 
-    private static void check(boolean cond, String what) {
+    static void check(boolean cond, String what) {
         if (!cond) {
             throw new IllegalStateException("check failed: " + what);
         }
     }
 
-    private static String text(ServiceBusReceivedMessage m) {
+    static String text(ServiceBusReceivedMessage m) {
         return new String(m.getBody().toBytes(), StandardCharsets.UTF_8);
     }
 
-    private static List<ServiceBusReceivedMessage> receive(ServiceBusReceiverClient r, int n) {
+    static List<ServiceBusReceivedMessage> receive(ServiceBusReceiverClient r, int n) {
         List<ServiceBusReceivedMessage> got = new ArrayList<>();
         long deadline = System.nanoTime() + Duration.ofSeconds(15).toNanos();
         while (got.size() < n && System.nanoTime() < deadline) {
@@ -70,7 +71,7 @@ public final class SdkTest {
         return got;
     }
 
-    private static List<String> bodies(Iterable<ServiceBusReceivedMessage> ms) {
+    static List<String> bodies(Iterable<ServiceBusReceivedMessage> ms) {
         List<String> out = new ArrayList<>();
         for (ServiceBusReceivedMessage m : ms) {
             out.add(text(m));
@@ -515,6 +516,7 @@ public final class SdkTest {
             crossEntityTransaction(cs, System.getenv("SBCTL_XTX_SOURCE"), System.getenv("SBCTL_XTX_DEST"));
             more(cs);
             volume(cs);
+            STEPS.put("matrix", MatrixSteps.run(cs));
             STEPS.put("admin", AdminSteps.run(cs, System.getenv("SBCTL_CERT")));
             ok = true;
         } catch (RuntimeException | Error e) {
