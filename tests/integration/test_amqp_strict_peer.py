@@ -14,7 +14,7 @@ import uuid
 from typing import Any
 
 import pytest
-from proton import Delivery, Endpoint, Link, Message
+from proton import Delivery, Endpoint, Link, Message, int32, short, symbol, timestamp
 
 from sbctl.amqp import framing
 from sbctl.amqp import types as t
@@ -28,6 +28,7 @@ pytestmark = pytest.mark.timeout(60)
 def port(module_daemon: Any) -> int:
     for queue in ("small", "modes", "drained", "mgmt", "ends"):
         module_daemon.cli("queue", "create", queue, check=True)
+    module_daemon.cli("queue", "create", "parted", "--enable-partitioning", check=True)
     status = module_daemon.cli("-o", "json", "daemon", "status", check=True).json()
     return int(status["amqp_port"])
 
@@ -65,6 +66,34 @@ def test_a_one_frame_window_at_512_byte_frames_delivers_every_message(port: int)
     transfers = peer.frames_in("transfer")
     assert len(transfers) > 6  # the big one took several frames
     assert any("-> @begin" in line and "incoming-window=0x1," in line for line in peer.trace)
+    peer.close()
+    strict(peer)
+
+
+def test_broker_annotations_have_the_types_the_dotnet_sdk_unboxes(port: int) -> None:
+    """Azure.Messaging.ServiceBus casts the broker's annotations to exact .NET types
+    (``(long)``, ``(DateTime)``, ``(int)``, ``(short)``, ``(string)``: a boxed value of
+    another width throws); Proton keeps every AMQP type, so they are checked here."""
+    peer = ProtonPeer(port, max_frame_size=65_536)
+    session = peer.session()
+    sender = peer.attach(session.sender("typed-tx"), "parted")
+    sent = peer.send(sender, "typed", annotations={symbol("x-opt-partition-key"): "pk"})
+    peer.run_until(lambda: sent.remote_state == Delivery.ACCEPTED)
+    receiver = peer.attach(session.receiver("typed-rx"), "parted")
+    receiver.flow(1)
+    (got,) = peer.receive(receiver, 1)
+    annotations = got.message.annotations
+    expected = {
+        "x-opt-sequence-number": int,  # a long (proton: plain int)
+        "x-opt-enqueued-time": timestamp,
+        "x-opt-locked-until": timestamp,
+        "x-opt-message-state": int32,
+        "x-opt-partition-id": short,
+        "x-opt-partition-key": str,
+    }
+    assert {k: type(annotations[k]) for k in expected} == expected
+    got.delivery.update(Delivery.ACCEPTED)
+    got.delivery.settle()
     peer.close()
     strict(peer)
 
