@@ -53,6 +53,11 @@ IDLE_TIMEOUT_MS = 240_000
 SESSION_WINDOW = 5000
 LINK_CREDIT = 1000
 UINT_MAX = 2**32 - 1
+# The highest channel and link handle a peer may use (what Service Bus advertises: channel-max
+# 4999, handle-max 262,143, Microsoft.Azure.Amqp's default); past them: framing-error (§2.7.1,
+# §2.7.2 of the specification; daemon/README.md §29).
+CHANNEL_MAX = 4999
+HANDLE_MAX = 262_143
 MAX_DELIVERY_BYTES = 128 * 1024 * 1024  # a multi-frame delivery larger than this closes
 
 
@@ -113,6 +118,8 @@ class Session:
         self.incoming_window = SESSION_WINDOW
         self.remote_incoming_window = int(begin.incoming_window or 0)
         self.remote_outgoing_window = int(begin.outgoing_window or 0)
+        handle_max = begin.handle_max
+        self.remote_handle_max = UINT_MAX if handle_max is None else int(handle_max)
         self.links: dict[int, Link] = {}  # by the peer's handle
         self.local: dict[int, Link] = {}  # by our handle
         self.unsettled: dict[int, Link] = {}  # our deliveries not yet settled, by id
@@ -152,6 +159,7 @@ class Connection:
         self.idle_timeout_ms = idle_timeout_ms
         self.peer_max_frame_size = framing.MIN_MAX_FRAME_SIZE
         self.peer_idle_timeout_ms: int | None = None
+        self.peer_channel_max = 65_535
         self.peer_open: Composite | None = None
         self.sasl_hostname: str | None = None
         self.mechanism: str | None = None
@@ -312,15 +320,10 @@ class Connection:
         if self.peer_max_frame_size < framing.MIN_MAX_FRAME_SIZE:
             raise ProtocolError("amqp:invalid-field", "max-frame-size below 512")
         self.peer_idle_timeout_ms = int(body.idle_time_out) if body.idle_time_out else None
+        self.peer_channel_max = 65_535 if body.channel_max is None else int(body.channel_max)
         self._emit(
             0,
-            Open(
-                self.container_id,
-                None,
-                self.max_frame_size,
-                65_535,
-                self.idle_timeout_ms,
-            ),
+            Open(self.container_id, None, self.max_frame_size, CHANNEL_MAX, self.idle_timeout_ms),
         )
 
     def _on_close(self, body: Composite) -> None:
@@ -332,14 +335,20 @@ class Connection:
     def _on_begin(self, channel: int, body: Composite) -> None:
         if channel in self.sessions:
             raise ProtocolError("amqp:not-allowed", f"channel {channel} already has a session")
-        self._ended.discard(channel)
+        if channel > CHANNEL_MAX:
+            raise framing.FrameError(f"channel {channel} is above our channel-max {CHANNEL_MAX}")
         used = {s.channel for s in self.sessions.values()}
         local = next(c for c in range(len(used) + 1) if c not in used)
+        if local > self.peer_channel_max:
+            raise framing.FrameError(
+                f"a session more than the peer's channel-max {self.peer_channel_max} allows"
+            )
+        self._ended.discard(channel)
         session = Session(local, channel, body)
         self.sessions[channel] = session
         self._emit(
             local,
-            Begin(channel, 0, session.incoming_window, SESSION_WINDOW, UINT_MAX),
+            Begin(channel, 0, session.incoming_window, SESSION_WINDOW, HANDLE_MAX),
         )
 
     def _on_end(self, channel: int, session: Session) -> None:
@@ -354,7 +363,13 @@ class Connection:
     def _on_attach(self, session: Session, body: Composite) -> None:
         if body.handle in session.links:
             raise ProtocolError("amqp:session:handle-in-use", f"handle {body.handle} is in use")
-        handle = next(h for h in range(len(session.local) + 2) if h not in session.local)
+        if body.handle > HANDLE_MAX:
+            raise framing.FrameError(f"handle {body.handle} is above our handle-max {HANDLE_MAX}")
+        handle = next(h for h in range(len(session.local) + 1) if h not in session.local)
+        if handle > session.remote_handle_max:
+            raise framing.FrameError(
+                f"a link more than the peer's handle-max {session.remote_handle_max} allows"
+            )
         link = Link(session, body, handle)
         session.links[link.remote_handle] = link
         session.local[handle] = link
@@ -493,6 +508,18 @@ class Connection:
         while session.pending and session.remote_incoming_window > 0:
             self._out += session.pending.popleft()
             session.remote_incoming_window -= 1
+            session.next_outgoing_id += 1
+
+    def _put(self, session: Session, frame: bytes) -> None:
+        """A transfer frame: out now if the peer's window has room, else it waits. Its
+        transfer-id is taken when it goes out (next-outgoing-id counts frames *sent*: the
+        peer's flow is computed against it, §2.5.6 of the specification)."""
+        if session.remote_incoming_window > 0 and not session.pending:
+            session.remote_incoming_window -= 1
+            session.next_outgoing_id += 1
+            self._out += frame
+        else:
+            session.pending.append(frame)
 
     def attach(
         self,
@@ -605,9 +632,9 @@ class Connection:
                 len(payload),
             )
             if len(head) + len(payload) <= self.peer_max_frame_size:
-                session.next_outgoing_id += 1
                 if session.remote_incoming_window > 0 and not session.pending:
                     session.remote_incoming_window -= 1
+                    session.next_outgoing_id += 1
                     self._out += head
                     self._out += payload
                 else:
@@ -621,12 +648,7 @@ class Connection:
         for frame in framing.transfer_frames(
             session.channel, transfer, payload, self.peer_max_frame_size
         ):
-            session.next_outgoing_id += 1
-            if session.remote_incoming_window > 0 and not session.pending:
-                session.remote_incoming_window -= 1
-                self._out += frame
-            else:
-                session.pending.append(frame)
+            self._put(session, frame)
         return delivery_id
 
     def transfers(
@@ -650,10 +672,10 @@ class Connection:
         link.delivery_count += count
         if not settled:
             session.unsettled.update(dict.fromkeys(ids, link))
-        session.next_outgoing_id += count
         now = 0 if session.pending else max(0, min(count, session.remote_incoming_window))
         if now:  # what the peer's window takes goes out, the rest waits for it
             session.remote_incoming_window -= now
+            session.next_outgoing_id += now
             frames = heads[:now] * 2  # (then every other one is a payload)
             frames[1::2] = payloads[:now]
             frames[::2] = heads[:now]

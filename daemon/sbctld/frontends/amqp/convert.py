@@ -30,6 +30,7 @@ from sbctl.amqp.types import (
     Header,
     Int,
     Properties,
+    Short,
     Symbol,
     Timestamp,
     UInt,
@@ -254,7 +255,7 @@ def from_delivered(d: Delivered, *, received: bool, lock: bool) -> bytes:
     if m.dead_letter_source is not None:
         ann[Symbol("x-opt-deadletter-source")] = m.dead_letter_source
     if d.partition_id is not None:
-        ann[Symbol("x-opt-partition-id")] = d.partition_id
+        ann[Symbol("x-opt-partition-id")] = Short(d.partition_id)  # (a short, as Azure's)
     message_id = m.message_id
     if message_id is None:
         # Stored without one (sent over the Unix socket without --message-id): a stable id

@@ -30,6 +30,7 @@ from sbctld.frontends.amqp.convert import _NO_ID, MESSAGE_STATE, _to_amqp, from_
 
 _q = struct.Struct(">q")
 _I = struct.Struct(">I")
+_h = struct.Struct(">h")
 _II = struct.Struct(">II")
 _UINT_END = 2**32
 _NULL = b"\x40"
@@ -150,7 +151,7 @@ def encode_all(got: list[Delivered], *, received: bool, lock: bool) -> list[byte
                 if locked is not None:
                     args += (_LOCKED, locked)
                 if pid is not None:
-                    args += (_PARTITION_ID_55, pid)
+                    args += (_PARTITION_ID_SHORT, pid)
                 args += (props, raw, _ID_TO_CREATION, enqueued, _NULL * 3)
                 body = fields[0]
                 n = len(body)
@@ -225,14 +226,16 @@ def _layout(lock: bool, partitioned: bool) -> tuple[struct.Struct, bytes]:
         fmt += f"{len(_LOCKED)}sq"
         size += len(_LOCKED) + 8
     if partitioned:
-        fmt += f"{len(_PARTITION_ID_55)}sb"
-        size += len(_PARTITION_ID_55) + 1
+        fmt += f"{len(_PARTITION_ID_SHORT)}sh"
+        size += len(_PARTITION_ID_SHORT) + 2
     head = _ANNOTATIONS + bytes((0xC1, size + 1, 2 * (3 + lock + partitioned)))
     head += _SEQUENCE + b"\x81"
     return struct.Struct(f">{len(head)}s" + fmt), head
 
 
-_PARTITION_ID_55 = _PARTITION_ID + b"\x55"  # (then the id as a signed byte)
+# The partition id is an AMQP short, as Service Bus sends it: the .NET SDKs unbox it as one
+# (``(short)pair.Value``), and a long there fails every receive (daemon/README.md §29).
+_PARTITION_ID_SHORT = _PARTITION_ID + b"\x61"  # (then the id as a signed 16-bit integer)
 _LAYOUTS = {(lock, part): _layout(lock, part) for lock in (False, True) for part in (False, True)}
 _LONG_MAX = 2**63 - 1
 
@@ -255,7 +258,7 @@ def _annotations(d: Delivered, m: Stored, lock: bool) -> bytes:
         if locked is not None:
             args += (_LOCKED, locked)
         if pid is not None:
-            args += (_PARTITION_ID_55, pid)
+            args += (_PARTITION_ID_SHORT, pid)
         return layout.pack(*args)
     return _ANNOTATIONS + _annotations_any(d, m, lock, _q.pack(d.enqueued_time_ms))
 
@@ -281,7 +284,7 @@ def _annotations_any(d: Delivered, m: Stored, lock: bool, enqueued: bytes) -> by
     if m.dead_letter_source is not None:
         ann += (_DEADLETTER_SOURCE, _string(m.dead_letter_source))
     if d.partition_id is not None:
-        ann += (_PARTITION_ID, _long(d.partition_id))
+        ann += (_PARTITION_ID_SHORT, _h.pack(d.partition_id))
     return _compound(0xC1, 0xD1, len(ann) + 1, b"".join(ann))  # (2 per entry, 1 in _STATE)
 
 

@@ -53,6 +53,7 @@ from sbctld.frontends.amqp.connection import (
 from sbctld.frontends.amqp.errors import condition_of
 from sbctld.frontends.amqp.fastin import stored_messages
 from sbctld.frontends.amqp.session_filter import SESSION_FILTER, echoed, requested_session
+from sbctld.frontends.amqp.replies import Replies
 from sbctld.frontends.amqp.settlement import Settlement, lock_tags, settle_range
 from sbctld.frontends.amqp.transactions import Coordinator as Transactions
 from sbctld.frontends.amqp.waiting import LinkWatch, SessionWait
@@ -85,6 +86,11 @@ def entity_path(address: str | None) -> str:
     return path.strip("/")
 
 
+def _is_node(context: Any) -> bool:
+    """Whether a link's context is a request/response node: ``$cbs`` or ``$management``."""
+    return context == "cbs" or (isinstance(context, tuple) and context[0] == "mgmt")
+
+
 class ReceiveState:
     """What an AMQP link we send messages on needs: entity, mode, session and deliveries."""
 
@@ -109,6 +115,7 @@ class AmqpConnection(asyncio.Protocol):
         self.broker = frontend.service.broker
         self.sender = frontend.service.new_sender()  # a paired primary's backlog key
         self.conn = Connection(self, trace=_trace if TRACE else None)
+        self.replies = Replies(self.conn)
         self.transactions = Transactions(self)
         self.transport: asyncio.Transport | None = None
         self._timer: asyncio.TimerHandle | None = None
@@ -199,9 +206,7 @@ class AmqpConnection(asyncio.Protocol):
 
     def _accept(self, link: Link, **kwargs: Any) -> None:
         self.conn.attach(link, source=link.source, target=link.target, **kwargs)
-        ctx = link.context
-        is_node = ctx == "cbs" or (isinstance(ctx, tuple) and ctx[0] == "mgmt")
-        if link.role == RECEIVER and is_node:
+        if link.role == RECEIVER and _is_node(link.context):
             self.conn.grant(link, 100)
         self.flush()
 
@@ -297,6 +302,7 @@ class AmqpConnection(asyncio.Protocol):
         raise SessionLockLost(f"this connection holds no lock on session {session_id!r}")
 
     def on_detach(self, link: Link, error: Any) -> None:
+        self.replies.drop(link)
         if link.context == "coordinator":
             self.transactions.drop_link(link)
         parked = self.frontend.session_waits.pop(link, None)
@@ -368,8 +374,7 @@ class AmqpConnection(asyncio.Protocol):
             body=body,
             body_kind="value",
         )
-        tag = out_link.delivery_count.to_bytes(4, "big")
-        self.conn.transfer(out_link, tag, codec.encode_message(msg), settled=True)
+        self.replies.send(out_link, codec.encode_message(msg))
 
     def _cbs(self, link: Link, delivery: Delivery) -> None:
         request = codec.decode_message(delivery.payload)
@@ -462,6 +467,9 @@ class AmqpConnection(asyncio.Protocol):
             link.context.paused = False
             self.pump(link)
             self.flush()
+        elif _is_node(link.context):
+            self.replies.on_flow(link)
+            self.flush()
 
     def pump(self, link: Link) -> None:
         """Send what the link has credit for; watch the entity when nothing is there."""
@@ -524,6 +532,8 @@ class AmqpConnection(asyncio.Protocol):
         broker settle for them all (:mod:`.settlement`)."""
         ctx = link.context
         if not isinstance(ctx, ReceiveState):
+            if _is_node(ctx):
+                self.replies.on_disposition(link, ids, settled, state)
             return
         if isinstance(state, TransactionalState):
             for delivery_id in ids:
