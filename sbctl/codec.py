@@ -206,20 +206,6 @@ def encode_message(message: Message) -> bytes:
     return _encoder.encode(message)
 
 
-_values_decoder = msgspec.msgpack.Decoder(ext_hook=_ext_hook)
-
-
-def encode_values(values: Mapping[str, Any]) -> bytes:
-    """A map of property values as MessagePack, typed as in a record (the property changes
-    a settlement stores)."""
-    return _encoder.encode(tag_values(values))
-
-
-def decode_values(raw: bytes | memoryview) -> Any:
-    """What :func:`encode_values` wrote (or a plain MessagePack map, as written before)."""
-    return _values_decoder.decode(raw)
-
-
 def decode_message(payload: bytes | memoryview) -> Message:
     """A stored or delivered record (already checked when it was sent)."""
     return _decoder.decode(payload)

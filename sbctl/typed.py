@@ -86,13 +86,13 @@ def stored(value: Any) -> Any:
 def plain(value: Any) -> Any:
     """The plain Python value of a typed one (an int, float, str or bytes), as SQL filters
     compare it (numbers across types, daemon/README.md §10.5); others unchanged."""
-    kind = type(value)
-    if kind not in TYPED:
+    if type(value) not in TYPED:
         return value
-    for base in (int, float, str, bytes):
-        if isinstance(value, base):
-            return base(value)
-    return value  # (unreachable: every typed class has one of those bases)
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
+    return str(value) if isinstance(value, str) else bytes(value)
 
 
 def to_bytes(value: Any) -> bytes:
