@@ -40,6 +40,9 @@ from typing import Any, NamedTuple
 import crc32c
 import msgspec
 
+from sbctl.amqp.types import Int, Timestamp
+from sbctl.typed import TYPED, from_bytes, stored, to_bytes
+
 MAGIC = 1
 BATCH_HEADER = struct.Struct("<QqII")  # base_seq, base_time_ms, length, crc
 BATCH_INNER = struct.Struct("<BBHI")  # magic, attributes, reserved, record_count
@@ -52,13 +55,18 @@ MAX_BATCH_BYTES = 64 * 1024 * 1024
 
 # An application property value (daemon/README.md §1.2). The plain JSON-like values are stored as
 # themselves; a timestamp (an aware datetime) as MessagePack's timestamp extension (-1), bytes as
-# MessagePack bin, a UUID as extension UUID_EXT with its 16 bytes. Records written before typed
+# MessagePack bin, a UUID as extension UUID_EXT with its 16 bytes, and the AMQP types plain
+# Python values cannot tell apart (sbctl.typed: Long, Short, Symbol, ...) as extension
+# AMQP_EXT holding the value's AMQP encoding (record version 3). Records written before typed
 # values existed hold plain values only and decode unchanged.
 # (msgspec cannot type-check such a union, so the record holds ``Any`` and decode_message
 # checks the values instead.)
 PropertyValue = str | int | float | bool | None | datetime | uuid.UUID | bytes
-VALUE_TYPES = frozenset((str, int, float, bool, type(None), datetime, uuid.UUID, bytes))
+VALUE_TYPES = frozenset(
+    (str, int, float, bool, type(None), datetime, uuid.UUID, bytes, Int, Timestamp, *TYPED)
+)
 UUID_EXT = 1
+AMQP_EXT = 2
 
 # The string properties a sender sets (daemon/README.md §1.2); flags and JSON fields use these
 # names.
@@ -83,6 +91,10 @@ class Message(msgspec.Struct, array_like=True, omit_defaults=True, forbid_unknow
     and trailing, so a record written before it existed (a shorter array) decodes with the
     field's default. Fields 0-15 are version 1 (the first release, 16 elements); 16-18
     (``message_annotations``, ``body_kind``, ``body_amqp``) are version 2 (19 elements).
+    Version 3 adds no field but two value forms: property and annotation values of the
+    AMQP types in :mod:`sbctl.typed` (MessagePack extension ``AMQP_EXT``), and a
+    ``body_amqp`` of one byte, the constructor of a string (0xA1) or binary (0xA0) value,
+    meaning "the value is ``body``" (so a string or binary amqp-value body is stored once).
     A release refuses records longer than it knows (``forbid_unknown_fields``): data dirs
     open forwards, not backwards.
     """
@@ -121,6 +133,11 @@ class Message(msgspec.Struct, array_like=True, omit_defaults=True, forbid_unknow
 def _ext_hook(code: int, data: memoryview) -> Any:
     if code == UUID_EXT and len(data) == 16:
         return uuid.UUID(bytes=bytes(data))
+    if code == AMQP_EXT:
+        try:
+            return from_bytes(data)
+        except ValueError as exc:
+            raise msgspec.ValidationError(str(exc)) from None
     raise msgspec.ValidationError(f"unknown MessagePack extension type {code}")
 
 
@@ -132,20 +149,27 @@ def _check_values(values: dict[str, Any], what: str) -> None:
             )
 
 
-def _tag(value: Any) -> Any:
-    if type(value) is uuid.UUID:
+def _tag(key: str, value: Any) -> Any:
+    kind = type(value)
+    if kind is uuid.UUID:
         return msgspec.msgpack.Ext(UUID_EXT, value.bytes)
-    if type(value) is datetime and value.tzinfo is None:  # naive: UTC (else it is text)
+    if kind is datetime and value.tzinfo is None:  # naive: UTC (else it is text)
         return value.replace(tzinfo=UTC)
-    return value
+    if kind in TYPED:
+        try:
+            return msgspec.msgpack.Ext(AMQP_EXT, to_bytes(value))
+        except ValueError as exc:
+            raise ValueError(f"property {key!r}: {exc}") from None
+    return stored(value)
 
 
 def tag_values(values: Mapping[str, Any]) -> Mapping[str, Any]:
-    """``values`` as stored: UUIDs as their extension, naive datetimes as UTC (the same
-    mapping when it has neither)."""
+    """``values`` as stored: UUIDs and the AMQP-typed values as their extensions, naive
+    datetimes as UTC (the same mapping when it has none of them). ValueError naming the
+    property when a typed value does not fit its type."""
     for v in values.values():  # (a plain loop is the fastest scan for a few values)
         if type(v) in _TAGGED:
-            return {k: _tag(v) for k, v in values.items()}
+            return {k: _tag(k, v) for k, v in values.items()}
     return values
 
 
@@ -164,7 +188,7 @@ def tagged(message: Message) -> Message:
     return message
 
 
-_TAGGED = frozenset((uuid.UUID, datetime))
+_TAGGED = frozenset((uuid.UUID, datetime, Int, Timestamp, *TYPED))
 _encoder = msgspec.msgpack.Encoder()
 _decoder = msgspec.msgpack.Decoder(Message, ext_hook=_ext_hook)
 

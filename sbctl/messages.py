@@ -16,6 +16,7 @@ from typing import Any, TypeAlias
 
 import msgspec
 
+from sbctl import typed
 from sbctl.codec import STRING_FIELDS, Message, PropertyValue, decode_message
 from sbctl.convert import instant_ms
 from sbctl.durations import format_instant, parse_duration_ms, parse_instant_ms
@@ -76,13 +77,14 @@ def message_from_json(obj: Any, now_ms: int) -> Message:
     return Message(**fields)
 
 
-TYPED_NAMES = ("timestamp", "uuid", "binary")
+TYPED_NAMES = ("timestamp", "uuid", "binary", *typed.NAMES)
 
 
 def check_properties(props: Any) -> dict[str, PropertyValue]:
     """Application properties from JSON or Python: plain values as they are, a typed value
-    as ``{"$type": "timestamp" | "uuid" | "binary", "value": ...}`` (what ``to_dict``
-    writes) or as a datetime, UUID or bytes."""
+    as ``{"$type": NAME, "value": ...}`` (what ``to_dict`` writes; NAME ``timestamp``,
+    ``uuid``, ``binary`` or an AMQP type, see :mod:`sbctl.typed`) or as a datetime, UUID,
+    bytes or one of :mod:`sbctl.amqp.types`' classes."""
     if not isinstance(props, dict):
         raise BadRequest("application_properties must be a JSON object")
     out: dict[str, PropertyValue] = {}
@@ -96,35 +98,54 @@ def check_properties(props: Any) -> dict[str, PropertyValue]:
 def property_value(key: str, value: Any) -> PropertyValue:
     """One property value, checked; typed JSON objects become their Python values."""
     if isinstance(value, str | int | float | bool | uuid.UUID | bytes) or value is None:
+        if type(value) in typed.TYPED:
+            try:
+                typed.to_bytes(value)
+            except ValueError as exc:
+                raise BadRequest(f"application property {key!r}: {exc}") from None
         return value
     if isinstance(value, datetime):
         return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
     if isinstance(value, dict) and set(value) == {"$type", "value"}:
-        kind, raw = value["$type"], value["value"]
-        try:
-            if kind == "timestamp":
-                return datetime.fromtimestamp(parse_instant_ms(str(raw), 0) / 1000, tz=UTC)
-            if kind == "uuid":
-                return uuid.UUID(str(raw))
-            if kind == "binary":
-                return base64.b64decode(str(raw), validate=True)
-        except (BadRequest, ValueError, binascii.Error):
-            raise BadRequest(f"application property {key!r}: invalid {kind} {raw!r}") from None
-        raise BadRequest(
-            f"application property {key!r}: unknown $type {kind!r} (use {', '.join(TYPED_NAMES)})"
-        )
+        return _typed_value(key, value["$type"], value["value"])
     raise BadRequest(
         f"application property {key!r} must be a string, number, boolean, null or "
-        '{"$type": "timestamp" | "uuid" | "binary", "value": ...}'
+        '{"$type": TYPE, "value": ...}'
+    )
+
+
+def _typed_value(key: str, kind: Any, raw: Any) -> PropertyValue:
+    """The value of ``{"$type": kind, "value": raw}``."""
+    try:
+        if kind == "timestamp":
+            return datetime.fromtimestamp(parse_instant_ms(str(raw), 0) / 1000, tz=UTC)
+        if kind == "uuid":
+            return uuid.UUID(str(raw))
+        if kind == "binary":
+            return base64.b64decode(str(raw), validate=True)
+        if kind in typed.NAMES:
+            value: PropertyValue = typed.from_json(kind, raw)
+            return value
+    except ValueError as exc:
+        detail = f" ({exc})" if kind in typed.NAMES else ""
+        raise BadRequest(f"application property {key!r}: invalid {kind} {raw!r}{detail}") from None
+    except (BadRequest, binascii.Error):
+        raise BadRequest(f"application property {key!r}: invalid {kind} {raw!r}") from None
+    raise BadRequest(
+        f"application property {key!r}: unknown $type {kind!r} (use {', '.join(TYPED_NAMES)})"
     )
 
 
 def json_value(value: Any) -> Any:
     """A property or annotation value for JSON output: typed values as
     ``{"$type": ..., "value": ...}`` (a timestamp in ISO 8601 UTC, a UUID canonical, binary
-    base64), plain values as they are."""
-    if value is None or type(value) in (str, int, float, bool):
+    base64, the AMQP types as :func:`sbctl.typed.to_json` shows them), plain values as
+    they are."""
+    kind = type(value)
+    if value is None or kind in (str, int, float, bool):
         return value
+    if kind in typed.TYPED:
+        return typed.to_json(value)
     if isinstance(value, datetime):
         return {"$type": "timestamp", "value": format_instant(instant_ms(value))}
     if isinstance(value, uuid.UUID):
@@ -135,9 +156,9 @@ def json_value(value: Any) -> Any:
         return [json_value(v) for v in value]
     if isinstance(value, dict):
         return {str(k): json_value(v) for k, v in value.items()}
-    for kind in (bool, int, float, str):  # subclasses (AMQP's Int, Symbol...) as the base
-        if isinstance(value, kind):
-            return kind(value)
+    for base in (bool, int, float, str):  # subclasses (AMQP's Int, Timestamp...) as the base
+        if isinstance(value, base):
+            return base(value)
     return str(value)
 
 

@@ -420,7 +420,7 @@ class PairedNamespaces:
         if not decoded:
             raise BadRequest("a send needs at least one message")
         for m, payload in zip(decoded, payloads, strict=True):
-            _check_for_primary(entity, m, len(payload))
+            _check_for_primary(entity, m, send_rules.message_size(m, len(payload)))
         copies = [divert_message(m, path) for m in decoded]
         while True:
             index = pairing.backlog_for(st, sender)

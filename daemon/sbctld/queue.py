@@ -189,6 +189,9 @@ class Queue(QueueSessions):
         keyed_by_id = cfg.requires_duplicate_detection
         for m, payload in zip(messages, payloads, strict=True):
             size = len(payload)
+            amqp = m.body_amqp
+            if amqp is not None and len(amqp) > 1:  # (send_rules.message_size, inlined)
+                size -= len(m.body)
             # send_rules.check_message, its two halves called here directly (the hot loop)
             send_rules.check_fields(m, requires_session)
             key = send_rules.check_encoded(m, size, keyed_by_id)

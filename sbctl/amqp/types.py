@@ -44,6 +44,13 @@ class Int(int):
     __slots__ = ()
 
 
+class Long(int):
+    """A ``long`` that a stored property keeps as such even when it fits 32 bits (a plain
+    ``int`` encodes as ``long`` too; the decoder gives plain ints)."""
+
+    __slots__ = ()
+
+
 class Timestamp(int):
     """Milliseconds since the Unix epoch."""
 

@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sbctl.amqp import codec as amqp
+from sbctl.amqp import types as t
 from sbctl.codec import Message, encode_message
 from sbctl.protocol import Delivered
 from sbctld.frontends.amqp import convert, fastout
@@ -21,12 +22,20 @@ from sbctld.frontends.amqp import convert, fastout
 INT64 = st.integers(-(2**63), 2**63 - 1)
 TEXT = st.text(max_size=300)
 MAYBE_TEXT = st.none() | TEXT
-# Values as stored (sbctl.codec.VALUE_TYPES): ints across the int/long boundary, aware
-# UTC datetimes at millisecond precision, UUIDs, binaries.
+# Values as stored (sbctl.codec.VALUE_TYPES): ints across the int/long boundary and up to
+# the ulong range, aware UTC datetimes at millisecond precision, UUIDs, binaries, and the
+# AMQP-typed values of sbctl.typed.
 VALUES = (
     st.none()
     | st.booleans()
     | INT64
+    | st.integers(2**63 - 2, 2**64 - 1)
+    | st.integers(-(2**15), 2**15 - 1).map(t.Short)
+    | st.integers(-5, 5).map(t.Long)
+    | st.integers(0, 2**64 - 1).map(t.ULong)
+    | st.floats(width=32, allow_nan=False).map(t.Float)
+    | st.text(st.characters(max_codepoint=127), max_size=5).map(t.Symbol)
+    | st.binary(min_size=16, max_size=16).map(t.Decimal128)
     | st.integers(-(2**31) - 2, -(2**31) + 2)
     | st.integers(2**31 - 2, 2**31 + 2)
     | st.floats(allow_nan=False)

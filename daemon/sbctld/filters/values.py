@@ -21,6 +21,7 @@ from types import MappingProxyType
 from typing import Any, Final, NamedTuple
 
 from sbctl.codec import Message, PropertyValue
+from sbctl.typed import TYPED, plain
 
 MAX_EXPRESSION_LENGTH: Final = 1024  # filter and action strings (daemon/README.md §10.9, §14.5)
 MAX_ACTION_STATEMENTS: Final = 32  # daemon/README.md §10.8, §14.5
@@ -45,7 +46,9 @@ _NO_PROPERTIES: Final[Mapping[str, PropertyValue]] = MappingProxyType({})
 class MessageView:
     """One message as filters see it: built once per message per send and shared, read-only,
     by every subscription's filters, so the case-insensitive name table is built at most once
-    (lazily, on the first lookup that misses an exact-case name)."""
+    (lazily, on the first lookup that misses an exact-case name). Typed property values
+    (sbctl.typed: a short, a ulong, a symbol...) are seen as their plain int, float or str,
+    so numbers compare across AMQP types as Service Bus compares them."""
 
     __slots__ = ("_folded", "enqueued_time_ms", "message", "properties", "sequence_number", "size")
 
@@ -56,9 +59,12 @@ class MessageView:
         self.sequence_number = sequence_number
         self.enqueued_time_ms = enqueued_time_ms
         self.size = size
-        self.properties: Mapping[str, PropertyValue] = (
-            message.application_properties or _NO_PROPERTIES
-        )
+        props: Mapping[str, PropertyValue] = message.application_properties or _NO_PROPERTIES
+        for value in props.values():  # (a loop: the usual message has no typed value)
+            if type(value) in TYPED:
+                props = {k: plain(v) for k, v in props.items()}
+                break
+        self.properties = props
         self._folded: dict[str, PropertyValue] | None = None
 
     def ci(self, lowered: str, default: Any = None) -> Any:

@@ -4,9 +4,8 @@ What an SDK sends maps onto the stored fields the CLI shows (daemon/README.md §
 properties → message_id, correlation_id, subject, content_type, to, reply_to,
 session_id (group-id), reply_to_session_id (reply-to-group-id); header.ttl →
 time_to_live; message annotations x-opt-partition-key and x-opt-scheduled-enqueue-time;
-application properties keep string, integer, floating-point, boolean and null values, and
-timestamps, UUIDs and binaries as typed values (sbctl.codec), so they come back as sent
-(decimals, which sbctl has no type for, become the hex text of their bytes, as before).
+application properties keep every AMQP primitive type they were sent with (sbctl.typed,
+daemon/README.md §1.2), so they come back as sent.
 Message annotations a client set (other than the broker-owned ``x-opt-*`` ones) are stored
 and come back. A body is the concatenated data sections; an amqp-value or amqp-sequence
 body is kept AMQP-encoded (``body_kind``/``body_amqp``) and sent back as such, its stored
@@ -29,19 +28,24 @@ from sbctl.amqp.types import (
     Decimal128,
     Header,
     Int,
+    Long,
     Properties,
     Short,
     Symbol,
     Timestamp,
     UInt,
+    ULong,
 )
 from sbctl.codec import Message as Stored
 from sbctl.codec import decode_message as decode_stored
 from sbctl.errors import BadRequest
 from sbctl.messages import json_value
 from sbctl.protocol import Delivered
+from sbctl.typed import LONG_MAX, TYPED
 
 INT32 = (-(2**31), 2**31 - 1)
+UINT_END = 2**32
+VALUE_STRING, VALUE_BINARY = b"\xa1", b"\xa0"  # a stored body_amqp: "the value is the body"
 _NO_ID = uuid.UUID("5b1c7d2e-0000-4000-8000-5bc71d000000")  # namespace of fallback message ids
 # Annotations the broker sets on delivery or reads into stored fields: never stored as sent.
 BROKER_ANNOTATIONS = frozenset(
@@ -71,28 +75,29 @@ def _text(value: Any) -> str | None:
 
 
 def _property(value: Any, what: str = "application property") -> Any:
-    """An AMQP value → the stored value: plain values as Python's own types, a timestamp as
-    an aware UTC datetime, a UUID and binary as themselves."""
-    if value is None or type(value) in (bool, str, int, float, bytes, uuid.UUID):
+    """An AMQP value → the stored value, its AMQP type kept (sbctl.typed): an ``int`` as a
+    plain int, a ``long`` that fits 32 bits as a ``Long``, a timestamp as an aware UTC
+    datetime; the other types as the codec decoded them."""
+    kind = type(value)
+    if value is None or kind in _KEPT:
         return value
-    if isinstance(value, Timestamp):
+    if kind is int:
+        return Long(value) if INT32[0] <= value <= INT32[1] else value
+    if kind is Int:
+        return int(value)
+    if kind is Timestamp:
         try:
             return datetime.fromtimestamp(int(value) / 1000, tz=UTC)
         except (ValueError, OverflowError, OSError):
             raise BadRequest(
                 f"{what} timestamp {int(value)} is out of range (years 1 to 9999)"
             ) from None
-    if isinstance(value, Decimal32 | Decimal64 | Decimal128):
-        return value.hex()  # (no decimal type in sbctl: its raw IEEE 754 bytes, as hex text)
-    if isinstance(value, bool | str | int | float):
-        return (
-            int(value)
-            if isinstance(value, int)
-            else (float(value) if isinstance(value, float) else str(value))
-        )
     if isinstance(value, bytes | bytearray | memoryview):
         return bytes(value)
-    raise BadRequest(f"{what} value of type {type(value).__name__} is not supported")
+    raise BadRequest(f"{what} value of type {kind.__name__} is not supported")
+
+
+_KEPT = frozenset((bool, str, float, bytes, uuid.UUID, *TYPED))
 
 
 def _client_annotations(ann: dict[Any, Any]) -> dict[str, Any]:
@@ -109,10 +114,14 @@ def _client_annotations(ann: dict[Any, Any]) -> dict[str, Any]:
 
 
 def _to_amqp(value: Any) -> Any:
-    """A stored value → what goes on the wire (inverse of :func:`_property`)."""
-    if type(value) is int and INT32[0] <= value <= INT32[1]:
-        return Int(value)
-    if isinstance(value, datetime):
+    """A stored value → what goes on the wire (inverse of :func:`_property`): a plain int
+    an ``int`` when it fits 32 bits, else a ``long``, else (from 2**63) a ``ulong``."""
+    kind = type(value)
+    if kind is int:
+        if INT32[0] <= value <= INT32[1]:
+            return Int(value)
+        return ULong(value) if value > LONG_MAX else value
+    if kind is datetime:
         return Timestamp(round(value.timestamp() * 1000))
     return value
 
@@ -129,23 +138,33 @@ def _body(msg: codec.Message, fields: dict[str, Any]) -> None:
     if msg.body_kind == "data":
         fields["body"] = b"".join(msg.body)
         return
-    if msg.body_kind == "value":
-        value = msg.body
-        if value is None:
-            fields["body"] = b""
-            return
-        if isinstance(value, bytes | str):
-            fields["body"] = value.encode() if isinstance(value, str) else value
-        else:
-            fields["body"] = _json_body(value)
-    else:  # sequence
-        value = list(msg.body)
-        fields["body"] = _json_body(value)
+    fields["body_kind"] = msg.body_kind
+    value = msg.body if msg.body_kind == "value" else list(msg.body)
+    if msg.body_kind == "value" and isinstance(value, str | bytes):
+        # Stored once: ``body`` is the value, ``body_amqp`` only its constructor (sbctl.codec).
+        fields["body"] = value.encode() if isinstance(value, str) else value
+        fields["body_amqp"] = VALUE_STRING if isinstance(value, str) else VALUE_BINARY
+        return
+    fields["body"] = b"" if value is None else _json_body(value)
     try:
         fields["body_amqp"] = codec.encode(value)
     except (TypeError, ValueError, OverflowError) as exc:
         raise BadRequest(f"unsupported AMQP body: {exc}") from None
-    fields["body_kind"] = msg.body_kind
+
+
+def _stored_body(m: Stored) -> tuple[Any, str]:
+    """The body of a stored message as it goes out, and its kind."""
+    amqp = m.body_amqp
+    if m.body_kind in ("value", "sequence") and amqp is not None:
+        try:
+            if amqp == VALUE_BINARY:
+                return m.body, "value"
+            if amqp == VALUE_STRING:
+                return m.body.decode(), "value"
+            return codec.decode(amqp)[0], m.body_kind
+        except (codec.DecodeError, UnicodeDecodeError):
+            pass  # a stored body the codec cannot read: its bytes as data
+    return [m.body], "data"
 
 
 def new_message_id() -> str:
@@ -232,10 +251,14 @@ def from_delivered(d: Delivered, *, received: bool, lock: bool) -> bytes:
 
     The header's delivery-count is the number of *earlier* deliveries (AMQP), so a
     received message carries the broker's count minus one; a peeked one carries it as is.
+    Whatever a stored message holds encodes (nothing accepted can fail at delivery).
     """
     m = decode_stored(d.payload)
     count = max(0, d.delivery_count - 1) if received else d.delivery_count
-    header = Header(None, None, m.time_to_live_ms, None, count)
+    ttl = m.time_to_live_ms
+    # A TTL of 2**32 ms (49.7 days) or more does not fit the header's uint: it is left out,
+    # and the absolute-expiry-time less the creation-time still gives it.
+    header = Header(None, None, ttl if ttl is None or ttl < UINT_END else None, None, count)
     ann: dict[Any, Any] = {}
     if m.message_annotations:
         ann.update((Symbol(k), _to_amqp(v)) for k, v in m.message_annotations.items())
@@ -279,14 +302,7 @@ def from_delivered(d: Delivered, *, received: bool, lock: bool) -> bytes:
     app = dict(m.application_properties or {})
     if d.changes:
         app.update(d.changes)
-    body: Any = [m.body]
-    kind = "data"
-    if m.body_kind in ("value", "sequence") and m.body_amqp is not None:
-        try:
-            body, _ = codec.decode(m.body_amqp)
-            kind = m.body_kind
-        except codec.DecodeError:
-            body = [m.body]  # a stored body the codec cannot read: its bytes as data
+    body, kind = _stored_body(m)
     msg = codec.Message(
         header=header,
         message_annotations=ann,

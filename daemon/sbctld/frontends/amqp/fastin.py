@@ -65,8 +65,8 @@ _PROPERTY_FIELDS = (
 )
 _PLAIN_DATA = b"\x00\x53\x75\xb0"  # a data section, binary with a 4-byte length
 _TWO_DATA_HEADERS = struct.Struct(">4sI4sI").unpack_from  # a batch's section, its message's
-# Values convert._property keeps as they are.
-_PLAIN = frozenset((str, int, float, bool, bytes, type(None), uuid.UUID))
+# Values convert._property keeps as they are (not int: a long that fits 32 bits is a Long).
+_PLAIN = frozenset((str, float, bool, bytes, type(None), uuid.UUID))
 
 
 class _Generic(Exception):

@@ -17,6 +17,7 @@ from typing import Any
 from sbctl.amqp.types import Described, Timestamp, ULong
 from sbctl.errors import BadRequest
 from sbctl.names import parse_entity_path
+from sbctl.typed import plain
 from sbctld.frontends.amqp import convert
 from sbctld.frontends.amqp.host import Host, Respond, ok_when_durable
 from sbctld.results import RuleInfo
@@ -71,7 +72,7 @@ def _correlation_value(value: Any) -> Any:
     and a UUID or binary value its text."""
     if isinstance(value, bytes):
         return _text(value)
-    kept = convert._property(value, "correlation filter property")
+    kept = plain(convert._property(value, "correlation filter property"))
     if isinstance(kept, datetime):
         return kept.isoformat(timespec="milliseconds").replace("+00:00", "Z")
     if isinstance(kept, uuid.UUID):
