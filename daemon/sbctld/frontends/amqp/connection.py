@@ -200,7 +200,7 @@ class Connection:
         try:
             self._parse()
         except framing.FrameError as exc:
-            self.close(Error(Symbol("amqp:connection:framing-error"), str(exc)))
+            self.close(Error(Symbol(exc.condition), str(exc)))
         except ProtocolError as exc:
             self.close(Error(Symbol(exc.condition), exc.description))
         except (TypeError, ValueError, AttributeError, KeyError, IndexError) as exc:

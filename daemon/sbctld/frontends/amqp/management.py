@@ -13,6 +13,7 @@ from sbctl.amqp.types import Array, Timestamp
 from sbctl.errors import BadRequest, SbctlError
 from sbctl.operations import deletes_on_receive, redelivers
 from sbctld.frontends.amqp import convert, fastout, rules
+from sbctld.frontends.amqp.arguments import Args, text_of
 from sbctld.frontends.amqp.errors import condition_of, status_of
 from sbctld.frontends.amqp.host import Host, Respond, ok_when_durable
 from sbctld.results import LockRenewed, SettleFailed
@@ -21,19 +22,9 @@ OP_PREFIX = "com.microsoft:"
 ALL_SESSIONS = 253_402_300_800_000
 
 
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def _args(body: Any) -> dict[str, Any]:
-    if not isinstance(body, dict):
-        return {}
-    return {_text(k): v for k, v in body.items()}
-
-
 def handle(conn: Host, path: str, request: codec.Message, respond: Respond) -> None:
-    app = {_text(k): v for k, v in (request.application_properties or {}).items()}
-    op = _text(app.get("operation", ""))
+    app = Args(request.application_properties)
+    op = text_of(app.get("operation", ""))
     name = op.removeprefix(OP_PREFIX).replace("-", "_")
     handler = OPS.get(name)
     if handler is None:
@@ -42,20 +33,21 @@ def handle(conn: Host, path: str, request: codec.Message, respond: Respond) -> N
     try:
         # answered without the slow-store delay, as before the service layer
         with conn.frontend.service.request():
-            handler(conn, path, _args(request.body), respond)
+            handler(conn, path, Args(request.body), respond)
     except SbctlError as err:
         condition, text = condition_of(err)
         respond(status_of(err), text, None, condition)
+    except codec.DecodeError as exc:  # a message inside the request (schedule) does not decode
+        respond(400, f"undecodable message: {exc}", None, "amqp:decode-error")
 
 
-def _session(args: dict[str, Any]) -> str | None:
-    value = args.get("session-id")
-    return None if value is None else _text(value)
+def _session(args: Args) -> str | None:
+    return args.text("session-id")
 
 
-def peek_message(conn: Host, path: str, args: dict[str, Any], respond: Respond) -> None:
-    start = int(args.get("from-sequence-number", 0) or 0)
-    count = int(args.get("message-count", 1) or 1)
+def peek_message(conn: Host, path: str, args: Args, respond: Respond) -> None:
+    start = args.integer("from-sequence-number", 0)
+    count = args.integer("message-count", 1, low=-(2**31), high=2**31 - 1)
     session = _session(args)
     count = min(max(count, 1), 250)
     if session is None:
@@ -88,8 +80,8 @@ def _session_of(d: Any) -> str | None:
     return decode_message(d.payload).session_id
 
 
-def renew_lock(conn: Host, path: str, args: dict[str, Any], respond: Respond) -> None:
-    tokens = [str(t) for t in args.get("lock-tokens") or []]
+def renew_lock(conn: Host, path: str, args: Args, respond: Respond) -> None:
+    tokens = args.tokens("lock-tokens")
     results = conn.broker.settle(conn.namespace, path, "renew-lock", tokens)
     expirations = []
     for r in results:
@@ -100,8 +92,8 @@ def renew_lock(conn: Host, path: str, args: dict[str, Any], respond: Respond) ->
     respond(200, "OK", {"expirations": Array("timestamp", expirations)}, None)
 
 
-def update_disposition(conn: Host, path: str, args: dict[str, Any], respond: Respond) -> None:
-    status = _text(args.get("disposition-status", ""))
+def update_disposition(conn: Host, path: str, args: Args, respond: Respond) -> None:
+    status = args.text("disposition-status") or ""
     op = {
         "completed": "complete",
         "abandoned": "abandon",
@@ -111,19 +103,13 @@ def update_disposition(conn: Host, path: str, args: dict[str, Any], respond: Res
     }.get(status)
     if op is None:
         raise BadRequest(f"unknown disposition-status {status!r}")
-    tokens = [str(t) for t in args.get("lock-tokens") or []]
-    props = args.get("properties-to-modify")
-    props = {_text(k): convert._property(v) for k, v in props.items()} if props else None
-    reason = args.get("deadletter-reason")
-    description = args.get("deadletter-description")
+    tokens = args.tokens("lock-tokens")
+    props = args.map("properties-to-modify")
+    props = {text_of(k): convert._property(v) for k, v in props.items()} if props else None
+    reason = args.text("deadletter-reason")
+    description = args.text("deadletter-description")
     results = conn.broker.settle(
-        conn.namespace,
-        path,
-        op,
-        tokens,
-        props,
-        _text(reason) if reason else None,
-        _text(description) if description else None,
+        conn.namespace, path, op, tokens, props, reason or None, description or None
     )
     for r in results:
         if isinstance(r, SettleFailed):
@@ -133,13 +119,9 @@ def update_disposition(conn: Host, path: str, args: dict[str, Any], respond: Res
     ok_when_durable(conn, respond, None)
 
 
-def receive_by_sequence_number(
-    conn: Host, path: str, args: dict[str, Any], respond: Respond
-) -> None:
-    seqs = [int(s) for s in args.get("sequence-numbers") or []]
-    mode = (
-        "receive-and-delete" if int(args.get("receiver-settle-mode", 1) or 0) == 0 else "peek-lock"
-    )
+def receive_by_sequence_number(conn: Host, path: str, args: Args, respond: Respond) -> None:
+    seqs = args.integers("sequence-numbers")
+    mode = "receive-and-delete" if args.integer("receiver-settle-mode", 1) == 0 else "peek-lock"
     session = _session(args)  # a session receiver's request names its session
     token = conn.session_token(path, session) if session is not None else None
     got = conn.broker.receive_deferred(conn.namespace, path, seqs, mode, token)
@@ -157,24 +139,22 @@ def receive_by_sequence_number(
         respond(200, "OK", body, None)
 
 
-def schedule_message(conn: Host, path: str, args: dict[str, Any], respond: Respond) -> None:
-    items = args.get("messages") or []
+def schedule_message(conn: Host, path: str, args: Args, respond: Respond) -> None:
     messages = []
-    for item in items:
-        fields = _args(item)
-        messages.append(convert.to_stored(bytes(fields.get("message") or b"")))
+    for item in args.maps("messages"):
+        messages.append(convert.to_stored(item.binary("message") or b""))
     seqs = conn.broker.send(conn.namespace, path, messages, conn.sender)
     conn.frontend.wake(conn.namespace, path)
     ok_when_durable(conn, respond, {"sequence-numbers": Array("long", seqs)})
 
 
-def cancel_scheduled_message(conn: Host, path: str, args: dict[str, Any], respond: Respond) -> None:
-    seqs = [int(s) for s in args.get("sequence-numbers") or []]
+def cancel_scheduled_message(conn: Host, path: str, args: Args, respond: Respond) -> None:
+    seqs = args.integers("sequence-numbers")
     conn.broker.cancel_scheduled(conn.namespace, path, seqs)
     ok_when_durable(conn, respond, None)
 
 
-def batch_delete_messages(conn: Host, path: str, args: dict[str, Any], respond: Respond) -> None:
+def batch_delete_messages(conn: Host, path: str, args: Args, respond: Respond) -> None:
     """Delete the oldest messages without receiving them (daemon/README.md §29.6)."""
     count = args.get("message-count")
     if not isinstance(count, int) or isinstance(count, bool):
@@ -185,31 +165,28 @@ def batch_delete_messages(conn: Host, path: str, args: dict[str, Any], respond: 
     ok_when_durable(conn, respond, {"message-count": deleted})
 
 
-def renew_session_lock(conn: Host, path: str, args: dict[str, Any], respond: Respond) -> None:
+def renew_session_lock(conn: Host, path: str, args: Args, respond: Respond) -> None:
     session = _session(args)
     token = conn.session_token(path, session)
     info = conn.broker.session_renew(conn.namespace, path, token)
     respond(200, "OK", {"expiration": Timestamp(info.locked_until_ms)}, None)
 
 
-def get_session_state(conn: Host, path: str, args: dict[str, Any], respond: Respond) -> None:
+def get_session_state(conn: Host, path: str, args: Args, respond: Respond) -> None:
     session = _session(args) or ""
     state = conn.broker.session_get_state(conn.namespace, path, session)
     respond(200, "OK", {"session-state": state}, None)
 
 
-def set_session_state(conn: Host, path: str, args: dict[str, Any], respond: Respond) -> None:
+def set_session_state(conn: Host, path: str, args: Args, respond: Respond) -> None:
     session = _session(args) or ""
-    state = args.get("session-state")
-    conn.broker.session_set_state(
-        conn.namespace, path, session, bytes(state) if state is not None else None
-    )
+    conn.broker.session_set_state(conn.namespace, path, session, args.binary("session-state"))
     ok_when_durable(conn, respond, None)
 
 
-def get_message_sessions(conn: Host, path: str, args: dict[str, Any], respond: Respond) -> None:
-    skip = int(args.get("skip", 0) or 0)
-    top = int(args.get("top", 100) or 100)
+def get_message_sessions(conn: Host, path: str, args: Args, respond: Respond) -> None:
+    skip = args.integer("skip", 0, high=2**31 - 1)
+    top = args.integer("top", 100, high=2**31 - 1) or 100
     sessions = conn.broker.session_list(conn.namespace, path)
     ids = [s.session_id for s in sessions][skip : skip + top]
     if not ids:
@@ -218,7 +195,7 @@ def get_message_sessions(conn: Host, path: str, args: dict[str, Any], respond: R
     respond(200, "OK", {"skip": skip + len(ids), "sessions-ids": Array("string", ids)}, None)
 
 
-OPS: dict[str, Callable[[Host, str, dict[str, Any], Respond], None]] = {
+OPS: dict[str, Callable[[Host, str, Args, Respond], None]] = {
     "peek_message": peek_message,
     "renew_lock": renew_lock,
     "update_disposition": update_disposition,

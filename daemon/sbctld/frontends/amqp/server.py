@@ -50,6 +50,7 @@ from sbctld.frontends.amqp.connection import (
     Delivery,
     Link,
 )
+from sbctld.frontends.amqp.convert import UNDECODABLE
 from sbctld.frontends.amqp.errors import condition_of
 from sbctld.frontends.amqp.fastin import stored_messages
 from sbctld.frontends.amqp.settlement import Settlement, lock_tags, settle_range
@@ -334,15 +335,18 @@ class AmqpConnection(asyncio.Protocol):
                 self._send(link, ctx[1], delivery)
             elif ctx == "coordinator":
                 self.transactions.on_transfer(link, delivery)
+        except codec.DecodeError as exc:  # the peer's error: a typed answer, one log line
+            text = str(exc) if str(exc).startswith(UNDECODABLE) else f"{UNDECODABLE}: {exc}"
+            log.warning("AMQP peer sent an %s", text)
+            self._reject(link, delivery, "amqp:decode-error", text)
         except Exception:
             log.error("AMQP transfer failed:\n%s", traceback.format_exc())
-            if not delivery.settled:
-                self.conn.disposition(
-                    link,
-                    delivery.id,
-                    Rejected(Error(Symbol("amqp:internal-error"), "internal error")),
-                )
+            self._reject(link, delivery, "amqp:internal-error", "internal error")
         self.flush()
+
+    def _reject(self, link: Link, delivery: Delivery, condition: str, text: str) -> None:
+        if not delivery.settled:
+            self.conn.disposition(link, delivery.id, Rejected(Error(Symbol(condition), text)))
 
     def _reply_link(self, link: Link, address: str | None, node: str) -> Link | None:
         for other in link.session.local.values():
@@ -426,9 +430,6 @@ class AmqpConnection(asyncio.Protocol):
                 self.broker.send(self.namespace, path, messages, self.sender)
         except SbctlError as err:
             self._settle_send(link, delivery, err)
-            return
-        except codec.DecodeError as exc:
-            self._settle_send(link, delivery, SbctlError(f"undecodable batch: {exc}"))
             return
 
         def done(error: SbctlError | None) -> None:
