@@ -113,6 +113,7 @@ class AmqpConnection(asyncio.Protocol):
         self.transactions = Transactions(self)
         self.transport: asyncio.Transport | None = None
         self._timer: asyncio.TimerHandle | None = None
+        self._paused = False  # frames wait for the next turn (:meth:`data_received`)
         self.closed = False
 
     # ------------------------------------------------------------ transport
@@ -141,6 +142,26 @@ class AmqpConnection(asyncio.Protocol):
         self.flush()
         if self._timer is None and self.conn.heartbeat_interval:
             self._schedule_heartbeat()
+        if self.conn.more_input and not self.closed and not self._paused:
+            # Fairness (daemon/README.md §29.7): the frames left wait for the next turn of the
+            # event loop, and the socket is not read meanwhile; every other connection runs.
+            self._paused = True
+            self._pause(True)
+            asyncio.get_running_loop().call_soon(self._read_on)
+
+    def _read_on(self) -> None:
+        self._paused = False
+        if not self.closed:
+            self.data_received(b"")
+        if not self._paused:
+            self._pause(False)
+
+    def _pause(self, paused: bool) -> None:
+        with contextlib.suppress(AttributeError, NotImplementedError, RuntimeError):
+            if paused:
+                self.transport.pause_reading()  # type: ignore[union-attr]
+            else:
+                self.transport.resume_reading()  # type: ignore[union-attr]
 
     def flush(self) -> None:
         out = self.conn.data_to_send()
