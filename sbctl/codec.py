@@ -187,7 +187,7 @@ def decode_message(payload: bytes | memoryview) -> Message:
     """A stored or delivered record (already checked when it was sent). A record an older
     release stored with a property key that is not a string (a null key: the AMQP front-end
     let one through) reads with that key as text, so it never blocks a queue's reads
-    (daemon/README.md §29.7); a record that does not decode even so raises as before."""
+    (daemon/README.md §29.11); a record that does not decode even so raises as before."""
     try:
         return _decoder.decode(payload)
     except msgspec.ValidationError:

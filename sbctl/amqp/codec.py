@@ -488,7 +488,7 @@ def _array(width: int, depth: int) -> Decoder:
         count, start, end = _header(buf, pos, width)
         # Every element is charged one byte of the array's encoding at least, zero-width ones
         # (nulls, true, uint0...) included: what a frame decodes to stays bounded by its size
-        # (daemon/README.md §29.7).
+        # (daemon/README.md §29.11).
         if count > end - pos:
             raise DecodeError("array count exceeds what its size can hold")
         pos = start
@@ -604,7 +604,7 @@ def _too_deep(buf: bytes, pos: int) -> tuple[Any, int]:
 
 
 # Compound values (described, list, map, array) nest at most MAX_DEPTH deep (daemon/README.md
-# §29.7): one decoder table per depth, the compound decoders of table ``d`` reading their items
+# §29.11): one decoder table per depth, the compound decoders of table ``d`` reading their items
 # with table ``d + 1``, those of the last table refusing. No counter, nothing shared between
 # threads; ``DECODERS`` is the top level's table.
 MAX_DEPTH = 32

@@ -1,4 +1,4 @@
-"""What a hostile peer's bytes may cost the decoder and a connection (daemon/README.md §29.7):
+"""What a hostile peer's bytes may cost the decoder and a connection (daemon/README.md §29.11):
 values nest at most ``MAX_DEPTH`` deep, an array holds at most one element per byte of its
 encoding, a connection's sessions and links are bounded, and one call reads at most
 ``FRAMES_PER_TURN`` frames. Past a bound: a typed error, never a Python one."""

@@ -1,4 +1,4 @@
-"""The arguments of a ``$management`` request, read by type (daemon/README.md §29.7).
+"""The arguments of a ``$management`` request, read by type (daemon/README.md §29.11).
 
 A request's body is an amqp-value map the client fills; every operation reads its fields
 through :class:`Args`, whose getters check the type and the range and raise a

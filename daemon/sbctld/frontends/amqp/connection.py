@@ -54,7 +54,7 @@ SESSION_WINDOW = 5000
 LINK_CREDIT = 1000
 UINT_MAX = 2**32 - 1
 MAX_DELIVERY_BYTES = 128 * 1024 * 1024  # a multi-frame delivery larger than this closes
-# Bounds on what one peer may make the daemon hold or do (daemon/README.md §29.7): sessions on
+# Bounds on what one peer may make the daemon hold or do (daemon/README.md §29.11): sessions on
 # a connection, links on a session and on the connection (past them: refused with
 # amqp:resource-limit-exceeded), and frames read in one turn of the event loop (then the
 # front-end lets the other connections run before reading on).

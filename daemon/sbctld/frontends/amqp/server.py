@@ -143,7 +143,7 @@ class AmqpConnection(asyncio.Protocol):
         if self._timer is None and self.conn.heartbeat_interval:
             self._schedule_heartbeat()
         if self.conn.more_input and not self.closed and not self._paused:
-            # Fairness (daemon/README.md §29.7): the frames left wait for the next turn of the
+            # Fairness (daemon/README.md §29.11): the frames left wait for the next turn of the
             # event loop, and the socket is not read meanwhile; every other connection runs.
             self._paused = True
             self._pause(True)
