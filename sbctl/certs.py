@@ -92,7 +92,7 @@ def _generate(cert_path: Path, key_path: Path) -> None:
         serialization.NoEncryption(),
     )
     _write(key_path, key_bytes, 0o600)
-    _write(cert_path, cert.public_bytes(serialization.Encoding.PEM), 0o644)
+    _write(cert_path, cert.public_bytes(serialization.Encoding.PEM), 0o600)  # (as all the dir)
 
 
 def _write(path: Path, data: bytes, mode: int) -> None:

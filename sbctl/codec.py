@@ -31,6 +31,7 @@ relative sequence numbers and the CRC stay as written.
 
 from __future__ import annotations
 
+import logging
 import struct
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
@@ -207,8 +208,40 @@ def encode_message(message: Message) -> bytes:
 
 
 def decode_message(payload: bytes | memoryview) -> Message:
-    """A stored or delivered record (already checked when it was sent)."""
-    return _decoder.decode(payload)
+    """A stored or delivered record (already checked when it was sent). A record an older
+    release stored with a property key that is not a string (a null key: the AMQP front-end
+    let one through) reads with that key as text, so it never blocks a queue's reads
+    (daemon/README.md §29.11); a record that does not decode even so raises as before."""
+    try:
+        return _decoder.decode(payload)
+    except msgspec.ValidationError:
+        return _repaired(payload)
+
+
+def _repaired(payload: bytes | memoryview) -> Message:
+    fields = _loose.decode(payload)
+    if not isinstance(fields, list):
+        raise msgspec.ValidationError("a stored record must be a MessagePack array")
+    for i in _KEYED_FIELDS:
+        if i < len(fields) and isinstance(fields[i], dict):
+            fields[i] = {k if type(k) is str else _key_text(k): v for k, v in fields[i].items()}
+    message = msgspec.convert(fields, Message)
+    if not _REPAIRS:
+        logging.getLogger("sbctld").warning(
+            "a stored message has a property key that is not a string (stored by an older "
+            "release): it is read with the key as text (logged once)"
+        )
+    _REPAIRS.append(1)
+    return message
+
+
+def _key_text(key: Any) -> str:
+    return "" if key is None else key.decode(errors="replace") if type(key) is bytes else str(key)
+
+
+_loose = msgspec.msgpack.Decoder(ext_hook=_ext_hook)
+_KEYED_FIELDS = (12, 16)  # application_properties, message_annotations
+_REPAIRS: list[int] = []  # (the warning is logged at the first)
 
 
 def decode_sent_message(payload: bytes | memoryview) -> Message:

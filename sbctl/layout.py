@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 StrPath = str | os.PathLike[str]
 
@@ -339,3 +340,10 @@ def task_rejects_file(rejects: StrPath, task: int) -> Path:
 def rejects_file(staging: StrPath, load_id: str) -> Path:
     """The rows a load refused, with their reasons (unless --rejects-file names another)."""
     return Path(staging) / f"rejects-{load_id}.jsonl"
+
+
+def open_private(path: StrPath, *, append: bool = False) -> Any:
+    """``path`` opened for writing (binary), created owner-only (0600) whatever the umask:
+    every file of a data dir is (daemon/README.md §0); never created loose and tightened later."""
+    flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else os.O_TRUNC)
+    return os.fdopen(os.open(path, flags, 0o600), "ab" if append else "wb")

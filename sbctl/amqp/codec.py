@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from sbctl.amqp.constructors import ELEMENT_NAMES as _ELEMENT_NAMES
 from sbctl.amqp.generated import composite_encoder
 from sbctl.amqp.types import (
     COMPOSITES,
@@ -432,12 +433,14 @@ def _header(buf: bytes, pos: int, width: int) -> tuple[int, int, int]:
     return count, start, end
 
 
-def _list(width: int) -> Decoder:
+def _list(width: int, depth: int) -> Decoder:
     def dec(buf: bytes, pos: int) -> tuple[Any, int]:
         count, pos, end = _header(buf, pos, width)
+        if count > end - pos:
+            raise DecodeError("list count exceeds what its size can hold")
         items: list[Any] = []
         append = items.append
-        decoders = DECODERS
+        decoders = _TABLES[depth + 1]
         for _ in range(count):
             if pos >= end:
                 raise DecodeError("list holds fewer items than its count")
@@ -455,19 +458,22 @@ def _list(width: int) -> Decoder:
     return dec
 
 
-def _map(width: int) -> Decoder:
+def _map(width: int, depth: int) -> Decoder:
     def dec(buf: bytes, pos: int) -> tuple[Any, int]:
         count, pos, end = _header(buf, pos, width)
         if count % 2:
             raise DecodeError("map has an odd number of items")
+        if count > end - pos:
+            raise DecodeError("map count exceeds what its size can hold")
+        decoders = _TABLES[depth + 1]
         out: dict[Any, Any] = {}
         for _ in range(count // 2):
             if pos >= end:
                 raise DecodeError("map holds fewer items than its count")
-            key, pos = DECODERS[buf[pos]](buf, pos + 1)
+            key, pos = decoders[buf[pos]](buf, pos + 1)
             if pos >= end:
                 raise DecodeError("map holds fewer items than its count")
-            value, pos = DECODERS[buf[pos]](buf, pos + 1)
+            value, pos = decoders[buf[pos]](buf, pos + 1)
             try:
                 out[key] = value
             except TypeError:
@@ -479,64 +485,28 @@ def _map(width: int) -> Decoder:
     return dec
 
 
-_ELEMENT_NAMES = {
-    0x56: "boolean",
-    0x41: "boolean",
-    0x42: "boolean",
-    0x50: "ubyte",
-    0x60: "ushort",
-    0x70: "uint",
-    0x52: "uint",
-    0x43: "uint",
-    0x80: "ulong",
-    0x53: "ulong",
-    0x44: "ulong",
-    0x51: "byte",
-    0x61: "short",
-    0x71: "int",
-    0x54: "int",
-    0x81: "long",
-    0x55: "long",
-    0x83: "timestamp",
-    0x72: "float",
-    0x82: "double",
-    0x73: "char",
-    0x98: "uuid",
-    0xA0: "binary",
-    0xB0: "binary",
-    0xA1: "string",
-    0xB1: "string",
-    0xA3: "symbol",
-    0xB3: "symbol",
-    0xC0: "list",
-    0xD0: "list",
-    0x45: "list",
-    0xC1: "map",
-    0xD1: "map",
-    0x74: "decimal32",
-    0x84: "decimal64",
-    0x94: "decimal128",
-    0x40: "null",
-}
-
-
-def _array(width: int) -> Decoder:
+def _array(width: int, depth: int) -> Decoder:
     def dec(buf: bytes, pos: int) -> tuple[Any, int]:
-        count, pos, end = _header(buf, pos, width)
+        count, start, end = _header(buf, pos, width)
+        # Every element is charged one byte of the array's encoding at least, zero-width ones
+        # (nulls, true, uint0...) included: what a frame decodes to stays bounded by its size
+        # (daemon/README.md §29.11).
+        if count > end - pos:
+            raise DecodeError("array count exceeds what its size can hold")
+        pos = start
         if pos >= end:
             raise DecodeError("array has no element constructor")
+        decoders = _TABLES[depth + 1]
         code = buf[pos]
         pos += 1
         descriptor = None
         if code == 0x00:
-            descriptor, pos = decode(buf, pos)
+            descriptor, pos = _decode_in(decoders, buf, pos)
             if pos >= end:
                 raise DecodeError("array has no element constructor")
             code = buf[pos]
             pos += 1
-        element = DECODERS[code]
-        if count > end - pos and count > 65_536:
-            raise DecodeError("array count exceeds what its size can hold")
+        element = decoders[code]
         items = []
         for _ in range(count):
             if pos > end:
@@ -560,16 +530,26 @@ def _described_value(descriptor: Any, value: Any) -> Any:
     return Described(descriptor, value)
 
 
-def _described(buf: bytes, pos: int) -> tuple[Any, int]:
-    if pos + 1 < len(buf) and buf[pos] == 0x53:  # the common case: smallulong descriptor
-        descriptor: Any = ULong(buf[pos + 1])
-        pos += 2
-    else:
-        descriptor, pos = decode(buf, pos)
+def _described(depth: int) -> Decoder:
+    def dec(buf: bytes, pos: int) -> tuple[Any, int]:
+        decoders = _TABLES[depth + 1]
+        if pos + 1 < len(buf) and buf[pos] == 0x53:  # the common case: smallulong descriptor
+            descriptor: Any = ULong(buf[pos + 1])
+            pos += 2
+        else:
+            descriptor, pos = _decode_in(decoders, buf, pos)
+        if pos >= len(buf):
+            raise DecodeError("described value has no value")
+        value, pos = decoders[buf[pos]](buf, pos + 1)
+        return _described_value(descriptor, value), pos
+
+    return dec
+
+
+def _decode_in(decoders: list[Decoder], buf: bytes, pos: int) -> tuple[Any, int]:
     if pos >= len(buf):
-        raise DecodeError("described value has no value")
-    value, pos = DECODERS[buf[pos]](buf, pos + 1)
-    return _described_value(descriptor, value), pos
+        raise DecodeError("expected a value, found the end of the buffer")
+    return decoders[buf[pos]](buf, pos + 1)
 
 
 def _invalid(code: int) -> Decoder:
@@ -580,7 +560,6 @@ def _invalid(code: int) -> Decoder:
 
 
 DECODERS: list[Decoder] = [_invalid(c) for c in range(256)]
-DECODERS[0x00] = _described
 DECODERS[0x40] = _const(None)
 DECODERS[0x41] = _const(True)
 DECODERS[0x42] = _const(False)
@@ -613,13 +592,6 @@ DECODERS[0xA1] = _var(1, _utf8)
 DECODERS[0xB1] = _var(4, _utf8)
 DECODERS[0xA3] = _var(1, _ascii)
 DECODERS[0xB3] = _var(4, _ascii)
-DECODERS[0x45] = _const(None)  # replaced below: a fresh list each time
-DECODERS[0xC0] = _list(1)
-DECODERS[0xD0] = _list(4)
-DECODERS[0xC1] = _map(1)
-DECODERS[0xD1] = _map(4)
-DECODERS[0xE0] = _array(1)
-DECODERS[0xF0] = _array(4)
 
 
 def _list0(buf: bytes, pos: int) -> tuple[Any, int]:
@@ -627,6 +599,30 @@ def _list0(buf: bytes, pos: int) -> tuple[Any, int]:
 
 
 DECODERS[0x45] = _list0
+
+
+def _too_deep(buf: bytes, pos: int) -> tuple[Any, int]:
+    raise DecodeError(f"values nested more than {MAX_DEPTH} deep")
+
+
+# Compound values (described, list, map, array) nest at most MAX_DEPTH deep (daemon/README.md
+# §29.11): one decoder table per depth, the compound decoders of table ``d`` reading their items
+# with table ``d + 1``, those of the last table refusing. No counter, nothing shared between
+# threads; ``DECODERS`` is the top level's table.
+MAX_DEPTH = 32
+_COMPOUNDS: dict[int, Callable[[int], Decoder]] = {
+    0x00: _described,
+    0xC0: lambda d: _list(1, d),
+    0xD0: lambda d: _list(4, d),
+    0xC1: lambda d: _map(1, d),
+    0xD1: lambda d: _map(4, d),
+    0xE0: lambda d: _array(1, d),
+    0xF0: lambda d: _array(4, d),
+}
+_TABLES: list[list[Decoder]] = [DECODERS] + [list(DECODERS) for _ in range(MAX_DEPTH)]
+for _depth, _table in enumerate(_TABLES):
+    for _code, _make in _COMPOUNDS.items():
+        _table[_code] = _make(_depth) if _depth < MAX_DEPTH else _too_deep
 
 
 def decode(buf: bytes, pos: int = 0) -> tuple[Any, int]:

@@ -32,6 +32,15 @@ _LEN = struct.Struct(">I")
 class FrameError(ValueError):
     """A frame that breaks the framing rules (the connection must close)."""
 
+    condition = "amqp:connection:framing-error"
+
+
+class UndecodableFrame(FrameError):
+    """A frame whose performative does not decode (nested too deep, a count its size cannot
+    hold, an unknown type code...): closes the connection with amqp:decode-error."""
+
+    condition = "amqp:decode-error"
+
 
 class Frame(NamedTuple):
     type: int
@@ -80,7 +89,7 @@ def parse_frame(
         try:
             body, used = decode(raw, 0)
         except DecodeError as exc:
-            raise FrameError(f"undecodable frame body: {exc}") from None
+            raise UndecodableFrame(f"undecodable frame body: {exc}") from None
         used += start
     if not isinstance(body, Composite):
         raise FrameError("a frame body must be a performative")

@@ -90,7 +90,7 @@ def _open_log(log: Path, app: str, master: str) -> Any:
             os.replace(log, layout.rotated_log(log))
     except FileNotFoundError:
         pass
-    fh = log.open("ab")
+    fh = layout.open_private(log, append=True)
     stamp = datetime.now(UTC).isoformat(timespec="seconds")
     fh.write(f"--- {stamp} {app} --master {master} (pid {os.getpid()})\n".encode())
     fh.flush()

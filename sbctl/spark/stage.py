@@ -211,9 +211,9 @@ class _PartitionFiles:
             return
         batch, _offsets = encode_batch(0, 0, self.pending)
         if self.fh is None:
-            os.makedirs(self.directory, exist_ok=True)
+            os.makedirs(self.directory, mode=0o700, exist_ok=True)
             path = os.fspath(layout.staged_file(self.directory, self.task, self.k))
-            self.fh = open(path, "wb")  # noqa: SIM115 - closed in close_file()
+            self.fh = layout.open_private(path)  # (closed in close_file())
         self.fh.write(batch)
         self.file_bytes += len(batch)
         self.file_records += len(self.pending)
@@ -261,8 +261,8 @@ def stage_rows(task: int, lines: Iterable[str], target: Target) -> Iterator[tupl
                 rejected += 1
                 if rejects is None:
                     folder = layout.task_rejects_dir(target.directory)
-                    os.makedirs(folder, exist_ok=True)
-                    rejects = open(layout.task_rejects_file(folder, task), "wb")  # noqa: SIM115
+                    os.makedirs(folder, mode=0o700, exist_ok=True)
+                    rejects = layout.open_private(layout.task_rejects_file(folder, task))
                 rejects.write(reject_line({"o": row.o, "reason": str(exc)}) + b"\n")
                 continue
             out = files.get(row.p)

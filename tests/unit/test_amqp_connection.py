@@ -272,11 +272,11 @@ def test_an_unknown_protocol_header_is_answered_with_ours_and_closed() -> None:
     assert conn.data_to_send() == framing.PROTOCOL_SASL and conn.closed
 
 
-def test_garbage_frames_close_with_a_framing_error() -> None:
+def test_garbage_frames_close_with_a_decode_error() -> None:
     conn, _ = opened()
-    conn.receive_data(bytes.fromhex("0000000a02000000ff00"))
+    conn.receive_data(bytes.fromhex("0000000a02000000ff00"))  # (0xff: no such type code)
     out = frames(conn.data_to_send())
-    assert out[-1].body.error.condition == "amqp:connection:framing-error"
+    assert out[-1].body.error.condition == "amqp:decode-error"
 
 
 def _anything() -> Any:

@@ -46,6 +46,19 @@ class Committer:
             self._scheduled = True
             asyncio.get_running_loop().call_soon(self._round)
 
+    def flush_soon(self) -> None:
+        """A round soon for writes no one waits for (a settled complete, an expired lock):
+        they reach the disk within the group-commit window all the same (daemon/README.md
+        §21 "Durability"). Nothing to do outside the event loop or without fsync."""
+        if self._scheduled or not self.syncer.durable or not self.syncer.pending:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        self._scheduled = True
+        loop.call_soon(self._round)
+
     async def drain(self) -> None:
         """Wait until everything written so far is durable."""
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()

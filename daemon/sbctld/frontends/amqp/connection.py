@@ -59,6 +59,14 @@ UINT_MAX = 2**32 - 1
 CHANNEL_MAX = 4999
 HANDLE_MAX = 262_143
 MAX_DELIVERY_BYTES = 128 * 1024 * 1024  # a multi-frame delivery larger than this closes
+# Bounds on what one peer may make the daemon hold or do (daemon/README.md §29.11): sessions on
+# a connection, links on a session and on the connection (past them: refused with
+# amqp:resource-limit-exceeded), and frames read in one turn of the event loop (then the
+# front-end lets the other connections run before reading on).
+MAX_SESSIONS = 1000
+MAX_LINKS_PER_SESSION = 1000
+MAX_LINKS = 5000
+FRAMES_PER_TURN = 64
 
 
 class Delivery:
@@ -171,6 +179,8 @@ class Connection:
         self._sent_amqp_header = False
         self._opened = False
         self.closed = False
+        self.more_input = False  # frames are left in the buffer for the next turn
+        self.link_count = 0
         self.last_sent = 0.0
         self.failure: Exception | None = None  # why receive_data closed the connection
 
@@ -202,13 +212,14 @@ class Connection:
             self.last_sent = now
 
     def receive_data(self, data: bytes) -> None:
+        self.more_input = False
         if self.closed:
             return
         self._buf += data
         try:
             self._parse()
         except framing.FrameError as exc:
-            self.close(Error(Symbol("amqp:connection:framing-error"), str(exc)))
+            self.close(Error(Symbol(exc.condition), str(exc)))
         except ProtocolError as exc:
             self.close(Error(Symbol(exc.condition), exc.description))
         except (TypeError, ValueError, AttributeError, KeyError, IndexError) as exc:
@@ -220,7 +231,12 @@ class Connection:
     def _parse(self) -> None:
         buf = self._buf
         pos = 0
+        budget = FRAMES_PER_TURN
         while not self.closed:
+            if budget == 0:
+                self.more_input = len(buf) > pos
+                break
+            budget -= 1
             if self._state in ("header", "amqp-header"):
                 if len(buf) - pos < 8:
                     break
@@ -337,6 +353,10 @@ class Connection:
             raise ProtocolError("amqp:not-allowed", f"channel {channel} already has a session")
         if channel > CHANNEL_MAX:
             raise framing.FrameError(f"channel {channel} is above our channel-max {CHANNEL_MAX}")
+        if len(self.sessions) >= MAX_SESSIONS:
+            raise ProtocolError(
+                "amqp:resource-limit-exceeded", f"more than {MAX_SESSIONS} sessions on a connection"
+            )
         used = {s.channel for s in self.sessions.values()}
         local = next(c for c in range(len(used) + 1) if c not in used)
         if local > self.peer_channel_max:
@@ -371,8 +391,13 @@ class Connection:
                 f"a link more than the peer's handle-max {session.remote_handle_max} allows"
             )
         link = Link(session, body, handle)
+        if len(session.links) >= MAX_LINKS_PER_SESSION or self.link_count >= MAX_LINKS:
+            many = f"{MAX_LINKS_PER_SESSION} on a session, {MAX_LINKS} on a connection"
+            self.refuse(link, "amqp:resource-limit-exceeded", f"too many links (at most {many})")
+            return
         session.links[link.remote_handle] = link
         session.local[handle] = link
+        self.link_count += 1
         self.handler.on_attach(link)
 
     def _on_detach(self, session: Session, body: Composite) -> None:
@@ -386,7 +411,8 @@ class Connection:
 
     def _drop(self, link: Link, error: Any) -> None:
         session = link.session
-        session.links.pop(link.remote_handle, None)
+        if session.links.pop(link.remote_handle, None) is not None:
+            self.link_count -= 1
         session.local.pop(link.handle, None)
         for delivery_id in [d for d, owner in session.unsettled.items() if owner is link]:
             del session.unsettled[delivery_id]

@@ -23,9 +23,6 @@ import msgspec
 
 from sbctl.amqp import codec
 from sbctl.amqp.types import (
-    Decimal32,
-    Decimal64,
-    Decimal128,
     Header,
     Int,
     Long,
@@ -46,6 +43,7 @@ from sbctl.typed import LONG_MAX, TYPED
 INT32 = (-(2**31), 2**31 - 1)
 UINT_END = 2**32
 VALUE_STRING, VALUE_BINARY = b"\xa1", b"\xa0"  # a stored body_amqp: "the value is the body"
+UNDECODABLE = "undecodable AMQP message"
 _NO_ID = uuid.UUID("5b1c7d2e-0000-4000-8000-5bc71d000000")  # namespace of fallback message ids
 # Annotations the broker sets on delivery or reads into stored fields: never stored as sent.
 BROKER_ANNOTATIONS = frozenset(
@@ -98,6 +96,14 @@ def _property(value: Any, what: str = "application property") -> Any:
 
 
 _KEPT = frozenset((bool, str, float, bytes, uuid.UUID, *TYPED))
+
+
+def _key(key: Any) -> str:
+    """An application property's key: AMQP restricts them to strings (AMQP 1.0 §3.2.5), and
+    Service Bus refuses others; a null key stored once made the queue unreadable."""
+    if not isinstance(key, str):
+        raise codec.DecodeError(f"application property key {key!r} is not a string")
+    return str(key)
 
 
 def _client_annotations(ann: dict[Any, Any]) -> dict[str, Any]:
@@ -204,11 +210,13 @@ def milliseconds(value: Any, what: str) -> int:
 
 
 def to_stored(payload: bytes) -> Stored:
-    """One encoded AMQP message → the stored message. Raises BadRequest when undecodable."""
+    """One encoded AMQP message → the stored message. Raises codec.DecodeError when it does
+    not decode (or an application property's key is not a string), BadRequest for a value
+    sbctl does not store."""
     try:
         msg = codec.decode_message(payload)
     except codec.DecodeError as exc:
-        raise BadRequest(f"undecodable AMQP message: {exc}") from None
+        raise codec.DecodeError(f"{UNDECODABLE}: {exc}") from None
     fields: dict[str, Any] = {}
     _body(msg, fields)
     p = msg.properties
@@ -238,7 +246,7 @@ def to_stored(payload: bytes) -> Stored:
     annotation_fields(ann, fields)
     if msg.application_properties:
         fields["application_properties"] = {
-            _text(k): _property(v) for k, v in msg.application_properties.items()
+            _key(k): _property(v) for k, v in msg.application_properties.items()
         }
     kept = _client_annotations(ann)
     if kept:

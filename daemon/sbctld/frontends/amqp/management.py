@@ -14,26 +14,17 @@ from sbctl.errors import BadRequest, InvalidOperation, SbctlError
 from sbctl.operations import deletes_on_receive, redelivers
 from sbctl.protocol import Delivered
 from sbctld.frontends.amqp import convert, fastout, rules
+from sbctld.frontends.amqp.arguments import Args, text_of
 from sbctld.frontends.amqp.errors import condition_of, status_of
 from sbctld.frontends.amqp.host import Host, Respond, ok_when_durable
 from sbctld.results import LockRenewed, SettleFailed
 
 OP_PREFIX = "com.microsoft:"
-Handler = Callable[[Host, str, dict[str, Any], Respond], None]
+Handler = Callable[[Host, str, Args, Respond], None]
 Disposition = tuple[str, list[str], dict[str, Any] | None, str | None, str | None]
 # A transaction's settlements for one entity: (op, lock token, properties, reason, description)
 Held = list[tuple[str, str, dict[str, Any] | None, str | None, str | None]]
 ALL_SESSIONS = 253_402_300_800_000
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def _args(body: Any) -> dict[str, Any]:
-    if not isinstance(body, dict):
-        return {}
-    return {_text(k): v for k, v in body.items()}
 
 
 def handle(
@@ -41,8 +32,8 @@ def handle(
 ) -> None:
     """Serve one request; ``held`` is the settlements its transaction holds for ``path`` when
     the request carries a txn-id (daemon/README.md §29.8)."""
-    app = {_text(k): v for k, v in (request.application_properties or {}).items()}
-    op = _text(app.get("operation", ""))
+    app = Args(request.application_properties)
+    op = text_of(app.get("operation", ""))
     name = op.removeprefix(OP_PREFIX).replace("-", "_")
     handler = OPS.get(name)
     if handler is None:
@@ -53,10 +44,12 @@ def handle(
             handler = _in_transaction(name, op, handler, held)
         # answered without the slow-store delay, as before the service layer
         with conn.frontend.service.request():
-            handler(conn, path, _args(request.body), respond)
+            handler(conn, path, Args(request.body), respond)
     except SbctlError as err:
         condition, text = condition_of(err)
         respond(status_of(err), text, None, condition)
+    except codec.DecodeError as exc:  # a message inside the request (schedule) does not decode
+        respond(400, f"undecodable message: {exc}", None, "amqp:decode-error")
 
 
 def _in_transaction(name: str, op: str, handler: Handler, held: Held) -> Handler:
@@ -73,20 +66,19 @@ def _in_transaction(name: str, op: str, handler: Handler, held: Held) -> Handler
     )
 
 
-def _hold_disposition(args: dict[str, Any], respond: Respond, held: Held) -> None:
+def _hold_disposition(args: Args, respond: Respond, held: Held) -> None:
     op, tokens, props, reason, description = _disposition(args)
     held.extend((op, token, props, reason, description) for token in tokens)
     respond(200, "OK", None, None)
 
 
-def _session(args: dict[str, Any]) -> str | None:
-    value = args.get("session-id")
-    return None if value is None else _text(value)
+def _session(args: Args) -> str | None:
+    return args.text("session-id")
 
 
-def peek_message(conn: Host, path: str, args: dict[str, Any], respond: Respond) -> None:
-    start = int(args.get("from-sequence-number", 0) or 0)
-    count = int(args.get("message-count", 1) or 1)
+def peek_message(conn: Host, path: str, args: Args, respond: Respond) -> None:
+    start = args.integer("from-sequence-number", 0)
+    count = args.integer("message-count", 1, low=-(2**31), high=2**31 - 1)
     session = _session(args)
     count = min(max(count, 1), 250)
     if session is None:
@@ -119,8 +111,8 @@ def _session_of(d: Any) -> str | None:
     return decode_message(d.payload).session_id
 
 
-def renew_lock(conn: Host, path: str, args: dict[str, Any], respond: Respond) -> None:
-    tokens = [str(t) for t in args.get("lock-tokens") or []]
+def renew_lock(conn: Host, path: str, args: Args, respond: Respond) -> None:
+    tokens = args.tokens("lock-tokens")
     results = conn.broker.settle(conn.namespace, path, "renew-lock", tokens)
     expirations = []
     for r in results:
@@ -131,7 +123,7 @@ def renew_lock(conn: Host, path: str, args: dict[str, Any], respond: Respond) ->
     respond(200, "OK", {"expirations": Array("timestamp", expirations)}, None)
 
 
-def update_disposition(conn: Host, path: str, args: dict[str, Any], respond: Respond) -> None:
+def update_disposition(conn: Host, path: str, args: Args, respond: Respond) -> None:
     op, tokens, props, reason, description = _disposition(args)
     results = conn.broker.settle(conn.namespace, path, op, tokens, props, reason, description)
     for r in results:
@@ -142,9 +134,9 @@ def update_disposition(conn: Host, path: str, args: dict[str, Any], respond: Res
     ok_when_durable(conn, respond, None)
 
 
-def _disposition(args: dict[str, Any]) -> Disposition:
+def _disposition(args: Args) -> Disposition:
     """(op, lock tokens, properties to modify, reason, description) of an update-disposition."""
-    status = _text(args.get("disposition-status", ""))
+    status = args.text("disposition-status") or ""
     op = {
         "completed": "complete",
         "abandoned": "abandon",
@@ -154,27 +146,17 @@ def _disposition(args: dict[str, Any]) -> Disposition:
     }.get(status)
     if op is None:
         raise BadRequest(f"unknown disposition-status {status!r}")
-    tokens = [str(t) for t in args.get("lock-tokens") or []]
-    props = args.get("properties-to-modify")
-    props = {_text(k): convert._property(v) for k, v in props.items()} if props else None
-    reason = args.get("deadletter-reason")
-    description = args.get("deadletter-description")
-    return (
-        op,
-        tokens,
-        props,
-        _text(reason) if reason else None,
-        _text(description) if description else None,
-    )
+    tokens = args.tokens("lock-tokens")
+    props = args.map("properties-to-modify")
+    props = {text_of(k): convert._property(v) for k, v in props.items()} if props else None
+    reason = args.text("deadletter-reason")
+    description = args.text("deadletter-description")
+    return (op, tokens, props, reason or None, description or None)
 
 
-def receive_by_sequence_number(
-    conn: Host, path: str, args: dict[str, Any], respond: Respond
-) -> None:
-    seqs = [int(s) for s in args.get("sequence-numbers") or []]
-    mode = (
-        "receive-and-delete" if int(args.get("receiver-settle-mode", 1) or 0) == 0 else "peek-lock"
-    )
+def receive_by_sequence_number(conn: Host, path: str, args: Args, respond: Respond) -> None:
+    seqs = args.integers("sequence-numbers")
+    mode = "receive-and-delete" if args.integer("receiver-settle-mode", 1) == 0 else "peek-lock"
     session = _session(args)  # a session receiver's request names its session
     token = conn.session_token(path, session) if session is not None else None
     got = conn.broker.receive_deferred(conn.namespace, path, seqs, mode, token)
@@ -199,24 +181,22 @@ def _deferred(d: Delivered, lock: bool) -> bytes:
     return fastout.with_lock_token(encoded, d.lock_token) if lock and d.lock_token else encoded
 
 
-def schedule_message(conn: Host, path: str, args: dict[str, Any], respond: Respond) -> None:
-    items = args.get("messages") or []
+def schedule_message(conn: Host, path: str, args: Args, respond: Respond) -> None:
     messages = []
-    for item in items:
-        fields = _args(item)
-        messages.append(convert.to_stored(bytes(fields.get("message") or b"")))
+    for item in args.maps("messages"):
+        messages.append(convert.to_stored(item.binary("message") or b""))
     seqs = conn.broker.send(conn.namespace, path, messages, conn.sender)
     conn.frontend.wake(conn.namespace, path)
     ok_when_durable(conn, respond, {"sequence-numbers": Array("long", seqs)})
 
 
-def cancel_scheduled_message(conn: Host, path: str, args: dict[str, Any], respond: Respond) -> None:
-    seqs = [int(s) for s in args.get("sequence-numbers") or []]
+def cancel_scheduled_message(conn: Host, path: str, args: Args, respond: Respond) -> None:
+    seqs = args.integers("sequence-numbers")
     conn.broker.cancel_scheduled(conn.namespace, path, seqs)
     ok_when_durable(conn, respond, None)
 
 
-def batch_delete_messages(conn: Host, path: str, args: dict[str, Any], respond: Respond) -> None:
+def batch_delete_messages(conn: Host, path: str, args: Args, respond: Respond) -> None:
     """Delete the oldest messages without receiving them (daemon/README.md §29.6)."""
     count = args.get("message-count")
     if not isinstance(count, int) or isinstance(count, bool):
@@ -227,31 +207,28 @@ def batch_delete_messages(conn: Host, path: str, args: dict[str, Any], respond: 
     ok_when_durable(conn, respond, {"message-count": deleted})
 
 
-def renew_session_lock(conn: Host, path: str, args: dict[str, Any], respond: Respond) -> None:
+def renew_session_lock(conn: Host, path: str, args: Args, respond: Respond) -> None:
     session = _session(args)
     token = conn.session_token(path, session)
     info = conn.broker.session_renew(conn.namespace, path, token)
     respond(200, "OK", {"expiration": Timestamp(info.locked_until_ms)}, None)
 
 
-def get_session_state(conn: Host, path: str, args: dict[str, Any], respond: Respond) -> None:
+def get_session_state(conn: Host, path: str, args: Args, respond: Respond) -> None:
     session = _session(args) or ""
     state = conn.broker.session_get_state(conn.namespace, path, session)
     respond(200, "OK", {"session-state": state}, None)
 
 
-def set_session_state(conn: Host, path: str, args: dict[str, Any], respond: Respond) -> None:
+def set_session_state(conn: Host, path: str, args: Args, respond: Respond) -> None:
     session = _session(args) or ""
-    state = args.get("session-state")
-    conn.broker.session_set_state(
-        conn.namespace, path, session, bytes(state) if state is not None else None
-    )
+    conn.broker.session_set_state(conn.namespace, path, session, args.binary("session-state"))
     ok_when_durable(conn, respond, None)
 
 
-def get_message_sessions(conn: Host, path: str, args: dict[str, Any], respond: Respond) -> None:
-    skip = int(args.get("skip", 0) or 0)
-    top = int(args.get("top", 100) or 100)
+def get_message_sessions(conn: Host, path: str, args: Args, respond: Respond) -> None:
+    skip = args.integer("skip", 0, high=2**31 - 1)
+    top = args.integer("top", 100, high=2**31 - 1) or 100
     sessions = conn.broker.session_list(conn.namespace, path)
     ids = [s.session_id for s in sessions][skip : skip + top]
     if not ids:

@@ -19,6 +19,8 @@ from sbctl.errors import BadRequest
 from sbctl.names import parse_entity_path
 from sbctl.typed import plain
 from sbctld.frontends.amqp import convert
+from sbctld.frontends.amqp.arguments import Args
+from sbctld.frontends.amqp.arguments import text_of as _text
 from sbctld.frontends.amqp.host import Host, Respond, ok_when_durable
 from sbctld.results import RuleInfo
 
@@ -46,16 +48,8 @@ CORRELATION_KEYS = {
 }
 
 
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def _map(value: Any) -> dict[str, Any]:
-    if isinstance(value, Described):
-        value = value.value
-    if not isinstance(value, dict):
-        return {}
-    return {_text(k): v for k, v in value.items()}
+def _map(value: Any) -> Args:
+    return Args(value.value if isinstance(value, Described) else value)
 
 
 def _subscription(path: str) -> tuple[str, str]:
@@ -92,7 +86,7 @@ def filter_spec(description: dict[str, Any]) -> tuple[dict[str, Any], str | None
         for key, name in CORRELATION_KEYS.items():
             if fields.get(key) is not None:
                 spec[name] = _text(fields[key])
-        props = fields.get("properties")
+        props = fields.map("properties")
         if props:
             spec["properties"] = {_text(k): _correlation_value(v) for k, v in props.items()}
     else:
@@ -122,24 +116,24 @@ def described_rule(rule: RuleInfo) -> Described:
     return Described(RULE_DESCRIPTION, [filt, action, rule.name, created])
 
 
-def add_rule(conn: Host, path: str, args: dict[str, Any], respond: Respond) -> None:
+def add_rule(conn: Host, path: str, args: Args, respond: Respond) -> None:
     topic, sub = _subscription(path)
-    name = _text(args.get("rule-name") or "")
-    spec, action = filter_spec(_map(args.get("rule-description")))
+    name = args.text("rule-name") or ""
+    spec, action = filter_spec(_map(args.map("rule-description")))
     conn.broker.rule_create(conn.namespace, topic, sub, name, spec, action)
     ok_when_durable(conn, respond, None)
 
 
-def remove_rule(conn: Host, path: str, args: dict[str, Any], respond: Respond) -> None:
+def remove_rule(conn: Host, path: str, args: Args, respond: Respond) -> None:
     topic, sub = _subscription(path)
-    conn.broker.rule_delete(conn.namespace, topic, sub, _text(args.get("rule-name") or ""))
+    conn.broker.rule_delete(conn.namespace, topic, sub, args.text("rule-name") or "")
     ok_when_durable(conn, respond, None)
 
 
-def enumerate_rules(conn: Host, path: str, args: dict[str, Any], respond: Respond) -> None:
+def enumerate_rules(conn: Host, path: str, args: Args, respond: Respond) -> None:
     topic, sub = _subscription(path)
-    skip = int(args.get("skip", 0) or 0)
-    top = int(args.get("top", 100) or 100)
+    skip = args.integer("skip", 0, high=2**31 - 1)
+    top = args.integer("top", 100, high=2**31 - 1) or 100
     rules = conn.broker.rule_list(conn.namespace, topic, sub)[skip : skip + top]
     if not rules:
         respond(204, "No Content", None, None)

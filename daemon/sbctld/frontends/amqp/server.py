@@ -50,10 +50,11 @@ from sbctld.frontends.amqp.connection import (
     Delivery,
     Link,
 )
+from sbctld.frontends.amqp.convert import UNDECODABLE
 from sbctld.frontends.amqp.errors import condition_of
 from sbctld.frontends.amqp.fastin import stored_messages
-from sbctld.frontends.amqp.session_filter import SESSION_FILTER, echoed, requested_session
 from sbctld.frontends.amqp.replies import Replies
+from sbctld.frontends.amqp.session_filter import SESSION_FILTER, echoed, requested_session
 from sbctld.frontends.amqp.settlement import Settlement, lock_tags, settle_range
 from sbctld.frontends.amqp.transactions import Coordinator as Transactions
 from sbctld.frontends.amqp.waiting import LinkWatch, SessionWait
@@ -119,6 +120,7 @@ class AmqpConnection(asyncio.Protocol):
         self.transactions = Transactions(self)
         self.transport: asyncio.Transport | None = None
         self._timer: asyncio.TimerHandle | None = None
+        self._paused = False  # frames wait for the next turn (:meth:`data_received`)
         self.closed = False
 
     # ------------------------------------------------------------ transport
@@ -147,6 +149,26 @@ class AmqpConnection(asyncio.Protocol):
         self.flush()
         if self._timer is None and self.conn.heartbeat_interval:
             self._schedule_heartbeat()
+        if self.conn.more_input and not self.closed and not self._paused:
+            # Fairness (daemon/README.md §29.11): the frames left wait for the next turn of the
+            # event loop, and the socket is not read meanwhile; every other connection runs.
+            self._paused = True
+            self._pause(True)
+            asyncio.get_running_loop().call_soon(self._read_on)
+
+    def _read_on(self) -> None:
+        self._paused = False
+        if not self.closed:
+            self.data_received(b"")
+        if not self._paused:
+            self._pause(False)
+
+    def _pause(self, paused: bool) -> None:
+        with contextlib.suppress(AttributeError, NotImplementedError, RuntimeError):
+            if paused:
+                self.transport.pause_reading()  # type: ignore[union-attr]
+            else:
+                self.transport.resume_reading()  # type: ignore[union-attr]
 
     def flush(self) -> None:
         out = self.conn.data_to_send()
@@ -337,15 +359,18 @@ class AmqpConnection(asyncio.Protocol):
                 self._send(link, ctx[1], delivery)
             elif ctx == "coordinator":
                 self.transactions.on_transfer(link, delivery)
+        except codec.DecodeError as exc:  # the peer's error: a typed answer, one log line
+            text = str(exc) if str(exc).startswith(UNDECODABLE) else f"{UNDECODABLE}: {exc}"
+            log.warning("AMQP peer sent an %s", text)
+            self._reject(link, delivery, "amqp:decode-error", text)
         except Exception:
             log.error("AMQP transfer failed:\n%s", traceback.format_exc())
-            if not delivery.settled:
-                self.conn.disposition(
-                    link,
-                    delivery.id,
-                    Rejected(Error(Symbol("amqp:internal-error"), "internal error")),
-                )
+            self._reject(link, delivery, "amqp:internal-error", "internal error")
         self.flush()
+
+    def _reject(self, link: Link, delivery: Delivery, condition: str, text: str) -> None:
+        if not delivery.settled:
+            self.conn.disposition(link, delivery.id, Rejected(Error(Symbol(condition), text)))
 
     def _reply_link(self, link: Link, address: str | None, node: str) -> Link | None:
         for other in link.session.local.values():
@@ -438,9 +463,6 @@ class AmqpConnection(asyncio.Protocol):
                 self.broker.send(self.namespace, path, messages, self.sender)
         except SbctlError as err:
             self._settle_send(link, delivery, err)
-            return
-        except codec.DecodeError as exc:
-            self._settle_send(link, delivery, SbctlError(f"undecodable batch: {exc}"))
             return
 
         def done(error: SbctlError | None) -> None:

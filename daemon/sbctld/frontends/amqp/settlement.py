@@ -137,7 +137,8 @@ def settle_range(
         errors = {delivery_id: err for delivery_id, _ in tokens}
     if redelivers(how.op) and len(errors) < len(tokens) and state.key:
         service.wake(state.key)
-    if settled:
+    if settled:  # no one waits for it: synced within the group-commit window all the same
+        service.committer.flush_soon()
         return
     echo = type(outcome)() if outcome is not None else Accepted()
 

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("sbctld")
 DEFAULT_NAMESPACE = "sbemulatorns"
 MAX_BODY = 4 * 1024 * 1024
+MAX_HEADERS = 64 * 1024  # the request line and headers (daemon/README.md §30.1)
 # A request must arrive whole this long after its first byte (or after the last answer).
 REQUEST_TIMEOUT_S = float(os.environ.get("SBCTLD_HTTP_REQUEST_TIMEOUT_S", "30"))
 IDLE_TIMEOUT_S = 120.0
@@ -49,7 +50,7 @@ class HttpConnection(asyncio.Protocol):
         self.frontend = frontend
         self.namespace = namespace
         self.sender = frontend.service.new_sender()  # a paired primary's backlog key
-        self.h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=64 * 1024)
+        self.h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEADERS)
         self.transport: asyncio.Transport | None = None
         self.closed = False
         self.secure = False  # over TLS (ended by the sniffer's TlsTransport)
@@ -151,6 +152,13 @@ class HttpConnection(asyncio.Protocol):
                 return
 
     def _begin(self, event: h11.Request) -> bool:
+        # h11 bounds only a request still arriving: one that came whole is measured here.
+        size = len(event.method) + len(event.target) + 12
+        size += sum(len(n) + len(v) + 4 for n, v in event.headers.raw_items())
+        if size > MAX_HEADERS:
+            self._send_error(431, f"the request's headers are larger than {MAX_HEADERS} bytes")
+            self.close()
+            return False
         self.request = event
         self.body = []
         self.size = 0
