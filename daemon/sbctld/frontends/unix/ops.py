@@ -332,7 +332,8 @@ class Operations:
         self, a: Any, files: list[tuple[int, str]], queue: Queue
     ) -> tuple[dict[str, Any], Request]:
         t0 = time.perf_counter()
-        prepared = await loads.check(queue, a.load_id, files, self.broker.clock.now_ms)
+        ns_key = queue.key[0]
+        prepared = await loads.check(queue, a.load_id, files, lambda: self.broker.now_in(ns_key))
         t1 = time.perf_counter()
         # The commit runs in one step of the loop: its slow-store delay is this request's.
         with self.service.request(count=False) as req:
