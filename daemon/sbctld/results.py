@@ -44,7 +44,8 @@ class NamespaceInfo(Result, kw_only=True):
     topic_count: int
     partitioned_entity_count: int
     max_message_size_in_kilobytes: int
-    clock_offset_ms: DurationMs = 0  # time travel (daemon/README.md §31)
+    # time travel (daemon/README.md §31): how far its time is ahead, shown once it is
+    clock_offset_ms: DurationMs | UnsetType = UNSET
 
 
 class ClockInfo(Result, kw_only=True):

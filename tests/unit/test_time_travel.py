@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from msgspec import UNSET
 
 from conftest import Reopen
 from sbctl.codec import Message, decode_message
@@ -38,6 +39,7 @@ def test_the_clock_starts_at_the_daemons_time_and_only_moves_forward(
 ) -> None:
     shown = broker.clock_show(NS)
     assert (shown.now_ms, shown.offset_ms) == (clock.now, 0)
+    assert broker.namespace_get(NS).clock_offset_ms is UNSET  # shown once it moved
     moved = broker.clock_advance(NS, HOUR)
     assert (moved.now_ms, moved.offset_ms) == (clock.now + HOUR, HOUR)
     clock.advance(1000)  # real time goes on under the offset
@@ -51,7 +53,7 @@ def test_the_clock_starts_at_the_daemons_time_and_only_moves_forward(
     [
         (lambda b, now: b.clock_advance(NS, -1000), "only moves forward"),
         (lambda b, now: b.clock_advance(NS, 0), "positive duration, not PT0S"),
-        (lambda b, now: b.clock_set(NS, now - 1), "is before namespace"),
+        (lambda b, now: b.clock_set(NS, now - 1), "is before the time of namespace"),
         (lambda b, now: b.clock_set(NS, 10**15), "cannot go past 9999-12-31"),
     ],
 )

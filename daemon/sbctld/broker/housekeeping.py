@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from sbctl import layout
+from sbctl.durations import format_duration_iso
 from sbctl.errors import (
     BadRequest,
     InvalidOperation,
@@ -340,9 +341,16 @@ class Housekeeping(BrokerCore):
         queues = [
             q for ns in self.namespaces.values() for q in [*ns.queues.values(), *ns.topics.values()]
         ]
+        travelled = {ns.name: ns.offset_ms for ns in self.namespaces.values() if ns.offset_ms}
         return {
             "namespaces": len(self.namespaces),
             "entities": len(queues),
             "partitions": sum(len(q.partitions) for q in queues),
             "messages": sum(p.log.message_count for q in queues for p in q.partitions),
+            # time travel (daemon/README.md §31): namespaces whose time is ahead, by how much
+            **({"clock_offsets": _offsets(travelled)} if travelled else {}),
         }
+
+
+def _offsets(travelled: dict[str, int]) -> dict[str, str]:
+    return {name: format_duration_iso(ms) for name, ms in travelled.items()}

@@ -141,5 +141,5 @@ class Namespace:
             topic_count=len(self.topics),
             partitioned_entity_count=self.partitioned_count,
             max_message_size_in_kilobytes=self.max_message_bytes // 1024,
-            clock_offset_ms=cfg.clock_offset_ms,
+            clock_offset_ms=cfg.clock_offset_ms or UNSET,
         )

@@ -53,8 +53,8 @@ class TimeTravel(BrokerCore):
         now = self._time(ns)
         if at_ms < now:
             raise BadRequest(
-                f"{_instant(at_ms)} is before namespace {ns.name!r}'s time {_instant(now)}: "
-                "the clock only moves forward"
+                f"{_instant(at_ms)} is before the time of namespace {ns.name!r}, "
+                f"{_instant(now)}: the clock only moves forward"
             )
         return self._travel(ns, at_ms)
 

@@ -366,6 +366,15 @@ class Operations:
     def op_fault_clear(self, conn: Connection, req_id: int, a: Any) -> Any:
         return self.broker.fault_clear(a.namespace, a.ids, a.all_namespaces)
 
+    def op_clock_show(self, conn: Connection, req_id: int, a: Any) -> Any:
+        return self.broker.clock_show(a.name)
+
+    def op_clock_advance(self, conn: Connection, req_id: int, a: Any) -> Any:
+        return self.broker.clock_advance(a.namespace, a.by_ms)
+
+    def op_clock_set(self, conn: Connection, req_id: int, a: Any) -> Any:
+        return self.broker.clock_set(a.namespace, a.at_ms)
+
     def op_namespace_set_key(self, conn: Connection, req_id: int, a: Any) -> Any:
         """`sbctl namespace set-key`: the store AMQP and HTTP check tokens against."""
         name = self.broker.namespace(a.name).name  # raises when it does not exist
