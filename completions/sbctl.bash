@@ -3,7 +3,7 @@
 
 _sbctl_children() {
     case "$1" in
-        "") echo "credits import-config export-config send peek receive receive-deferred schedule cancel-scheduled purge spark-load spark-export bench top daemon namespace queue topic subscription rule fault message dlq session" ;;
+        "") echo "credits import-config export-config send peek receive receive-deferred schedule cancel-scheduled purge spark-load spark-export bench top daemon namespace queue topic subscription rule fault clock message dlq session" ;;
         "daemon") echo "start stop status cert" ;;
         "namespace") echo "create update metrics list show connection-string set-key sas-token delete pair unpair pair-status" ;;
         "queue") echo "create update list show delete" ;;
@@ -11,6 +11,7 @@ _sbctl_children() {
         "subscription") echo "create update list show delete" ;;
         "rule") echo "create list show delete" ;;
         "fault") echo "add list clear" ;;
+        "clock") echo "show advance set" ;;
         "message") echo "complete abandon defer dead-letter renew-lock" ;;
         "dlq") echo "resubmit" ;;
         "session") echo "list get-state set-state renew-lock" ;;
@@ -79,6 +80,10 @@ _sbctl_options() {
         "fault add") echo "--entity --partition --kind --latency -h --help" ;;
         "fault list") echo "--all -h --help" ;;
         "fault clear") echo "--all -h --help" ;;
+        "clock") echo "-h --help" ;;
+        "clock show") echo "-h --help" ;;
+        "clock advance") echo "-h --help" ;;
+        "clock set") echo "-h --help" ;;
         "message") echo "-h --help" ;;
         "message complete") echo "-h --help" ;;
         "message abandon") echo "-p --property -h --help" ;;

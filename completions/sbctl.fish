@@ -3,7 +3,7 @@
 function __sbctl_children
     switch $argv[1]
         case ''
-            printf '%s\n' credits import-config export-config send peek receive receive-deferred schedule cancel-scheduled purge spark-load spark-export bench top daemon namespace queue topic subscription rule fault message dlq session
+            printf '%s\n' credits import-config export-config send peek receive receive-deferred schedule cancel-scheduled purge spark-load spark-export bench top daemon namespace queue topic subscription rule fault clock message dlq session
         case 'credits'
         case 'import-config'
         case 'export-config'
@@ -70,6 +70,11 @@ function __sbctl_children
         case 'fault add'
         case 'fault list'
         case 'fault clear'
+        case 'clock'
+            printf '%s\n' show advance set
+        case 'clock show'
+        case 'clock advance'
+        case 'clock set'
         case 'message'
             printf '%s\n' complete abandon defer dead-letter renew-lock
         case 'message complete'
@@ -179,6 +184,10 @@ function __sbctl_value_options
             printf '%s\n' --entity --partition --kind --latency
         case 'fault list'
         case 'fault clear'
+        case 'clock'
+        case 'clock show'
+        case 'clock advance'
+        case 'clock set'
         case 'message'
         case 'message complete'
         case 'message abandon'
@@ -244,6 +253,7 @@ complete -c sbctl -n '__sbctl_using \'\'' -a topic -d 'Create, update, list, sho
 complete -c sbctl -n '__sbctl_using \'\'' -a subscription -d 'Create, update, list, show and delete the subscriptions of a topic'
 complete -c sbctl -n '__sbctl_using \'\'' -a rule -d 'Create, list, show and delete the rules (filter and action) of a subscription'
 complete -c sbctl -n '__sbctl_using \'\'' -a fault -d 'Make partition stores unavailable or slow, list and clear those faults (test tooling)'
+complete -c sbctl -n '__sbctl_using \'\'' -a clock -d 'Move a namespace\'s time forward: everything that waits follows (tests)'
 complete -c sbctl -n '__sbctl_using \'\'' -a message -d 'Settle messages received with --settle none'
 complete -c sbctl -n '__sbctl_using \'\'' -a dlq -d 'Chores on dead-letter queues (beyond Azure)'
 complete -c sbctl -n '__sbctl_using \'\'' -a session -d 'Sessions of a session-enabled queue or subscription'
@@ -595,6 +605,13 @@ complete -c sbctl -n '__sbctl_using \'fault list\'' -l all -d 'Every namespace\'
 complete -c sbctl -n '__sbctl_using \'fault list\'' -s h -l help -d 'Show this message and exit'
 complete -c sbctl -n '__sbctl_using \'fault clear\'' -l all -d 'Every namespace\'s faults, not only those of -n'
 complete -c sbctl -n '__sbctl_using \'fault clear\'' -s h -l help -d 'Show this message and exit'
+complete -c sbctl -n '__sbctl_using \'clock\'' -a show -d 'Show the namespace\'s time and how far it is ahead of the daemon\'s clock'
+complete -c sbctl -n '__sbctl_using \'clock\'' -a advance -d 'Move the namespace\'s time forward by DURATION; every timer up to then runs at once, in the order of its time'
+complete -c sbctl -n '__sbctl_using \'clock\'' -a set -d 'Move the namespace\'s time forward to INSTANT; every timer up to then runs at once'
+complete -c sbctl -n '__sbctl_using \'clock\'' -s h -l help -d 'Show this message and exit'
+complete -c sbctl -n '__sbctl_using \'clock show\'' -s h -l help -d 'Show this message and exit'
+complete -c sbctl -n '__sbctl_using \'clock advance\'' -s h -l help -d 'Show this message and exit'
+complete -c sbctl -n '__sbctl_using \'clock set\'' -s h -l help -d 'Show this message and exit'
 complete -c sbctl -n '__sbctl_using \'message\'' -a complete -d 'Complete locked messages: remove them from the entity'
 complete -c sbctl -n '__sbctl_using \'message\'' -a abandon -d 'Abandon locked messages: release them for redelivery, optionally changing properties'
 complete -c sbctl -n '__sbctl_using \'message\'' -a defer -d 'Defer locked messages: keep them, receivable only by sequence number'

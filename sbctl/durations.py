@@ -169,6 +169,18 @@ def parse_instant_ms(text: str, now_ms: int) -> int:
     return (moment - _EPOCH_UTC) // timedelta(milliseconds=1)
 
 
+def parse_absolute_instant_ms(text: str) -> int:
+    """Read an absolute ISO 8601 time as :func:`parse_instant_ms` does, refusing the relative
+    forms (``now``, ``+30s``): what a namespace's clock is set to (daemon/README.md §31)."""
+    stripped = text.strip()
+    if stripped.startswith("+") or stripped.lower() == "now":
+        raise BadRequest(
+            f"invalid time {display_value(text)}: use ISO 8601 like 2030-01-01T00:00:00Z "
+            "(to move by a duration, advance the clock instead)"
+        )
+    return parse_instant_ms(stripped, 0)
+
+
 def format_instant(ms: int) -> str:
     """Print an instant as ISO 8601 UTC with milliseconds: ``2026-11-21T10:00:00.123Z``.
 

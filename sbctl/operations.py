@@ -30,6 +30,8 @@ from sbctl.errors import BadRequest
 from sbctl.messages import ReceivedMessage
 from sbctl.protocol import (
     PROTOCOL_VERSION,
+    ClockAdvance,
+    ClockSet,
     Delivered,
     Empty,
     EntityCreate,
@@ -143,6 +145,11 @@ def _resubmitted(a: Resubmit, result: Any) -> Sequence[Wake]:
 
 def _faulted_namespace(a: FaultAdd, _result: Any) -> Sequence[Wake]:
     """Every entity of the namespace (receives parked on a store that went down fail)."""
+    return ((a.namespace, None),)
+
+
+def _travelled(a: ClockAdvance | ClockSet, _result: Any) -> Sequence[Wake]:
+    """Every entity of the namespace (scheduled messages came due, locks ran out)."""
     return ((a.namespace, None),)
 
 
@@ -416,6 +423,22 @@ _DECLARED = (
         FaultClear,
         "Clear faults by id, or every fault of a namespace, or every fault.",
         wakes=_cleared_namespaces,
+    ),
+    # -- time travel (test tooling)
+    Operation("clock_show", NamespaceRef, "A namespace's time and its offset from the clock."),
+    Operation(
+        "clock_advance",
+        ClockAdvance,
+        "Move a namespace's time forward; every timer up to the new time runs at once.",
+        durable=True,
+        wakes=_travelled,
+    ),
+    Operation(
+        "clock_set",
+        ClockSet,
+        "Move a namespace's time forward to an instant (not before its time now).",
+        durable=True,
+        wakes=_travelled,
     ),
 )
 

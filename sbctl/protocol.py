@@ -316,6 +316,20 @@ class FaultClear(_Args):
     all_namespaces: bool = False
 
 
+class ClockAdvance(_Args):
+    """Move a namespace's time forward by ``by_ms`` (daemon/README.md §31)."""
+
+    namespace: str
+    by_ms: int
+
+
+class ClockSet(_Args):
+    """Move a namespace's time forward to ``at_ms`` (ms since the epoch, UTC)."""
+
+    namespace: str
+    at_ms: int
+
+
 class Delivered(msgspec.Struct, array_like=True):
     """A peeked or received message as it travels back to the client."""
 

@@ -14,6 +14,11 @@ first uses one of its fixtures.
   ``.connection_string`` (for the Azure SDKs; None when the daemon serves no AMQP),
   ``.faults`` and ``.credits``. ``@pytest.mark.sbctl_namespace(sku="premium",
   partitions=2, credits_per_second=0)`` chooses how it is created.
+- ``sbctl_namespace.clock``: time travel (daemon/README.md §31): ``.advance(timedelta(hours=1))``,
+  ``.set(datetime(2030, 1, 1, tzinfo=UTC))``, ``.now()``, ``.show()``; every timer of the
+  namespace up to the new time runs before ``advance`` and ``set`` return.
+  ``@pytest.mark.sbctl_clock("2030-01-01T00:00:00Z")`` starts the test's namespace at that
+  instant (it must not be in the past).
 
 Fixture names all start with ``sbctl_`` so they cannot clash with a project's own.
 """
@@ -31,6 +36,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Iterator, Sequence
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +47,7 @@ if TYPE_CHECKING:
 
 START_TIMEOUT_S = 60.0
 MARKER = "sbctl_namespace"
+CLOCK_MARKER = "sbctl_clock"
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -48,6 +55,11 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers",
         f"{MARKER}(sku='standard', partitions=1, credits_per_second=None): how the "
         "sbctl_namespace fixture creates the test's namespace",
+    )
+    config.addinivalue_line(
+        "markers",
+        f"{CLOCK_MARKER}(instant): the sbctl_namespace fixture's namespace starts at this "
+        "instant (ISO 8601 text or a datetime; not in the past)",
     )
 
 
@@ -157,9 +169,37 @@ class Credits:
         return int(self.get()["throttled_requests"])
 
 
+class Clock:
+    """Time travel on one namespace (``sbctl clock``, daemon/README.md §31): its time is
+    the daemon's clock plus an offset that only grows."""
+
+    def __init__(self, client: Client, namespace: str) -> None:
+        self._client = client
+        self._namespace = namespace
+
+    def show(self) -> dict[str, Any]:
+        """``now_utc`` (the namespace's time) and ``offset`` (ISO 8601)."""
+        return self._client.clock_show(self._namespace)
+
+    def now(self) -> datetime:
+        """The namespace's time, an aware UTC datetime."""
+        text = self.show()["now_utc"]
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+    def advance(self, by: timedelta | int | str) -> dict[str, Any]:
+        """Move the namespace's time forward by ``by`` (a timedelta, milliseconds, or text
+        like ``"1d"``); everything that waits until then happens before it returns."""
+        return self._client.clock_advance(by, self._namespace)
+
+    def set(self, at: datetime | int | str) -> dict[str, Any]:
+        """Move the namespace's time forward to ``at`` (a datetime, naive meaning UTC;
+        epoch milliseconds; or ISO 8601 text); refused if that is in its past."""
+        return self._client.clock_set(at, self._namespace)
+
+
 class SbctlNamespace:
     """One test's namespace: ``name``, ``client``, ``connection_string``, ``faults``,
-    ``credits`` and ``daemon``."""
+    ``credits``, ``clock`` and ``daemon``."""
 
     def __init__(self, daemon: SbctlDaemon, name: str) -> None:
         self.daemon = daemon
@@ -167,6 +207,7 @@ class SbctlNamespace:
         self.client = daemon.client(name)
         self.faults = Faults(self.client)
         self.credits = Credits(self.client, name)
+        self.clock = Clock(self.client, name)
         self.connection_string = self._connection_string()
 
     def _connection_string(self) -> str | None:
@@ -279,6 +320,7 @@ def sbctl_namespace(
         )
         ns = SbctlNamespace(sbctl_daemon, name)
         try:
+            _start_clock(request, ns)
             yield ns
         finally:
             ns.client.close()
@@ -287,4 +329,19 @@ def sbctl_namespace(
             admin.namespace_delete(name)
 
 
-__all__ = ["Credits", "Faults", "SbctlDaemon", "SbctlNamespace"]
+def _start_clock(request: pytest.FixtureRequest, ns: SbctlNamespace) -> None:
+    """``@pytest.mark.sbctl_clock(instant)``: the namespace's time starts there."""
+    marker = request.node.get_closest_marker(CLOCK_MARKER)
+    if marker is None:
+        return
+    if len(marker.args) != 1 or marker.kwargs:
+        raise pytest.UsageError(f"@pytest.mark.{CLOCK_MARKER} takes one instant")
+    from sbctl.errors import SbctlError
+
+    try:
+        ns.clock.set(marker.args[0])
+    except SbctlError as exc:
+        raise pytest.UsageError(f"@pytest.mark.{CLOCK_MARKER}: {exc.message}") from None
+
+
+__all__ = ["Clock", "Credits", "Faults", "SbctlDaemon", "SbctlNamespace"]

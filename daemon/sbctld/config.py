@@ -130,6 +130,9 @@ class NamespaceConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     credits_per_second: int = 1000
     ops_per_unit: int = 2000
     created_at_ms: int = 0
+    # Time travel (daemon/README.md §31): the namespace's time is the clock plus this; it
+    # only grows.
+    clock_offset_ms: int = 0
 
 
 Q = TypeVar("Q", bound=QueueConfig)

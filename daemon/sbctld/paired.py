@@ -118,6 +118,8 @@ class PairingHost(Protocol):
 
     def namespace(self, name: str) -> Namespace: ...
 
+    def now_in(self, ns_key: str) -> int: ...
+
     def queue_get(self, namespace: str, name: str) -> QueueInfo: ...
 
     def queue_create(self, namespace: str, name: str, options: dict[str, Any]) -> QueueInfo: ...
@@ -207,7 +209,7 @@ class PairedNamespaces:
             failover_interval_ms=failover_interval_ms,
             ping_primary_interval_ms=ping_primary_interval_ms,
             enable_syphon=enable_syphon,
-            paired_at_ms=broker.clock.now_ms(),
+            paired_at_ms=broker.now_in(entity_key(p_ns.name)),
         )
         check_options(options)
         down = broker.faults.namespace_down(entity_key(s_ns.name))
@@ -239,7 +241,8 @@ class PairedNamespaces:
             for name in NOT_ON_BASIC:  # daemon/README.md §15.1: Basic keeps its own TTL rules
                 wanted.pop(name, None)
         # All or nothing: the secondary's credits must cover every create and read first.
-        s_ns.meter.check(MANAGEMENT_COST * options.backlog_queue_count, self.broker.clock.now_ms())
+        now = self.broker.now_in(entity_key(s_ns.name))
+        s_ns.meter.check(MANAGEMENT_COST * options.backlog_queue_count, now)
         for i in range(options.backlog_queue_count):
             name = backlog_name(options.primary, i)
             if entity_key(name) in s_ns.queues:
@@ -372,7 +375,7 @@ class PairedNamespaces:
         # What the caller got wrong (no such entity, a bad path) fails as unpaired.
         entity, subqueue = broker.resolve(namespace, path)
         key = entity.key[1]
-        now = broker.clock.now_ms()
+        now = broker.now_in(entity.key[0])
         st = pairing.failed_over(key)
         if st is None:
             try:
@@ -458,9 +461,10 @@ class PairedNamespaces:
 
     # ------------------------------------------------------------ time
 
-    def tick(self, now: int) -> list[tuple[str, str]]:
+    def tick(self, clock_now: int) -> list[tuple[str, str]]:
         """Propagate faults, ping, syphon, persist counters; returns the keys of entities
-        the syphon filled (their receivers are woken)."""
+        the syphon filled (their receivers are woken). A pairing runs on its primary's time
+        (daemon/README.md §31)."""
         woke: list[tuple[str, str]] = []
         faults = self.broker.faults
         for key in list(self._ledgers):
@@ -469,6 +473,7 @@ class PairedNamespaces:
         for pairing in list(self.by_primary.values()):
             if pairing.faulted is not None:
                 continue
+            now = self.broker.now_in(entity_key(pairing.primary))
             s_key = entity_key(pairing.secondary)
             down = faults.namespace_down(s_key) if faults.faults else None
             if s_key not in self.broker.namespaces:
@@ -492,8 +497,8 @@ class PairedNamespaces:
                     pairing.syphon_next_ms = now + SYPHON_RETRY_MS
                     pairing.note_error(f"syphon: {exc}", now)
                     self.broker.report(f"pairing {pairing.primary}: syphon: {exc}")
-        if now - self._saved_at >= SAVE_EVERY_MS:
-            self._saved_at = now
+        if clock_now - self._saved_at >= SAVE_EVERY_MS:
+            self._saved_at = clock_now
             self.save_all()
         return woke
 

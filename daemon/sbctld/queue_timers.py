@@ -75,6 +75,37 @@ class QueueTimers(QueueState):
                 woke = True
         return woke
 
+    def expire_due(self, now: int) -> int:
+        """The clean-up an advance of the namespace's time runs (daemon/README.md §31, §6.2):
+        every unlocked active message whose expiry time passed is expired; returns how many."""
+        done = 0
+        for p in self.partitions:
+            if p.fault is not None and p.fault.down:
+                continue
+            log, locks = p.log, p.locks
+            exp, base = log.exp, log.base
+            due = [s for s in log.seqs_in(State.ACTIVE) if exp[s - base] <= now and s not in locks]
+            for seq in due:
+                self._expire(p, seq)
+            done += len(due)
+        return done
+
+    def next_deadline(self) -> int | None:
+        """When a timer of this entity is next due (a scheduled message, a lock running out),
+        over the stores that are up."""
+        times = [
+            t
+            for p in self.partitions
+            if p.fault is None or not p.fault.down
+            for t in (p.next_scheduled(), p.next_lock_deadline())
+            if t is not None
+        ]
+        return min(times) if times else None
+
+    @property
+    def scheduled_count(self) -> int:
+        return sum(p.log.counts[State.SCHEDULED] for p in self.partitions)
+
     def idle(self, now: int) -> bool:
         """daemon/README.md §6.5: no send, receive, peek or update for auto_delete_on_idle; a queue
         with

@@ -44,6 +44,21 @@ class NamespaceInfo(Result, kw_only=True):
     topic_count: int
     partitioned_entity_count: int
     max_message_size_in_kilobytes: int
+    # time travel (daemon/README.md §31): how far its time is ahead, shown once it is
+    clock_offset_ms: DurationMs | UnsetType = UNSET
+
+
+class ClockInfo(Result, kw_only=True):
+    """A namespace's time (daemon/README.md §31): the daemon's clock plus its offset."""
+
+    namespace: str
+    now_ms: InstantMs
+    offset_ms: DurationMs
+    # what an advance ran: scheduled messages activated, locks expired, messages expired
+    activated: int | UnsetType = UNSET
+    locks_expired: int | UnsetType = UNSET
+    expired: int | UnsetType = UNSET
+    deleted_entities: int | UnsetType = UNSET
 
 
 class Credits(Result, kw_only=True):

@@ -31,6 +31,7 @@ COMMAND_MODULES = (
     "topic",
     "config",
     "fault",
+    "clock",
     "messages",
     "lifecycle",
     "session",

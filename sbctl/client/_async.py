@@ -443,6 +443,20 @@ class AsyncClient:
     ) -> dict[str, Any]:
         return await self._call(self._calls.fault_clear(ids, all_namespaces))
 
+    async def clock_show(self, namespace: str | None = None) -> dict[str, Any]:
+        """The namespace's time and its offset (see :meth:`sbctl.Client.clock_show`)."""
+        return await self._call(self._calls.clock_show(namespace))
+
+    async def clock_advance(
+        self, by: Duration | str, namespace: str | None = None
+    ) -> dict[str, Any]:
+        """Move the namespace's time forward (see :meth:`sbctl.Client.clock_advance`)."""
+        return await self._call(self._calls.clock_advance(by, namespace))
+
+    async def clock_set(self, at: Instant | str, namespace: str | None = None) -> dict[str, Any]:
+        """Move the namespace's time forward to ``at`` (see :meth:`sbctl.Client.clock_set`)."""
+        return await self._call(self._calls.clock_set(at, namespace))
+
     async def accept_session(self, entity: str, session_id: str | None = None) -> dict[str, Any]:
         """Lock ``session_id`` (or the next session with messages) for this caller: returns
         ``session_id``, ``session_lock_token`` and ``locked_until_utc`` (daemon/README.md §9.6)."""

@@ -398,6 +398,15 @@ class _Calls:
         namespace = None if ids or all_namespaces else self.namespace
         return self._op("fault_clear", namespace, list(ids), all_namespaces)
 
+    def clock_show(self, namespace: str | None) -> Call:
+        return self._op("clock_show", namespace or self.namespace)
+
+    def clock_advance(self, by: Duration | str, namespace: str | None) -> Call:
+        return self._op("clock_advance", namespace or self.namespace, clock_duration_ms(by))
+
+    def clock_set(self, at: Instant | str, namespace: str | None) -> Call:
+        return self._op("clock_set", namespace or self.namespace, clock_instant_ms(at))
+
     def load_adopt(self, entity: str, load_id: str, files: Sequence[tuple[int, str]]) -> Call:
         staged = [StagedFile(pid, path) for pid, path in files]
         return self._op("load_adopt", self.namespace, entity, load_id, staged)
@@ -460,3 +469,23 @@ def _raise_or_result(reply_ok: bool, raw: msgspec.Raw, read: Callable[[msgspec.R
         err = decode_result(raw)
         raise error_from_wire(err if isinstance(err, dict) else {"message": str(err)})
     return read(raw)
+
+
+def clock_duration_ms(by: Duration | str) -> int:
+    """How far a clock moves: milliseconds, a timedelta, or text (``90s``, ``2h``, ``1d``,
+    ``PT1H``)."""
+    if isinstance(by, str):
+        from sbctl.durations import parse_duration_ms
+
+        return parse_duration_ms(by)
+    return convert.duration_ms(by, "the advance")
+
+
+def clock_instant_ms(at: Instant | str) -> int:
+    """Where a clock moves to: epoch milliseconds, a datetime (naive: UTC), or ISO 8601
+    text (``2030-01-01T00:00:00Z``)."""
+    if not isinstance(at, str):
+        return convert.instant_ms(at, "the instant")
+    from sbctl.durations import parse_absolute_instant_ms
+
+    return parse_absolute_instant_ms(at)

@@ -472,6 +472,21 @@ class Client:
         namespace with ``all_namespaces``); ``cleared`` lists them."""
         return self._call(self._calls.fault_clear(ids, all_namespaces))
 
+    def clock_show(self, namespace: str | None = None) -> dict[str, Any]:
+        """The namespace's time (``now_utc``) and how far it is ahead of the daemon's clock
+        (``offset``, ISO 8601) (daemon/README.md §31)."""
+        return self._call(self._calls.clock_show(namespace))
+
+    def clock_advance(self, by: Duration | str, namespace: str | None = None) -> dict[str, Any]:
+        """Move the namespace's time forward by ``by`` (a timedelta, milliseconds, or text
+        like ``1d``, ``PT1H``); every timer up to the new time runs before it answers."""
+        return self._call(self._calls.clock_advance(by, namespace))
+
+    def clock_set(self, at: Instant | str, namespace: str | None = None) -> dict[str, Any]:
+        """Move the namespace's time forward to ``at`` (a datetime, epoch milliseconds, or
+        ISO 8601 text); refused when that is before its time now."""
+        return self._call(self._calls.clock_set(at, namespace))
+
     def accept_session(self, entity: str, session_id: str | None = None) -> dict[str, Any]:
         """Lock ``session_id`` (or the next session with messages) for this caller: returns
         ``session_id``, ``session_lock_token`` and ``locked_until_utc`` (daemon/README.md §9.6)."""

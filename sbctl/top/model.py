@@ -210,6 +210,8 @@ def namespace_rows(current: Sample, previous: Sample | None) -> list[dict[str, A
                 "pairing_secondary": pairing.get("secondary") if pairing else None,
                 "pairing_pending": pairing.get("pending") if pairing else None,
                 "faults": len(ov.get("faults") or []),
+                # time travel (daemon/README.md §31): how far its time is ahead, ISO 8601
+                "clock_offset": ov["namespace"].get("clock_offset", "PT0S"),
             }
         )
     return rows

@@ -94,7 +94,7 @@ def namespaces_table(rows: list[dict[str, Any]], current: str) -> Table:
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, expand=False, title_justify="left")
     for heading in ("", "NAMESPACE", "SKU", "ENTITIES", "ACTIVE", "DLQ", "IN/s"):
         table.add_column(heading, justify="left" if heading in ("", "NAMESPACE") else "right")
-    for heading in ("CREDITS USED", "THROTTLED", "PAIRING", "FAULTS"):
+    for heading in ("CREDITS USED", "THROTTLED", "PAIRING", "FAULTS", "CLOCK"):
         table.add_column(heading, justify="right")
     longest = max((len(str(r["name"])) for r in rows), default=4)
     table.columns[1].min_width = min(longest, 40)
@@ -123,8 +123,14 @@ def namespaces_table(rows: list[dict[str, Any]], current: str) -> Table:
             t(throttled, "bold red" if r["throttled_per_s"] else ""),
             t(pairing, "" if r["pairing_state"] in (None, "Active") else "bold red"),
             t(r["faults"], "bold red" if r["faults"] else ""),
+            t(_offset(r.get("clock_offset", "PT0S")), "bold"),
         )
     return table
+
+
+def _offset(iso: str) -> str:
+    """A namespace's clock offset (time travel, daemon/README.md §31): ``-`` when none."""
+    return "-" if iso == "PT0S" else f"+{iso}"
 
 
 def entities_table(

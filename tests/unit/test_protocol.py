@@ -15,6 +15,8 @@ from sbctl.operations import OPS, decode_args, decode_request
 from sbctl.protocol import (
     LENGTH,
     PROTOCOL_VERSION,
+    ClockAdvance,
+    ClockSet,
     Delivered,
     EntityCreate,
     EntityPath,
@@ -192,6 +194,9 @@ SAMPLES: dict[str, list[msgspec.Struct]] = {
         FaultAdd("ns", "q", [0, 15], "slow", 250),
     ],
     "fault_list": [FaultList(), FaultList("ns")],
+    "clock_show": [NamespaceRef("ns")],
+    "clock_advance": [ClockAdvance("ns", 3_600_000)],
+    "clock_set": [ClockSet("ns", 1_893_456_000_000)],
     "fault_clear": [
         FaultClear("ns"),
         FaultClear(ids=["f1", "f2"]),

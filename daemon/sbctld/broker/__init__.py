@@ -13,7 +13,7 @@ Data-dir layout::
     <data>/namespaces/<ns>/topics/<entity dir>/p00 … p15/   (topic stores, sbctld.storage.topic)
     <data>/namespaces/<ns>/topics/<entity dir>/subscriptions/<sub>/subscription.toml, rules.json
 
-Module map (imports run one way: namespace → core → the three concerns → here):
+Module map (imports run one way: namespace → core → the four concerns → here):
 
 - :mod:`sbctld.broker.namespace`: :class:`Namespace` (settings, entities, meter, limits);
 - :mod:`sbctld.broker.core`: the broker's state, entity lookup, path resolution, timers,
@@ -22,7 +22,8 @@ Module map (imports run one way: namespace → core → the three concerns → h
 - :mod:`sbctld.broker.messaging`: send, receive, peek, settle, sessions, transactions,
   deferred and scheduled messages, purge, resubmission;
 - :mod:`sbctld.broker.housekeeping`: recovery, ticks (locks, schedules, idle deletion),
-  checkpoints, spark-load adoption, injected faults, shutdown, statistics.
+  checkpoints, spark-load adoption, injected faults, shutdown, statistics;
+- :mod:`sbctld.broker.timetravel`: a namespace's clock offset, and advancing it.
 
 Rule 1: :class:`Broker` is the one public entry; its methods keep their names and
 signatures whichever module defines them.
@@ -39,6 +40,7 @@ from sbctld.broker.housekeeping import Housekeeping
 from sbctld.broker.management import Management
 from sbctld.broker.messaging import Messaging
 from sbctld.broker.namespace import DEFAULT_NAMESPACE, Namespace
+from sbctld.broker.timetravel import TimeTravel
 from sbctld.clock import Clock
 from sbctld.credits import DEFAULT_CREDITS_PER_SECOND
 from sbctld.faults import FaultRegistry
@@ -50,7 +52,7 @@ from sbctld.storage.sync import Syncer
 __all__ = ["DEFAULT_NAMESPACE", "Broker", "Namespace"]
 
 
-class Broker(Management, Messaging, Housekeeping):
+class Broker(Management, Messaging, Housekeeping, TimeTravel):
     """Every operation of the daemon's domain (see the module docstring)."""
 
     def __init__(

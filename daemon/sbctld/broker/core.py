@@ -180,10 +180,27 @@ class BrokerCore:
         if gone:
             self.faults.remove(gone, f"dropped, {why}")
 
+    def now_in(self, ns_key: str) -> int:
+        """The time of the namespace with this key: the clock plus the namespace's offset
+        (daemon/README.md §31); the clock's time for a namespace that is gone."""
+        ns = self.namespaces.get(ns_key)
+        now = self.clock.now_ms()
+        return now if ns is None else now + ns.config.clock_offset_ms
+
+    def _time(self, ns: Namespace) -> int:
+        return self.clock.now_ms() + ns.config.clock_offset_ms
+
+    def _due_at(self, when: int, ns_key: str, q_key: str) -> None:
+        """Visit the entity at ``when``, a time of its namespace; the heap holds clock
+        times (an offset only grows, so an entry never comes due too early)."""
+        ns = self.namespaces.get(ns_key)
+        offset = 0 if ns is None else ns.config.clock_offset_ms
+        heapq.heappush(self._due, (when - offset, ns_key, q_key))
+
     def _note_scheduled(self, ns_key: str, q_key: str, queue: Queue) -> None:
         when = queue.next_scheduled()
         if when is not None:
-            heapq.heappush(self._due, (when, ns_key, q_key))
+            self._due_at(when, ns_key, q_key)
 
     def _queue_delete(self, namespace: str, name: str) -> dict[str, Any]:
         ns = self.namespace(namespace)
@@ -208,6 +225,47 @@ class BrokerCore:
         self._remove_dir(sub.directory)
         self._resolved.clear()
         return {"deleted": sub.name, "topic": topic.name}
+
+    def run_timers(self, queue: Queue, now: int, *, note: bool = True) -> bool:
+        """Expire the entity's locks and activate its scheduled messages at ``now`` (its
+        namespace's time), then forward; True when a queue's receivers have new messages.
+        ``note``: put its next scheduled time on the timer heap."""
+        freed = queue.expire_locks(now)
+        if queue.activate_scheduled(now):
+            freed = True
+        if note:
+            self._note_scheduled(*queue.key, queue)
+        if isinstance(queue, Topic):
+            if freed:
+                self._fanned_out(queue)
+            return False
+        self.flow(queue)
+        return freed
+
+    def _delete_idle(self, ns: Namespace, now: int) -> int:
+        """Delete the namespace's entities idle at ``now``; returns how many. An entity with
+        an unavailable store cannot be deleted (daemon/README.md §0.1.10): it waits."""
+        deleted = 0
+        for queue in [q for q in ns.queues.values() if q.idle(now) and not q.unavailable()]:
+            self._queue_delete(ns.name, queue.name)  # the system's own: not charged
+            self.report(f"deleted queue {ns.name}/{queue.name}: idle for auto_delete_on_idle")
+            deleted += 1
+        for topic in list(ns.topics.values()):
+            if topic.unavailable():
+                continue
+            if topic.idle(now):
+                self._topic_delete(ns, topic)
+                self.report(f"deleted topic {ns.name}/{topic.name}: idle for auto_delete_on_idle")
+                deleted += 1
+                continue
+            for sub in [s for s in topic.subscriptions.values() if s.idle(now)]:
+                self._subscription_delete(topic, sub)
+                self.report(
+                    f"deleted subscription {ns.name}/{topic.name}/subscriptions/"
+                    f"{sub.name}: idle for auto_delete_on_idle"
+                )
+                deleted += 1
+        return deleted
 
     @property
     def touched(self) -> bool:
@@ -239,7 +297,7 @@ class BrokerCore:
         ns = self.namespaces.get(queue.key[0])
         if ns is None:
             return
-        now = self.clock.now_ms()
+        now = self._time(ns)
         pending = [queue]
         for _hop in range(MAX_TRANSFER_HOPS + 2):
             if not pending:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from sbctl import layout
+from sbctl.durations import format_duration_iso
 from sbctl.errors import (
     BadRequest,
     InvalidOperation,
@@ -86,7 +87,7 @@ class Housekeeping(BrokerCore):
                     max_message_bytes=ns.max_message_bytes,
                     segment_bytes=self.segment_bytes,
                     notes=notes,
-                    now=self.clock.now_ms(),
+                    now=self._time(ns),
                 )
                 for note in notes:
                     self.report(f"recovery: {ns.name}/{cfg.name}: {note}")
@@ -110,7 +111,7 @@ class Housekeeping(BrokerCore):
                 max_message_bytes=ns.max_message_bytes,
                 segment_bytes=self.segment_bytes,
                 notes=notes,
-                now=self.clock.now_ms(),
+                now=self._time(ns),
                 folders=self._folders,
                 key=(entity_key(ns.name), entity_key(cfg.name)),
             )
@@ -127,7 +128,8 @@ class Housekeeping(BrokerCore):
         (:meth:`load_queue`,
         ``loads.check``, ``loads.commit``, :meth:`load_adopted`)."""
         queue = self.load_queue(namespace, path, files)
-        return self.load_adopted(queue, loads.adopt(queue, load_id, files, self.clock.now_ms()))
+        now = self.now_in(queue.key[0])
+        return self.load_adopted(queue, loads.adopt(queue, load_id, files, now))
 
     def load_queue(self, namespace: str, path: str, files: Sequence[tuple[int, str]]) -> Queue:
         """The queue a load goes to, every partition it touches available."""
@@ -272,7 +274,8 @@ class Housekeeping(BrokerCore):
         now = self.clock.now_ms()
         if now >= self._idle_check_ms:
             self._idle_check_ms = now + IDLE_CHECK_MS
-            self._delete_idle(now)
+            for ns in list(self.namespaces.values()):
+                self._delete_idle(ns, now + ns.offset_ms)
         due: set[tuple[str, str]] = set()
         while self._due and self._due[0][0] <= now:
             _deadline, ns_key, q_key = heapq.heappop(self._due)
@@ -280,18 +283,7 @@ class Housekeeping(BrokerCore):
         woke = []
         for ns_key, q_key in due:
             queue = self._by_key(ns_key, q_key)
-            if queue is None:
-                continue
-            freed = queue.expire_locks(now)
-            if queue.activate_scheduled(now):
-                freed = True
-            self._note_scheduled(ns_key, q_key, queue)
-            if isinstance(queue, Topic):
-                if freed:
-                    self._fanned_out(queue)
-                continue
-            self.flow(queue)
-            if freed:
+            if queue is not None and self.run_timers(queue, self.now_in(ns_key)):
                 woke.append((ns_key, q_key))
         if self.paired:
             woke += self.pairings.tick(now)  # pings, the syphon, fault propagation
@@ -308,29 +300,6 @@ class Housekeeping(BrokerCore):
             topic = ns.topics.get(topic_key)
             found = topic.subscriptions.get(sub_key) if topic else None
         return found
-
-    def _delete_idle(self, now: int) -> None:
-        # An entity with an unavailable store cannot be deleted (daemon/README.md §0.1.10): it
-        # waits.
-        for ns in list(self.namespaces.values()):
-            for queue in [q for q in ns.queues.values() if q.idle(now) and not q.unavailable()]:
-                self._queue_delete(ns.name, queue.name)  # the system's own: not charged
-                self.report(f"deleted queue {ns.name}/{queue.name}: idle for auto_delete_on_idle")
-            for topic in list(ns.topics.values()):
-                if topic.unavailable():
-                    continue
-                if topic.idle(now):
-                    self._topic_delete(ns, topic)
-                    self.report(
-                        f"deleted topic {ns.name}/{topic.name}: idle for auto_delete_on_idle"
-                    )
-                    continue
-                for sub in [s for s in topic.subscriptions.values() if s.idle(now)]:
-                    self._subscription_delete(topic, sub)
-                    self.report(
-                        f"deleted subscription {ns.name}/{topic.name}/subscriptions/"
-                        f"{sub.name}: idle for auto_delete_on_idle"
-                    )
 
     def checkpoint(self, *, min_changes: int = 1) -> int:
         """Checkpoint every partition with at least ``min_changes`` changes; returns how many.
@@ -372,9 +341,16 @@ class Housekeeping(BrokerCore):
         queues = [
             q for ns in self.namespaces.values() for q in [*ns.queues.values(), *ns.topics.values()]
         ]
+        travelled = {ns.name: ns.offset_ms for ns in self.namespaces.values() if ns.offset_ms}
         return {
             "namespaces": len(self.namespaces),
             "entities": len(queues),
             "partitions": sum(len(q.partitions) for q in queues),
             "messages": sum(p.log.message_count for q in queues for p in q.partitions),
+            # time travel (daemon/README.md §31): namespaces whose time is ahead, by how much
+            **({"clock_offsets": _offsets(travelled)} if travelled else {}),
         }
+
+
+def _offsets(travelled: dict[str, int]) -> dict[str, str]:
+    return {name: format_duration_iso(ms) for name, ms in travelled.items()}

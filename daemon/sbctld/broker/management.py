@@ -164,7 +164,8 @@ class Management(BrokerCore):
 
     def namespace_credits(self, name: str) -> Credits:
         """Throttling state: budget, what is left of this period, consumption by kind."""
-        return self.namespace(name).credits(self.clock.now_ms())
+        ns = self.namespace(name)
+        return ns.credits(self._time(ns))
 
     def namespace_list(self) -> list[NamespaceInfo]:
         return [ns.describe() for ns in self.namespaces.values()]
@@ -187,13 +188,13 @@ class Management(BrokerCore):
     def _manage(self, namespace: str) -> Namespace:
         """A management operation (daemon/README.md §0.2.1): charged 10 before anything happens."""
         ns = self.namespace(namespace)
-        ns.charge("management", MANAGEMENT_COST, self.clock.now_ms())
+        ns.charge("management", MANAGEMENT_COST, self._time(ns))
         return ns
 
     def queue_create(self, namespace: str, name: str, options: dict[str, Any]) -> QueueInfo:
         ns = self._manage(namespace)
         key = self._new_entity_key(ns, name, "queue")
-        now = self.clock.now_ms()
+        now = self._time(ns)
         cfg = merge_options(QueueConfig(name=name), options, creating=True)
         partitions = self._check_new_entity(ns, cfg, options)
         self._reach_namespace(ns)
@@ -291,7 +292,7 @@ class Management(BrokerCore):
         cfg = merge_options(queue.config, options, creating=False)
         check_queue(cfg, ns.config.sku, set(options))
         self._check_forwarding(ns, cfg)
-        cfg.updated_at_ms = queue.accessed_at_ms = self.clock.now_ms()
+        cfg.updated_at_ms = queue.accessed_at_ms = self._time(ns)
         queue.config = cfg
         queue.save()
         self.flow(queue)  # a new forward_to passes on what the queue holds
@@ -315,7 +316,7 @@ class Management(BrokerCore):
         if ns.config.sku == "basic":
             raise InvalidOperation("topics are not supported on the Basic tier")
         key = self._new_entity_key(ns, name, "topic")
-        now = self.clock.now_ms()
+        now = self._time(ns)
         cfg = merge_options(TopicConfig(name=name), options, creating=True)
         partitions = self._check_new_entity(ns, cfg, options)
         self._reach_namespace(ns)
@@ -344,7 +345,7 @@ class Management(BrokerCore):
         topic.reach_all()  # daemon/README.md §0.1.10
         cfg = merge_options(topic.config, options, creating=False)
         check_queue(cfg, ns.config.sku, set(options))
-        cfg.updated_at_ms = topic.accessed_at_ms = self.clock.now_ms()
+        cfg.updated_at_ms = topic.accessed_at_ms = self._time(ns)
         topic.config = cfg
         topic.save()
         return topic.describe()
@@ -386,7 +387,7 @@ class Management(BrokerCore):
                 f"topic {topic.name!r} already has {MAX_SUBSCRIPTIONS} subscriptions"
             )
         self._check_filter_quota(topic, sql=1)  # its $Default rule
-        now = self.clock.now_ms()
+        now = self._time(ns)
         cfg = merge_options(SubscriptionConfig(name=name), options, creating=True)
         check_queue(cfg, ns.config.sku, set(options))
         self._check_forwarding(ns, cfg)
@@ -417,7 +418,7 @@ class Management(BrokerCore):
         cfg = merge_options(sub.config, options, creating=False)
         check_queue(cfg, ns.config.sku, set(options))
         self._check_forwarding(ns, cfg)
-        cfg.updated_at_ms = sub.accessed_at_ms = self.clock.now_ms()
+        cfg.updated_at_ms = sub.accessed_at_ms = self._time(ns)
         sub.config = cfg
         sub.save()
         self.flow(sub)  # a new forward_to passes on what the subscription holds
@@ -467,7 +468,7 @@ class Management(BrokerCore):
             raise MessagingEntityAlreadyExists(
                 f"rule {name!r} already exists in subscription {sub.name!r}"
             )
-        rule = Rule(name, filter_spec, action, self.clock.now_ms())  # parsed and checked
+        rule = Rule(name, filter_spec, action, self.now_in(topic.key[0]))  # parsed and checked
         if rule.is_sql:
             self._check_filter_quota(topic, sql=1)
         else:

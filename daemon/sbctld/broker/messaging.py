@@ -8,7 +8,6 @@ Rule 2: after anything that may make messages forwardable, :meth:`flow` runs.
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Sequence
 from typing import Any
 
@@ -66,8 +65,9 @@ class Messaging(BrokerCore):
             raise InvalidOperation(
                 f"messages cannot be sent to subscription {path!r}: send to its topic"
             )
-        now = self.clock.now_ms()
-        meter = self.namespace(namespace).meter
+        ns = self.namespace(namespace)
+        now = self._time(ns)
+        meter = ns.meter
         if isinstance(queue, Topic):
             data = DATA_COST * len(messages)
 
@@ -96,8 +96,9 @@ class Messaging(BrokerCore):
         if from_sequence is not None and from_sequence < 0:
             raise BadRequest("from_sequence must not be negative")
         queue, dlq = self._reader(namespace, path)
-        now = queue.accessed_at_ms = self.clock.now_ms()
-        meter = self.namespace(namespace).meter
+        ns = self.namespace(namespace)
+        now = queue.accessed_at_ms = self._time(ns)
+        meter = ns.meter
         count = meter.admit_count(count, now)  # at most what the period has left
         got = queue.peek(count, from_sequence, subqueue=dlq)
         meter.record("data", DATA_COST * len(got), now)
@@ -115,8 +116,9 @@ class Messaging(BrokerCore):
             raise BadRequest(f"receive count must be between 1 and {MAX_RECEIVE}")
         check_mode(mode)
         queue, dlq = self._reader(namespace, path)
-        now = self.clock.now_ms()
-        meter = self.namespace(namespace).meter
+        ns = self.namespace(namespace)
+        now = self._time(ns)
+        meter = ns.meter
         count = meter.admit_count(count, now)  # at most what the period has left
         queue.expire_locks(now)
         delete = mode == "receive-and-delete"
@@ -128,7 +130,7 @@ class Messaging(BrokerCore):
             got = queue.receive(count, now, delete=delete, subqueue=dlq)
         meter.record("data", DATA_COST * len(got), now)
         if got and mode == "peek-lock":
-            heapq.heappush(self._due, (now + queue.config.lock_duration, *queue.key))
+            self._due_at(now + queue.config.lock_duration, *queue.key)
         self.flow(queue)  # expiry may have dead-lettered something
         return got
 
@@ -143,10 +145,10 @@ class Messaging(BrokerCore):
         description: str | None = None,
     ) -> list[SettleResult]:
         queue, _dlq = self._reader(namespace, path)
-        now = queue.accessed_at_ms = self.clock.now_ms()
+        now = queue.accessed_at_ms = self.now_in(queue.key[0])
         results = queue.settle(op, tokens, now, properties, reason, description)
         if op == "renew-lock":
-            heapq.heappush(self._due, (now + queue.config.lock_duration, *queue.key))
+            self._due_at(now + queue.config.lock_duration, *queue.key)
         self.flow(queue)
         return results
 
@@ -162,8 +164,9 @@ class Messaging(BrokerCore):
         queue, dlq = self._reader(namespace, path)
         if dlq:
             raise InvalidOperation("deferred messages live in the queue, not in its DLQ")
-        now = self.clock.now_ms()
-        meter = self.namespace(namespace).meter
+        ns = self.namespace(namespace)
+        now = self._time(ns)
+        meter = ns.meter
         meter.check(DATA_COST * len(sequence_numbers), now)
         got = queue.receive_deferred(
             sequence_numbers,
@@ -173,7 +176,7 @@ class Messaging(BrokerCore):
         )
         meter.record("data", DATA_COST * len(got), now)
         if got and mode == "peek-lock":
-            heapq.heappush(self._due, (now + queue.config.lock_duration, *queue.key))
+            self._due_at(now + queue.config.lock_duration, *queue.key)
         return got
 
     def transact(
@@ -195,9 +198,10 @@ class Messaging(BrokerCore):
             )
         if isinstance(queue, Topic) and settlements:
             raise InvalidOperation(f"{queue.name!r} is a topic: settle on its subscriptions")
-        now = self.clock.now_ms()
+        ns = self.namespace(namespace)
+        now = self._time(ns)
         # The commit's sends are charged (settlements are free; README "Throttling").
-        self.namespace(namespace).charge("data", DATA_COST * len(messages), now)
+        ns.charge("data", DATA_COST * len(messages), now)
         result = queue.transact(messages, settlements, now)
         if isinstance(queue, Topic):
             self._fanned_out(queue)
@@ -217,16 +221,19 @@ class Messaging(BrokerCore):
         """Lock a session (or the next available one) for a session receiver (daemon/README.md
         §9.6)."""
         queue = self._session_queue(namespace, path)
-        return queue.accept_session(session_id, self.clock.now_ms())
+        return queue.accept_session(session_id, self.now_in(queue.key[0]))
 
     def session_renew(self, namespace: str, path: str, token: str) -> SessionLock:
-        return self._session_queue(namespace, path).renew_session(token, self.clock.now_ms())
+        queue = self._session_queue(namespace, path)
+        return queue.renew_session(token, self.now_in(queue.key[0]))
 
     def session_close(self, namespace: str, path: str, token: str) -> dict[str, Any]:
-        return self._session_queue(namespace, path).close_session(token, self.clock.now_ms())
+        queue = self._session_queue(namespace, path)
+        return queue.close_session(token, self.now_in(queue.key[0]))
 
     def session_list(self, namespace: str, path: str) -> list[SessionEntry]:
-        return self._session_queue(namespace, path).list_sessions(self.clock.now_ms())
+        queue = self._session_queue(namespace, path)
+        return queue.list_sessions(self.now_in(queue.key[0]))
 
     def session_get_state(self, namespace: str, path: str, session_id: str) -> bytes | None:
         return self._session_queue(namespace, path).get_session_state(session_id)
@@ -258,7 +265,7 @@ class Messaging(BrokerCore):
         """Delete up to ``count`` of the oldest unlocked messages enqueued before
         ``before_ms`` (None: now), of ``session_id`` if given, without receiving them."""
         queue, sub = self._reader(namespace, path)
-        before = self.clock.now_ms() if before_ms is None else before_ms
+        before = self.now_in(queue.key[0]) if before_ms is None else before_ms
         return batch_delete.delete_oldest(queue, count, before, sub, session_id)
 
     def dlq_resubmit(
@@ -274,7 +281,7 @@ class Messaging(BrokerCore):
             raise BadRequest("count must be at least 1")
         if queue.faulty:
             queue.check_reachable()  # daemon/README.md §0.1.6: what the available partitions hold
-        now = self.clock.now_ms()
+        now = self.now_in(queue.key[0])
         moved: list[int] = []
         if isinstance(target, Subscription) and target is not queue:
             raise InvalidOperation(

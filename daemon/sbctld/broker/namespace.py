@@ -83,6 +83,11 @@ class Namespace:
         return self.config.name
 
     @property
+    def offset_ms(self) -> int:
+        """How far the namespace's time is ahead of the clock (daemon/README.md §31)."""
+        return self.config.clock_offset_ms
+
+    @property
     def premium(self) -> bool:
         return self.config.sku == "premium"
 
@@ -136,4 +141,5 @@ class Namespace:
             topic_count=len(self.topics),
             partitioned_entity_count=self.partitioned_count,
             max_message_size_in_kilobytes=self.max_message_bytes // 1024,
+            clock_offset_ms=cfg.clock_offset_ms or UNSET,
         )

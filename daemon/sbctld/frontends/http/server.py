@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import h11
 
 from sbctl import __version__
-from sbctld.frontends.http import auth, sniff, websocket
+from sbctld.frontends.http import auth, clock, sniff, websocket
 from sbctld.frontends.http.dataplane import DataPlane
 from sbctld.frontends.http.host import Attempt
 from sbctld.frontends.http.management import Management, error
@@ -355,6 +355,9 @@ class HttpFrontend:
         )
         if why is not None:
             error(respond, 401, f"unauthorized: {why}")
+            return
+        if parts and parts[0].lower() == "$sbctl" and parts[1:] == ["clock"]:
+            clock.handle(self.service, req, respond)  # time travel (daemon/README.md §31.5)
             return
         if "messages" in parts[1:]:
             i = len(parts) - 1 - parts[::-1].index("messages")

@@ -332,7 +332,8 @@ class Operations:
         self, a: Any, files: list[tuple[int, str]], queue: Queue
     ) -> tuple[dict[str, Any], Request]:
         t0 = time.perf_counter()
-        prepared = await loads.check(queue, a.load_id, files, self.broker.clock.now_ms)
+        ns_key = queue.key[0]
+        prepared = await loads.check(queue, a.load_id, files, lambda: self.broker.now_in(ns_key))
         t1 = time.perf_counter()
         # The commit runs in one step of the loop: its slow-store delay is this request's.
         with self.service.request(count=False) as req:
@@ -364,6 +365,15 @@ class Operations:
 
     def op_fault_clear(self, conn: Connection, req_id: int, a: Any) -> Any:
         return self.broker.fault_clear(a.namespace, a.ids, a.all_namespaces)
+
+    def op_clock_show(self, conn: Connection, req_id: int, a: Any) -> Any:
+        return self.broker.clock_show(a.name)
+
+    def op_clock_advance(self, conn: Connection, req_id: int, a: Any) -> Any:
+        return self.broker.clock_advance(a.namespace, a.by_ms)
+
+    def op_clock_set(self, conn: Connection, req_id: int, a: Any) -> Any:
+        return self.broker.clock_set(a.namespace, a.at_ms)
 
     def op_namespace_set_key(self, conn: Connection, req_id: int, a: Any) -> Any:
         """`sbctl namespace set-key`: the store AMQP and HTTP check tokens against."""

@@ -1,0 +1,201 @@
+"""Time travel (daemon/README.md §31): a namespace's clock moves forward and every timer
+follows, on the broker with the fake clock (nothing sleeps)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from msgspec import UNSET
+
+from conftest import Reopen
+from sbctl.codec import Message, decode_message
+from sbctl.errors import BadRequest, MessagingEntityNotFound, ServerBusy, SessionLockLost
+from sbctl.protocol import Delivered
+from sbctld.broker import DEFAULT_NAMESPACE, Broker
+from sbctld.clock import FakeClock
+from sbctld.results import SettleFailed
+
+NS = DEFAULT_NAMESPACE
+MIN = 60_000
+HOUR = 60 * MIN
+DAY = 24 * HOUR
+
+
+def recv(b: Broker, path: str = "q", count: int = 10, mode: str = "peek-lock") -> list[Delivered]:
+    return b.receive(NS, path, count, mode)
+
+
+def bodies(ds: list[Delivered]) -> list[bytes]:
+    return [decode_message(d.payload).body for d in ds]
+
+
+def counts(b: Broker, name: str = "q") -> dict[str, Any]:
+    return b.queue(NS, name).counts()
+
+
+def test_the_clock_starts_at_the_daemons_time_and_only_moves_forward(
+    broker: Broker, clock: FakeClock
+) -> None:
+    shown = broker.clock_show(NS)
+    assert (shown.now_ms, shown.offset_ms) == (clock.now, 0)
+    assert broker.namespace_get(NS).clock_offset_ms is UNSET  # shown once it moved
+    moved = broker.clock_advance(NS, HOUR)
+    assert (moved.now_ms, moved.offset_ms) == (clock.now + HOUR, HOUR)
+    clock.advance(1000)  # real time goes on under the offset
+    assert broker.clock_show(NS).now_ms == clock.now + HOUR
+    assert broker.clock_set(NS, clock.now + 2 * HOUR).offset_ms == 2 * HOUR
+    assert broker.namespace_get(NS).clock_offset_ms == 2 * HOUR
+
+
+@pytest.mark.parametrize(
+    ("move", "error"),
+    [
+        (lambda b, now: b.clock_advance(NS, -1000), "only moves forward"),
+        (lambda b, now: b.clock_advance(NS, 0), "positive duration, not PT0S"),
+        (lambda b, now: b.clock_set(NS, now - 1), "is before the time of namespace"),
+        (lambda b, now: b.clock_set(NS, 10**15), "cannot go past 9999-12-31"),
+    ],
+)
+def test_a_backwards_move_is_refused_and_changes_nothing(
+    broker: Broker, clock: FakeClock, move: Any, error: str
+) -> None:
+    broker.clock_advance(NS, MIN)
+    before = broker.clock_show(NS)
+    with pytest.raises(BadRequest, match=error):
+        move(broker, before.now_ms)
+    assert broker.clock_show(NS) == before
+
+
+def test_an_unknown_namespace_is_not_found(broker: Broker) -> None:
+    with pytest.raises(MessagingEntityNotFound, match="namespace 'nope' does not exist"):
+        broker.clock_advance("nope", MIN)
+
+
+def test_other_namespaces_keep_their_time(broker: Broker, clock: FakeClock) -> None:
+    broker.namespace_create("other-ns", "standard")
+    broker.clock_advance(NS, DAY)
+    assert broker.clock_show("other-ns").now_ms == clock.now
+
+
+def test_a_message_scheduled_for_tomorrow_is_enqueued_at_its_time(
+    broker: Broker, clock: FakeClock
+) -> None:
+    broker.queue_create(NS, "q", {})
+    when = clock.now + DAY
+    broker.send(NS, "q", [Message(body=b"later", scheduled_enqueue_time_ms=when)])
+    assert recv(broker) == []
+    result = broker.clock_advance(NS, DAY)
+    assert result.activated == 1
+    (got,) = recv(broker)
+    assert (got.enqueued_time_ms, bodies([got])) == (when, [b"later"])
+    assert got.locked_until_ms == clock.now + DAY + MIN  # the namespace's time, not the clock's
+
+
+def test_timers_run_in_the_order_of_their_times(broker: Broker, clock: FakeClock) -> None:
+    """Scheduled for +1 h with a TTL of 30 min: enqueued at +1 h, expired at +1 h 30 min."""
+    broker.queue_create(NS, "q", {"dead_lettering_on_message_expiration": True})
+    when = clock.now + HOUR
+    message = Message(body=b"m", scheduled_enqueue_time_ms=when, time_to_live_ms=30 * MIN)
+    broker.send(NS, "q", [message])
+    assert broker.clock_advance(NS, DAY).expired == 1
+    (dead,) = recv(broker, "q/$deadletterqueue")
+    assert (dead.enqueued_time_ms, dead.expires_at_ms) == (when, when + 30 * MIN)
+
+
+def test_a_ttl_of_an_hour_dead_letters_after_an_hour(broker: Broker) -> None:
+    broker.queue_create(NS, "q", {"dead_lettering_on_message_expiration": True})
+    broker.send(NS, "q", [Message(body=b"short-lived", time_to_live_ms=HOUR)])
+    broker.clock_advance(NS, HOUR - 1)
+    assert counts(broker)["dead_letter_message_count"] == 0
+    broker.clock_advance(NS, 1)
+    assert counts(broker)["dead_letter_message_count"] == 1  # without a receive
+    assert bodies(recv(broker, "q/$deadletterqueue")) == [b"short-lived"]
+
+
+def test_a_lock_runs_out_and_the_message_comes_back_counted(broker: Broker) -> None:
+    broker.queue_create(NS, "q", {"lock_duration": 5 * MIN, "max_delivery_count": 2})
+    broker.send(NS, "q", [Message(body=b"m")])
+    (first,) = recv(broker)
+    broker.clock_advance(NS, 5 * MIN)
+    (failed,) = broker.settle(NS, "q", "complete", [first.lock_token or ""])
+    assert isinstance(failed, SettleFailed) and failed.error.code == "MessageLockLost"
+    (renewed,) = broker.settle(NS, "q", "renew-lock", [first.lock_token or ""])
+    assert isinstance(renewed, SettleFailed)
+    (second,) = recv(broker)
+    assert second.delivery_count == 2
+    broker.clock_advance(NS, 5 * MIN)  # the second lock runs out: max delivery count reached
+    assert counts(broker)["dead_letter_message_count"] == 1
+
+
+def test_a_session_lock_runs_out(broker: Broker) -> None:
+    broker.queue_create(NS, "q", {"requires_session": True})
+    broker.send(NS, "q", [Message(body=b"m", session_id="s")])
+    held = broker.session_accept(NS, "q", "s")
+    broker.clock_advance(NS, 2 * MIN)
+    with pytest.raises(SessionLockLost):
+        broker.session_renew(NS, "q", held.session_lock_token)
+
+
+def test_deferred_messages_stay(broker: Broker) -> None:
+    broker.queue_create(NS, "q", {})
+    broker.send(NS, "q", [Message(body=b"d", time_to_live_ms=10 * DAY)])
+    (got,) = recv(broker)
+    broker.settle(NS, "q", "defer", [got.lock_token or ""])
+    broker.clock_advance(NS, DAY)
+    assert counts(broker)["deferred_message_count"] == 1
+    (again,) = broker.receive_deferred(NS, "q", [got.sequence_number], "receive-and-delete")
+    assert bodies([again]) == [b"d"]
+
+
+def test_the_duplicate_window_slides(broker: Broker) -> None:
+    broker.queue_create(NS, "q", {"requires_duplicate_detection": True})
+    send = [Message(body=b"once", message_id="id-1")]
+    broker.send(NS, "q", send)
+    broker.clock_advance(NS, 9 * MIN)
+    broker.send(NS, "q", send)  # within the 10-minute window: dropped
+    assert counts(broker)["active_message_count"] == 1
+    broker.clock_advance(NS, 11 * MIN)
+    broker.send(NS, "q", send)
+    assert counts(broker)["active_message_count"] == 2
+
+
+def test_an_idle_queue_is_deleted(broker: Broker) -> None:
+    broker.queue_create(NS, "idle", {"auto_delete_on_idle": 5 * MIN})
+    broker.queue_create(NS, "kept", {})
+    assert broker.clock_advance(NS, 6 * MIN).deleted_entities == 1
+    assert [q.name for q in broker.queue_list(NS)] == ["kept"]
+
+
+def test_throttling_credits_refill(broker: Broker) -> None:
+    broker.namespace_create("slow-ns", "standard", credits_per_second=1000)
+    broker.queue_create("slow-ns", "q", {})
+    broker.namespace_update("slow-ns", credits_per_second=2)
+    broker.clock_advance("slow-ns", 1000)  # the create's 10 credits were this period's
+    broker.send("slow-ns", "q", [Message(body=b"1"), Message(body=b"2")])
+    with pytest.raises(ServerBusy):
+        broker.send("slow-ns", "q", [Message(body=b"3")])
+    broker.clock_advance("slow-ns", 1000)
+    broker.send("slow-ns", "q", [Message(body=b"3")])
+
+
+def test_the_offset_survives_a_restart(broker: Broker, clock: FakeClock, reopen: Reopen) -> None:
+    broker.queue_create(NS, "q", {})
+    broker.clock_advance(NS, DAY)
+    again = reopen()
+    assert again.clock_show(NS).offset_ms == DAY
+    again = reopen(crash=True)
+    assert again.clock_show(NS).now_ms == clock.now + DAY
+
+
+def test_the_ticker_runs_on_the_namespaces_time(broker: Broker, clock: FakeClock) -> None:
+    """A lock taken before an advance runs out when the namespace's time reaches it."""
+    broker.queue_create(NS, "q", {"lock_duration": 5 * MIN})
+    broker.send(NS, "q", [Message(body=b"m")])
+    recv(broker)
+    broker.clock_advance(NS, 4 * MIN)
+    clock.advance(MIN - 1)
+    assert broker.tick() == []
+    clock.advance(1)
+    assert broker.tick() == [(NS, "q")]
+    assert counts(broker)["active_message_count"] == 1
