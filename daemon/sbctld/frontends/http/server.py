@@ -287,7 +287,8 @@ class HttpFrontend:
         self.listener: asyncio.AbstractServer | None = None
         self.management = Management(self)
         self.dataplane = DataPlane(self)
-        self.explorer = Explorer(self)  # the web page (daemon/README.md §33)
+        # the web page (daemon/README.md §33)
+        self.explorer = Explorer(service, data_dir, host, self.keys)
         self.waiting: set[HttpReceive] = set()
         self._tls: ssl.SSLContext | None = None
         # A new AMQP connection of a namespace, for AMQP over WebSocket (set by the daemon

@@ -16,13 +16,13 @@ from __future__ import annotations
 import logging
 import traceback
 from importlib import resources
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any
 
 from sbctld.frontends.http.explorer import api, guard
 from sbctld.frontends.http.request import Request, Respond
-
-if TYPE_CHECKING:
-    from sbctld.frontends.http.server import HttpFrontend
+from sbctld.service import Service
+from sbctld.service.keys import Keys
 
 log = logging.getLogger("sbctld")
 STATIC_TYPES = {
@@ -54,13 +54,14 @@ def wants_page(req: Request) -> bool:
 
 
 class Explorer:
-    def __init__(self, frontend: HttpFrontend) -> None:
-        self.frontend = frontend
-        self.token = guard.new_token(frontend.data_dir)
-        self.ops = api.PageOperations(frontend.service)
+    def __init__(self, service: Service, data_dir: Path, host: str, keys: Keys) -> None:
+        self.service = service
+        self.host = host  # the address the daemon listens on (besides loopback)
+        self.keys = keys
+        self.token = guard.new_token(data_dir)
 
     def handle(self, req: Request, respond: Respond, alive: Any) -> None:
-        why = guard.host_refusal(req, self.frontend.host)
+        why = guard.host_refusal(req, self.host)
         if why is not None:
             api.answer_json(respond, 403, {"error": {"code": "Forbidden", "message": why}})
             return
@@ -100,16 +101,15 @@ class Explorer:
         if why is not None:
             self._refuse(respond, 403, "Forbidden", why)
             return
-        key_name, key = self.frontend.keys.get(req.namespace)
+        key_name, key = self.keys.get(req.namespace)
         granted, why = guard.authorise(req, self.token, key_name, key)
         if granted is None:
             self._refuse(respond, 401, "Unauthorized", f"unauthorized: {why}")
             return
         scope = req.namespace if granted == guard.SAS else None
-        sender = req.sender or self.frontend.service.new_sender()
-        conn = api.PageConnection(sender, respond, alive)
+        call = (req.sender or self.service.new_sender(), alive)
         try:
-            self.ops.run(name, req.body, conn, scope)
+            api.run(self.service, name, req.body, call, scope, respond)
         except Exception as exc:
             log.error("explorer %s failed:\n%s", name, traceback.format_exc())
             api.internal(respond, exc)

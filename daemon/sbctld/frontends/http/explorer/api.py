@@ -1,9 +1,10 @@
 """The explorer's JSON API: ``POST /explorer/api/op/<name>`` runs one service operation.
 
-The operations are the Unix socket's (:mod:`sbctl.operations`, served by the handlers of
-:mod:`sbctld.frontends.unix.ops`): the same arguments (as a JSON object), the same
-durability (answered once durable when the declaration says so), the same wake-ups of
-parked receives and the same errors. What differs from the socket is only the encoding:
+The operations are the Unix socket's (:mod:`sbctl.operations`), run by its front-end's
+handlers through the service's provider ``"operation"`` (front-ends never import each
+other): the same arguments (as a JSON object), the same durability (answered once durable
+when the declaration says so), the same wake-ups of parked receives and the same errors.
+What differs from the socket is only the encoding:
 
 - ``send`` takes its ``messages`` as the JSON Lines objects of ``sbctl send --input``
   (:func:`sbctl.messages.message_from_json`: ``body``, ``content_type``, ``message_id``,
@@ -35,9 +36,8 @@ from sbctl.operations import OPERATIONS
 from sbctl.protocol import Delivered
 from sbctld.frontends.http.request import Respond
 from sbctld.frontends.statuses import status_of
-from sbctld.frontends.unix.ops import LATER, Operations
 from sbctld.pairing import SenderId
-from sbctld.service import Service
+from sbctld.service import OperationCall, Service
 
 ALLOWED = frozenset(
     (
@@ -83,57 +83,36 @@ def answer_error(respond: Respond, err: SbctlError) -> None:
     answer_json(respond, status, {"error": {"code": err.code, "message": err.message}})
 
 
-class PageConnection:
-    """What a handler of :mod:`sbctld.frontends.unix.ops` needs of its connection: the
-    sender (a paired primary's backlog key), replies, and parked receives."""
+def run(
+    service: Service,
+    name: str,
+    body: bytes,
+    call: tuple[SenderId, Callable[[], bool]],
+    scope: str | None,
+    respond: Respond,
+) -> None:
+    """Run operation ``name`` with the JSON arguments ``body`` (served by the Unix
+    front-end's handlers, provider ``"operation"``) and answer it. ``call``: the sender and
+    whether the page still waits; ``scope``: the only namespace reachable (None: every one)."""
+    provider = service.providers.get("operation")
+    try:
+        args = decode(name, body)
+        check_scope(name, args, scope)
+        if provider is None:
+            raise GeneralError("the daemon serves no operations to its front-ends")
+    except SbctlError as err:
+        answer_error(respond, err)
+        return
 
-    def __init__(self, sender: SenderId, respond: Respond, alive: Callable[[], bool]) -> None:
-        self.sender = sender
-        self.respond = respond
-        self.alive = alive
-        self.parked: set[Any] = set()
-
-    @property
-    def closed(self) -> bool:
-        return not self.alive()
-
-    def reply(self, req_id: int, result: Any) -> None:
-        answer_json(self.respond, 200, to_json(result))
-
-    def reply_error(self, req_id: int, err: SbctlError) -> None:
-        answer_error(self.respond, err)
-
-
-class PageOperations(Operations):
-    """The Unix socket's handlers, run for the page."""
-
-    def __init__(self, service: Service) -> None:
-        self.service = service
-        self.broker = service.broker
-        self.socket_path = None
-        self.reply_buffer_bytes = 0
-        self._adoptions = set()
-        self._load_locks = {}
-
-    def run(self, name: str, body: bytes, conn: PageConnection, scope: str | None) -> None:
-        """Run operation ``name`` with the JSON arguments ``body``; answers on ``conn``.
-        ``scope``: the only namespace the caller may reach (None: every one)."""
-        req = None
-        try:
-            with self.service.request() as req:
-                args = decode(name, body)
-                check_scope(name, args, scope)
-                result = getattr(self, f"op_{name}")(conn, 0, args)
-                if name == "namespace_list" and scope is not None:
-                    result = [ns for ns in result if ns.name.lower() == scope.lower()]
-        except SbctlError as err:
-            if req is None:
-                conn.reply_error(0, err)
-            else:
-                self.service.later(req, conn.reply_error, 0, err)
+    def reply(result: Any) -> None:
+        if isinstance(result, SbctlError):
+            answer_error(respond, result)
             return
-        if result is not LATER:
-            self.answer(conn, 0, req, OPERATIONS[name], args, result)  # type: ignore[arg-type]
+        if name == "namespace_list" and scope is not None:
+            result = [ns for ns in result if ns.name.lower() == scope.lower()]
+        answer_json(respond, 200, to_json(result))
+
+    provider(OperationCall(name, args, *call), reply)
 
 
 def decode(name: str, body: bytes) -> Any:

@@ -68,6 +68,7 @@ async function start() {
     state.filter = e.target.value.trim().toLowerCase(); renderTree();
   });
   document.getElementById("ns").addEventListener("change", (e) => selectNamespace(e.target.value));
+  document.getElementById("refresh").addEventListener("click", () => refresh());
   try {
     state.namespaces = await op("namespace_list");
   } catch (e) {

@@ -105,18 +105,18 @@ function messagesTable() {
   const rows = view.messages.map((m) => ({
     cells: [h("input", { type: "checkbox", "aria-label": `select message ${m.sequence_number}`, checked: view.checked.has(m.sequence_number),
       onchange: (ev) => { if (ev.target.checked) view.checked.add(m.sequence_number); else view.checked.delete(m.sequence_number); rerender(); } }),
-    m.sequence_number, m.message_id || "", m.state + (m.lock_token ? " (locked)" : ""), m.delivery_count, fmtTime(Date.parse(m.enqueued_time_utc)),
-    preview(m)],
+    m.sequence_number, m.message_id || "", m.state + (m.lock_token ? " (locked)" : ""),
+    h("time", { datetime: m.enqueued_time_utc, title: m.enqueued_time_utc }, m.enqueued_time_utc.slice(11, 19)), preview(m)],
     selected: view.current && view.current.sequence_number === m.sequence_number,
     attrs: { "data-seq": m.sequence_number },
     onclick: () => { view.current = m; rerender(); },
   }));
-  return table(["", "Seq", "Message id", "State", "Deliveries", "Enqueued", "Body"], rows, { id: "messages" });
+  return table(["", "Seq", "Message id", "State", "Enqueued", "Body"], rows, { id: "messages" });
 }
 
 function preview(m) {
   const text = m.body !== undefined ? m.body : `(binary, ${b64bytes(m.body_base64).length} bytes)`;
-  return text.length > 40 ? `${text.slice(0, 40)}…` : text;
+  return text.length > 32 ? `${text.slice(0, 32)}…` : text;
 }
 
 let rerenderHook = () => {};
