@@ -21,7 +21,8 @@ The tree (``<20>`` is a 20-digit zero-padded number, so that a plain sort is num
     ├── spark.log, spark.log.1   the JVM's output during `sbctl spark-load` (and the one before)
     ├── staging/                 Spark staging (sbctl.spark): load-<id>/p<NN>/t<task>-<k>.sbb,
     │                            load-<id>/rejects/t<task>.jsonl, rejects-<load id>.jsonl
-    ├── http/                    cert.pem, key.pem (0600), .lock, sql_parameters.json
+    ├── http/                    cert.pem, key.pem (0600), .lock, sql_parameters.json,
+    │                            explorer.token (0600, the explorer page's token)
     ├── amqp/                    keys.json (0600), ports.json
     └── namespaces/
         └── <namespace>/         namespace.toml, pairing.toml, syphon.ledger
@@ -63,6 +64,7 @@ CERT_FILE = "cert.pem"
 KEY_FILE = "key.pem"
 CERT_LOCK = ".lock"
 SQL_PARAMETERS_FILE = "sql_parameters.json"
+EXPLORER_TOKEN_FILE = "explorer.token"
 KEYS_FILE = "keys.json"
 PORTS_FILE = "ports.json"
 
@@ -118,6 +120,11 @@ def cert_lock(root: Path) -> Path:
 
 def sql_parameters_file(root: Path) -> Path:
     return root / HTTP_DIR / SQL_PARAMETERS_FILE
+
+
+def explorer_token_file(root: Path) -> Path:
+    """The explorer page's token (0600; a new one at each daemon start)."""
+    return root / HTTP_DIR / EXPLORER_TOKEN_FILE
 
 
 def amqp_keys_file(root: Path) -> Path:

@@ -38,6 +38,7 @@ COMMAND_MODULES = (
     "spark",
     "bench",
     "top",
+    "explorer",
 )
 
 EXIT_INTERRUPTED = ExitStatus.INTERRUPTED

@@ -6,7 +6,14 @@ The service imports no front-end; a new front-end needs no change here.
 """
 
 from sbctld.service.commit import Committer
-from sbctld.service.core import Request, Service
+from sbctld.service.core import OperationCall, Request, Service
 from sbctld.service.purgatory import DelayedOperation, Purgatory
 
-__all__ = ["Committer", "DelayedOperation", "Purgatory", "Request", "Service"]
+__all__ = [
+    "Committer",
+    "DelayedOperation",
+    "OperationCall",
+    "Purgatory",
+    "Request",
+    "Service",
+]

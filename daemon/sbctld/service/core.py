@@ -27,6 +27,7 @@ import time
 import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,18 @@ Callback = Callable[[SbctlError | None], None]
 # An operation a front-end serves for the others (e.g. "amqp_endpoint": the AMQP port of a
 # namespace): called with the request's arguments and a reply taking a result or an error.
 Provider = Callable[[Any, Callable[[Any], None]], None]
+
+
+@dataclass(frozen=True)
+class OperationCall:
+    """An operation of :mod:`sbctl.operations` one front-end asks another to run for it
+    (the explorer page asks the Unix front-end: provider ``"operation"``): the decoded
+    arguments, the sender (a paired primary's backlog key) and whether the asker still waits."""
+
+    name: str
+    args: Any
+    sender: SenderId
+    alive: Callable[[], bool]
 
 
 class Request:

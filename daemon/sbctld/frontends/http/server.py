@@ -27,6 +27,7 @@ import h11
 from sbctl import __version__
 from sbctld.frontends.http import auth, clock, sniff, websocket
 from sbctld.frontends.http.dataplane import DataPlane
+from sbctld.frontends.http.explorer import Explorer, wants_page
 from sbctld.frontends.http.host import Attempt
 from sbctld.frontends.http.management import Management, error
 from sbctld.frontends.http.request import API_VERSIONS, Request, Respond
@@ -294,6 +295,8 @@ class HttpFrontend:
         self.listener: asyncio.AbstractServer | None = None
         self.management = Management(self)
         self.dataplane = DataPlane(self)
+        # the web page (daemon/README.md §33)
+        self.explorer = Explorer(service, data_dir, host, self.keys)
         self.waiting: set[HttpReceive] = set()
         self._tls: ssl.SSLContext | None = None
         # A new AMQP connection of a namespace, for AMQP over WebSocket (set by the daemon
@@ -340,6 +343,9 @@ class HttpFrontend:
             status = {"status": "healthy", "version": __version__, "pid": os.getpid()}
             body = json.dumps(status).encode()
             respond(200, [("Content-Type", "application/json")], body)
+            return
+        if wants_page(req):
+            self.explorer.handle(req, respond, alive)
             return
         version = req.query.get("api-version")
         if version is not None and version not in API_VERSIONS:

@@ -19,14 +19,14 @@ import socket
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from sbctl.errors import GeneralError, SbctlError
 from sbctl.operations import OPERATIONS, decode_args
 from sbctl.protocol import decode_envelope
 from sbctld.frontends.unix.connection import Connection
 from sbctld.frontends.unix.ops import LATER, Operations
-from sbctld.service import Service
+from sbctld.service import OperationCall, Service
 
 log = logging.getLogger("sbctld")
 DEFAULT_REPLY_BUFFER_BYTES = 64 * 1024 * 1024
@@ -48,6 +48,8 @@ class UnixFrontend(Operations):
         self._adoptions: set[asyncio.Task[None]] = set()  # loads being checked (sbctld.loads)
         self._load_locks: dict[tuple[Any, str], tuple[asyncio.Lock, int]] = {}  # (lock, users)
         self._handlers: dict[str, Callable[[Connection, int, Any], Any]] = handlers(self)
+        # The operations, for the other front-ends (the explorer page: sbctld.frontends.http)
+        service.providers["operation"] = self.serve_operation
 
     # ------------------------------------------------------------ lifecycle
 
@@ -98,11 +100,50 @@ class UnixFrontend(Operations):
         if result is not LATER:
             self.answer(conn, req_id, req, OPERATIONS[envelope.op], args, result)
 
+    def serve_operation(self, call: OperationCall, reply: Callable[[Any], None]) -> None:
+        """Run an operation another front-end decoded: as :meth:`dispatch` does (durable
+        answer, slow-store delay, wake-ups, parked receives), ``reply`` getting the result or
+        the SbctlError. Any other exception is the caller's."""
+        conn = cast(Connection, Proxied(call, reply))
+        req = None
+        try:
+            with self.service.request() as req:
+                result = self._handlers[call.name](conn, 0, call.args)
+        except SbctlError as err:
+            if req is None:
+                reply(err)
+            else:
+                self.service.later(req, reply, err)
+            return
+        if result is not LATER:
+            self.answer(conn, 0, req, OPERATIONS[call.name], call.args, result)
+
     def forget(self, conn: Connection) -> None:
         """A dropped connection drops its parked receives."""
         for op in list(conn.parked):
             self.service.purgatory.cancel(op)
         conn.parked.clear()
+
+
+class Proxied:
+    """What a handler needs of its connection, for an operation another front-end asked for:
+    its sender, whether the asker still waits, replies (to ``reply``) and parked receives."""
+
+    def __init__(self, call: OperationCall, reply: Callable[[Any], None]) -> None:
+        self.sender = call.sender
+        self._alive = call.alive
+        self._reply = reply
+        self.parked: set[Any] = set()
+
+    @property
+    def closed(self) -> bool:
+        return not self._alive()
+
+    def reply(self, req_id: int, result: Any) -> None:
+        self._reply(result)
+
+    def reply_error(self, req_id: int, err: SbctlError) -> None:
+        self._reply(err)
 
 
 def handlers(ops: Operations) -> dict[str, Callable[[Connection, int, Any], Any]]:
