@@ -98,6 +98,29 @@ def test_broker_annotations_have_the_types_the_dotnet_sdk_unboxes(port: int) -> 
     strict(peer)
 
 
+def test_the_largest_message_fits_the_receive_links_max_message_size(module_daemon: Any) -> None:
+    """A Premium namespace takes 1 MiB messages; delivered, with the broker's annotations,
+    one is larger than that: the receive link's max-message-size leaves room for it (.NET
+    closes a link whose delivery exceeds the size the broker announced)."""
+    module_daemon.cli("namespace", "create", "premiumns", "--sku", "premium", check=True)
+    module_daemon.cli("-n", "premiumns", "queue", "create", "big", check=True)
+    text = module_daemon.cli("-o", "json", "namespace", "connection-string", "premiumns").json()
+    port = int(text["connection_string"].split("localhost:")[1].split(";")[0])
+    peer = ProtonPeer(port, max_frame_size=65_536)
+    session = peer.session()
+    sender = peer.attach(session.sender("big-tx"), "big")
+    sent = peer.send(sender, b"x" * (1_048_576 - 100), inferred=True)  # a data section
+    peer.run_until(lambda: sent.remote_state == Delivery.ACCEPTED)
+    receiver = peer.attach(session.receiver("big-rx"), "big")
+    receiver.flow(1)
+    (got,) = peer.receive(receiver, 1)
+    assert 1_048_576 < got.size <= receiver.remote_max_message_size
+    got.delivery.update(Delivery.ACCEPTED)
+    got.delivery.settle()
+    peer.close()
+    strict(peer)
+
+
 def test_settle_modes_and_drain_follow_the_links_declared_modes(port: int) -> None:
     fill(port, "modes", ["a", "b", "c"])
     peer = ProtonPeer(port)
