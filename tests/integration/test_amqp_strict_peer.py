@@ -247,6 +247,12 @@ def test_end_close_and_refusal_handshakes(port: int) -> None:
     missing.close()
     receiver.close()
     peer.run_until(lambda: receiver.state & Endpoint.REMOTE_CLOSED)
+    suspended = peer.attach(one.receiver("ends-suspended"), "ends")
+    answered = len(peer.frames_in("detach"))
+    suspended.detach()  # closed=false: answered with a detach, not a close
+    peer.run_until(lambda: len(peer.frames_in("detach")) > answered)
+    detaches = peer.frames_in("detach")
+    assert "closed=true" in detaches[-2] and "closed=true" not in detaches[-1], detaches
     two.close()
     peer.run_until(lambda: two.state & Endpoint.REMOTE_CLOSED)
     opened = peer.frames_in("open")[0]

@@ -384,8 +384,11 @@ class Connection:
             return
         self._drop(link, body.error)
         if not link.detached:
+            # The answer's closed flag is the peer's (§2.6.6: a close is answered with a
+            # close, a detach that only suspends the link with a detach): either way the
+            # daemon keeps nothing of the link (it resumes no link, as Service Bus).
             link.detached = True
-            self._emit(session.channel, Detach(link.handle, True))
+            self._emit(session.channel, Detach(link.handle, bool(body.closed)))
 
     def _drop(self, link: Link, error: Any) -> None:
         session = link.session
