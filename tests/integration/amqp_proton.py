@@ -36,6 +36,7 @@ BAD = ("error", "framing", "violation", "expired", "invalid", "illegal", "warnin
 class Received(NamedTuple):
     delivery: Delivery
     message: Message
+    size: int  # the encoded message's bytes, as they arrived
 
 
 class ProtonPeer:
@@ -187,8 +188,8 @@ class ProtonPeer:
                     break
                 message = Message()
                 message.decode(bytes(data))
+                got.append(Received(delivery, message, len(data)))
                 data.clear()
-                got.append(Received(delivery, message))
                 receiver.advance()
                 delivery = receiver.current
             return len(got) >= count

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from proton import Delivery, Endpoint, Link, Message, int32, short, symbol, timestamp
 
-from sbctl.amqp import framing
+from sbctl.amqp import codec, framing
 from sbctl.amqp import types as t
 from sbctl.sas import DEFAULT_KEY, DEFAULT_KEY_NAME, make_token
 from tests.integration.amqp_proton import ProtonPeer
@@ -92,6 +92,29 @@ def test_broker_annotations_have_the_types_the_dotnet_sdk_unboxes(port: int) -> 
         "x-opt-partition-key": str,
     }
     assert {k: type(annotations[k]) for k in expected} == expected
+    got.delivery.update(Delivery.ACCEPTED)
+    got.delivery.settle()
+    peer.close()
+    strict(peer)
+
+
+def test_the_largest_message_fits_the_receive_links_max_message_size(module_daemon: Any) -> None:
+    """A Premium namespace takes 1 MiB messages; delivered, with the broker's annotations,
+    one is larger than that: the receive link's max-message-size leaves room for it (.NET
+    closes a link whose delivery exceeds the size the broker announced)."""
+    module_daemon.cli("namespace", "create", "premiumns", "--sku", "premium", check=True)
+    module_daemon.cli("-n", "premiumns", "queue", "create", "big", check=True)
+    text = module_daemon.cli("-o", "json", "namespace", "connection-string", "premiumns").json()
+    port = int(text["connection_string"].split("localhost:")[1].split(";")[0])
+    peer = ProtonPeer(port, max_frame_size=65_536)
+    session = peer.session()
+    sender = peer.attach(session.sender("big-tx"), "big")
+    sent = peer.send(sender, b"x" * (1_048_576 - 100), inferred=True)  # a data section
+    peer.run_until(lambda: sent.remote_state == Delivery.ACCEPTED)
+    receiver = peer.attach(session.receiver("big-rx"), "big")
+    receiver.flow(1)
+    (got,) = peer.receive(receiver, 1)
+    assert 1_048_576 < got.size <= receiver.remote_max_message_size
     got.delivery.update(Delivery.ACCEPTED)
     got.delivery.settle()
     peer.close()
@@ -207,8 +230,8 @@ def test_heartbeats_keep_protons_idle_time_out(port: int) -> None:
     peer = ProtonPeer(port, idle_timeout_s=1.0)
     peer.session()
     peer.run_until(lambda: peer.connection.state & Endpoint.REMOTE_ACTIVE)
-    peer.run_for(2.0)
-    assert peer.heartbeats_in() >= 4
+    peer.run_for(1.5)
+    assert peer.heartbeats_in() >= 3
     assert not peer.eof
     peer.close()
     strict(peer)
@@ -224,6 +247,12 @@ def test_end_close_and_refusal_handshakes(port: int) -> None:
     missing.close()
     receiver.close()
     peer.run_until(lambda: receiver.state & Endpoint.REMOTE_CLOSED)
+    suspended = peer.attach(one.receiver("ends-suspended"), "ends")
+    answered = len(peer.frames_in("detach"))
+    suspended.detach()  # closed=false: answered with a detach, not a close
+    peer.run_until(lambda: len(peer.frames_in("detach")) > answered)
+    detaches = peer.frames_in("detach")
+    assert "closed=true" in detaches[-2] and "closed=true" not in detaches[-1], detaches
     two.close()
     peer.run_until(lambda: two.state & Endpoint.REMOTE_CLOSED)
     opened = peer.frames_in("open")[0]
@@ -249,19 +278,28 @@ class Raw:
             + framing.encode_frame(0, t.Open("raw", "localhost", 65_536, channel_max))
         )
 
-    def send(self, channel: int, performative: Any) -> None:
-        self.sock.sendall(framing.encode_frame(channel, performative))
+    def send(self, channel: int, performative: Any, payload: bytes = b"") -> None:
+        self.sock.sendall(framing.encode_frame(channel, performative, payload))
+
+    def parsed(self) -> list[framing.Frame]:
+        out, pos = [], 8  # (after the protocol header)
+        while (parsed := framing.parse_frame(self.buf, pos, 1 << 20)) is not None:
+            frame, pos = parsed
+            out.append(frame)
+        return out
+
+    def until(self, kind: type) -> list[framing.Frame]:
+        """Every frame so far, once one of ``kind`` arrived."""
+        while not any(isinstance(f.body, kind) for f in self.parsed()):
+            self.buf += self.sock.recv(65_536)
+        return self.parsed()
 
     def frames(self) -> list[framing.Frame]:
         """Every frame until the daemon closes the socket."""
         with self.sock:
             while chunk := self.sock.recv(65_536):
                 self.buf += chunk
-        out, pos = [], 8
-        while (parsed := framing.parse_frame(self.buf, pos, 1 << 20)) is not None:
-            frame, pos = parsed
-            out.append(frame)
-        return out
+        return self.parsed()
 
 
 def closed_with(frames: list[framing.Frame]) -> Any:
@@ -297,3 +335,27 @@ def test_a_link_past_the_handle_max_closes_the_connection(port: int, handles: li
     error = closed_with(frames)
     assert error.condition == "amqp:connection:framing-error"
     assert "handle-max" in error.description
+
+
+def test_a_reply_link_without_settle_modes_gets_settled_replies(port: int) -> None:
+    """An attach without snd-settle-mode asks for the default, mixed: the daemon answers
+    with that mode (not unsettled) and settles its replies."""
+    raw = Raw(port)
+    node = "mgmt/$management"
+    raw.send(0, t.Begin(None, 0, 100, 100))
+    raw.send(0, t.Attach("rx", 0, True, None, None, t.Source(node), t.Target("reply")))
+    raw.send(0, t.Attach("tx", 1, False, None, None, t.Source("x"), t.Target(node), None, None, 0))
+    raw.send(0, t.Flow(0, 100, 0, 100, 0, 0, 10))
+    request = codec.Message(
+        properties=t.Properties("id-1", None, None, None, "reply"),
+        application_properties={"operation": "com.microsoft:peek-message"},
+        body={"from-sequence-number": 1, "message-count": 1},
+        body_kind="value",
+    )
+    raw.send(0, t.Transfer(1, 0, b"\x00", 0, True), codec.encode_message(request))
+    frames = raw.until(t.Transfer)
+    raw.sock.close()
+    attach = next(f.body for f in frames if isinstance(f.body, t.Attach) and f.body.role is False)
+    assert attach.snd_settle_mode == 2
+    reply = next(f.body for f in frames if isinstance(f.body, t.Transfer))
+    assert reply.settled is True

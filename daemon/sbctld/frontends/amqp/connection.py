@@ -47,6 +47,7 @@ from sbctl.amqp.types import (
 
 SENDER = False  # the role field of attach / disposition
 RECEIVER = True
+MIXED = 2  # snd-settle-mode mixed, the default
 MECHANISMS = ("MSSBCBS", "PLAIN", "ANONYMOUS")
 MAX_FRAME_SIZE = 1_048_576
 IDLE_TIMEOUT_MS = 240_000
@@ -98,8 +99,10 @@ class Link:
         self.source: Any = attach.source
         self.target: Any = attach.target
         self.properties: dict[Any, Any] = attach.properties or {}
-        self.snd_settle_mode = int(attach.snd_settle_mode or 0)
-        self.rcv_settle_mode = int(attach.rcv_settle_mode or 0)
+        # Absent modes are the specification's defaults: mixed and first (§2.7.3).
+        snd, rcv = attach.snd_settle_mode, attach.rcv_settle_mode
+        self.snd_settle_mode = MIXED if snd is None else int(snd)
+        self.rcv_settle_mode = 0 if rcv is None else int(rcv)
         self.delivery_count = int(attach.initial_delivery_count or 0)
         self.credit = 0  # for our sender links: what the peer granted and we did not use
         self.credit_target = 0  # for our receiver links: what we keep granted
@@ -406,8 +409,11 @@ class Connection:
             return
         self._drop(link, body.error)
         if not link.detached:
+            # The answer's closed flag is the peer's (§2.6.6: a close is answered with a
+            # close, a detach that only suspends the link with a detach): either way the
+            # daemon keeps nothing of the link (it resumes no link, as Service Bus).
             link.detached = True
-            self._emit(session.channel, Detach(link.handle, True))
+            self._emit(session.channel, Detach(link.handle, bool(body.closed)))
 
     def _drop(self, link: Link, error: Any) -> None:
         session = link.session

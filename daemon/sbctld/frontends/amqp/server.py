@@ -65,7 +65,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("sbctld")
 DEFAULT_NAMESPACE = "sbemulatorns"
-MAX_MESSAGE_SIZE = 1_048_576
+# The max-message-size of a link we send messages on: the largest message a namespace takes
+# (1 MiB, Premium) plus room for what the broker adds on delivery (annotations, lock) and for
+# the AMQP encoding of what was stored; .NET fails the link when a delivery exceeds it.
+MAX_MESSAGE_SIZE = 1_048_576 + 131_072
 TIMEOUT = Symbol("com.microsoft:timeout")
 SESSION_WAIT_S = 60.0  # a next-available session receiver without its own time-out
 LOCKED_UNTIL = Symbol("com.microsoft:locked-until-utc")
