@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.amqp_sdk import cli_json, connection_string, peek
+from tests.integration.amqp_sdk import amqp_type, cli_json, connection_string, peek
 from tests.integration.sdk_programs import (
     SDK_DIR,
     program_env,
@@ -225,13 +225,6 @@ JS_RECEIVED = {
     "uuid": ["object", "0f8fad5bd9cb469fa16570867728950e"],
     "binary": ["object", "0001feff"],
 }
-
-
-def amqp_type(value: Any) -> str:
-    """The AMQP type `sbctl peek -o json` shows: ``$type`` when given, else JSON's own."""
-    if isinstance(value, dict) and "$type" in value:
-        return str(value["$type"])
-    return {bool: "boolean", int: "int", float: "double", str: "string"}[type(value)]
 
 
 @pytest.mark.xfail(strict=False, reason="exact AMQP property types (types branch)")
