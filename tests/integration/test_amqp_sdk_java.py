@@ -20,6 +20,7 @@ import pytest
 
 from tests.integration.amqp_sdk import connection_string, peek
 from tests.integration.sdk_programs import (
+    MATRIX_FIELDS,
     SDK_DIR,
     newest_mtime,
     program_env,
@@ -175,18 +176,7 @@ def test_java_sdk_scenario_matrix(java_run: tuple[dict[str, Any], Any]) -> None:
     matrix = java_run[0]["matrix"]
     fields = matrix["fields"]
     assert fields.pop("scheduled_enqueue_time") > 0
-    assert fields == {
-        "message_id": "mid-1",
-        "correlation_id": "cid-1",
-        "subject": "subj",
-        "to": "to-1",
-        "reply_to": "reply-1",
-        "reply_to_session_id": "rs-1",
-        "content_type": "text/plain",
-        "time_to_live_s": 90,
-        "partition_key": "pk-1",
-        "enqueued_not_before_due": True,
-    }
+    assert fields == {**MATRIX_FIELDS, "time_to_live_s": 90, "enqueued_not_before_due": True}
     # peekMessages(10) paged over 40 messages on several partitions: every one, once, in
     # sequence-number order (daemon/README.md §0.1.7).
     parted = matrix["partitioned_peek"]

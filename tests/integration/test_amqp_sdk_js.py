@@ -17,6 +17,7 @@ import pytest
 
 from tests.integration.amqp_sdk import amqp_type, cli_json, connection_string, peek
 from tests.integration.sdk_programs import (
+    MATRIX_FIELDS,
     SDK_DIR,
     program_env,
     require_tools,
@@ -165,15 +166,8 @@ def test_js_sdk_scenario_matrix(js_run: tuple[dict[str, Any], Any]) -> None:
     """The matrix rows the steps above leave out (tests/sdk/js/matrix.js)."""
     matrix = js_run[0]["matrix"]
     assert matrix["fields"] == {
-        "message_id": "mid-1",
-        "correlation_id": "cid-1",
-        "subject": "subj",
-        "to": "to-1",
-        "reply_to": "reply-1",
-        "reply_to_session_id": "rs-1",
-        "content_type": "text/plain",
+        **MATRIX_FIELDS,
         "time_to_live_ms": 90000,
-        "partition_key": "pk-1",
         "scheduled_enqueue_time": matrix["fields_due"],
         "enqueued_not_before_due": True,
     }

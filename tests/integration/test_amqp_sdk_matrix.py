@@ -29,6 +29,7 @@ from azure.servicebus import (
 )
 from azure.servicebus.exceptions import MessageSizeExceededError
 
+from tests.integration.sdk_programs import MATRIX_FIELDS
 from tests.integration.test_http_admin_sdk import admin
 
 pytestmark = pytest.mark.sdk
@@ -144,15 +145,8 @@ def test_every_message_field_round_trips(sb: Any) -> None:
     name = queue(daemon, "py-fields")
     due = datetime.datetime.now(datetime.UTC).replace(microsecond=0) + datetime.timedelta(seconds=1)
     fields = {
-        "message_id": "mid-1",
-        "correlation_id": "cid-1",
-        "subject": "subj",
-        "to": "to-1",
-        "reply_to": "reply-1",
-        "reply_to_session_id": "rs-1",
-        "content_type": "text/plain",
+        **MATRIX_FIELDS,
         "time_to_live": datetime.timedelta(seconds=90),
-        "partition_key": "pk-1",
         "scheduled_enqueue_time_utc": due,
     }
     with client.get_queue_sender(name) as sender:
