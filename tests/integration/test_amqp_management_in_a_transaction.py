@@ -1,7 +1,7 @@
 """``$management`` requests that carry a txn-id (AMQP transactional-state on the request
 transfer, as the Java and .NET SDKs send them): a disposition is held until the discharge,
 reads are served, scheduling and the other writes are refused with the reason
-(daemon/README.md §29.8); never run outside the transaction."""
+(daemon/README.md §29.7); never run outside the transaction."""
 
 from __future__ import annotations
 

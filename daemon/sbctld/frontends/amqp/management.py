@@ -39,7 +39,7 @@ def handle(
     conn: Host, path: str, request: codec.Message, respond: Respond, held: Held | None = None
 ) -> None:
     """Serve one request; ``held`` is the settlements its transaction holds for ``path`` when
-    the request carries a txn-id (daemon/README.md §29.8)."""
+    the request carries a txn-id (daemon/README.md §29.7)."""
     app = {_text(k): v for k, v in (request.application_properties or {}).items()}
     op = _text(app.get("operation", ""))
     name = op.removeprefix(OP_PREFIX).replace("-", "_")
@@ -60,7 +60,7 @@ def handle(
 
 def _in_transaction(name: str, op: str, handler: Handler, held: Held) -> Handler:
     """A request inside a transaction: a disposition is held until the discharge, reads are
-    served as they are, anything else is refused (daemon/README.md §29.8)."""
+    served as they are, anything else is refused (daemon/README.md §29.7)."""
     if name in READS:
         return handler
     if name == "update_disposition":
@@ -252,7 +252,7 @@ def get_message_sessions(conn: Host, path: str, args: dict[str, Any], respond: R
     respond(200, "OK", {"skip": skip + len(ids), "sessions-ids": Array("string", ids)}, None)
 
 
-# Inside a transaction (daemon/README.md §29.8): reads are served, and why the rest is refused.
+# Inside a transaction (daemon/README.md §29.7): reads are served, and why the rest is refused.
 READS = frozenset(("peek_message", "get_session_state", "get_message_sessions", "enumerate_rules"))
 TRANSACTION_HINTS = {
     "schedule_message": "send the message with its ScheduledEnqueueTime set inside the "
