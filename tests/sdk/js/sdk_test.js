@@ -322,7 +322,9 @@ async function main() {
     await run(client);
     await more(client);
     await volume(client);
+    const matrixStart = Date.now();
     steps.matrix = await matrix(client);
+    steps.matrix_ms = Date.now() - matrixStart;
     ok = true;
   } catch (e) {
     error = `${e && e.name}: ${e && e.message}`;
