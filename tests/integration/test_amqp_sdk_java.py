@@ -174,6 +174,8 @@ def test_java_sdk_messaging_sessions_transactions_and_what_the_cli_sees(
 def test_java_sdk_scenario_matrix(java_run: tuple[dict[str, Any], Any]) -> None:
     """The matrix rows the steps above leave out (tests/sdk/java MatrixSteps)."""
     matrix = java_run[0]["matrix"]
+    print("matrix steps took", java_run[0]["matrix_ms"], "ms")  # (shown with pytest -s)
+    assert java_run[0]["matrix_ms"] < 60_000
     fields = matrix["fields"]
     assert fields.pop("scheduled_enqueue_time") > 0
     assert fields == {**MATRIX_FIELDS, "time_to_live_s": 90, "enqueued_not_before_due": True}

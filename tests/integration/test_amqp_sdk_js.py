@@ -165,6 +165,8 @@ def test_the_javascript_admin_client_creates_lists_updates_and_deletes(
 def test_js_sdk_scenario_matrix(js_run: tuple[dict[str, Any], Any]) -> None:
     """The matrix rows the steps above leave out (tests/sdk/js/matrix.js)."""
     matrix = js_run[0]["matrix"]
+    print("matrix steps took", js_run[0]["matrix_ms"], "ms")  # (shown with pytest -s)
+    assert js_run[0]["matrix_ms"] < 60_000
     assert matrix["fields"] == {
         **MATRIX_FIELDS,
         "time_to_live_ms": 90000,
