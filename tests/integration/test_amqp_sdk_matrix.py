@@ -32,7 +32,6 @@ from azure.servicebus.exceptions import MessageSizeExceededError
 from tests.integration.sdk_programs import MATRIX_FIELDS
 from tests.integration.test_http_admin_sdk import admin
 
-pytestmark = pytest.mark.sdk
 DLQ = ServiceBusSubQueue.DEAD_LETTER
 
 
