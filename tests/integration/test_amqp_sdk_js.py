@@ -157,6 +157,8 @@ def test_the_javascript_admin_client_creates_lists_updates_and_deletes(
             "received": ["hit"],
             "left": 0,
         },
+        # A subscription made with only a SQL rule gets only what matches it.
+        "sqlRouting": {"received": ["red"], "left": 0},
         "after": [],
     }
     assert cli_json(daemon, "queue", "list") == []
