@@ -59,7 +59,7 @@ def test_management_requests_inside_a_transaction(daemon: Any) -> None:
         ids = iter(range(1000))
 
         def request(op: str, body: Any, txn_id: Any) -> tuple[dict[Any, Any], Any]:
-            return client.request(tx, NODE, f"com.microsoft:{op}", body, next(ids), txn_id)
+            return client.request(tx, NODE, f"com.microsoft:{op}", body, next(ids), txn=txn_id)
 
         # Scheduling is refused with the reason; nothing is scheduled.
         at = datetime.datetime.now(datetime.UTC) + datetime.timedelta(hours=1)
@@ -122,7 +122,7 @@ def test_cancelling_and_session_state_inside_a_transaction_wait_for_the_commit(
         ids = iter(range(1000))
 
         def request(op: str, body: Any, txn_id: Any) -> int:
-            status, _ = client.request(tx, NODE, f"com.microsoft:{op}", body, next(ids), txn_id)
+            status, _ = client.request(tx, NODE, f"com.microsoft:{op}", body, next(ids), txn=txn_id)
             code: int = status["statusCode"]
             return code
 
