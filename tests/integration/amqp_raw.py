@@ -102,7 +102,7 @@ class RawClient:
         return tx, rx
 
     def request(
-        self, tx: int, node: str, operation: str, body: Any, delivery_id: int, txn: Any = None
+        self, tx: int, node: str, operation: str, body: Any, delivery_id: int, *, txn: Any = None
     ) -> tuple[dict[Any, Any], Any]:
         """A ``$management`` request (inside transaction ``txn`` when given) and its answer."""
         msg = codec.Message(

@@ -22,6 +22,13 @@ def cli_json(daemon: Any, *args: str) -> Any:
     return daemon.cli("-o", "json", *args, check=True).json()
 
 
+def amqp_type(value: Any) -> str:
+    """The AMQP type `sbctl peek -o json` shows: ``$type`` when given, else JSON's own."""
+    if isinstance(value, dict) and "$type" in value:
+        return str(value["$type"])
+    return {bool: "boolean", int: "int", float: "double", str: "string"}[type(value)]
+
+
 def peek(daemon: Any, *args: str) -> list[Any]:
     """``sbctl peek -o json`` (JSON Lines) as a list."""
     rows: list[Any] = daemon.cli("-o", "json", "peek", *args, check=True).jsonl()

@@ -70,6 +70,19 @@ def newest_mtime(*paths: Path) -> float:
     return newest
 
 
+# The text fields every SDK's matrix step sends (with a TTL of 90 s and a ScheduledEnqueueTime)
+# and must get back as sent.
+MATRIX_FIELDS = {
+    "message_id": "mid-1",
+    "correlation_id": "cid-1",
+    "subject": "subj",
+    "to": "to-1",
+    "reply_to": "reply-1",
+    "reply_to_session_id": "rs-1",
+    "content_type": "text/plain",
+    "partition_key": "pk-1",
+}
+
 # The queues of the scenario-matrix steps (tests/sdk/java MatrixSteps, tests/sdk/js matrix.js).
 MATRIX_QUEUES: dict[str, dict[str, Any]] = {
     "m-parted": {"enable_partitioning": True},

@@ -1,7 +1,8 @@
 """``$management`` requests that carry a txn-id (AMQP transactional-state on the request
-transfer, as the Java and .NET SDKs send them): a disposition is held until the discharge,
-reads are served, scheduling and the other writes are refused with the reason
-(daemon/README.md §29.8); never run outside the transaction."""
+transfer, as the Java SDK sends them and the .NET SDK sends every request inside a
+TransactionScope): dispositions, cancelling a scheduled message and session state are held
+until the discharge; reads, receives and lock renewals are served at once; scheduling is
+refused with the reason (daemon/README.md §29.7). Nothing runs outside its transaction."""
 
 from __future__ import annotations
 
@@ -45,8 +46,7 @@ class Txn:
 
 
 def bodies(daemon: Any) -> list[str]:
-    rows = daemon.cli("-o", "json", "peek", "txq", "--count", "10", check=True).jsonl()
-    return [r["body"] for r in rows]
+    return [r["body"] for r in peek_rows(daemon)]
 
 
 def test_management_requests_inside_a_transaction(daemon: Any) -> None:
@@ -59,9 +59,9 @@ def test_management_requests_inside_a_transaction(daemon: Any) -> None:
         ids = iter(range(1000))
 
         def request(op: str, body: Any, txn_id: Any) -> tuple[dict[Any, Any], Any]:
-            return client.request(tx, NODE, f"com.microsoft:{op}", body, next(ids), txn_id)
+            return client.request(tx, NODE, f"com.microsoft:{op}", body, next(ids), txn=txn_id)
 
-        # Scheduling and cancelling are refused with the reason; nothing is scheduled.
+        # Scheduling is refused with the reason; nothing is scheduled.
         at = datetime.datetime.now(datetime.UTC) + datetime.timedelta(hours=1)
         msg = codec.Message(
             message_annotations={t.Symbol("x-opt-scheduled-enqueue-time"): t.Timestamp(
@@ -77,8 +77,6 @@ def test_management_requests_inside_a_transaction(daemon: Any) -> None:
             in (status["statusDescription"])
         )
         assert "ScheduledEnqueueTime" in status["statusDescription"]
-        status, _ = request("cancel-scheduled-message", {"sequence-numbers": [1]}, t1)
-        assert status["statusCode"] == 400
         assert bodies(daemon) == ["a"]
         # A read is served; an unknown transaction is refused.
         status, _ = request("peek-message", {"from-sequence-number": 0, "message-count": 5}, t1)
@@ -91,6 +89,8 @@ def test_management_requests_inside_a_transaction(daemon: Any) -> None:
         client.until(t.Attach)
         client.sock.sendall(framing.encode_frame(0, t.Flow(0, 5000, 0, 5000, rx, 0, 1)))
         token = uuid.UUID(bytes_le=bytes(client.until(t.Transfer).body.delivery_tag))
+        status, body = request("renew-lock", {"lock-tokens": [token]}, t1)  # served at once
+        assert status["statusCode"] == 200 and len(body["expirations"]) == 1
         complete = {"disposition-status": "completed", "lock-tokens": [token]}
         status, _ = request("update-disposition", complete, t1)
         assert status["statusCode"] == 200
@@ -104,3 +104,46 @@ def test_management_requests_inside_a_transaction(daemon: Any) -> None:
         assert bodies(daemon) == []
     finally:
         client.close()
+
+
+def test_cancelling_and_session_state_inside_a_transaction_wait_for_the_commit(
+    daemon: Any,
+) -> None:
+    daemon.cli("queue", "create", "txq", "--enable-session", check=True)
+    daemon.cli(
+        "send", "txq", "--body", "later", "--session-id", "S",
+        "--scheduled-enqueue-time", "+1h", check=True,
+    )  # fmt: skip
+    (seq,) = [m["sequence_number"] for m in peek_rows(daemon)]
+    client = RawClient(amqp_port(daemon))
+    try:
+        txn = Txn(client)
+        tx, _rx = client.management(NODE)
+        ids = iter(range(1000))
+
+        def request(op: str, body: Any, txn_id: Any) -> int:
+            status, _ = client.request(tx, NODE, f"com.microsoft:{op}", body, next(ids), txn=txn_id)
+            code: int = status["statusCode"]
+            return code
+
+        def state() -> Any:
+            return daemon.cli(
+                "-o", "json", "session", "get-state", "txq", "S", check=True
+            ).json()["state"]  # fmt: skip
+
+        for commit in (False, True):
+            t1 = txn.declare()
+            assert request("cancel-scheduled-message", {"sequence-numbers": [seq]}, t1) == 200
+            body = {"session-id": "S", "session-state": b"step-2"}
+            assert request("set-session-state", body, t1) == 200
+            assert len(peek_rows(daemon)) == 1 and state() is None  # not before the commit
+            assert isinstance(txn.control(t.Discharge(t1, not commit)), t.Accepted)
+            assert len(peek_rows(daemon)) == (0 if commit else 1)
+            assert (state() is not None) == commit
+    finally:
+        client.close()
+
+
+def peek_rows(daemon: Any) -> list[Any]:
+    rows: list[Any] = daemon.cli("-o", "json", "peek", "txq", "--count", "10", check=True).jsonl()
+    return rows

@@ -16,7 +16,7 @@ A real daemon (the ``daemon`` / ``daemon_factory`` fixtures) driven through the 
 
 The last section pins bugs found while testing (each fixed; each test failed before its
 fix). The Python client reads back what the CLI did (bodies of partitioned
-subscriptions, where one peek shows one partition).
+subscriptions).
 """
 
 from __future__ import annotations

@@ -54,6 +54,7 @@ const seen = {
     action: blue.action.sqlExpression,
   },
   overTls: await overTls(),
+  sqlRouting: await sqlRouting(),
 };
 await admin.deleteRule("js-events", "js-all", "js-sql");
 await admin.deleteTopic("js-events");
@@ -86,6 +87,28 @@ async function overTls() {
     const got = await receiver.receiveMessages(1, { maxWaitTimeInMs: 5000 });
     const left = await receiver.peekMessages(5);
     return { props, received: got.map((m) => m.body), left: left.length };
+  } finally {
+    await client.close();
+  }
+}
+
+// A subscription made by the administration client with a SQL rule only: a message sent to
+// the topic reaches it when the filter matches, not otherwise.
+async function sqlRouting() {
+  await admin.createSubscription("js-events", "js-reds", {
+    defaultRuleOptions: { name: "RedOnly", filter: { sqlExpression: "color = 'red'" } },
+  });
+  const client = new ServiceBusClient(connectionString);
+  try {
+    const sender = client.createSender("js-events");
+    await sender.sendMessages([
+      { body: "blue", applicationProperties: { color: "blue" } },
+      { body: "red", applicationProperties: { color: "red" } },
+    ]);
+    const receiver = client.createReceiver("js-events", "js-reds", { receiveMode: "receiveAndDelete" });
+    const got = await receiver.receiveMessages(1, { maxWaitTimeInMs: 5000 });
+    const left = await receiver.peekMessages(5);
+    return { received: got.map((m) => m.body), left: left.length };
   } finally {
     await client.close();
   }

@@ -5,7 +5,7 @@
 // SBCTL_SESSION_QUEUE (session-enabled queue, empty), SBCTL_WORK_QUEUE (plain queue, empty),
 // SBCTL_TOPIC and SBCTL_SUBSCRIPTION (a topic and one subscription with the default rule),
 // SBCTL_CLI_QUEUE (holds one message "from-cli" sent by `sbctl send` without a message id),
-// SBCTL_BULK_QUEUE (plain queue, empty).
+// SBCTL_BULK_QUEUE (plain queue, empty), and the m-* queues matrix.js names.
 // Output: one JSON object on stdout, {"ok": bool, "steps": {name: result}, "error": ...};
 // exit code 0 only when every step did what the Service Bus semantics say.
 "use strict";
@@ -17,23 +17,7 @@ const queue = process.env.SBCTL_QUEUE;
 const sessionQueue = process.env.SBCTL_SESSION_QUEUE;
 const steps = {};
 
-function check(cond, what) {
-  if (!cond) throw new Error(`check failed: ${what}`);
-}
-
-function bodyText(m) {
-  return typeof m.body === "string" ? m.body : Buffer.from(m.body).toString("utf8");
-}
-
-async function receiveN(receiver, n, maxWaitTimeInMs = 5000) {
-  const got = [];
-  const deadline = Date.now() + 15000;
-  while (got.length < n && Date.now() < deadline) {
-    const batch = await receiver.receiveMessages(n - got.length, { maxWaitTimeInMs });
-    got.push(...batch);
-  }
-  return got;
-}
+const { check, bodyText, receiveN, matrix } = require("./matrix");
 
 async function run(client) {
   const sender = client.createSender(queue);
@@ -338,6 +322,9 @@ async function main() {
     await run(client);
     await more(client);
     await volume(client);
+    const matrixStart = Date.now();
+    steps.matrix = await matrix(client);
+    steps.matrix_ms = Date.now() - matrixStart;
     ok = true;
   } catch (e) {
     error = `${e && e.name}: ${e && e.message}`;

@@ -17,21 +17,20 @@ from sbctld.frontends.amqp import convert, fastout, rules
 from sbctld.frontends.amqp.arguments import Args, text_of
 from sbctld.frontends.amqp.errors import condition_of, status_of
 from sbctld.frontends.amqp.host import Host, Respond, ok_when_durable
+from sbctld.frontends.amqp.transactions import Transaction
 from sbctld.results import LockRenewed, SettleFailed
 
 OP_PREFIX = "com.microsoft:"
 Handler = Callable[[Host, str, Args, Respond], None]
 Disposition = tuple[str, list[str], dict[str, Any] | None, str | None, str | None]
-# A transaction's settlements for one entity: (op, lock token, properties, reason, description)
-Held = list[tuple[str, str, dict[str, Any] | None, str | None, str | None]]
 ALL_SESSIONS = 253_402_300_800_000
 
 
 def handle(
-    conn: Host, path: str, request: codec.Message, respond: Respond, held: Held | None = None
+    conn: Host, path: str, request: codec.Message, respond: Respond, txn: Transaction | None = None
 ) -> None:
-    """Serve one request; ``held`` is the settlements its transaction holds for ``path`` when
-    the request carries a txn-id (daemon/README.md §29.8)."""
+    """Serve one request; ``txn``: the transaction whose txn-id it carries (daemon/README.md
+    §29.7)."""
     app = Args(request.application_properties)
     op = text_of(app.get("operation", ""))
     name = op.removeprefix(OP_PREFIX).replace("-", "_")
@@ -40,8 +39,8 @@ def handle(
         respond(501, f"operation {op!r} is not supported", None, "amqp:not-implemented")
         return
     try:
-        if held is not None:
-            handler = _in_transaction(name, op, handler, held)
+        if txn is not None:
+            handler = _in_transaction(name, op, handler, txn)
         # answered without the slow-store delay, as before the service layer
         with conn.frontend.service.request():
             handler(conn, path, Args(request.body), respond)
@@ -52,24 +51,37 @@ def handle(
         respond(400, f"undecodable message: {exc}", None, "amqp:decode-error")
 
 
-def _in_transaction(name: str, op: str, handler: Handler, held: Held) -> Handler:
-    """A request inside a transaction: a disposition is held until the discharge, reads are
-    served as they are, anything else is refused (daemon/README.md §29.8)."""
-    if name in READS:
+def _in_transaction(name: str, op: str, handler: Handler, txn: Transaction) -> Handler:
+    """A request inside a transaction (daemon/README.md §29.7): a write is held until the
+    commit; what a rollback does not undo on Azure either (reads, receives, lock renewals) is
+    served at once; scheduling, batch delete and rules are refused."""
+    if name in AT_ONCE:
         return handler
-    if name == "update_disposition":
-        return lambda conn, path, args, respond: _hold_disposition(args, respond, held)
-    hint = TRANSACTION_HINTS.get(name, "run it outside the transaction")
-    raise InvalidOperation(
-        f"{op} cannot be part of a transaction: sbctl holds only sends and settlements in "
-        f"one; {hint}"
-    )
+    hold = HOLD.get(name)
+    if hold is None:
+        hint = TRANSACTION_HINTS.get(name, "run it outside the transaction")
+        raise InvalidOperation(f"{op} cannot be part of a transaction in sbctl; {hint}")
+
+    def held(conn: Host, path: str, args: Args, respond: Respond) -> None:
+        hold(conn, path, args, txn)
+        respond(200, "OK", None, None)
+
+    return held
 
 
-def _hold_disposition(args: Args, respond: Respond, held: Held) -> None:
+def _hold_disposition(conn: Host, path: str, args: Args, txn: Transaction) -> None:
     op, tokens, props, reason, description = _disposition(args)
-    held.extend((op, token, props, reason, description) for token in tokens)
-    respond(200, "OK", None, None)
+    txn.entity(path)[1].extend((op, token, props, reason, description) for token in tokens)
+
+
+def _hold_cancel(conn: Host, path: str, args: Args, txn: Transaction) -> None:
+    seqs = args.integers("sequence-numbers")
+    txn.later.append(lambda: conn.broker.cancel_scheduled(conn.namespace, path, seqs))
+
+
+def _hold_session_state(conn: Host, path: str, args: Args, txn: Transaction) -> None:
+    session, value = _session(args) or "", args.binary("session-state")
+    txn.later.append(lambda: conn.broker.session_set_state(conn.namespace, path, session, value))
 
 
 def _session(args: Args) -> str | None:
@@ -237,13 +249,29 @@ def get_message_sessions(conn: Host, path: str, args: Args, respond: Respond) ->
     respond(200, "OK", {"skip": skip + len(ids), "sessions-ids": Array("string", ids)}, None)
 
 
-# Inside a transaction (daemon/README.md §29.8): reads are served, and why the rest is refused.
-READS = frozenset(("peek_message", "get_session_state", "get_message_sessions", "enumerate_rules"))
+# Inside a transaction (daemon/README.md §29.7): served at once, held until the commit, and why
+# the rest is refused.
+AT_ONCE = frozenset(
+    (
+        "peek_message",
+        "get_session_state",
+        "get_message_sessions",
+        "enumerate_rules",
+        "receive_by_sequence_number",
+        "renew_lock",
+        "renew_session_lock",
+    )
+)
+HOLD: dict[str, Callable[[Host, str, Args, Transaction], None]] = {
+    "update_disposition": _hold_disposition,
+    "cancel_scheduled_message": _hold_cancel,
+    "set_session_state": _hold_session_state,
+}
 TRANSACTION_HINTS = {
-    "schedule_message": "send the message with its ScheduledEnqueueTime set inside the "
-    "transaction instead (it is scheduled at the commit), or schedule it outside",
-    "cancel_scheduled_message": "cancel it outside the transaction",
-    "receive_by_sequence_number": "receive outside the transaction, then settle inside it",
+    "schedule_message": "its sequence number would only exist at the commit: send the "
+    "message with its ScheduledEnqueueTime set inside the transaction instead (it is "
+    "scheduled at the commit), or schedule it outside",
+    "batch_delete_messages": "delete outside the transaction",
 }
 
 OPS: dict[str, Handler] = {

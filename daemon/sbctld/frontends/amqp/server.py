@@ -442,14 +442,14 @@ class AmqpConnection(asyncio.Protocol):
             self._respond(link, request, app, body, link.address or "")
             self.flush()
 
-        held = None  # daemon/README.md §29: a request carrying a txn-id
+        txn = None  # daemon/README.md §29.7: a request carrying a txn-id
         if txn_id is not None:
             try:
-                held = self.transactions.get(txn_id).entity(path)[1]
+                txn = self.transactions.get(txn_id)
             except SbctlError as err:
                 respond(400, err.message, None, "amqp:transaction:unknown-id")
                 return
-        management.handle(self, path, request, respond, held)
+        management.handle(self, path, request, respond, txn)
 
     def _send(self, link: Link, path: str, delivery: Delivery) -> None:
         service = self.frontend.service

@@ -14,6 +14,7 @@ entity, so a failure on the second leaves the first committed (the rejection say
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from sbctl.amqp import codec
@@ -29,11 +30,14 @@ Settlement = tuple[str, str, dict[str, Any] | None, str | None, str | None]
 
 
 class Transaction:
-    __slots__ = ("by_entity", "link")
+    __slots__ = ("by_entity", "later", "link")
 
     def __init__(self, link: Link) -> None:
         self.link = link  # the coordinator link that declared it
         self.by_entity: dict[str, tuple[list[Stored], list[Settlement]]] = {}
+        # $management writes held until the commit, applied after the entities' sends and
+        # settlements (daemon/README.md §29.7)
+        self.later: list[Callable[[], Any]] = []
 
     def entity(self, path: str) -> tuple[list[Stored], list[Settlement]]:
         return self.by_entity.setdefault(path, ([], []))
@@ -80,6 +84,8 @@ class Coordinator:
             for path, (messages, settlements) in txn.by_entity.items():
                 broker.transact(self.conn.namespace, path, messages, settlements)
                 done.append(path)
+            for action in txn.later:
+                action()
         except SbctlError as err:
             text = err.message
             if done:

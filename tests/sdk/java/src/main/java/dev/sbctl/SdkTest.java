@@ -516,7 +516,9 @@ public final class SdkTest {
             crossEntityTransaction(cs, System.getenv("SBCTL_XTX_SOURCE"), System.getenv("SBCTL_XTX_DEST"));
             more(cs);
             volume(cs);
+            long matrixStart = System.nanoTime();
             STEPS.put("matrix", MatrixSteps.run(cs));
+            STEPS.put("matrix_ms", (System.nanoTime() - matrixStart) / 1_000_000);
             STEPS.put("admin", AdminSteps.run(cs, System.getenv("SBCTL_CERT")));
             ok = true;
         } catch (RuntimeException | Error e) {
