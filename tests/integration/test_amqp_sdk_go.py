@@ -251,7 +251,10 @@ def test_message_batch_size_limits(report: dict[str, Any], module_daemon: Any) -
 def test_a_wrong_key_is_refused_saying_why(report: dict[str, Any]) -> None:
     got = step(report, "auth_failure")
     assert got["code"] == "unauthorized"
-    assert "signature does not match the namespace key" in got["send_error"]
+    assert (
+        "status code 401 and description: InvalidSignature: the token's signature does not"
+        " match the namespace key" in got["send_error"]
+    )
 
 
 def test_transactions() -> None:
