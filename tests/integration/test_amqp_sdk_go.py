@@ -164,7 +164,7 @@ def test_schedule_and_cancel(report: dict[str, Any]) -> None:
     got = step(report, "schedule_cancel")
     assert got["cancelled_state_before"] == 2  # MessageStateScheduled
     assert (got["cancelled_after_cancel"], got["peeked_after_cancel"]) == (False, 1)
-    assert got["received"] == "soon" and 0 <= got["late_ms"] < 3000
+    assert got["received"] == "soon" and 0 <= got["late_ms"] < 5000
     assert got["enqueued_at_scheduled_time"] is True
 
 
@@ -187,11 +187,9 @@ def test_renew_message_lock(report: dict[str, Any]) -> None:
 
 def test_lock_expiry_loses_the_lock_and_redelivers(report: dict[str, Any]) -> None:
     got = step(report, "lock_expiry")
-    assert (got["lock_seconds"], got["complete_code"], got["delivery_count_again"]) == (
-        5,
-        "locklost",
-        2,
-    )
+    # Locked for the queue's 5 s (less what the delivery took to reach the program).
+    assert 2 < got["lock_seconds"] <= 5.1
+    assert (got["complete_code"], got["delivery_count_again"]) == ("locklost", 2)
 
 
 def test_receive_and_delete(report: dict[str, Any]) -> None:

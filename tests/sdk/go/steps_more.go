@@ -118,7 +118,7 @@ func lockExpiry(ctx context.Context, e *env) (result, error) {
 	if err := r.CompleteMessage(ctx, again, nil); err != nil {
 		return nil, fmt.Errorf("complete redelivered: %w", err)
 	}
-	return result{"lock_seconds": lock.Round(time.Second).Seconds(), "complete_code": code(completeErr),
+	return result{"lock_seconds": lock.Seconds(), "complete_code": code(completeErr),
 		"complete_error": errText(completeErr), "delivery_count_again": again.DeliveryCount}, nil
 }
 
