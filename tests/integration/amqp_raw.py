@@ -102,11 +102,18 @@ class RawClient:
         return tx, rx
 
     def request(
-        self, tx: int, node: str, operation: str, body: Any, delivery_id: int
+        self,
+        tx: int,
+        node: str,
+        operation: str,
+        body: Any,
+        delivery_id: int,
+        app: dict[str, Any] | None = None,
     ) -> tuple[dict[Any, Any], Any]:
+        """One ``$management`` request (``app``: more application properties)."""
         msg = codec.Message(
             properties=t.Properties(uuid.uuid4(), None, None, None, node),
-            application_properties={"operation": operation, "type": "entity-mgmt"},
+            application_properties={"operation": operation, "type": "entity-mgmt", **(app or {})},
             body=body,
             body_kind="value",
         )

@@ -47,6 +47,7 @@ QUEUES: dict[str, dict[str, Any]] = {
     "go-maxdel": {"max_delivery_count": 2},
     "go-ttl": {"dead_lettering_on_message_expiration": True},
     "go-sess": {"requires_session": True},
+    "go-sess-defer": {"requires_session": True},
     "go-lockexp": {"lock_duration": 5000},
 }  # fmt: skip
 
@@ -179,6 +180,16 @@ def test_sessions_next_named_state_and_renew(report: dict[str, Any]) -> None:
         "named_received": ["b1"],
     }
     assert extended >= 1000
+
+
+def test_defer_and_receive_deferred_inside_a_session(report: dict[str, Any]) -> None:
+    assert step(report, "session_defer") == {
+        "peeked": ["in-session"],
+        "deferred": "in-session",
+        "session": "D",
+        "complete_error": None,
+        "left": 0,
+    }
 
 
 def test_renew_message_lock(report: dict[str, Any]) -> None:
