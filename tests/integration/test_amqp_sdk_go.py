@@ -4,8 +4,8 @@ HTTPS: the scenario matrix of daemon/README.md §29 ("SDKs and AMQP stacks verif
 test per row.
 
 The program is ``tests/sdk/go`` (a Go module; go.sum pins every dependency). The first build
-downloads the modules through the Go module proxy (``.ci/run`` does it ahead: ``go mod
-download``); an up-to-date binary is not rebuilt. The program runs every step at once, each
+downloads the modules through the Go module proxy and compiles for minutes (``.ci/run`` does
+both ahead); an up-to-date binary is not rebuilt. The program runs every step at once, each
 on its own entities, and reports each step's result or error; the tests below read that
 report. The Go SDK has no transactions (no coordinator link in azservicebus), so that row is
 skipped with the reason."""
