@@ -19,9 +19,16 @@ DEFAULT_KEY = "SAS_KEY_VALUE"  # the Microsoft emulator's key, so its samples wo
 
 def check_token(token: str, key_name: str, key: str, now_s: float) -> str | None:
     """None when the token is valid; otherwise why not (one line, for the 401)."""
+    problem = token_problem(token, key_name, key, now_s)
+    return None if problem is None else problem[1]
+
+
+def token_problem(token: str, key_name: str, key: str, now_s: float) -> tuple[str, str] | None:
+    """None when the token is valid; otherwise (Service Bus's code for the refusal:
+    ``MalformedToken``, ``InvalidSignature`` or ``ExpiredToken``; why, one line)."""
     prefix = "SharedAccessSignature "
     if not token.startswith(prefix):
-        return "the token is not a SharedAccessSignature"
+        return "MalformedToken", "the token is not a SharedAccessSignature"
     fields: dict[str, str] = {}
     for part in token[len(prefix) :].split("&"):
         name, sep, value = part.partition("=")
@@ -29,19 +36,19 @@ def check_token(token: str, key_name: str, key: str, now_s: float) -> str | None
             fields[name.strip().lower()] = value
     missing = [f for f in ("sr", "sig", "se", "skn") if f not in fields]
     if missing:
-        return f"the token has no {missing[0]!r} field"
+        return "MalformedToken", f"the token has no {missing[0]!r} field"
     if unquote_plus(fields["skn"]).lower() != key_name.lower():
-        return f"unknown key name {unquote_plus(fields['skn'])!r}"
+        return "InvalidSignature", f"unknown key name {unquote_plus(fields['skn'])!r}"
     try:
         expiry = int(fields["se"])
     except ValueError:
-        return "the token's expiry is not a number"
+        return "MalformedToken", "the token's expiry is not a number"
     if expiry < now_s:
-        return "the token has expired"
+        return "ExpiredToken", "the token has expired"
     signed = f"{fields['sr']}\n{fields['se']}".encode()
     expected = base64.b64encode(hmac.new(key.encode(), signed, hashlib.sha256).digest())
     if not hmac.compare_digest(expected, unquote_plus(fields["sig"]).encode()):
-        return "the token's signature does not match the namespace key"
+        return "InvalidSignature", "the token's signature does not match the namespace key"
     return None
 
 

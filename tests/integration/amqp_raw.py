@@ -102,12 +102,21 @@ class RawClient:
         return tx, rx
 
     def request(
-        self, tx: int, node: str, operation: str, body: Any, delivery_id: int, *, txn: Any = None
+        self,
+        tx: int,
+        node: str,
+        operation: str,
+        body: Any,
+        delivery_id: int,
+        app: dict[str, Any] | None = None,
+        *,
+        txn: Any = None,
     ) -> tuple[dict[Any, Any], Any]:
-        """A ``$management`` request (inside transaction ``txn`` when given) and its answer."""
+        """One ``$management`` request (``app``: more application properties), inside
+        transaction ``txn`` when given, and its answer."""
         msg = codec.Message(
             properties=t.Properties(uuid.uuid4(), None, None, None, node),
-            application_properties={"operation": operation, "type": "entity-mgmt"},
+            application_properties={"operation": operation, "type": "entity-mgmt", **(app or {})},
             body=body,
             body_kind="value",
         )

@@ -82,6 +82,32 @@ def test_the_session_filter_is_echoed_in_the_form_sent(module_daemon: Any) -> No
         client.close()
 
 
+def receive_and_defer(client: RawClient, entity: str, **source: Any) -> int:
+    """Receive one message on a new peek-lock link (link-N) and defer it: its sequence
+    number."""
+    rx = client.attach(True, entity, settle_modes=(0, 1), **source)
+    client.sock.sendall(framing.encode_frame(0, t.Flow(0, 5000, 0, 5000, rx, 0, 1)))
+    delivery = client.until(t.Transfer)
+    seq: int = codec.decode_message(delivery.payload).message_annotations["x-opt-sequence-number"]
+    defer = t.Modified(True, True)
+    disposition = t.Disposition(True, delivery.body.delivery_id, None, True, defer)
+    client.sock.sendall(framing.encode_frame(0, disposition))
+    return seq
+
+
+def receive_deferred(
+    client: RawClient, entity: str, seq: int, app: dict[str, Any] | None = None
+) -> Any:
+    node = f"{entity}/$management"
+    tx, _ = client.management(node)
+    request = {"sequence-numbers": t.Array("long", [seq]), "receiver-settle-mode": t.UInt(1)}
+    op = "com.microsoft:receive-by-sequence-number"
+    status, body = client.request(tx, node, op, request, 0, app)
+    assert status["statusCode"] == 200, status
+    (entry,) = body["messages"]
+    return entry
+
+
 def test_a_deferred_message_carries_its_lock_token_as_a_delivery_annotation(
     module_daemon: Any,
 ) -> None:
@@ -89,25 +115,30 @@ def test_a_deferred_message_carries_its_lock_token_as_a_delivery_annotation(
     module_daemon.cli("send", "later", "--body", "deferred", check=True)
     client = RawClient(amqp_port(module_daemon), mechanism="ANONYMOUS")
     try:
-        rx = client.attach(True, "later", settle_modes=(0, 1))
-        client.sock.sendall(framing.encode_frame(0, t.Flow(0, 5000, 0, 5000, rx, 0, 1)))
-        delivery = client.until(t.Transfer)
-        seq = codec.decode_message(delivery.payload).message_annotations["x-opt-sequence-number"]
-        defer = t.Modified(True, True)
-        disposition = t.Disposition(True, delivery.body.delivery_id, None, True, defer)
-        client.sock.sendall(framing.encode_frame(0, disposition))
-        node = "later/$management"
-        tx, _ = client.management(node)
-        request = {"sequence-numbers": t.Array("long", [seq]), "receiver-settle-mode": t.UInt(1)}
-        status, body = client.request(
-            tx, node, "com.microsoft:receive-by-sequence-number", request, 0
-        )
-        assert status["statusCode"] == 200, status
-        (entry,) = body["messages"]
+        entry = receive_deferred(client, "later", receive_and_defer(client, "later"))
         message = codec.decode_message(entry["message"])
         token = message.delivery_annotations["x-opt-lock-token"]
         assert isinstance(token, uuid.UUID) and token == entry["lock-token"]
         assert b"".join(message.body) == b"deferred"
         assert message.message_annotations["x-opt-message-state"] == 1
+    finally:
+        client.close()
+
+
+def test_a_session_receivers_requests_are_scoped_to_its_session_by_the_link_they_name(
+    module_daemon: Any,
+) -> None:
+    """The Go SDK's session receiver sends receive-by-sequence-number without
+    ``session-id``, naming its receiver link in ``associated-link-name``."""
+    module_daemon.cli("queue", "create", "held", "--enable-session", check=True)
+    module_daemon.cli("send", "held", "--body", "in-d", "--session-id", "D", check=True)
+    client = RawClient(amqp_port(module_daemon), mechanism="ANONYMOUS")
+    try:
+        seq = receive_and_defer(client, "held", filter={SESSION_FILTER: "D"})
+        link = f"link-{client.handles}"
+        entry = receive_deferred(client, "held", seq, {"associated-link-name": link})
+        message = codec.decode_message(entry["message"])
+        assert b"".join(message.body) == b"in-d"
+        assert message.properties.group_id == "D"
     finally:
         client.close()

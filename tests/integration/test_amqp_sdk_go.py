@@ -4,8 +4,8 @@ HTTPS: the scenario matrix of daemon/README.md §29 ("SDKs and AMQP stacks verif
 test per row.
 
 The program is ``tests/sdk/go`` (a Go module; go.sum pins every dependency). The first build
-downloads the modules through the Go module proxy (``.ci/run`` does it ahead: ``go mod
-download``); an up-to-date binary is not rebuilt. The program runs every step at once, each
+downloads the modules through the Go module proxy and compiles for minutes (``.ci/run`` does
+both ahead); an up-to-date binary is not rebuilt. The program runs every step at once, each
 on its own entities, and reports each step's result or error; the tests below read that
 report. The Go SDK has no transactions (no coordinator link in azservicebus), so that row is
 skipped with the reason."""
@@ -47,6 +47,7 @@ QUEUES: dict[str, dict[str, Any]] = {
     "go-maxdel": {"max_delivery_count": 2},
     "go-ttl": {"dead_lettering_on_message_expiration": True},
     "go-sess": {"requires_session": True},
+    "go-sess-defer": {"requires_session": True},
     "go-lockexp": {"lock_duration": 5000},
 }  # fmt: skip
 
@@ -57,7 +58,7 @@ def go_program() -> None:
     sources = [GO_DIR / "go.mod", GO_DIR / "go.sum", *GO_DIR.glob("*.go")]
     if BINARY.exists() and BINARY.stat().st_mtime >= newest_mtime(*sources):
         return
-    cmd = ["go", "build", "-o", BINARY.name, "."]
+    cmd = ["go", "build", "-buildvcs=false", "-o", BINARY.name, "."]
     run_step(cmd, GO_DIR, timeout=600, what="building tests/sdk/go")
 
 
@@ -164,7 +165,7 @@ def test_schedule_and_cancel(report: dict[str, Any]) -> None:
     got = step(report, "schedule_cancel")
     assert got["cancelled_state_before"] == 2  # MessageStateScheduled
     assert (got["cancelled_after_cancel"], got["peeked_after_cancel"]) == (False, 1)
-    assert got["received"] == "soon" and 0 <= got["late_ms"] < 3000
+    assert got["received"] == "soon" and 0 <= got["late_ms"] < 5000
     assert got["enqueued_at_scheduled_time"] is True
 
 
@@ -181,17 +182,25 @@ def test_sessions_next_named_state_and_renew(report: dict[str, Any]) -> None:
     assert extended >= 1000
 
 
+def test_defer_and_receive_deferred_inside_a_session(report: dict[str, Any]) -> None:
+    assert step(report, "session_defer") == {
+        "peeked": ["in-session"],
+        "deferred": "in-session",
+        "session": "D",
+        "complete_error": None,
+        "left": 0,
+    }
+
+
 def test_renew_message_lock(report: dict[str, Any]) -> None:
     assert step(report, "renew_message_lock")["extended_ms"] >= 1000
 
 
 def test_lock_expiry_loses_the_lock_and_redelivers(report: dict[str, Any]) -> None:
     got = step(report, "lock_expiry")
-    assert (got["lock_seconds"], got["complete_code"], got["delivery_count_again"]) == (
-        5,
-        "locklost",
-        2,
-    )
+    # Locked for the queue's 5 s (less what the delivery took to reach the program).
+    assert 2 < got["lock_seconds"] <= 5.1
+    assert (got["complete_code"], got["delivery_count_again"]) == ("locklost", 2)
 
 
 def test_receive_and_delete(report: dict[str, Any]) -> None:
@@ -251,7 +260,10 @@ def test_message_batch_size_limits(report: dict[str, Any], module_daemon: Any) -
 def test_a_wrong_key_is_refused_saying_why(report: dict[str, Any]) -> None:
     got = step(report, "auth_failure")
     assert got["code"] == "unauthorized"
-    assert "signature does not match the namespace key" in got["send_error"]
+    assert (
+        "status code 401 and description: InvalidSignature: the token's signature does not"
+        " match the namespace key" in got["send_error"]
+    )
 
 
 def test_transactions() -> None:

@@ -10,7 +10,14 @@ from pathlib import Path
 import pytest
 
 from sbctl.errors import BadRequest
-from sbctld.frontends.amqp.cbs import DEFAULT_KEY, DEFAULT_KEY_NAME, Keys, check_token, make_token
+from sbctld.frontends.amqp.cbs import (
+    DEFAULT_KEY,
+    DEFAULT_KEY_NAME,
+    Keys,
+    check_token,
+    make_token,
+    token_problem,
+)
 
 AUDIENCE = "sb://localhost:5672/orders"
 
@@ -39,6 +46,23 @@ def test_bad_tokens_are_refused_with_the_reason() -> None:
     assert "'se'" in str(check_token("SharedAccessSignature sr=a&sig=b&skn=k", "k", "k", 0))
     tampered = good.replace("orders", "billing")
     assert "signature" in str(check_token(tampered, DEFAULT_KEY_NAME, DEFAULT_KEY, 1_000))
+
+
+def test_refusals_carry_the_code_service_bus_words_them_with() -> None:
+    good = make_token(AUDIENCE, DEFAULT_KEY_NAME, DEFAULT_KEY, 2_000)
+    codes = {
+        "wrong key": token_problem(good, DEFAULT_KEY_NAME, "other-key", 1_000),
+        "unknown key name": token_problem(good, "SomeOtherKey", DEFAULT_KEY, 1_000),
+        "expired": token_problem(good, DEFAULT_KEY_NAME, DEFAULT_KEY, 3_000),
+        "not SAS": token_problem("Bearer x", "k", "k", 0),
+    }
+    assert {what: problem and problem[0] for what, problem in codes.items()} == {
+        "wrong key": "InvalidSignature",
+        "unknown key name": "InvalidSignature",
+        "expired": "ExpiredToken",
+        "not SAS": "MalformedToken",
+    }
+    assert token_problem(good, DEFAULT_KEY_NAME, DEFAULT_KEY, 1_000) is None
 
 
 def test_keys_default_and_are_stored_owner_only(tmp_path: Path) -> None:

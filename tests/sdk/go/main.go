@@ -50,6 +50,7 @@ var steps = map[string]step{
 	"defer":                 deferStep,
 	"schedule_cancel":       scheduleCancel,
 	"sessions":              sessions,
+	"session_defer":         sessionDefer,
 	"renew_message_lock":    renewMessageLock,
 	"lock_expiry":           lockExpiry,
 	"receive_and_delete":    receiveAndDelete,

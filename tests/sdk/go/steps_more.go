@@ -118,7 +118,7 @@ func lockExpiry(ctx context.Context, e *env) (result, error) {
 	if err := r.CompleteMessage(ctx, again, nil); err != nil {
 		return nil, fmt.Errorf("complete redelivered: %w", err)
 	}
-	return result{"lock_seconds": lock.Round(time.Second).Seconds(), "complete_code": code(completeErr),
+	return result{"lock_seconds": lock.Seconds(), "complete_code": code(completeErr),
 		"complete_error": errText(completeErr), "delivery_count_again": again.DeliveryCount}, nil
 }
 
@@ -214,4 +214,45 @@ func authFailure(ctx context.Context, e *env) (result, error) {
 	defer cancel()
 	sendErr := sender.SendMessage(sendCtx, text("never"), nil)
 	return result{"send_error": errText(sendErr), "code": code(sendErr)}, nil
+}
+
+// sessionDefer: inside a named session (go-sess-defer, session "D"), defer a message, peek
+// it, receive it by sequence number and complete it: the SDK's management link for a
+// session carries the session filter (described) and the session id.
+func sessionDefer(ctx context.Context, e *env) (result, error) {
+	m := text("in-session")
+	m.SessionID = ptr("D")
+	if err := send(ctx, e, "go-sess-defer", m); err != nil {
+		return nil, err
+	}
+	s, err := e.client.AcceptSessionForQueue(ctx, "go-sess-defer", "D", nil)
+	if err != nil {
+		return nil, fmt.Errorf("accept D: %w", err)
+	}
+	defer s.Close(ctx)
+	got, err := receiveOne(ctx, s, 10*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.DeferMessage(ctx, got, nil); err != nil {
+		return nil, fmt.Errorf("defer: %w", err)
+	}
+	peeked, err := s.PeekMessages(ctx, 10, nil)
+	if err != nil {
+		return nil, fmt.Errorf("peek: %w", err)
+	}
+	deferred, err := s.ReceiveDeferredMessages(ctx, []int64{*got.SequenceNumber}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("receive deferred: %w", err)
+	}
+	if len(deferred) != 1 {
+		return nil, fmt.Errorf("receive deferred: %d messages", len(deferred))
+	}
+	completeErr := s.CompleteMessage(ctx, deferred[0], nil)
+	left, err := s.PeekMessages(ctx, 10, nil)
+	if err != nil {
+		return nil, fmt.Errorf("peek: %w", err)
+	}
+	return result{"peeked": bodies(peeked), "deferred": string(deferred[0].Body),
+		"session": deref(deferred[0].SessionID), "complete_error": errText(completeErr), "left": len(left)}, nil
 }

@@ -38,12 +38,15 @@ def handle(
     if handler is None:
         respond(501, f"operation {op!r} is not supported", None, "amqp:not-implemented")
         return
+    args = Args(request.body)
+    if "session-id" not in args and (linked := _associated_session(conn, app)) is not None:
+        args["session-id"] = linked
     try:
         if txn is not None:
             handler = _in_transaction(name, op, handler, txn)
         # answered without the slow-store delay, as before the service layer
         with conn.frontend.service.request():
-            handler(conn, path, Args(request.body), respond)
+            handler(conn, path, args, respond)
     except SbctlError as err:
         condition, text = condition_of(err)
         respond(status_of(err), text, None, condition)
@@ -67,6 +70,23 @@ def _in_transaction(name: str, op: str, handler: Handler, txn: Transaction) -> H
         respond(200, "OK", None, None)
 
     return held
+
+
+def _associated_session(conn: Host, app: Args) -> str | None:
+    """The session locked by the receiver link a request names in ``associated-link-name``:
+    a session receiver's requests are scoped to its session, as Service Bus scopes them,
+    whether or not they carry ``session-id`` (the Go SDK's receive-by-sequence-number and
+    peek send none)."""
+    name = app.get("associated-link-name")
+    if name is None:
+        return None
+    name = text_of(name)
+    for session in conn.conn.sessions.values():
+        for link in session.links.values():
+            if link.name == name:
+                lock = getattr(link.context, "session", None)
+                return None if lock is None else str(lock.session_id)
+    return None
 
 
 def _hold_disposition(conn: Host, path: str, args: Args, txn: Transaction) -> None:

@@ -42,7 +42,7 @@ from sbctl.names import entity_key
 from sbctl.operations import deletes_on_receive
 from sbctl.protocol import MAX_RECEIVE
 from sbctld.frontends.amqp import fastout, management
-from sbctld.frontends.amqp.cbs import check_token
+from sbctld.frontends.amqp.cbs import token_problem
 from sbctld.frontends.amqp.connection import (
     RECEIVER,
     SENDER,
@@ -411,12 +411,12 @@ class AmqpConnection(asyncio.Protocol):
         if isinstance(token, bytes):
             token = token.decode(errors="replace")
         key_name, key = self.frontend.keys.get(self.namespace)
-        why = check_token(str(token), key_name, key, time.time())
-        if why is None:
+        problem = token_problem(str(token), key_name, key, time.time())
+        if problem is None:
             status, text = 202, "Accepted"
-        else:
-            status, text = 401, f"Unauthorized: {why}"
-            log.warning("AMQP token refused for %s: %s", app.get("name"), why)
+        else:  # worded as Service Bus words it: "InvalidSignature: ..." (README §29)
+            status, text = 401, f"{problem[0]}: {problem[1]}"
+            log.warning("AMQP token refused for %s: %s", app.get("name"), text)
         if not delivery.settled:
             self.conn.disposition(link, delivery.id, Accepted())
         self._respond(
