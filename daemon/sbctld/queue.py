@@ -569,7 +569,7 @@ class Queue(QueueSessions):
                 f"{self.kind} {self.config.name!r} is {self.config.status}: settlements are refused"
             )
         # Property changes are kept as plain values (a short as an int...): the journal and
-        # checkpoints store them as plain MessagePack (daemon/README.md §1.2).
+        # checkpoints store them as plain MessagePack (daemon/README.md §1.5).
         changes = {k: plain(v) for k, v in properties.items()} if properties else {}
         if changes and op not in ("abandon", "defer", "dead-letter"):
             raise BadRequest(f"{op} takes no property changes")
