@@ -193,6 +193,7 @@ class RuleInfo(Result, kw_only=True):
     filter: dict[str, Any]  # the normalised filter spec (sbctld.filters.normalize_filter)
     action: str | None
     created_at_ms: InstantMs
+    action_parameters: dict[str, Any] | None = None  # the values of the action's @names
 
 
 # ------------------------------------------------------------ sessions and locks
