@@ -1,6 +1,6 @@
 """SQL filter and action parameters (``@name``): part of the rule, evaluated by the filter
 engine as the literal they stand for, kept and shown as sent; a data dir's old side file
-(``http/sql_parameters.json``) moves into its rules once (daemon/README.md §10.4)."""
+(``http/sql_parameters.json``) moves into its rules once (daemon/README.md §10.5)."""
 
 from __future__ import annotations
 

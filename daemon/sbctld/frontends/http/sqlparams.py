@@ -5,7 +5,7 @@ Releases before SQL parameters were part of a rule stored a rule made over HTTP 
 in ``<data dir>/http/sql_parameters.json`` (keyed namespace/topic/subscription/rule, each
 part ``[expression as sent, parameters, expression stored]`` for ``filter`` and ``action``),
 shown only while the stored text was still the one they produced. :func:`migrate` puts them
-into the rules themselves (daemon/README.md §10.4) once, at the daemon's start, then removes
+into the rules themselves (daemon/README.md §10.5) once, at the daemon's start, then removes
 the file.
 """
 
