@@ -127,7 +127,7 @@ class Rule:
             filter=self.spec,
             action=self.action_text,
             created_at_ms=self.created_at_ms,
-            action_parameters=self.action_parameters,
+            action_parameters=self.action_parameters or msgspec.UNSET,
         )
 
 

@@ -484,7 +484,7 @@ class Management(BrokerCore):
         filter and action of ``rule``: a data dir's upgrade (sbctld.frontends.http.sqlparams)."""
         sub = self.subscription(self.topic(namespace, topic_name), sub_name)
         old = self._rule(namespace, topic_name, sub_name, rule.name)
-        new = Rule(old.name, rule.filter, rule.action, old.created_at_ms, rule.action_parameters)
+        new = Rule(old.name, rule.filter, rule.action, old.created_at_ms, rule.action_params)
         sub.rules[sub.rules.index(old)] = new
         sub.save_rules()
         return new.describe()

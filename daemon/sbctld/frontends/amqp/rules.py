@@ -137,7 +137,7 @@ def described_rule(rule: RuleInfo) -> Described:
             CORRELATION_FILTER, [spec.get(n) for n in names] + [spec.get("properties") or {}]
         )
     action = (
-        Described(SQL_ACTION, _sql_fields(rule.action, rule.action_parameters))
+        Described(SQL_ACTION, _sql_fields(rule.action, rule.action_params))
         if rule.action
         else Described(EMPTY_ACTION, [])
     )

@@ -514,7 +514,7 @@ def rule_xml(rule: RuleInfo) -> str:
 def _action_xml(rule: RuleInfo) -> str:
     if not rule.action:
         return '<Action i:type="EmptyRuleAction"/>'
-    params = rule.action_parameters
+    params = rule.action_params
     kv = _kv("Parameters", params) if params else ""
     return (
         f'<Action i:type="SqlRuleAction"><SqlExpression>{escape(rule.action)}'

@@ -333,6 +333,6 @@ class Management:
             )
         except SbctlError:
             self.broker.rule_create(
-                ns, topic, sub, name, old.filter, old.action, old.action_parameters
+                ns, topic, sub, name, old.filter, old.action, old.action_params
             )
             raise

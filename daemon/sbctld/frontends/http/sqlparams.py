@@ -16,6 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from sbctl import layout
 from sbctl.errors import SbctlError
 from sbctld.results import RuleInfo
@@ -39,7 +41,7 @@ def migrate(data_dir: Path, get: Get, restore: Restore, report: Callable[[str], 
         try:
             moved += _migrate_rule(key, entry, get, restore)
         except (SbctlError, ValueError, TypeError, KeyError, IndexError) as exc:
-            report(f"sql_parameters.json: rule {key!r} left as stored ({exc})")
+            report(f"{path.name}: rule {key!r} left as stored ({exc})")
     path.unlink()
     return moved
 
@@ -47,7 +49,7 @@ def migrate(data_dir: Path, get: Get, restore: Restore, report: Callable[[str], 
 def _migrate_rule(key: str, entry: Any, get: Get, restore: Restore) -> int:
     ns, *topic, sub, name = key.split("/")
     rule = get(ns, "/".join(topic), sub, name)
-    spec, action, action_params = dict(rule.filter), rule.action, rule.action_parameters
+    spec, action, action_params = dict(rule.filter), rule.action, rule.action_params
     sent = entry.get("filter")
     if sent and spec.get("type") == "sql" and spec.get("sql_expression") == sent[2]:
         spec = {"type": "sql", "sql_expression": sent[0], "parameters": sent[1]}
@@ -68,5 +70,5 @@ def rule_info(
         filter=spec,
         action=action,
         created_at_ms=rule.created_at_ms,
-        action_parameters=params or None,
+        action_parameters=params or msgspec.UNSET,
     )
