@@ -265,3 +265,13 @@ def test_float_nan_is_kept() -> None:
     )
     value = back.application_properties["f"]  # type: ignore[index]
     assert type(value) is t.Float and math.isnan(value)
+
+
+def test_the_unix_protocol_carries_typed_values_outside_a_record_as_plain_ones() -> None:
+    """A settlement's property changes (kept as plain values) from the Python client."""
+    from sbctl.protocol import LENGTH, encode_frame
+
+    frame = encode_frame({"properties": {"n": t.Short(5), "s": t.Symbol("x")}})
+    assert msgspec.msgpack.decode(frame[LENGTH.size :]) == {"properties": {"n": 5, "s": "x"}}
+    with pytest.raises(TypeError, match="unsupported"):
+        encode_frame({"properties": {"o": object()}})
