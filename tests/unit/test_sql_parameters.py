@@ -40,7 +40,7 @@ def view(**props: Any) -> MessageView:
     return MessageView(m, sequence_number=1, enqueued_time_ms=0, size=1)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(SCALARS, SCALARS, st.sampled_from(["=", "<>", "<", ">="]))
 def test_a_parameter_is_the_literal_it_stands_for(value: Any, prop: Any, op: str) -> None:
     with_param = {"type": "sql", "sql_expression": f"a {op} @p", "parameters": {"@p": value}}
