@@ -54,7 +54,7 @@ CRC_START = 24
 NOT_SCHEDULED = -1
 MAX_BATCH_BYTES = 64 * 1024 * 1024
 
-# An application property value (daemon/README.md §1.2). The plain JSON-like values are stored as
+# An application property value (daemon/README.md §1.5). The plain JSON-like values are stored as
 # themselves; a timestamp (an aware datetime) as MessagePack's timestamp extension (-1), bytes as
 # MessagePack bin, a UUID as extension UUID_EXT with its 16 bytes, and the AMQP types plain
 # Python values cannot tell apart (sbctl.typed: Long, Short, Symbol, ...) as extension

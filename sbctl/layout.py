@@ -21,8 +21,9 @@ The tree (``<20>`` is a 20-digit zero-padded number, so that a plain sort is num
     ├── spark.log, spark.log.1   the JVM's output during `sbctl spark-load` (and the one before)
     ├── staging/                 Spark staging (sbctl.spark): load-<id>/p<NN>/t<task>-<k>.sbb,
     │                            load-<id>/rejects/t<task>.jsonl, rejects-<load id>.jsonl
-    ├── http/                    cert.pem, key.pem (0600), .lock, sql_parameters.json,
-    │                            explorer.token (0600, the explorer page's token)
+    ├── http/                    cert.pem, key.pem (0600), .lock, explorer.token (0600, the
+    │                            explorer page's token), and sql_parameters.json from older
+    │                            releases, moved into the rules at start
     ├── amqp/                    keys.json (0600), ports.json
     └── namespaces/
         └── <namespace>/         namespace.toml, pairing.toml, syphon.ledger

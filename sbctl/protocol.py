@@ -23,6 +23,7 @@ import msgspec
 
 from sbctl.codec import Message, tagged
 from sbctl.errors import BadRequest
+from sbctl.typed import TYPED, plain
 
 PROTOCOL_VERSION = 1
 LENGTH = struct.Struct("<I")
@@ -345,7 +346,15 @@ class Delivered(msgspec.Struct, array_like=True):
     changes: dict[str, Any] | None = None
 
 
-_encoder = msgspec.msgpack.Encoder()
+def _plain_value(value: Any) -> Any:
+    """A typed property value outside a record (settlement property changes) as its plain
+    value: the protocol carries those untyped (daemon/README.md §1.5)."""
+    if type(value) in TYPED:
+        return plain(value)
+    raise TypeError(f"Encoding objects of type {type(value).__name__} is unsupported")
+
+
+_encoder = msgspec.msgpack.Encoder(enc_hook=_plain_value)
 _request_decoder = msgspec.msgpack.Decoder(Request)
 _reply_decoder = msgspec.msgpack.Decoder(Reply)
 

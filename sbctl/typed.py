@@ -1,7 +1,7 @@
 """Property values of the AMQP types that Python's own values cannot tell apart.
 
 Service Bus keeps every AMQP primitive type a sender gives an application property or a
-message annotation (daemon/README.md §1.2). sbctl holds the ones Python's plain values
+message annotation (daemon/README.md §1.5). sbctl holds the ones Python's plain values
 cannot say as the classes of :mod:`sbctl.amqp.types`: ``UByte``, ``UShort``, ``UInt``,
 ``ULong``, ``Byte``, ``Short``, ``Long``, ``Float`` (32-bit), ``Char``, ``Symbol`` and
 ``Decimal32``/``Decimal64``/``Decimal128`` (their IEEE 754 bytes, kept opaque). The plain
@@ -85,7 +85,7 @@ def stored(value: Any) -> Any:
 
 def plain(value: Any) -> Any:
     """The plain Python value of a typed one (an int, float, str or bytes), as SQL filters
-    compare it (numbers across types, daemon/README.md §10.5); others unchanged."""
+    compare it (numbers across types, daemon/README.md §1.5); others unchanged."""
     if type(value) not in TYPED:
         return value
     if isinstance(value, int):

@@ -26,6 +26,7 @@ from sbctl.errors import SbctlError
 from sbctld.broker import Broker
 from sbctld.clock import SystemClock
 from sbctld.credits import DEFAULT_CREDITS_PER_SECOND
+from sbctld.frontends.http import sqlparams
 from sbctld.frontends.unix.server import UnixFrontend
 from sbctld.ownership import Claim, claim
 from sbctld.service import Service
@@ -123,6 +124,8 @@ async def _serve(settings: DaemonSettings, tell: Callable[[str], None], t0: floa
     broker = Broker(
         data_dir, SystemClock(), syncer, report=log.warning, default_credits_per_second=credits
     )
+    # A data dir from before SQL parameters were part of a rule: its side file, once.
+    sqlparams.migrate(data_dir, broker.rule_get, broker.rule_restore, log.warning)
     service = Service(broker, syncer)
     service.key_store(data_dir)  # one set of SAS keys for AMQP and HTTP
     unix = UnixFrontend(

@@ -38,6 +38,7 @@ from sbctl.limits import (
 from sbctl.messages import parse_lock_token
 from sbctl.partitioning import partition_for_key, partition_key_of
 from sbctl.protocol import Delivered
+from sbctl.typed import plain
 from sbctld.config import MB, QueueConfig, save_toml
 from sbctld.dedup import DuplicateHistory
 from sbctld.faults import all_down
@@ -570,7 +571,9 @@ class Queue(QueueSessions):
             raise MessagingEntityDisabled(
                 f"{self.kind} {self.config.name!r} is {self.config.status}: settlements are refused"
             )
-        changes = dict(properties or {})
+        # Property changes are kept as plain values (a short as an int...): the journal and
+        # checkpoints store them as plain MessagePack (daemon/README.md §1.5).
+        changes = {k: plain(v) for k, v in properties.items()} if properties else {}
         if changes and op not in ("abandon", "defer", "dead-letter"):
             raise BadRequest(f"{op} takes no property changes")
         if op == "dead-letter":

@@ -208,6 +208,14 @@ class RuleInfo(Result, kw_only=True):
     filter: dict[str, Any]  # the normalised filter spec (sbctld.filters.normalize_filter)
     action: str | None
     created_at_ms: InstantMs
+    # The values of the action's @names; unset (not shown) when it has none.
+    action_parameters: dict[str, Any] | msgspec.UnsetType = msgspec.UNSET
+
+    @property
+    def action_params(self) -> dict[str, Any] | None:
+        """``action_parameters``, None when there are none."""
+        params = self.action_parameters
+        return params if isinstance(params, dict) and params else None
 
 
 # ------------------------------------------------------------ sessions and locks

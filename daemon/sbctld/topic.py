@@ -51,6 +51,7 @@ from sbctld.filters import (
     CompiledFilter,
     FilterEvaluationError,
     MessageView,
+    check_parameters,
     compile_action,
     compile_filter,
     normalize_filter,
@@ -75,16 +76,34 @@ SESSION_ID_NULL_DESCRIPTION = (
 
 
 class Rule:
-    __slots__ = ("action", "action_text", "created_at_ms", "filter", "name", "spec")
+    """A subscription's rule: its filter and action compiled once; ``action_parameters``
+    give the values of the action's ``@names`` (the filter's are in its spec)."""
+
+    __slots__ = (
+        "action",
+        "action_parameters",
+        "action_text",
+        "created_at_ms",
+        "filter",
+        "name",
+        "spec",
+    )
 
     def __init__(
-        self, name: str, spec: dict[str, Any] | None, action: str | None, created_at_ms: int
+        self,
+        name: str,
+        spec: dict[str, Any] | None,
+        action: str | None,
+        created_at_ms: int,
+        action_parameters: dict[str, Any] | None = None,
     ) -> None:
         self.name = name
         self.filter: CompiledFilter = compile_filter(spec)  # parsed and checked once
         self.spec = normalize_filter(spec)
         self.action_text = action or None
-        self.action: CompiledAction | None = compile_action(action)
+        self.action: CompiledAction | None = compile_action(action, action_parameters)
+        params = check_parameters(action_parameters, "action")
+        self.action_parameters = params if params and self.action_text else None
         self.created_at_ms = created_at_ms
 
     @property
@@ -92,12 +111,15 @@ class Rule:
         return self.filter.kind != "correlation"
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "name": self.name,
             "filter": self.spec,
             "action": self.action_text,
             "created_at_ms": self.created_at_ms,
         }
+        if self.action_parameters:
+            out["action_parameters"] = self.action_parameters
+        return out
 
     def describe(self) -> RuleInfo:
         return RuleInfo(
@@ -105,6 +127,7 @@ class Rule:
             filter=self.spec,
             action=self.action_text,
             created_at_ms=self.created_at_ms,
+            action_parameters=self.action_parameters or msgspec.UNSET,
         )
 
 
@@ -156,7 +179,13 @@ class Subscription(Queue):
         path = layout.rules_file(self.directory)
         if exists_verified(path):
             self.rules = [
-                Rule(r["name"], r["filter"], r["action"], r["created_at_ms"])
+                Rule(
+                    r["name"],
+                    r["filter"],
+                    r["action"],
+                    r["created_at_ms"],
+                    r.get("action_parameters"),
+                )
                 for r in json.loads(read_verified(path))
             ]
 

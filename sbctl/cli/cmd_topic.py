@@ -581,13 +581,16 @@ def filter_summary(rule_filter: dict[str, Any] | None) -> str:
 
 
 def rule_record(rule: dict[str, Any]) -> dict[str, Any]:
-    """A rule as property/value rows: the filter kind, then its SQL text or each
-    correlation field and property (values as JSON), then the action."""
+    """A rule as property/value rows: the filter kind, then its SQL text and parameters or
+    each correlation field and property (values as JSON), then the action and its
+    parameters."""
     rule_filter = rule.get("filter") or {"type": "true"}
     kind = str(rule_filter.get("type"))
     out: dict[str, Any] = {"name": rule.get("name"), "filter": FILTER_NAMES.get(kind, kind)}
     if kind == "sql":
         out["sql_expression"] = rule_filter.get("sql_expression")
+        for key, value in (rule_filter.get("parameters") or {}).items():
+            out[f"parameter {key}"] = render.to_json(value)
     elif kind == "correlation":
         for key in CORRELATION_KEYS.values():
             if rule_filter.get(key) is not None:
@@ -595,8 +598,10 @@ def rule_record(rule: dict[str, Any]) -> dict[str, Any]:
         for key, value in (rule_filter.get("properties") or {}).items():
             out[f"property {key}"] = render.to_json(value)
     out["action"] = rule.get("action")
+    for key, value in (rule.get("action_parameters") or {}).items():
+        out[f"action parameter {key}"] = render.to_json(value)
     for key, value in rule.items():
-        if key not in ("name", "filter", "action"):
+        if key not in ("name", "filter", "action", "action_parameters"):
             out.setdefault(key, value)
     return out
 

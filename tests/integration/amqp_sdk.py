@@ -35,6 +35,16 @@ def peek(daemon: Any, *args: str) -> list[Any]:
     return rows
 
 
+def receive_exactly(receiver: Any, count: int) -> list[Any]:
+    """``count`` messages from an SDK receiver, over as many receive calls as it takes."""
+    got: list[Any] = receiver.receive_messages(max_message_count=count, max_wait_time=5)
+    while len(got) < count:
+        more = receiver.receive_messages(max_message_count=count, max_wait_time=5)
+        assert more, f"{len(got)} of {count} messages received"
+        got += more
+    return got
+
+
 @pytest.fixture(autouse=True)
 def collect_sdk_sockets() -> Iterator[None]:
     """The SDK can leave a socket to the garbage collector (e.g. when the daemon was

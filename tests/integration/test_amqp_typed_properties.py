@@ -12,7 +12,12 @@ from typing import Any
 
 import pytest
 
-from tests.integration.amqp_sdk import collect_sdk_sockets, connection_string, peek  # noqa: F401
+from tests.integration.amqp_sdk import (  # noqa: F401
+    collect_sdk_sockets,
+    connection_string,
+    peek,
+    receive_exactly,
+)
 
 sb = pytest.importorskip("azure.servicebus")
 from azure.servicebus import ServiceBusClient, ServiceBusMessage  # noqa: E402
@@ -108,11 +113,7 @@ def test_value_and_sequence_bodies_come_back_as_sent(amqp: Any) -> None:
     assert shown[2]["body"] == "plain text"
     assert json.loads(shown[0]["body"]) == {"k": 1, "l": [1, 2]}
     with client.get_queue_receiver("typed", max_wait_time=5) as receiver:
-        got = receiver.receive_messages(max_message_count=3, max_wait_time=5)
-        while len(got) < 3:
-            more = receiver.receive_messages(max_message_count=3, max_wait_time=5)
-            assert more
-            got += more
+        got = receive_exactly(receiver, 3)
         kinds = [str(m.body_type).rpartition(".")[2] for m in got]
         assert kinds == ["VALUE", "SEQUENCE", "VALUE"]
 

@@ -155,7 +155,8 @@ def test_topics_subscriptions_and_every_rule_type(daemon: Any) -> None:
         assert rules["param"].filter.parameters == {"@p1": "v", "@p2": 2}
         assert cli_json(daemon, "rule", "show", "events", "all", "param")["filter"] == {
             "type": "sql",
-            "sql_expression": "a = 'v' AND b = 2",
+            "sql_expression": "a = @p1 AND b = @p2",
+            "parameters": {"@p1": "v", "@p2": 2},
         }
         corr = rules["corr"].filter
         assert isinstance(corr, CorrelationRuleFilter)

@@ -81,11 +81,39 @@ def test_bad_descriptions_are_refused_with_the_reason(xml: bytes, message: str) 
         atom.options_from(atom.description_of(atom.parse(xml)), "QueueDescription")
 
 
-def test_sql_parameters_are_substituted_outside_string_literals() -> None:
-    text = atom.substitute(
-        "a = @p1 AND b = '@p1' AND c = @p2 AND d = @p3", {"@p1": "it's", "p2": 2, "@p3": True}
+def test_sql_parameters_are_kept_in_the_rule_and_written_back() -> None:
+    kv = (
+        "<Parameters><KeyValueOfstringanyType><Key>@p1</Key>"
+        f'<Value xmlns:d6p1="{atom.XSD}" i:type="d6p1:string">it\'s</Value>'
+        "</KeyValueOfstringanyType><KeyValueOfstringanyType><Key>@p2</Key>"
+        f'<Value xmlns:d6p1="{atom.XSD}" i:type="d6p1:int">2</Value>'
+        "</KeyValueOfstringanyType></Parameters>"
     )
-    assert text == "a = 'it''s' AND b = '@p1' AND c = 2 AND d = TRUE"
+    desc = atom.description_of(
+        atom.parse(
+            body(
+                f'<RuleDescription xmlns="{atom.SB}" xmlns:i="{atom.XSI}">'
+                '<Filter i:type="SqlFilter"><SqlExpression>a = @p1 AND b = @p2</SqlExpression>'
+                f"{kv}</Filter>"
+                '<Action i:type="SqlRuleAction"><SqlExpression>SET x = @p2</SqlExpression>'
+                f"{kv}</Action></RuleDescription>"
+            )
+        )
+    )
+    spec = atom.rule_from(desc)
+    params = {"@p1": "it's", "@p2": 2}
+    assert spec.filter == {
+        "type": "sql",
+        "sql_expression": "a = @p1 AND b = @p2",
+        "parameters": params,
+    }
+    assert (spec.action, spec.action_parameters) == ("SET x = @p2", params)
+    info = RuleInfo(
+        name="r", filter=spec.filter, action=spec.action, created_at_ms=0,
+        action_parameters=spec.action_parameters,
+    )  # fmt: skip
+    again = atom.rule_from(atom.parse(atom.rule_xml(info).encode()))
+    assert again._replace(name=None) == spec
 
 
 def test_rule_description_correlation_properties_and_action() -> None:
@@ -105,14 +133,14 @@ def test_rule_description_correlation_properties_and_action() -> None:
             )
         )
     )
-    spec, action, name = atom.rule_from(desc)
+    spec, action, name, action_params = atom.rule_from(desc)
     assert spec == {
         "type": "correlation",
         "correlation_id": "c",
         "subject": "L",
         "properties": {"n": 5},
     }
-    assert action == "SET x = 's'"
+    assert (action, action_params) == ("SET x = @v", {"@v": "s"})
     assert name == "r"
 
 
@@ -137,11 +165,9 @@ def test_a_subscriptions_default_rule_description_is_read_as_a_rule() -> None:
     assert atom.options_from(sub, "SubscriptionDescription") == {"lock_duration": 60_000}
     rule = atom.default_rule_of(sub)
     assert rule is not None
-    params: dict[str, Any] = {}
-    spec, action, name = atom.rule_from(rule, params)
-    assert spec == {"type": "sql", "sql_expression": "Color = 'Blue'"}
+    spec, action, name, _ = atom.rule_from(rule)
+    assert spec == {"type": "sql", "sql_expression": "Color = @c", "parameters": {"@c": "Blue"}}
     assert (action, name) == ("SET Color = 1", "BlueRule")
-    assert params["filter"] == ["Color = @c", {"@c": "Blue"}, "Color = 'Blue'"]
     with pytest.raises(BadRequest, match="expected a RuleDescription in the entry, not 'Sub"):
         atom.rule_from(sub)
 

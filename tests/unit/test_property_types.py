@@ -65,7 +65,7 @@ def round_trip_amqp(sent: amqp.Message, fast: bool) -> amqp.Message:
     return amqp.decode_message(out(d, received=True, lock=True))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(st.dictionaries(KEYS, AMQP_VALUES, max_size=8), st.booleans())
 def test_every_amqp_type_comes_back_as_sent(props: dict[str, Any], fast: bool) -> None:
     ann = {t.Symbol(f"x-opt-k{i}"): v for i, v in enumerate(props.values())}
@@ -96,7 +96,7 @@ STORED_VALUES = st.one_of(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(st.dictionaries(KEYS, STORED_VALUES, max_size=8))
 def test_the_record_codec_and_json_keep_every_type(props: dict[str, Any]) -> None:
     m = Message(b"x", application_properties=props, message_annotations=props or None)
@@ -265,3 +265,13 @@ def test_float_nan_is_kept() -> None:
     )
     value = back.application_properties["f"]  # type: ignore[index]
     assert type(value) is t.Float and math.isnan(value)
+
+
+def test_the_unix_protocol_carries_typed_values_outside_a_record_as_plain_ones() -> None:
+    """A settlement's property changes (kept as plain values) from the Python client."""
+    from sbctl.protocol import LENGTH, encode_frame
+
+    frame = encode_frame({"properties": {"n": t.Short(5), "s": t.Symbol("x")}})
+    assert msgspec.msgpack.decode(frame[LENGTH.size :]) == {"properties": {"n": 5, "s": "x"}}
+    with pytest.raises(TypeError, match="unsupported"):
+        encode_frame({"properties": {"o": object()}})

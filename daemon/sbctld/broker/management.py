@@ -458,6 +458,7 @@ class Management(BrokerCore):
         name: str,
         filter_spec: dict[str, Any] | None,
         action: str | None,
+        action_parameters: dict[str, Any] | None = None,
     ) -> RuleInfo:
         self._manage(namespace)
         topic = self.topic(namespace, topic_name)
@@ -468,7 +469,7 @@ class Management(BrokerCore):
             raise MessagingEntityAlreadyExists(
                 f"rule {name!r} already exists in subscription {sub.name!r}"
             )
-        rule = Rule(name, filter_spec, action, self.now_in(topic.key[0]))  # parsed and checked
+        rule = Rule(name, filter_spec, action, self.now_in(topic.key[0]), action_parameters)
         if rule.is_sql:
             self._check_filter_quota(topic, sql=1)
         else:
@@ -476,6 +477,18 @@ class Management(BrokerCore):
         sub.rules.append(rule)
         sub.save_rules()
         return rule.describe()
+
+    def rule_restore(
+        self, namespace: str, topic_name: str, sub_name: str, rule: RuleInfo
+    ) -> RuleInfo:
+        """Rewrite an existing rule in place (its place and creation time kept) with the
+        filter and action of ``rule``: a data dir's upgrade (sbctld.frontends.http.sqlparams)."""
+        sub = self.subscription(self.topic(namespace, topic_name), sub_name)
+        old = self._rule(namespace, topic_name, sub_name, rule.name)
+        new = Rule(old.name, rule.filter, rule.action, old.created_at_ms, rule.action_params)
+        sub.rules[sub.rules.index(old)] = new
+        sub.save_rules()
+        return new.describe()
 
     def _rule(self, namespace: str, topic_name: str, sub_name: str, name: str) -> Rule:
         sub = self.subscription(self.topic(namespace, topic_name), sub_name)

@@ -53,8 +53,11 @@ Syntax", the .NET SDK; * marks this project's decisions where they are silent.
   that is not a system property compiles but raises ``FilterException`` when evaluated
   (doc), except inside EXISTS, which is then FALSE*.
 - Grammar strictness*: a bare value is not a condition (``WHERE flag`` needs ``flag = TRUE``),
-  IS NULL and EXISTS take a property, SqlFilter parameters (``@name``) are refused, and
-  expressions nest at most :data:`MAX_NESTING` levels (parentheses, NOT, signs).
+  IS NULL and EXISTS take a property, and expressions nest at most :data:`MAX_NESTING`
+  levels (parentheses, NOT, signs).
+- Parameters: ``@name`` in a filter or action is the value the rule's parameters give it
+  (``{"@name": value}``; names match case-insensitively, with or without the ``@``), taken
+  as a literal when the rule is compiled; an ``@name`` without a value is refused then.
 - Filters: ``None``/``{"type": "true"}`` and ``{"type": "false"}`` are the TrueFilter (SQL
   ``1=1``) and FalseFilter. A correlation filter with no condition at all is refused*: the
   .NET SDK would send it (its parameterless constructor), but the Terraform/Pulumi providers
@@ -87,6 +90,7 @@ from sbctld.filters.rules import (
     CORRELATION_FIELDS,
     CompiledAction,
     CompiledFilter,
+    check_parameters,
     compile_action,
     compile_filter,
     normalize_filter,
@@ -120,6 +124,7 @@ __all__ = [
     "FilterEvaluationError",
     "MessageView",
     "SystemProperty",
+    "check_parameters",
     "compile_action",
     "compile_filter",
     "format_double",

@@ -21,7 +21,8 @@ class SqlSyntaxError(Exception):
 
 
 class Token(NamedTuple):
-    kind: str  # "int" "float" "str" "id" (regular identifier) "qid" (delimited) "op" "eof"
+    kind: str  # "int" "float" "str" "id" (regular identifier) "qid" (delimited) "param" (@name)
+    # "op" "eof"
     value: Any
     pos: int  # 0-based start
     end: int
@@ -113,10 +114,13 @@ def tokenize(text: str) -> list[Token]:
         elif c in _ONE_CHAR_OPS:
             toks.append(Token("op", c, start, i + 1))
             i += 1
-        elif c == "@":
-            raise SqlSyntaxError(
-                i, "parameters such as @name are not supported; write the value itself"
-            )
+        elif c == "@":  # a parameter: @ then a regular identifier
+            i += 1
+            while i < n and (text[i].isalpha() or text[i].isdecimal() or text[i] == "_"):
+                i += 1
+            if i == start + 1:
+                raise SqlSyntaxError(start, "expected a parameter name after '@'")
+            toks.append(Token("param", text[start:i], start, i))
         else:
             raise SqlSyntaxError(i, f"unexpected character {c!r}")
     toks.append(Token("eof", None, n, n))

@@ -10,7 +10,7 @@ predicates, ``+ -``, ``* / %``, signs.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, NoReturn
 
 from sbctl.errors import BadRequest
@@ -45,8 +45,12 @@ from sbctld.filters.values import (
 class Parser:
     """Recursive descent; precedence from loosest: OR, AND, NOT, predicates, + -, * / %, signs."""
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, parameters: Mapping[str, Any] | None = None) -> None:
         self.text = text
+        # @name → its value; names match case-insensitively, with or without the @
+        self.parameters = {
+            (k if k.startswith("@") else "@" + k).lower(): v for k, v in (parameters or {}).items()
+        }
         self.toks = tokenize(text)
         self.i = 0
         self.depth = 0
@@ -362,6 +366,8 @@ class Parser:
         if kind in ("float", "str"):
             self.take()
             return Const(tok.pos, tok.value)
+        if kind == "param":
+            return self.parse_parameter(self.take())
         if self.is_op(tok, "("):
             self.take()
             self.enter(tok)
@@ -392,6 +398,14 @@ class Parser:
             self.take()
             return self.parse_property(tok)
         self.fail(tok, f"expected an expression{self.after()}{self.found(tok)}")
+
+    def parse_parameter(self, tok: Token) -> Const:
+        """``@name``: the value the rule's parameters give it, as a literal."""
+        key = tok.value.lower()
+        if key not in self.parameters:
+            given = ", ".join(sorted(self.parameters)) or "none"
+            self.fail(tok, f"no value given for {tok.value} (parameters given: {given})")
+        return Const(tok.pos, self.parameters[key])
 
     def parse_call(self, tok: Token) -> Node:
         name = tok.value.lower()
@@ -435,7 +449,9 @@ class Parser:
         return Prop(tok.pos, scope, name)
 
 
-def parse(what: str, text: Any, action: bool) -> Any:
+def parse(what: str, text: Any, action: bool, parameters: Mapping[str, Any] | None = None) -> Any:
+    """The checked tree of a filter (or the statements of an action); ``parameters`` give
+    the values of its ``@names``. BadRequest naming the 1-based position of an error."""
     if not isinstance(text, str):
         raise BadRequest(f"{what}: must be a string")
     if len(text) > MAX_EXPRESSION_LENGTH:
@@ -443,7 +459,7 @@ def parse(what: str, text: Any, action: bool) -> Any:
             f"{what}: {len(text):,} characters is over the limit of {MAX_EXPRESSION_LENGTH:,}"
         )
     try:
-        parser = Parser(text)
+        parser = Parser(text, parameters)
         return parser.parse_action() if action else parser.parse_filter()
     except SqlSyntaxError as exc:
         raise BadRequest(f"{what}: {exc.label} at position {exc.pos + 1}: {exc.message}") from None

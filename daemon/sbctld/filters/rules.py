@@ -18,6 +18,7 @@ import msgspec
 from sbctl.codec import Message, PropertyValue
 from sbctl.errors import BadRequest
 from sbctl.limits import MAX_ID_LENGTH, MAX_TIME_MS
+from sbctl.typed import plain
 from sbctld.filters.codegen import CodeGen, build
 from sbctld.filters.parser import parse
 from sbctld.filters.runtime import RUNTIME
@@ -98,13 +99,36 @@ def _check_spec(spec: dict[str, Any] | None) -> tuple[dict[str, Any], Node | Non
         _check_keys(spec, kind, ("type",))
         return {"type": kind}, None
     if kind == "sql":
-        _check_keys(spec, kind, ("type", "sql_expression"))
+        _check_keys(spec, kind, ("type", "sql_expression", "parameters"))
         text = spec.get("sql_expression")
         if text is None or (isinstance(text, str) and not text.strip()):
             raise BadRequest("filter: a sql filter needs a non-empty 'sql_expression'")
-        tree = parse("sql_expression", text, action=False)
-        return {"type": "sql", "sql_expression": text}, tree
+        params = check_parameters(spec.get("parameters"), "filter")
+        tree = parse("sql_expression", text, action=False, parameters=params)
+        canonical = {"type": "sql", "sql_expression": text}
+        return (canonical | {"parameters": params}) if params else canonical, tree
     return _check_correlation(spec), None
+
+
+def check_parameters(params: Any, what: str) -> dict[str, Any]:
+    """A SQL filter's or action's parameters (``{"@name": value}``) as kept: names as sent,
+    values strings, numbers, booleans or null (an AMQP-typed number as its plain value)."""
+    if params is None:
+        return {}
+    if not isinstance(params, dict):
+        raise BadRequest(f"{what}: 'parameters' must be an object of name: value")
+    out: dict[str, Any] = {}
+    for name, value in params.items():
+        if not isinstance(name, str) or not name.lstrip("@"):
+            raise BadRequest(f"{what}: parameter names must be non-empty strings")
+        value = plain(value)
+        if value is not None and type(value) not in TEXTUAL:
+            raise BadRequest(
+                f"{what}: parameter {name!r} must be a string, number, boolean or null, "
+                f"not {type(value).__name__}"
+            )
+        out[name] = value
+    return out
 
 
 def _check_correlation(spec: dict[str, Any]) -> dict[str, Any]:
@@ -319,11 +343,15 @@ def _system_value(prop: SystemProperty, value: Any) -> Any:
     return ms
 
 
-def compile_action(text: str | None) -> CompiledAction | None:
-    """None for no action (None, "" or blank); BadRequest for anything invalid."""
+def compile_action(
+    text: str | None, parameters: dict[str, Any] | None = None
+) -> CompiledAction | None:
+    """None for no action (None, "" or blank); BadRequest for anything invalid.
+    ``parameters`` give the values of the action's ``@names``."""
     if text is None or (isinstance(text, str) and not text.strip()):
         return None
-    statements: list[Statement] = parse("action", text, action=True)
+    params = check_parameters(parameters, "action")
+    statements: list[Statement] = parse("action", text, action=True, parameters=params)
     steps = []
     for statement in statements:
         value = None

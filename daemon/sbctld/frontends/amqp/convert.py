@@ -5,7 +5,7 @@ properties → message_id, correlation_id, subject, content_type, to, reply_to,
 session_id (group-id), reply_to_session_id (reply-to-group-id); header.ttl →
 time_to_live; message annotations x-opt-partition-key and x-opt-scheduled-enqueue-time;
 application properties keep every AMQP primitive type they were sent with (sbctl.typed,
-daemon/README.md §1.2), so they come back as sent.
+daemon/README.md §1.5), so they come back as sent.
 Message annotations a client set (other than the broker-owned ``x-opt-*`` ones) are stored
 and come back. A body is the concatenated data sections; an amqp-value or amqp-sequence
 body is kept AMQP-encoded (``body_kind``/``body_amqp``) and sent back as such, its stored

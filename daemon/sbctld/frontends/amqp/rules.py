@@ -3,9 +3,10 @@
 over HTTP instead.
 
 Request maps use the Service Bus names: ``rule-description`` holds ``sql-filter``
-``{expression}`` or ``correlation-filter`` ``{correlation-id, message-id, to, reply-to,
-label, session-id, reply-to-session-id, content-type, properties}`` and optionally
-``sql-rule-action`` ``{expression}``. ``enumerate-rules`` answers described lists.
+``{expression, parameters}`` or ``correlation-filter`` ``{correlation-id, message-id, to,
+reply-to, label, session-id, reply-to-session-id, content-type, properties}`` and optionally
+``sql-rule-action`` ``{expression, parameters}`` (``parameters``, a map of ``@name`` to value,
+is sbctl's: the SDKs send none). ``enumerate-rules`` answers described lists.
 """
 
 from __future__ import annotations
@@ -74,32 +75,52 @@ def _correlation_value(value: Any) -> Any:
     return kept
 
 
-def filter_spec(description: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
-    """An AMQP rule-description → (sbctl filter spec, SQL action or None)."""
-    action = _map(description.get("sql-rule-action")).get("expression")
+def _parameters(section: dict[str, Any]) -> dict[str, Any]:
+    """The ``parameters`` map of a sql-filter or sql-rule-action (an sbctl extension: the
+    SDKs send expressions only), values as a correlation filter keeps them."""
+    params = _map(section.get("parameters"))
+    return {name: _correlation_value(value) for name, value in params.items()}
+
+
+def filter_spec(
+    description: dict[str, Any],
+) -> tuple[dict[str, Any], str | None, dict[str, Any]]:
+    """An AMQP rule-description → (sbctl filter spec, SQL action or None, its parameters)."""
+    action_section = _map(description.get("sql-rule-action"))
+    action = action_section.get("expression")
     if "sql-filter" in description:
-        expression = _map(description["sql-filter"]).get("expression")
+        section = _map(description["sql-filter"])
+        expression = section.get("expression")
         spec: dict[str, Any] = {"type": "sql", "sql_expression": _text(expression or "")}
+        params = _parameters(section)
+        if params:
+            spec["parameters"] = params
     elif "correlation-filter" in description:
-        fields = _map(description["correlation-filter"])
-        spec = {"type": "correlation"}
-        for key, name in CORRELATION_KEYS.items():
-            if fields.get(key) is not None:
-                spec[name] = _text(fields[key])
-        props = fields.map("properties")
-        if props:
-            spec["properties"] = {_text(k): _correlation_value(v) for k, v in props.items()}
+        spec = _correlation_spec(_map(description["correlation-filter"]))
     else:
         spec = {"type": "true"}
-    return spec, _text(action) if action is not None else None
+    return spec, _text(action) if action is not None else None, _parameters(action_section)
+
+
+def _correlation_spec(fields: Args) -> dict[str, Any]:
+    spec: dict[str, Any] = {"type": "correlation"}
+    for key, name in CORRELATION_KEYS.items():
+        if fields.get(key) is not None:
+            spec[name] = _text(fields[key])
+    props = fields.map("properties")
+    if props:
+        spec["properties"] = {_text(k): _correlation_value(v) for k, v in props.items()}
+    return spec
 
 
 def described_rule(rule: RuleInfo) -> Described:
-    """The broker's rule description → the described rule enumerate-rules answers."""
+    """The broker's rule description → the described rule enumerate-rules answers. A SQL
+    filter or action with parameters carries them as a third field, after the expression
+    and the compatibility level (the SDKs read the first two)."""
     spec = rule.filter
     kind = spec["type"]
     if kind == "sql":
-        filt = Described(SQL_FILTER, [spec["sql_expression"], 20])
+        filt = Described(SQL_FILTER, _sql_fields(spec["sql_expression"], spec.get("parameters")))
     elif kind == "true":
         filt = Described(TRUE_FILTER, ["1=1", 20])
     elif kind == "false":
@@ -110,17 +131,23 @@ def described_rule(rule: RuleInfo) -> Described:
             CORRELATION_FILTER, [spec.get(n) for n in names] + [spec.get("properties") or {}]
         )
     action = (
-        Described(SQL_ACTION, [rule.action, 20]) if rule.action else Described(EMPTY_ACTION, [])
+        Described(SQL_ACTION, _sql_fields(rule.action, rule.action_params))
+        if rule.action
+        else Described(EMPTY_ACTION, [])
     )
     created = Timestamp(rule.created_at_ms)
     return Described(RULE_DESCRIPTION, [filt, action, rule.name, created])
 
 
+def _sql_fields(expression: str, parameters: dict[str, Any] | None) -> list[Any]:
+    return [expression, 20, parameters] if parameters else [expression, 20]
+
+
 def add_rule(conn: Host, path: str, args: Args, respond: Respond) -> None:
     topic, sub = _subscription(path)
     name = args.text("rule-name") or ""
-    spec, action = filter_spec(_map(args.map("rule-description")))
-    conn.broker.rule_create(conn.namespace, topic, sub, name, spec, action)
+    spec, action, params = filter_spec(_map(args.map("rule-description")))
+    conn.broker.rule_create(conn.namespace, topic, sub, name, spec, action, params)
     ok_when_durable(conn, respond, None)
 
 

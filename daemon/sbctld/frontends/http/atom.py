@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
-from typing import Any
+from typing import Any, NamedTuple
 from xml.sax.saxutils import escape, quoteattr
 
 from sbctl.durations import format_duration_iso, format_instant, parse_duration_ms
@@ -240,43 +240,6 @@ def key_values(parent: ET.Element | None) -> dict[str, Any]:
     return out
 
 
-def _sql_literal(value: Any) -> str:
-    if isinstance(value, bool):
-        return "TRUE" if value else "FALSE"
-    if isinstance(value, int | float):
-        return repr(value)
-    return "'" + str(value).replace("'", "''") + "'"
-
-
-def substitute(expression: str, parameters: dict[str, Any]) -> str:
-    """Put a SQL filter's or action's ``@parameters`` into its text as literals."""
-    if not parameters:
-        return expression
-    params = {k if k.startswith("@") else "@" + k: v for k, v in parameters.items()}
-    out: list[str] = []
-    i = 0
-    while i < len(expression):
-        ch = expression[i]
-        if ch == "'":
-            end = i + 1
-            while end < len(expression):
-                if expression[end] == "'" and expression[end + 1 : end + 2] != "'":
-                    break
-                end += 2 if expression[end] == "'" else 1
-            out.append(expression[i : end + 1])
-            i = end + 1
-            continue
-        if ch == "@":
-            m = re.match(r"@[A-Za-z_][A-Za-z0-9_.]*", expression[i:])
-            if m and m.group(0) in params:
-                out.append(_sql_literal(params[m.group(0)]))
-                i += len(m.group(0))
-                continue
-        out.append(ch)
-        i += 1
-    return "".join(out)
-
-
 def _child(elem: ET.Element, name: str) -> ET.Element | None:
     return next((c for c in elem if _local(str(c.tag)) == name), None)
 
@@ -288,14 +251,18 @@ def _xsi_type(elem: ET.Element) -> str:
     return ""
 
 
-def rule_from(
-    desc: ET.Element, params_out: dict[str, Any] | None = None
-) -> tuple[dict[str, Any], str | None, str | None]:
-    """A RuleDescription → (broker filter spec, SQL action or None, name or None).
+class RuleSpec(NamedTuple):
+    """A RuleDescription as the broker takes it."""
 
-    SQL ``@parameters`` are put into the text; ``params_out`` gets, for ``filter`` and
-    ``action`` with parameters, ``[expression as sent, parameters, expression stored]``.
-    """
+    filter: dict[str, Any]  # a filter spec; a SQL one with its "parameters", if any
+    action: str | None
+    name: str | None
+    action_parameters: dict[str, Any]
+
+
+def rule_from(desc: ET.Element) -> RuleSpec:
+    """A RuleDescription → the rule; SQL ``Parameters`` are kept beside their expressions
+    (the broker evaluates them), so the rule reads back as it was sent."""
     tag = _local(desc.tag)
     # A subscription's entry carries its first rule as DefaultRuleDescription (the
     # JavaScript SDK's createSubscription(..., {defaultRuleOptions})), of the same type.
@@ -305,32 +272,29 @@ def rule_from(
         if _local(str(child.tag)) not in ("Filter", "Action", "Name", "CreatedAt"):
             raise BadRequest(f"unknown element '{_local(str(child.tag))}' in {tag}")
     filt = _child(desc, "Filter")
-    spec = {"type": "true"} if filt is None else _filter_spec(filt, params_out)
-    action = _action(_child(desc, "Action"), params_out)
+    spec = {"type": "true"} if filt is None else _filter_spec(filt)
+    action, action_parameters = _action(_child(desc, "Action"))
     name = _child(desc, "Name")
-    return spec, action, (name.text if name is not None else None)
+    return RuleSpec(spec, action, name.text if name is not None else None, action_parameters)
 
 
-def _sql(elem: ET.Element, part: str, params_out: dict[str, Any] | None) -> str:
-    """A SqlFilter's or SqlRuleAction's expression with its parameters put in."""
+def _sql(elem: ET.Element) -> tuple[str, dict[str, Any]]:
+    """A SqlFilter's or SqlRuleAction's expression and parameters."""
     expr = _child(elem, "SqlExpression")
-    params = key_values(_child(elem, "Parameters"))
-    sent = (expr.text or "") if expr is not None else ""
-    text = substitute(sent, params)
-    if params and params_out is not None:
-        stored = (text or None) if part == "action" else text  # an empty action is none
-        params_out[part] = [sent, params, stored]
-    return text
+    text = (expr.text or "") if expr is not None else ""
+    return text, key_values(_child(elem, "Parameters"))
 
 
-def _filter_spec(filt: ET.Element, params_out: dict[str, Any] | None) -> dict[str, Any]:
+def _filter_spec(filt: ET.Element) -> dict[str, Any]:
     kind = _xsi_type(filt)
     if kind == "TrueFilter":
         return {"type": "true"}
     if kind == "FalseFilter":
         return {"type": "false"}
     if kind == "SqlFilter":
-        return {"type": "sql", "sql_expression": _sql(filt, "filter", params_out)}
+        text, params = _sql(filt)
+        spec = {"type": "sql", "sql_expression": text}
+        return spec | {"parameters": params} if params else spec
     if kind == "CorrelationFilter":
         return _correlation(filt)
     raise BadRequest(f"unknown filter type {kind!r}")
@@ -352,12 +316,13 @@ def _correlation(filt: ET.Element) -> dict[str, Any]:
     return spec
 
 
-def _action(act: ET.Element | None, params_out: dict[str, Any] | None) -> str | None:
+def _action(act: ET.Element | None) -> tuple[str | None, dict[str, Any]]:
     if act is None or _xsi_type(act) in ("EmptyRuleAction", ""):
-        return None
+        return None, {}
     if _xsi_type(act) != "SqlRuleAction":
         raise BadRequest(f"unknown action type {_xsi_type(act)!r}")
-    return _sql(act, "action", params_out) or None
+    text, params = _sql(act)
+    return text or None, params
 
 
 # ------------------------------------------------------------ out
@@ -494,6 +459,12 @@ def description_xml(kind: str, desc: Description, forward_base: str) -> str:
 def _kv(tag: str, values: dict[str, Any] | None) -> str:
     parts = [f"<{tag}>"]
     for key, value in (values or {}).items():
+        if value is None:
+            parts.append(
+                f"<KeyValueOfstringanyType><Key>{escape(key)}</Key>"
+                '<Value i:nil="true"/></KeyValueOfstringanyType>'
+            )
+            continue
         if isinstance(value, bool):
             kind, text = "boolean", "true" if value else "false"
         elif isinstance(value, int):
@@ -511,22 +482,14 @@ def _kv(tag: str, values: dict[str, Any] | None) -> str:
     return "".join(parts)
 
 
-def _sent(params: Out | None, part: str, stored: str | None) -> tuple[str | None, str]:
-    """The expression as the client sent it and its Parameters, when ``stored`` is theirs."""
-    entry = (params or {}).get(part)
-    if entry and entry[2] == stored:
-        return entry[0], _kv("Parameters", entry[1])
-    return stored, ""
-
-
-def rule_xml(rule: RuleInfo, params: Out | None = None) -> str:
-    """``params``: what :func:`rule_from` collected when the rule was made, if anything."""
+def rule_xml(rule: RuleInfo) -> str:
     spec = rule.filter
     kind = spec["type"]
     if kind in ("sql", "true", "false"):
         xsi = {"sql": "SqlFilter", "true": "TrueFilter", "false": "FalseFilter"}[kind]
-        expr, kv = _sent(params, "filter", spec.get("sql_expression"))
-        expr = expr or ("1=1" if kind == "true" else "1=0")
+        expr = spec.get("sql_expression") or ("1=1" if kind == "true" else "1=0")
+        params = spec.get("parameters")
+        kv = _kv("Parameters", params) if params else ""
         filt = (
             f'<Filter i:type="{xsi}"><SqlExpression>{escape(expr)}</SqlExpression>{kv}'
             "<CompatibilityLevel>20</CompatibilityLevel></Filter>"
@@ -541,18 +504,21 @@ def rule_xml(rule: RuleInfo, params: Out | None = None) -> str:
             f'<Filter i:type="CorrelationFilter">{inner}'
             f"{_kv('Properties', spec.get('properties'))}</Filter>"
         )
-    if rule.action:
-        text, kv = _sent(params, "action", rule.action)
-        action = (
-            f'<Action i:type="SqlRuleAction"><SqlExpression>{escape(text or "")}'
-            f"</SqlExpression>{kv}<CompatibilityLevel>20</CompatibilityLevel></Action>"
-        )
-    else:
-        action = '<Action i:type="EmptyRuleAction"/>'
     return (
-        f'<RuleDescription xmlns="{SB}" xmlns:i="{XSI}">{filt}{action}'
+        f'<RuleDescription xmlns="{SB}" xmlns:i="{XSI}">{filt}{_action_xml(rule)}'
         f"<CreatedAt>{format_instant(rule.created_at_ms)}</CreatedAt>"
         f"<Name>{escape(rule.name)}</Name></RuleDescription>"
+    )
+
+
+def _action_xml(rule: RuleInfo) -> str:
+    if not rule.action:
+        return '<Action i:type="EmptyRuleAction"/>'
+    params = rule.action_params
+    kv = _kv("Parameters", params) if params else ""
+    return (
+        f'<Action i:type="SqlRuleAction"><SqlExpression>{escape(rule.action)}'
+        f"</SqlExpression>{kv}<CompatibilityLevel>20</CompatibilityLevel></Action>"
     )
 
 

@@ -29,6 +29,7 @@ from sbctl.durations import MAX_TIMESPAN_MS, parse_instant_ms
 from sbctl.errors import BadRequest, SbctlError
 from sbctl.operations import redelivers
 from sbctl.protocol import Delivered
+from sbctl.typed import TYPED, to_json
 from sbctld.frontends.http.management import MethodNotAllowed, error, fail
 from sbctld.frontends.http.request import Request, Respond
 from sbctld.results import LockRenewed, SettleFailed
@@ -250,6 +251,8 @@ def _header_value(value: Any) -> str:
         return json.dumps(rfc1123(round(value.timestamp() * 1000)))
     if isinstance(value, uuid.UUID):
         return json.dumps(str(value))
+    if type(value) in TYPED:  # a Service Bus REST header has no AMQP type: the value
+        return json.dumps(to_json(value)["value"])
     if isinstance(value, bytes):
         return json.dumps(base64.b64encode(value).decode())
     return json.dumps(value)

@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import math
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from urllib.parse import urlencode
 
-from sbctl import layout
 from sbctl.durations import format_instant
 from sbctl.errors import (
     BadRequest,
@@ -28,7 +27,6 @@ from sbctl.errors import (
 )
 from sbctld.frontends.http import atom
 from sbctld.frontends.http.request import Request, Respond
-from sbctld.frontends.http.sqlparams import SqlParameters
 from sbctld.frontends.statuses import status_of
 from sbctld.results import QueueInfo, RuleInfo, SubscriptionInfo, TopicInfo
 
@@ -70,7 +68,6 @@ class Management:
     def __init__(self, frontend: HttpHost) -> None:
         self.frontend = frontend
         self.broker = frontend.service.broker
-        self.params = SqlParameters(layout.sql_parameters_file(frontend.data_dir))
 
     # ------------------------------------------------------------ dispatch
 
@@ -148,10 +145,7 @@ class Management:
         return self._entry(req, path, desc.name, xml)
 
     def _rule_entry(self, req: Request, path: str, rule: RuleInfo) -> str:
-        parts = [p for p in path.split("/") if p]
-        i = [p.lower() for p in parts].index("subscriptions")
-        key = self.params.key(req.namespace, "/".join(parts[:i]), parts[i + 1], rule.name)
-        return self._entry(req, path, rule.name, atom.rule_xml(rule, self.params.get(key)))
+        return self._entry(req, path, rule.name, atom.rule_xml(rule))
 
     def _sub_entries(self, req: Request, topic: str) -> list[str]:
         subs = self.broker.subscription_list(req.namespace, topic)
@@ -282,25 +276,23 @@ class Management:
             if update:
                 self.broker.subscription_update(ns, topic, name, options)
             else:
-                params: dict[str, Any] = {}
-                rule = atom.rule_from(default_rule, params) if default_rule is not None else None
+                rule = atom.rule_from(default_rule) if default_rule is not None else None
                 self.broker.subscription_create(ns, topic, name, options)
                 if rule is not None:
                     self._replace_default_rule(ns, topic, name, rule)
-                    self.params.set(self.params.key(ns, topic, name, rule[2] or "$Default"), params)
             desc = self.broker.subscription_get(ns, topic, name)
             xml = self._sub_entry(req, path, desc)
             self._durable(respond, 200 if update else 201, atom.document(xml))
         else:
             raise MethodNotAllowed(f"{req.method} is not allowed on {req.path}")
 
-    def _replace_default_rule(
-        self, ns: str, topic: str, sub: str, rule: tuple[dict[str, Any], str | None, str | None]
-    ) -> None:
-        spec, action, rule_name = rule
+    def _replace_default_rule(self, ns: str, topic: str, sub: str, rule: atom.RuleSpec) -> None:
         try:
             self.broker.rule_delete(ns, topic, sub, "$Default")
-            self.broker.rule_create(ns, topic, sub, rule_name or "$Default", spec, action)
+            self.broker.rule_create(
+                ns, topic, sub, rule.name or "$Default", rule.filter, rule.action,
+                rule.action_parameters,
+            )  # fmt: skip
         except SbctlError:
             self.broker.subscription_delete(ns, topic, sub)  # all or nothing
             raise
@@ -315,32 +307,30 @@ class Management:
             self._ok(respond, self._rule_entry(req, path, rule))
         elif req.method == "DELETE":
             self.broker.rule_delete(ns, topic, sub, name)
-            self.params.set(self.params.key(ns, topic, sub, name), {})
             self._durable(respond, 200, b"")
         elif req.method == "PUT":
-            params: dict[str, Any] = {}
-            desc = atom.description_of(atom.parse(req.body))
-            spec, action, _ = atom.rule_from(desc, params)
+            spec = atom.rule_from(atom.description_of(atom.parse(req.body)))
             update = req.headers.get("if-match", "").strip() == "*"
             if update:
-                self._update_rule(ns, topic, sub, name, spec, action)
+                self._update_rule(ns, topic, sub, name, spec)
             else:
-                self.broker.rule_create(ns, topic, sub, name, spec, action)
-            self.params.set(self.params.key(ns, topic, sub, name), params)
+                self.broker.rule_create(
+                    ns, topic, sub, name, spec.filter, spec.action, spec.action_parameters
+                )
             rule = self.broker.rule_get(ns, topic, sub, name)
             xml = self._rule_entry(req, path, rule)
             self._durable(respond, 200 if update else 201, atom.document(xml))
         else:
             raise MethodNotAllowed(f"{req.method} is not allowed on {req.path}")
 
-    def _update_rule(
-        self, ns: str, topic: str, sub: str, name: str, spec: dict[str, Any], action: str | None
-    ) -> None:
+    def _update_rule(self, ns: str, topic: str, sub: str, name: str, spec: atom.RuleSpec) -> None:
         """Replace a rule's filter and action; the old rule stays when the new one is bad."""
         old = self.broker.rule_get(ns, topic, sub, name)
         self.broker.rule_delete(ns, topic, sub, name)
         try:
-            self.broker.rule_create(ns, topic, sub, name, spec, action)
+            self.broker.rule_create(
+                ns, topic, sub, name, spec.filter, spec.action, spec.action_parameters
+            )
         except SbctlError:
-            self.broker.rule_create(ns, topic, sub, name, old.filter, old.action)
+            self.broker.rule_create(ns, topic, sub, name, old.filter, old.action, old.action_params)
             raise
