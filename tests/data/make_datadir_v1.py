@@ -151,8 +151,10 @@ def snapshot(b: Broker) -> dict[str, Any]:
     out: dict[str, Any] = {"entities": {}, "counts": {}, "session_state": {}}
     for path in PATHS:
         got: list[Delivered] = []
-        for pid in range(16 if path.startswith("pq") else 1):  # a peek reads one partition
-            got.extend(b.peek(NS, path, 100, pid << 48))
+        start = 0
+        while page := b.peek(NS, path, 100, start):  # a peek walks on across partitions
+            got.extend(page)
+            start = page[-1].sequence_number + 1
         out["entities"][path] = [
             ReceivedMessage.from_wire(d).to_dict() | {"lock_token": None, "locked_until_utc": None}
             for d in got

@@ -22,6 +22,7 @@ from sbctl.protocol import Send, encode_request
 from sbctld.broker import Broker
 from sbctld.clock import FakeClock
 from sbctld.frontends.amqp import management as amqp_management
+from sbctld.frontends.amqp.arguments import Args
 from sbctld.frontends.amqp.server import AmqpConnection, AmqpFrontend
 from sbctld.frontends.http.request import Request
 from sbctld.frontends.http.server import HttpConnection, HttpFrontend
@@ -118,7 +119,10 @@ async def send_through_every_front_end(broker: Broker, clock: FakeClock, fronts:
         for _ in range(5):
             item = {"message": amqp_codec.encode_message(amqp_codec.Message(body=[b"amqp"]))}
             amqp_management.schedule_message(
-                aconn, "orders", {"messages": [item]}, lambda *answer: answers.append(answer[0])
+                aconn,
+                "orders",
+                Args({"messages": [item]}),
+                lambda *answer: answers.append(answer[0]),
             )
         where[f"amqp{i}"] = {pairings.backlog_of(P, "orders", aconn.sender)}
 
