@@ -189,6 +189,7 @@ def test_peek_shows_typed_properties_and_body(daemon: Daemon, page: Any, tmp_pat
     shot(page, tmp_path, "message")
     if os.environ.get("SBCTL_GUIDE_SCREENSHOT") == "1":
         page.locator("#body-json").click()
+        page.set_viewport_size({"width": 1280, "height": 1000})
         page.evaluate("window.scrollTo(0, 0)")
         GUIDE_PICTURE.parent.mkdir(exist_ok=True)
         page.screenshot(path=str(GUIDE_PICTURE))
