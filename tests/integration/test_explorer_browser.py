@@ -124,7 +124,10 @@ def test_browse_namespace_and_entity_counts(daemon: Daemon, page: Any, tmp_path:
     expect(page.locator("#entities")).to_contain_text("events")
     row = page.locator("#entities tr", has_text="orders")
     expect(row).to_contain_text("Available")
-    open_entity(page, "orders")
+    refresh(page)
+    page.locator('nav button.item[data-path="orders"]').focus()  # by keyboard
+    page.keyboard.press("Enter")
+    expect(page.locator("h2.title")).to_contain_text("orders")
     expect(page.locator('[data-card="Active"] .v')).to_have_text(re.compile(r"^[1-9]\d*$"))
     expect(page.locator("#partitions tbody tr")).to_have_count(16)
     # filter by name
@@ -264,6 +267,44 @@ def test_dead_letter_then_resubmit(daemon: Daemon, page: Any, tmp_path: Path) ->
     expect(page.locator("#toast")).to_contain_text("1 message(s) resubmitted to work")
     expect(page.locator('[data-card="Dead-lettered"] .v')).to_have_text("0")
     assert sorted(m["message_id"] for m in peek_json(daemon, "work")) == ["w1", "w2"]
+
+
+def test_defer_then_receive_deferred_and_cancel_scheduled(
+    daemon: Daemon, page: Any, tmp_path: Path
+) -> None:
+    daemon.cli("queue", "create", "later", check=True)
+    daemon.cli("send", "later", "--body", "defer me", "--message-id", "d1", check=True)
+    open_entity(page, "later", "send")
+    page.locator("#send-form textarea[name=body]").fill("next year")
+    page.locator("#send-form input[name=scheduled]").fill("2099-01-02T03:04:05")
+    page.locator("#send").click()
+    expect(page.locator('[data-card="Scheduled"] .v')).to_have_text("1")
+    page.locator("#tab-messages").click()
+    page.locator("#receive-lock").click()
+    page.locator("#defer").click()
+    expect(page.locator('[data-card="Deferred"] .v')).to_have_text("1")
+    page.locator("#peek").click()
+    expect(page.locator("#messages tbody tr")).to_have_count(2)
+    page.locator("#messages tbody tr", has_text="scheduled").click()
+    expect(page.locator("#system-properties")).to_contain_text("2099-01-02T03:04:05")
+    page.locator("#cancel-scheduled").click()
+    expect(page.locator('[data-card="Scheduled"] .v')).to_have_text("0")
+    page.locator("#messages tbody tr", has_text="d1").click()
+    page.locator("#receive-deferred").click()
+    expect(page.locator("#messages tbody tr", has_text="d1")).to_contain_text("locked")
+    page.locator("#complete").click()
+    expect(page.locator('[data-card="Deferred"] .v')).to_have_text("0")
+    assert peek_json(daemon, "later") == []
+    daemon.cli("send", "later", "--body", "x", "--repeat", "3", check=True)
+    refresh(page)
+    answers = iter(["nope", "purge"])  # the confirmation must be typed
+    page.on("dialog", lambda dialog: dialog.accept(next(answers)))
+    page.locator("#purge").click()
+    expect(page.locator("#toast")).to_contain_text("purge cancelled")
+    expect(page.locator('[data-card="Active"] .v')).to_have_text("3")
+    page.locator("#purge").click()
+    expect(page.locator("#toast")).to_contain_text("3 message(s) purged")
+    expect(page.locator('[data-card="Active"] .v')).to_have_text("0")
 
 
 def test_create_subscription_with_sql_rule_routes(

@@ -194,7 +194,7 @@ function messageDetail(state, e, m) {
   const props = m.properties.map((p) => [p.name, p.type, typeof p.value === "object" && p.value !== null ? String(p.value.value) : String(p.value)]);
   return h("section", { class: "msg-detail", "aria-label": `Message ${m.sequence_number}` },
     h("h3", {}, `Message ${m.sequence_number}`),
-    m.lock_token ? settleBar(state, e, m) : "",
+    m.lock_token ? settleBar(state, e, m) : stateActions(state, e, m),
     h("h4", {}, "System properties"), table(["Property", "Value"], sys, { id: "system-properties" }),
     h("h4", {}, "Application properties"), props.length ? table(["Name", "Type", "Value"], props, { id: "application-properties" }) : h("p", { class: "muted" }, "None."),
     h("h4", {}, "Body ", ...["json", "text", "hex"].map((f) => h("button", { class: "b", "aria-pressed": String(view.format === f), id: `body-${f}`, onclick: () => { view.format = f; rerender(); } }, f.toUpperCase()))),
@@ -209,6 +209,25 @@ function bodyAs(m, format) {
     try { return JSON.stringify(JSON.parse(text), null, 2); } catch { return `(not JSON)\n${text}`; }
   }
   return text;
+}
+
+// A deferred message is received by its sequence number; a scheduled one can be cancelled.
+function stateActions(state, e, m) {
+  if (m.state === "deferred") {
+    return h("div", { class: "bar" }, h("button", { class: "b", id: "receive-deferred", onclick: async () => {
+      try {
+        const [got] = await op("receive_deferred", { namespace: state.ns, entity: source(state, e), sequence_numbers: [m.sequence_number], mode: "peek-lock" });
+        view.messages = view.messages.map((x) => (x === m ? got : x)); view.current = got; rerender();
+      } catch (err) { toast(err.message, true); }
+    } }, "Receive deferred (peek-lock)"));
+  }
+  if (m.state === "scheduled") {
+    return h("div", { class: "bar" }, h("button", { class: "b danger", id: "cancel-scheduled", onclick: () => run(`message ${m.sequence_number} cancelled`, async () => {
+      await op("cancel_scheduled", { namespace: state.ns, entity: e.path, sequence_numbers: [m.sequence_number] });
+      view.messages = view.messages.filter((x) => x !== m); view.current = null;
+    }) }, "Cancel scheduled message"));
+  }
+  return "";
 }
 
 function settleBar(state, e, m) {
