@@ -31,6 +31,7 @@ FILE_NAMES = {
     "cert.pem",
     "key.pem",
     "sql_parameters.json",
+    "explorer.token",
     "keys.json",
     "ports.json",
     "namespace.toml",
