@@ -142,6 +142,17 @@ def test_browse_namespace_and_entity_counts(daemon: Daemon, page: Any, tmp_path:
     shot(page, tmp_path, "narrow")
 
 
+def test_a_wrong_token_is_told_and_nothing_shown(context: Any, url: str) -> None:
+    page = context.new_page()
+    try:
+        page.goto(url.split("#")[0] + "#token=not-the-daemons")
+        expect(page.locator("h2.title")).to_contain_text("no longer accepts")
+        expect(page.locator("#main")).to_contain_text("sbctl explorer")
+        expect(page.locator("#tree")).to_be_empty()
+    finally:
+        page.close()
+
+
 def test_peek_shows_typed_properties_and_body(daemon: Daemon, page: Any, tmp_path: Path) -> None:
     daemon.cli("queue", "create", "typed", check=True)
     daemon.cli(
@@ -352,8 +363,21 @@ def test_faulted_partition_and_throttled_namespace(
     expect(page.locator("#fault-state")).to_have_text("off")
     with daemon.client() as admin:
         admin.namespace_create("busyns", credits_per_second=20)
+        admin.namespace_create("sparens")
+    daemon.cli(
+        "namespace",
+        "pair",
+        "busyns",
+        "--secondary",
+        "sparens",
+        "--backlog-queue-count",
+        "2",
+        check=True,
+    )
     page.reload()
     page.locator("#ns").select_option("busyns")
+    expect(page.locator("#pairing")).to_contain_text("sparens")
+    expect(page.locator("#pairing")).to_contain_text("busyns/x-servicebus-transfer/1")
     expect(page.locator("#throttle-state")).to_have_text("Not throttled")
     _throttle(daemon, "busyns")
     expect(page.locator("#throttle-state")).to_have_text("Throttled")

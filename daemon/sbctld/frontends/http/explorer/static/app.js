@@ -20,8 +20,9 @@ export async function op(name, args = {}) {
   let data = null;
   try { data = await r.json(); } catch { data = null; }
   if (!r.ok) {
-    const msg = data && data.error ? data.error.message : `${r.status} ${r.statusText}`;
-    throw new Error(msg);
+    const err = new Error(data && data.error ? data.error.message : `${r.status} ${r.statusText}`);
+    err.status = r.status;
+    throw err;
   }
   return data;
 }
@@ -49,6 +50,16 @@ function readToken() {
   return sessionStorage.getItem("sbctl-explorer-token");
 }
 
+// The daemon restarted (a new token) or the token is wrong: say so once, stop refreshing.
+function lostToken(why) {
+  document.getElementById("live").checked = false;
+  sessionStorage.removeItem("sbctl-explorer-token");
+  document.getElementById("main").replaceChildren(
+    h("h2", { class: "title" }, "The daemon no longer accepts this page's token"),
+    h("p", {}, why),
+    h("p", {}, "It makes a new token each time it starts: open the page again with `sbctl explorer`."));
+}
+
 function askToken() {
   const main = document.getElementById("main");
   const input = h("input", { type: "password", id: "token-input", autocomplete: "off" });
@@ -72,7 +83,8 @@ async function start() {
   try {
     state.namespaces = await op("namespace_list");
   } catch (e) {
-    document.getElementById("main").replaceChildren(h("p", { class: "error" }, e.message));
+    if (e.status === 401) lostToken(e.message);
+    else document.getElementById("main").replaceChildren(h("p", { class: "error" }, e.message));
     return;
   }
   const names = state.namespaces.map((n) => n.name);
@@ -113,7 +125,8 @@ export async function refresh(background = false) {
     renderTree();
     renderMain(background);
   } catch (e) {
-    if (!background) toast(e.message, true);
+    if (e.status === 401) lostToken(e.message);
+    else if (!background) toast(e.message, true);
   } finally {
     busy = false;
   }
@@ -153,6 +166,16 @@ function renderHeader() {
   }
   sel.value = state.ns;
   document.getElementById("updated").textContent = `updated ${new Date().toLocaleTimeString()}`;
+  renderClock();
+}
+
+// The namespace's clock (time travel), when the daemon reports one in the overview: shown in
+// the header's #clock. Nothing to show from a daemon without it.
+function renderClock() {
+  const el = document.getElementById("clock");
+  const clock = state.overview && (state.overview.clock || state.overview.namespace.clock);
+  el.hidden = !clock;
+  if (clock) el.textContent = `clock ${clock.now_utc || clock.now || JSON.stringify(clock)}`;
 }
 
 // ---------------------------------------------------------------- the tree
