@@ -362,7 +362,7 @@ def test_faulted_partition_and_throttled_namespace(
         daemon.cli("fault", "clear", check=True)
     expect(page.locator("#fault-state")).to_have_text("off")
     with daemon.client() as admin:
-        admin.namespace_create("busyns", credits_per_second=20)
+        admin.namespace_create("busyns")  # unthrottled in tests: the page sets 20 credits/s
         admin.namespace_create("sparens")
     daemon.cli(
         "namespace",
@@ -379,6 +379,9 @@ def test_faulted_partition_and_throttled_namespace(
     expect(page.locator("#pairing")).to_contain_text("sparens")
     expect(page.locator("#pairing")).to_contain_text("busyns/x-servicebus-transfer/1")
     expect(page.locator("#throttle-state")).to_have_text("Not throttled")
+    page.locator("#throttling input[name=cps]").fill("20")
+    page.locator("#throttling button").click()
+    expect(page.locator('[data-card="Credits / s"] .v')).to_have_text("20")
     _throttle(daemon, "busyns")
     expect(page.locator("#throttle-state")).to_have_text("Throttled")
     expect(page.locator('[data-card="Throttled requests"] .v')).not_to_have_text("0")

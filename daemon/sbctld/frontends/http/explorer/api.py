@@ -42,7 +42,7 @@ from sbctld.service import OperationCall, Service
 ALLOWED = frozenset(
     (
         *("status", "namespace_list", "namespace_get", "namespace_credits"),
-        *("namespace_metrics", "overview", "namespace_pair_status"),
+        *("namespace_metrics", "overview", "namespace_pair_status", "namespace_update"),
         *("queue_create", "queue_update", "queue_get", "queue_list", "queue_delete"),
         *("topic_create", "topic_update", "topic_get", "topic_list", "topic_delete"),
         *("subscription_create", "subscription_update", "subscription_get"),
