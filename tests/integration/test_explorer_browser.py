@@ -318,6 +318,23 @@ def test_defer_then_receive_deferred_and_cancel_scheduled(
     expect(page.locator('[data-card="Active"] .v')).to_have_text("0")
 
 
+def test_receive_from_a_session(daemon: Daemon, page: Any) -> None:
+    daemon.cli("queue", "create", "chats", "--enable-session", check=True)
+    for session in ("alice", "bob"):
+        daemon.cli("send", "chats", "--body", f"hi {session}", "--session-id", session, check=True)
+    open_entity(page, "chats", "messages")
+    page.locator("#session-id").fill("bob")
+    page.locator("#session-id").dispatch_event("change")
+    page.locator("#receive-lock").click()
+    expect(page.locator("#messages tbody tr")).to_have_count(1)
+    expect(page.locator("#system-properties")).to_contain_text("bob")
+    page.locator("#complete").click()
+    expect(page.locator("#toast")).to_contain_text("complete")
+    page.locator("#release-session").click()
+    expect(page.locator("#toast")).to_contain_text("session bob released")
+    assert [m["session_id"] for m in peek_json(daemon, "chats")] == ["alice"]
+
+
 def test_create_subscription_with_sql_rule_routes(
     daemon: Daemon, page: Any, tmp_path: Path
 ) -> None:

@@ -49,7 +49,8 @@ ALLOWED = frozenset(
         *("subscription_list", "subscription_delete"),
         *("rule_create", "rule_get", "rule_list", "rule_delete"),
         *("send", "peek", "receive", "settle", "receive_deferred", "cancel_scheduled"),
-        *("purge", "dlq_resubmit", "session_list", "fault_add", "fault_list", "fault_clear"),
+        *("purge", "dlq_resubmit", "session_list", "session_accept", "session_close"),
+        *("fault_add", "fault_list", "fault_clear"),
     )
 )
 TYPE_NAMES: dict[type, str] = {

@@ -5,14 +5,14 @@ import { h, cards, table, field, fmtBytes, fmtTime, fmtMs, toast, confirmText, b
 
 // What the messages tab remembers between renders (per entity).
 const view = { path: null, sub: "", from: "", count: 20, messages: [], checked: new Set(),
-  current: null, format: "json", mode: "peek" };
+  current: null, format: "json", mode: "peek", session: "", sessionLock: null };
 
 export function entityView(state, background) {
   const { kind, path } = state.sel;
   if (kind === "rule") return ruleView(state);
   const e = state.overview.entities.find((x) => x.kind === kind && x.path === path);
   if (!e) return null;
-  if (view.path !== path) Object.assign(view, { path, sub: "", from: "", messages: [], checked: new Set(), current: null });
+  if (view.path !== path) Object.assign(view, { path, sub: "", from: "", messages: [], checked: new Set(), current: null, session: "", sessionLock: null });
   const tabs = ["overview", ...(kind !== "topic" ? ["messages"] : []), ...(kind !== "subscription" ? ["send"] : []), "manage"];
   if (!tabs.includes(state.tab)) state.tab = "overview";
   const d = e.description;
@@ -85,12 +85,17 @@ function messagesTab(state, e) {
       h("option", { value: "$Transfer/$DeadLetterQueue", selected: view.sub === "$Transfer/$DeadLetterQueue" }, "Transfer dead-letter queue"))),
     field("From sequence number", h("input", { name: "from", type: "number", min: "0", value: view.from, onchange: (ev) => { view.from = ev.target.value; } })),
     field("Count", h("input", { name: "count", type: "number", min: "1", max: "250", value: view.count, onchange: (ev) => { view.count = Number(ev.target.value) || 20; } })),
+    e.description.requires_session ? field("Session id (empty: the next one)", h("input", { name: "session", id: "session-id", value: view.session, onchange: (ev) => { view.session = ev.target.value.trim(); } })) : "",
     h("button", { class: "b primary", id: "peek" }, "Peek"),
     h("button", { type: "button", class: "b", id: "next-page", disabled: !view.messages.length, onclick: () => peek(state, e, true) }, "Next page"),
     h("button", { type: "button", class: "b", id: "receive-lock", onclick: () => receive(state, e, "peek-lock") }, "Receive (peek-lock)"),
     h("button", { type: "button", class: "b", id: "receive-delete", onclick: () => receive(state, e, "receive-and-delete") }, "Receive and delete"),
     h("button", { type: "button", class: "b danger", id: "purge", onclick: () => purge(state, e) }, "Purge…"));
   const out = [form];
+  if (view.sessionLock) {
+    out.push(h("div", { class: "bar" }, `Session ${view.sessionLock.session_id} locked until ${fmtTime(view.sessionLock.locked_until_ms)}`,
+      h("button", { type: "button", class: "b", id: "release-session", onclick: () => releaseSession(state, e) }, "Release session")));
+  }
   if (view.sub) {
     out.push(h("div", { class: "bar" },
       h("button", { type: "button", class: "b", id: "resubmit-selected", disabled: !view.checked.size, onclick: () => resubmitSelected(state, e) }, `Resubmit selected (${view.checked.size})`),
@@ -136,9 +141,34 @@ async function peek(state, e, next) {
   } catch (err) { toast(err.message, true); }
 }
 
+// A session-enabled entity is received from one session at a time: accept it first.
+async function acceptSession(state, e) {
+  if (!e.description.requires_session || view.sub) return null;
+  if (view.sessionLock && view.sessionLock.locked_until_ms < Date.now()) view.sessionLock = null;  // expired
+  if (view.sessionLock && (!view.session || view.session === view.sessionLock.session_id)) return view.sessionLock.session_lock_token;
+  if (view.sessionLock) await releaseSession(state, e, true);
+  view.sessionLock = await op("session_accept", { namespace: state.ns, entity: e.path, session_id: view.session || null });
+  return view.sessionLock.session_lock_token;
+}
+
+async function releaseSession(state, e, quiet) {
+  const lock = view.sessionLock;
+  view.sessionLock = null;
+  if (!lock) return;
+  try {
+    await op("session_close", { namespace: state.ns, entity: e.path, session_lock_token: lock.session_lock_token });
+    if (!quiet) toast(`session ${lock.session_id} released`);
+  } catch (err) { if (!quiet) toast(err.message, true); }
+  if (!quiet) rerender();
+}
+
 async function receive(state, e, mode) {
   try {
-    const got = await op("receive", { namespace: state.ns, entity: source(state, e), count: Math.min(view.count || 1, 250), mode });
+    const args = { namespace: state.ns, entity: source(state, e), count: Math.min(view.count || 1, 250), mode };
+    const token = await acceptSession(state, e);
+    if (token) args.session_lock_token = token;
+    const got = await op("receive", args);
+    if (token && mode === "receive-and-delete") await releaseSession(state, e, true);
     view.messages = got; view.mode = got.length ? mode : "none"; view.current = got[0] || null; view.checked.clear();
     toast(`${got.length} message(s) received${mode === "receive-and-delete" ? " and deleted" : " and locked"}`);
     await refresh();
