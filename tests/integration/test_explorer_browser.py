@@ -81,16 +81,29 @@ def context(browser: Any) -> Iterator[Any]:
     ctx.close()
 
 
-@pytest.fixture
-def page(context: Any, url: str) -> Iterator[Any]:
+@pytest.fixture(scope="module")
+def opened(context: Any, url: str) -> Iterator[tuple[Any, list[str]]]:
+    """One page for the module (a page load per test costs seconds on a busy machine);
+    ``page`` brings it back to the namespace view before each test."""
     pg = context.new_page()
     pg.set_default_timeout(TIMEOUT_MS)
     errors: list[str] = []
     pg.on("pageerror", lambda e: errors.append(str(e)))
     pg.goto(url)
     expect(pg.locator("#tree")).to_contain_text("orders")
-    yield pg
+    yield pg, errors
     pg.close()
+
+
+@pytest.fixture
+def page(opened: tuple[Any, list[str]]) -> Iterator[Any]:
+    pg, errors = opened
+    pg.set_viewport_size({"width": 1280, "height": 800})
+    if pg.locator("#ns").input_value() != "sbemulatorns":
+        pg.locator("#ns").select_option("sbemulatorns")
+    pg.locator('nav button.item[data-kind="namespace"]').click()
+    expect(pg.locator("h2.title")).to_have_text("Namespace sbemulatorns")
+    yield pg
     assert not errors, errors
 
 
@@ -309,10 +322,11 @@ def test_defer_then_receive_deferred_and_cancel_scheduled(
     daemon.cli("send", "later", "--body", "x", "--repeat", "3", check=True)
     refresh(page)
     answers = iter(["nope", "purge"])  # the confirmation must be typed
-    page.on("dialog", lambda dialog: dialog.accept(next(answers)))
+    page.once("dialog", lambda dialog: dialog.accept(next(answers)))
     page.locator("#purge").click()
     expect(page.locator("#toast")).to_contain_text("purge cancelled")
     expect(page.locator('[data-card="Active"] .v')).to_have_text("3")
+    page.once("dialog", lambda dialog: dialog.accept(next(answers)))
     page.locator("#purge").click()
     expect(page.locator("#toast")).to_contain_text("3 message(s) purged")
     expect(page.locator('[data-card="Active"] .v')).to_have_text("0")
@@ -377,6 +391,7 @@ def test_faulted_partition_and_throttled_namespace(
         expect(page.locator("#fault-state")).to_have_text("1 on")
     finally:
         daemon.cli("fault", "clear", check=True)
+    refresh(page)
     expect(page.locator("#fault-state")).to_have_text("off")
     with daemon.client() as admin:
         admin.namespace_create("busyns")  # unthrottled in tests: the page sets 20 credits/s
@@ -391,7 +406,7 @@ def test_faulted_partition_and_throttled_namespace(
         "2",
         check=True,
     )
-    page.reload()
+    refresh(page)
     page.locator("#ns").select_option("busyns")
     expect(page.locator("#pairing")).to_contain_text("sparens")
     expect(page.locator("#pairing")).to_contain_text("busyns/x-servicebus-transfer/1")
@@ -400,6 +415,7 @@ def test_faulted_partition_and_throttled_namespace(
     page.locator("#throttling button").click()
     expect(page.locator('[data-card="Credits / s"] .v')).to_have_text("20")
     _throttle(daemon, "busyns")
+    refresh(page)
     expect(page.locator("#throttle-state")).to_have_text("Throttled")
     expect(page.locator('[data-card="Throttled requests"] .v')).not_to_have_text("0")
     shot(page, tmp_path, "throttled")
