@@ -241,6 +241,10 @@ def test_send_with_typed_properties(daemon: Daemon, page: Any, tmp_path: Path) -
         row.locator(".p-name").fill(name)
         row.locator(".p-type").select_option(kind)
         row.locator(".p-value").fill(value)
+    refresh(page)  # the live refresh keeps what is typed
+    expect(page.locator('[data-card="Active"] .v')).to_have_text("0")
+    expect(form.locator("input[name=message_id]")).to_have_value("page-1")
+    expect(page.locator("#send-props .props-row")).to_have_count(3)
     shot(page, tmp_path, "send")
     page.locator("#send").click()
     expect(page.locator("#toast")).to_contain_text("2 message(s) sent to sent")
@@ -269,12 +273,12 @@ def test_dead_letter_then_resubmit(daemon: Daemon, page: Any, tmp_path: Path) ->
     page.locator("input[name=count]").dispatch_event("change")
     page.locator("#receive-lock").click()
     expect(page.locator("#messages tbody tr")).to_have_count(2)
-    for _ in range(2):
+    for seq in (1, 2):
         page.locator("#messages tbody tr").first.click()
         page.locator("#dl-reason").fill("BadOrder")
         page.locator("#dl-description").fill("checked by hand")
         page.locator("#dead-letter").click()
-        expect(page.locator("#toast")).to_contain_text("dead-letter")
+        expect(page.locator("#toast")).to_contain_text(f"message {seq}: dead-letter")
     expect(page.locator('[data-card="Dead-lettered"] .v')).to_have_text("2")
     page.locator("select[name=sub]").select_option("$deadletterqueue")
     expect(page.locator("#messages tbody tr")).to_have_count(2)

@@ -30,8 +30,8 @@ export async function op(name, args = {}) {
 export async function run(what, fn) {
   try {
     const result = await fn();
-    if (what) toast(what);
-    await refresh();
+    await refresh({ full: true });
+    if (what) toast(what);  // once the page shows the change
     return result;
   } catch (e) {
     toast(e.message, true);
@@ -79,7 +79,7 @@ async function start() {
     state.filter = e.target.value.trim().toLowerCase(); renderTree();
   });
   document.getElementById("ns").addEventListener("change", (e) => selectNamespace(e.target.value));
-  document.getElementById("refresh").addEventListener("click", () => refresh());
+  document.getElementById("refresh").addEventListener("click", () => refresh({ live: true }));
   try {
     state.namespaces = await op("namespace_list");
   } catch (e) {
@@ -90,7 +90,7 @@ async function start() {
   const names = state.namespaces.map((n) => n.name);
   state.ns = names.find((n) => n.toLowerCase() === (wanted || "").toLowerCase()) || names[0];
   await refresh();
-  setInterval(() => { if (document.getElementById("live").checked) refresh(true); }, 2000);
+  setInterval(() => { if (document.getElementById("live").checked) refresh({ background: true, live: true }); }, 2000);
 }
 
 export function selectNamespace(name) {
@@ -104,13 +104,16 @@ export function select(kind, path, tab) {
   renderTree();
   renderMain();
   document.getElementById("main").focus();
-  if (kind === "subscription" || kind === "rule") refresh();
+  if (kind === "subscription" || kind === "rule") refresh({ live: true });
 }
 
 // ---------------------------------------------------------------- refresh
 
+// background: the live poll (skipped while another refresh runs, errors not shown);
+// live: only the [data-live] parts of the view shown are replaced (forms keep what is typed
+// in them); full: an action changed the view, which is built anew.
 let busy = false;
-export async function refresh(background = false) {
+export async function refresh({ background = false, live = false, full = false } = {}) {
   if (busy && background) return;
   busy = true;
   try {
@@ -123,7 +126,7 @@ export async function refresh(background = false) {
     noteThrottling();
     renderHeader();
     renderTree();
-    renderMain(background);
+    renderMain(live && !full);
   } catch (e) {
     if (e.status === 401) lostToken(e.message);
     else if (!background) toast(e.message, true);
@@ -240,16 +243,16 @@ function topicItem(t, subs) {
 
 // ---------------------------------------------------------------- the main panel
 
-// What the main panel shows; a background refresh of the same view only replaces its
+// What the main panel shows; a live refresh of the same view only replaces its
 // [data-live] parts (counts, tables), never a form being filled in.
 let shown = null;
-export function renderMain(background = false) {
+export function renderMain(liveOnly = false) {
   const main = document.getElementById("main");
   if (!state.overview) return;
-  let nodes = state.sel.kind === "namespace" ? namespaceView() : entityView(state, background);
+  let nodes = state.sel.kind === "namespace" ? namespaceView() : entityView(state);
   if (!nodes) { state.sel = { kind: "namespace", path: null }; nodes = namespaceView(); }
   const key = `${state.ns}|${state.sel.kind}|${state.sel.path}|${state.tab}`;
-  if (background && key === shown) {
+  if (liveOnly && key === shown) {
     const fresh = h("div", {}, ...nodes);
     for (const el of fresh.querySelectorAll("[data-live]")) {
       const old = main.querySelector(`[data-live="${el.dataset.live}"]`);

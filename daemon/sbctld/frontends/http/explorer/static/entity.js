@@ -7,7 +7,7 @@ import { h, cards, table, field, fmtBytes, fmtTime, fmtMs, toast, confirmText, b
 const view = { path: null, sub: "", from: "", count: 20, messages: [], checked: new Set(),
   current: null, format: "json", mode: "peek", session: "", sessionLock: null };
 
-export function entityView(state, background) {
+export function entityView(state) {
   const { kind, path } = state.sel;
   if (kind === "rule") return ruleView(state);
   const e = state.overview.entities.find((x) => x.kind === kind && x.path === path);
@@ -170,8 +170,8 @@ async function receive(state, e, mode) {
     const got = await op("receive", args);
     if (token && mode === "receive-and-delete") await releaseSession(state, e, true);
     view.messages = got; view.mode = got.length ? mode : "none"; view.current = got[0] || null; view.checked.clear();
+    await refresh({ full: true });
     toast(`${got.length} message(s) received${mode === "receive-and-delete" ? " and deleted" : " and locked"}`);
-    await refresh();
   } catch (err) { toast(err.message, true); }
 }
 
@@ -200,9 +200,9 @@ async function resubmitSelected(state, e) {
     if (mine.length) await op("send", { namespace: state.ns, entity: target, messages: mine.map(copyOf) });
     if (mine.length) await op("settle", { namespace: state.ns, entity: from, op: "complete", lock_tokens: mine.map((m) => m.lock_token) });
     if (others.length) await op("settle", { namespace: state.ns, entity: from, op: "abandon", lock_tokens: others.map((m) => m.lock_token) });
-    toast(`${mine.length} message(s) resubmitted to ${target}`);
     view.messages = view.messages.filter((m) => !wanted.has(m.sequence_number)); view.checked.clear(); view.current = null;
-    await refresh();
+    await refresh({ full: true });
+    toast(`${mine.length} message(s) resubmitted to ${target}`);
   } catch (err) { toast(err.message, true); }
 }
 

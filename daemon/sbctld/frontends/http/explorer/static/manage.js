@@ -121,7 +121,7 @@ function rulesSection(state, e) {
   const rows = rules.map((r) => ({ cells: [r.name, describeFilter(r.filter), r.action || "",
     h("button", { class: "b danger", onclick: () => run(`rule ${r.name} deleted`, () => op("rule_delete", { namespace: state.ns, topic, subscription: sub, name: r.name })) }, `Delete ${r.name}`)],
   onclick: () => select("rule", `${e.path}/rules/${r.name}`) }));
-  return [h("h3", {}, `Rules (${rules.length})`), table(["Name", "Filter", "Action", ""], rows, { id: "rules" }),
+  return [h("div", { "data-live": "rules" }, h("h3", {}, `Rules (${rules.length})`), table(["Name", "Filter", "Action", ""], rows, { id: "rules" })),
     h("form", { id: "rule-form", class: "stack", onsubmit: (ev) => { ev.preventDefault(); createRule(state, topic, sub, ev.target); } },
       field("Rule name", h("input", { name: "name", id: "rule-name", required: true })), ...filterFields("rule"),
       h("div", {}, h("button", { class: "b primary", id: "create-rule" }, "Create rule")))];
