@@ -143,6 +143,11 @@ def test_browse_namespace_and_entity_counts(daemon: Daemon, page: Any, tmp_path:
     expect(page.locator("h2.title")).to_contain_text("orders")
     expect(page.locator('[data-card="Active"] .v')).to_have_text(re.compile(r"^[1-9]\d*$"))
     expect(page.locator("#partitions tbody tr")).to_have_count(16)
+    page.locator("#tab-messages").click()  # a peek on each partition, shown together
+    page.locator("#peek").click()
+    expect(page.locator("#messages tbody tr")).to_have_count(3)
+    page.locator("#next-page").click()
+    expect(page.locator("#no-messages")).to_be_visible()
     # filter by name
     page.locator("#filter").fill("even")
     expect(page.locator('nav button.item[data-path="orders"]')).to_have_count(0)
@@ -391,6 +396,10 @@ def test_faulted_partition_and_throttled_namespace(
         expect(page.locator('#partitions tr[data-partition="2"]')).to_contain_text("Available")
         expect(page.locator('nav button.item[data-path="orders"]')).to_contain_text("Limited")
         shot(page, tmp_path, "faulted-partition")
+        page.locator("#tab-messages").click()
+        page.locator("#peek").click()
+        expect(page.locator("#toast .error", has_text="partition 3:")).to_be_visible()
+        expect(page.locator("#messages tbody tr")).to_have_count(3)  # the others answer
         page.locator('nav button.item[data-kind="namespace"]').click()
         expect(page.locator("#fault-state")).to_have_text("1 on")
     finally:

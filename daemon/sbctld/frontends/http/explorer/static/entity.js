@@ -12,7 +12,7 @@ export function entityView(state) {
   if (kind === "rule") return ruleView(state);
   const e = state.overview.entities.find((x) => x.kind === kind && x.path === path);
   if (!e) return null;
-  if (view.path !== path) Object.assign(view, { path, sub: "", from: "", messages: [], checked: new Set(), current: null, session: "", sessionLock: null });
+  if (view.path !== path) Object.assign(view, { path, sub: "", from: "", messages: [], checked: new Set(), current: null, session: "", sessionLock: null, next: null });
   const tabs = ["overview", ...(kind !== "topic" ? ["messages"] : []), ...(kind !== "subscription" ? ["send"] : []), "manage"];
   if (!tabs.includes(state.tab)) state.tab = "overview";
   const d = e.description;
@@ -79,11 +79,11 @@ function source(state, e) {
 
 function messagesTab(state, e) {
   const form = h("form", { class: "bar", id: "peek-form", onsubmit: (ev) => { ev.preventDefault(); peek(state, e, false); } },
-    field("Sub-queue", h("select", { name: "sub", onchange: (ev) => { view.sub = ev.target.value; view.messages = []; view.current = null; view.checked.clear(); peek(state, e, false); } },
+    field("Sub-queue", h("select", { name: "sub", onchange: (ev) => { view.sub = ev.target.value; view.messages = []; view.current = null; view.checked.clear(); view.next = null; peek(state, e, false); } },
       h("option", { value: "" }, "Active messages"),
       h("option", { value: "$deadletterqueue", selected: view.sub === "$deadletterqueue" }, "Dead-letter queue"),
       h("option", { value: "$Transfer/$DeadLetterQueue", selected: view.sub === "$Transfer/$DeadLetterQueue" }, "Transfer dead-letter queue"))),
-    field("From sequence number", h("input", { name: "from", type: "number", min: "0", value: view.from, onchange: (ev) => { view.from = ev.target.value; } })),
+    field("From sequence number", h("input", { name: "from", type: "number", min: "0", value: view.from, onchange: (ev) => { view.from = ev.target.value; view.next = null; } })),
     field("Count", h("input", { name: "count", type: "number", min: "1", max: "250", value: view.count, onchange: (ev) => { view.count = Number(ev.target.value) || 20; } })),
     e.description.requires_session ? field("Session id (empty: the next one)", h("input", { name: "session", id: "session-id", value: view.session, onchange: (ev) => { view.session = ev.target.value.trim(); } })) : "",
     h("button", { class: "b primary", id: "peek" }, "Peek"),
@@ -128,12 +128,46 @@ let rerenderHook = () => {};
 function rerender() { rerenderHook(); }
 export function onRerender(fn) { rerenderHook = fn; }
 
-async function peek(state, e, next) {
+// A peek on a partitioned entity answers from one partition (daemon/README.md §0.1.7): the
+// page peeks each partition from its own position (the partition id is the sequence
+// number's top 16 bits) and shows them together, oldest first.
+const PARTITION_SPAN = 2 ** 48;
+
+function partitionCount(state, e) {
+  const owner = e.kind === "subscription"
+    ? state.overview.entities.find((x) => x.kind === "topic" && x.path === e.path.split("/subscriptions/")[0])
+    : e;
+  return owner && owner.description.enable_partitioning ? owner.description.partition_count : 0;
+}
+
+async function peekOne(state, e, from) {
   const args = { namespace: state.ns, entity: source(state, e), count: Math.min(250, view.count || 20) };
-  if (next && view.messages.length) view.from = String(view.messages[view.messages.length - 1].sequence_number + 1);
-  if (view.from !== "") args.from_sequence = Number(view.from);
+  if (from !== null && from !== undefined && from !== "") args.from_sequence = Number(from);
+  return op("peek", args);
+}
+
+async function peekPartitions(state, e, n, next) {
+  if (!next || !view.next) view.next = Array.from({ length: n }, (_, p) => Math.max(p * PARTITION_SPAN, Number(view.from || 0)));
+  const out = [];
+  for (let p = 0; p < n; p++) {
+    if (view.next[p] === null) continue;
+    try {
+      const got = (await peekOne(state, e, view.next[p])).filter((m) => Math.floor(m.sequence_number / PARTITION_SPAN) === p);
+      view.next[p] = got.length ? got[got.length - 1].sequence_number + 1 : null;
+      out.push(...got);
+    } catch (err) { toast(`partition ${p}: ${err.message}`, true); }
+  }
+  return out.sort((a, b) => Date.parse(a.enqueued_time_utc) - Date.parse(b.enqueued_time_utc) || a.sequence_number - b.sequence_number);
+}
+
+async function peek(state, e, next) {
+  const n = partitionCount(state, e);
   try {
-    view.messages = await op("peek", args);
+    if (n) view.messages = await peekPartitions(state, e, n, next);
+    else {
+      if (next && view.messages.length) view.from = String(view.messages[view.messages.length - 1].sequence_number + 1);
+      view.messages = await peekOne(state, e, view.from);
+    }
     view.mode = view.messages.length ? "peek" : "none";
     view.current = view.messages[0] || null;
     view.checked.clear();
