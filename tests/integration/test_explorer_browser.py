@@ -149,7 +149,9 @@ def test_browse_namespace_and_entity_counts(daemon: Daemon, page: Any, tmp_path:
     page.locator("#next-page").click()
     expect(page.locator("#no-messages")).to_be_visible()
     # filter by name
-    page.locator("#filter").fill("even")
+    page.keyboard.press("/")  # the filter's shortcut
+    expect(page.locator("#filter")).to_be_focused()
+    page.keyboard.type("even")
     expect(page.locator('nav button.item[data-path="orders"]')).to_have_count(0)
     expect(page.locator('nav button.item[data-path="events"]')).to_have_count(1)
     page.locator("#filter").fill("")

@@ -80,6 +80,11 @@ async function start() {
   });
   document.getElementById("ns").addEventListener("change", (e) => selectNamespace(e.target.value));
   document.getElementById("refresh").addEventListener("click", () => refresh({ live: true }));
+  document.addEventListener("keydown", (e) => {  // "/" jumps to the filter, as on many sites
+    if (e.key === "/" && !["INPUT", "TEXTAREA", "SELECT"].includes(document.activeElement.tagName)) {
+      e.preventDefault(); document.getElementById("filter").focus();
+    }
+  });
   try {
     state.namespaces = await op("namespace_list");
   } catch (e) {
