@@ -379,7 +379,11 @@ def test_create_subscription_with_sql_rule_routes(
     refresh(page)
     expect(page.locator('[data-card="Active"] .v')).to_have_text("1")
     page.locator("#tab-manage").click()
-    expect(page.locator("#rules")).to_contain_text("region = 'eu'")
+    rule = page.locator("#rules tbody tr")
+    expect(rule).to_have_count(1)  # the filter took the place of $Default's
+    expect(rule).to_contain_text("$Default")
+    expect(rule).to_contain_text("region = 'eu'")
+    expect(rule).to_contain_text("SET routed = 'yes'")
     shot(page, tmp_path, "subscription-rules")
     page.locator("#tab-messages").click()
     page.locator("#peek").click()

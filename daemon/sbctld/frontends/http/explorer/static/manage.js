@@ -98,8 +98,9 @@ function createSubscription(state, e, form) {
     await op("subscription_create", { namespace: state.ns, topic: e.path, name, options });
     if (filter || action) {
       try {
-        await op("rule_create", { namespace: state.ns, topic: e.path, subscription: name, name: "rule", filter, action });
+        // the filter replaces the rule $Default, as Azure's default rule description does
         await op("rule_delete", { namespace: state.ns, topic: e.path, subscription: name, name: "$Default" });
+        await op("rule_create", { namespace: state.ns, topic: e.path, subscription: name, name: "$Default", filter, action });
       } catch (err) {
         await op("subscription_delete", { namespace: state.ns, topic: e.path, name });  // all or nothing
         throw err;
