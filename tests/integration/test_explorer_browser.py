@@ -389,6 +389,26 @@ def test_create_subscription_with_sql_rule_routes(
     page.locator("#peek").click()
     expect(page.locator("#body")).to_contain_text("to eu")
     expect(page.locator("#application-properties")).to_contain_text("routed")
+    # the rule's own view: a refused replacement keeps the old rule, a good one replaces it
+    page.locator('nav button.item[data-path="events/subscriptions/eu/rules/$Default"]').click()
+    expect(page.locator("h2.title")).to_contain_text("Rule $Default")
+    page.locator("#rule-filter-kind").select_option("correlation")
+    page.locator("#rule-filter").fill('{"subject": ""}')
+    page.locator("#replace-rule").click()
+    expect(page.locator("#toast .error", has_text="non-empty string")).to_be_visible()
+    expect(page.locator("#rule")).to_contain_text("SQL: region = 'eu'")
+    page.locator("#rule-filter").fill('{"subject": "red", "properties": {"size": 2}}')
+    page.locator("#rule-action").fill("")
+    page.locator("#replace-rule").click()
+    expect(page.locator("#rule")).to_contain_text(
+        'Correlation: {"subject":"red","properties":{"size":2}}'
+    )
+    daemon.cli("send", "events", "--subject", "red", "-p", "size=2", "--body", "red", check=True)
+    daemon.cli("send", "events", "--subject", "red", "-p", "size=3", "--body", "big", check=True)
+    page.locator("#delete-rule").click()
+    expect(page.locator("h2.title")).to_contain_text("events/subscriptions/eu")
+    expect(page.locator('[data-card="Active"] .v')).to_have_text("2")
+    expect(page.locator('[data-card="Rules"] .v')).to_have_text("0")
 
 
 def test_faulted_partition_and_throttled_namespace(
