@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from playwright.sync_api import expect, sync_playwright  # the test extra
 
 from sbctl.client import Client
 from sbctl.errors import ServerBusy
@@ -42,8 +43,6 @@ if not os.path.exists(CHROMIUM):
         "chromium is not installed (apt-get install chromium; .ci/run does it)",
         allow_module_level=True,
     )
-sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (the test extra)")
-expect = sync_api.expect
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +58,7 @@ def daemon() -> Iterator[Daemon]:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    with sync_api.sync_playwright() as p:
+    with sync_playwright() as p:
         b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         try:
             yield b
