@@ -127,7 +127,7 @@ export async function refresh({ background = false, live = false, full = false }
       state.ns = state.namespaces[0].name;
     }
     state.overview = state.ns ? await op("overview", { name: state.ns }) : null;
-    await loadRules();
+    if (!background) await loadRules();  // rule reads cost management credits: not every 2 s
     noteThrottling();
     renderHeader();
     renderTree();
