@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from playwright.sync_api import expect, sync_playwright  # the test extra
 
 from sbctl.client import Client
 from sbctl.errors import ServerBusy
@@ -42,8 +43,6 @@ if not os.path.exists(CHROMIUM):
         "chromium is not installed (apt-get install chromium; .ci/run does it)",
         allow_module_level=True,
     )
-sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (the test extra)")
-expect = sync_api.expect
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +58,7 @@ def daemon() -> Iterator[Daemon]:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    with sync_api.sync_playwright() as p:
+    with sync_playwright() as p:
         b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         try:
             yield b
@@ -81,16 +80,29 @@ def context(browser: Any) -> Iterator[Any]:
     ctx.close()
 
 
-@pytest.fixture
-def page(context: Any, url: str) -> Iterator[Any]:
+@pytest.fixture(scope="module")
+def opened(context: Any, url: str) -> Iterator[tuple[Any, list[str]]]:
+    """One page for the module (a page load per test costs seconds on a busy machine);
+    ``page`` brings it back to the namespace view before each test."""
     pg = context.new_page()
     pg.set_default_timeout(TIMEOUT_MS)
     errors: list[str] = []
     pg.on("pageerror", lambda e: errors.append(str(e)))
     pg.goto(url)
     expect(pg.locator("#tree")).to_contain_text("orders")
-    yield pg
+    yield pg, errors
     pg.close()
+
+
+@pytest.fixture
+def page(opened: tuple[Any, list[str]]) -> Iterator[Any]:
+    pg, errors = opened
+    pg.set_viewport_size({"width": 1280, "height": 800})
+    if pg.locator("#ns").input_value() != "sbemulatorns":
+        pg.locator("#ns").select_option("sbemulatorns")
+    pg.locator('nav button.item[data-kind="namespace"]').click()
+    expect(pg.locator("h2.title")).to_have_text("Namespace sbemulatorns")
+    yield pg
     assert not errors, errors
 
 
@@ -124,11 +136,21 @@ def test_browse_namespace_and_entity_counts(daemon: Daemon, page: Any, tmp_path:
     expect(page.locator("#entities")).to_contain_text("events")
     row = page.locator("#entities tr", has_text="orders")
     expect(row).to_contain_text("Available")
-    open_entity(page, "orders")
+    refresh(page)
+    page.locator('nav button.item[data-path="orders"]').focus()  # by keyboard
+    page.keyboard.press("Enter")
+    expect(page.locator("h2.title")).to_contain_text("orders")
     expect(page.locator('[data-card="Active"] .v')).to_have_text(re.compile(r"^[1-9]\d*$"))
     expect(page.locator("#partitions tbody tr")).to_have_count(16)
+    page.locator("#tab-messages").click()  # a peek on each partition, shown together
+    page.locator("#peek").click()
+    expect(page.locator("#messages tbody tr")).to_have_count(3)
+    page.locator("#next-page").click()
+    expect(page.locator("#no-messages")).to_be_visible()
     # filter by name
-    page.locator("#filter").fill("even")
+    page.keyboard.press("/")  # the filter's shortcut
+    expect(page.locator("#filter")).to_be_focused()
+    page.keyboard.type("even")
     expect(page.locator('nav button.item[data-path="orders"]')).to_have_count(0)
     expect(page.locator('nav button.item[data-path="events"]')).to_have_count(1)
     page.locator("#filter").fill("")
@@ -137,6 +159,17 @@ def test_browse_namespace_and_entity_counts(daemon: Daemon, page: Any, tmp_path:
     page.set_viewport_size({"width": 420, "height": 800})  # a narrow window
     expect(page.locator("#entities")).to_be_visible()
     shot(page, tmp_path, "narrow")
+
+
+def test_a_wrong_token_is_told_and_nothing_shown(context: Any, url: str) -> None:
+    page = context.new_page()
+    try:
+        page.goto(url.split("#")[0] + "#token=not-the-daemons")
+        expect(page.locator("h2.title")).to_contain_text("no longer accepts")
+        expect(page.locator("#main")).to_contain_text("sbctl explorer")
+        expect(page.locator("#tree")).to_be_empty()
+    finally:
+        page.close()
 
 
 def test_peek_shows_typed_properties_and_body(daemon: Daemon, page: Any, tmp_path: Path) -> None:
@@ -189,6 +222,7 @@ def test_peek_shows_typed_properties_and_body(daemon: Daemon, page: Any, tmp_pat
     shot(page, tmp_path, "message")
     if os.environ.get("SBCTL_GUIDE_SCREENSHOT") == "1":
         page.locator("#body-json").click()
+        page.set_viewport_size({"width": 1280, "height": 1000})
         page.evaluate("window.scrollTo(0, 0)")
         GUIDE_PICTURE.parent.mkdir(exist_ok=True)
         page.screenshot(path=str(GUIDE_PICTURE))
@@ -213,6 +247,10 @@ def test_send_with_typed_properties(daemon: Daemon, page: Any, tmp_path: Path) -
         row.locator(".p-name").fill(name)
         row.locator(".p-type").select_option(kind)
         row.locator(".p-value").fill(value)
+    refresh(page)  # the live refresh keeps what is typed
+    expect(page.locator('[data-card="Active"] .v')).to_have_text("0")
+    expect(form.locator("input[name=message_id]")).to_have_value("page-1")
+    expect(page.locator("#send-props .props-row")).to_have_count(3)
     shot(page, tmp_path, "send")
     page.locator("#send").click()
     expect(page.locator("#toast")).to_contain_text("2 message(s) sent to sent")
@@ -241,12 +279,12 @@ def test_dead_letter_then_resubmit(daemon: Daemon, page: Any, tmp_path: Path) ->
     page.locator("input[name=count]").dispatch_event("change")
     page.locator("#receive-lock").click()
     expect(page.locator("#messages tbody tr")).to_have_count(2)
-    for _ in range(2):
+    for seq in (1, 2):
         page.locator("#messages tbody tr").first.click()
         page.locator("#dl-reason").fill("BadOrder")
         page.locator("#dl-description").fill("checked by hand")
         page.locator("#dead-letter").click()
-        expect(page.locator("#toast")).to_contain_text("dead-letter")
+        expect(page.locator("#toast")).to_contain_text(f"message {seq}: dead-letter")
     expect(page.locator('[data-card="Dead-lettered"] .v')).to_have_text("2")
     page.locator("select[name=sub]").select_option("$deadletterqueue")
     expect(page.locator("#messages tbody tr")).to_have_count(2)
@@ -263,6 +301,62 @@ def test_dead_letter_then_resubmit(daemon: Daemon, page: Any, tmp_path: Path) ->
     expect(page.locator("#toast")).to_contain_text("1 message(s) resubmitted to work")
     expect(page.locator('[data-card="Dead-lettered"] .v')).to_have_text("0")
     assert sorted(m["message_id"] for m in peek_json(daemon, "work")) == ["w1", "w2"]
+
+
+def test_defer_then_receive_deferred_and_cancel_scheduled(
+    daemon: Daemon, page: Any, tmp_path: Path
+) -> None:
+    daemon.cli("queue", "create", "later", check=True)
+    daemon.cli("send", "later", "--body", "defer me", "--message-id", "d1", check=True)
+    open_entity(page, "later", "send")
+    page.locator("#send-form textarea[name=body]").fill("next year")
+    page.locator("#send-form input[name=scheduled]").fill("2099-01-02T03:04:05")
+    page.locator("#send").click()
+    expect(page.locator('[data-card="Scheduled"] .v')).to_have_text("1")
+    page.locator("#tab-messages").click()
+    page.locator("#receive-lock").click()
+    page.locator("#defer").click()
+    expect(page.locator('[data-card="Deferred"] .v')).to_have_text("1")
+    page.locator("#peek").click()
+    expect(page.locator("#messages tbody tr")).to_have_count(2)
+    page.locator("#messages tbody tr", has_text="scheduled").click()
+    expect(page.locator("#system-properties")).to_contain_text("2099-01-02T03:04:05")
+    page.locator("#cancel-scheduled").click()
+    expect(page.locator('[data-card="Scheduled"] .v')).to_have_text("0")
+    page.locator("#messages tbody tr", has_text="d1").click()
+    page.locator("#receive-deferred").click()
+    expect(page.locator("#messages tbody tr", has_text="d1")).to_contain_text("locked")
+    page.locator("#complete").click()
+    expect(page.locator('[data-card="Deferred"] .v')).to_have_text("0")
+    assert peek_json(daemon, "later") == []
+    daemon.cli("send", "later", "--body", "x", "--repeat", "3", check=True)
+    refresh(page)
+    answers = iter(["nope", "purge"])  # the confirmation must be typed
+    page.once("dialog", lambda dialog: dialog.accept(next(answers)))
+    page.locator("#purge").click()
+    expect(page.locator("#toast")).to_contain_text("purge cancelled")
+    expect(page.locator('[data-card="Active"] .v')).to_have_text("3")
+    page.once("dialog", lambda dialog: dialog.accept(next(answers)))
+    page.locator("#purge").click()
+    expect(page.locator("#toast")).to_contain_text("3 message(s) purged")
+    expect(page.locator('[data-card="Active"] .v')).to_have_text("0")
+
+
+def test_receive_from_a_session(daemon: Daemon, page: Any) -> None:
+    daemon.cli("queue", "create", "chats", "--enable-session", check=True)
+    for session in ("alice", "bob"):
+        daemon.cli("send", "chats", "--body", f"hi {session}", "--session-id", session, check=True)
+    open_entity(page, "chats", "messages")
+    page.locator("#session-id").fill("bob")
+    page.locator("#session-id").dispatch_event("change")
+    page.locator("#receive-lock").click()
+    expect(page.locator("#messages tbody tr")).to_have_count(1)
+    expect(page.locator("#system-properties")).to_contain_text("bob")
+    page.locator("#complete").click()
+    expect(page.locator("#toast")).to_contain_text("complete")
+    page.locator("#release-session").click()
+    expect(page.locator("#toast")).to_contain_text("session bob released")
+    assert [m["session_id"] for m in peek_json(daemon, "chats")] == ["alice"]
 
 
 def test_create_subscription_with_sql_rule_routes(
@@ -284,12 +378,36 @@ def test_create_subscription_with_sql_rule_routes(
     refresh(page)
     expect(page.locator('[data-card="Active"] .v')).to_have_text("1")
     page.locator("#tab-manage").click()
-    expect(page.locator("#rules")).to_contain_text("region = 'eu'")
+    rule = page.locator("#rules tbody tr")
+    expect(rule).to_have_count(1)  # the filter took the place of $Default's
+    expect(rule).to_contain_text("$Default")
+    expect(rule).to_contain_text("region = 'eu'")
+    expect(rule).to_contain_text("SET routed = 'yes'")
     shot(page, tmp_path, "subscription-rules")
     page.locator("#tab-messages").click()
     page.locator("#peek").click()
     expect(page.locator("#body")).to_contain_text("to eu")
     expect(page.locator("#application-properties")).to_contain_text("routed")
+    # the rule's own view: a refused replacement keeps the old rule, a good one replaces it
+    page.locator('nav button.item[data-path="events/subscriptions/eu/rules/$Default"]').click()
+    expect(page.locator("h2.title")).to_contain_text("Rule $Default")
+    page.locator("#rule-filter-kind").select_option("correlation")
+    page.locator("#rule-filter").fill('{"subject": ""}')
+    page.locator("#replace-rule").click()
+    expect(page.locator("#toast .error", has_text="non-empty string")).to_be_visible()
+    expect(page.locator("#rule")).to_contain_text("SQL: region = 'eu'")
+    page.locator("#rule-filter").fill('{"subject": "red", "properties": {"size": 2}}')
+    page.locator("#rule-action").fill("")
+    page.locator("#replace-rule").click()
+    expect(page.locator("#rule")).to_contain_text(
+        'Correlation: {"subject":"red","properties":{"size":2}}'
+    )
+    daemon.cli("send", "events", "--subject", "red", "-p", "size=2", "--body", "red", check=True)
+    daemon.cli("send", "events", "--subject", "red", "-p", "size=3", "--body", "big", check=True)
+    page.locator("#delete-rule").click()
+    expect(page.locator("h2.title")).to_contain_text("events/subscriptions/eu")
+    expect(page.locator('[data-card="Active"] .v')).to_have_text("2")
+    expect(page.locator('[data-card="Rules"] .v')).to_have_text("0")
 
 
 def test_faulted_partition_and_throttled_namespace(
@@ -303,17 +421,39 @@ def test_faulted_partition_and_throttled_namespace(
         expect(page.locator('#partitions tr[data-partition="2"]')).to_contain_text("Available")
         expect(page.locator('nav button.item[data-path="orders"]')).to_contain_text("Limited")
         shot(page, tmp_path, "faulted-partition")
+        page.locator("#tab-messages").click()
+        page.locator("#peek").click()
+        expect(page.locator("#toast .error", has_text="partition 3:")).to_be_visible()
+        expect(page.locator("#messages tbody tr")).to_have_count(3)  # the others answer
         page.locator('nav button.item[data-kind="namespace"]').click()
         expect(page.locator("#fault-state")).to_have_text("1 on")
     finally:
         daemon.cli("fault", "clear", check=True)
+    refresh(page)
     expect(page.locator("#fault-state")).to_have_text("off")
     with daemon.client() as admin:
-        admin.namespace_create("busyns", credits_per_second=20)
-    page.reload()
+        admin.namespace_create("busyns")  # unthrottled in tests: the page sets 20 credits/s
+        admin.namespace_create("sparens")
+    daemon.cli(
+        "namespace",
+        "pair",
+        "busyns",
+        "--secondary",
+        "sparens",
+        "--backlog-queue-count",
+        "2",
+        check=True,
+    )
+    refresh(page)
     page.locator("#ns").select_option("busyns")
+    expect(page.locator("#pairing")).to_contain_text("sparens")
+    expect(page.locator("#pairing")).to_contain_text("busyns/x-servicebus-transfer/1")
     expect(page.locator("#throttle-state")).to_have_text("Not throttled")
+    page.locator("#throttling input[name=cps]").fill("20")
+    page.locator("#throttling button").click()
+    expect(page.locator('[data-card="Credits / s"] .v')).to_have_text("20")
     _throttle(daemon, "busyns")
+    refresh(page)
     expect(page.locator("#throttle-state")).to_have_text("Throttled")
     expect(page.locator('[data-card="Throttled requests"] .v')).not_to_have_text("0")
     shot(page, tmp_path, "throttled")

@@ -117,6 +117,10 @@ def test_sas_token_reaches_its_namespace_only(site: tuple[str, str]) -> None:
     assert status == 403 and "otherns" in body["error"]["message"]
     status, body = api(site, "queue_list", {"namespace": "otherns"}, Authorization=sas)
     assert status == 403
+    every = {"namespace": NS, "all_namespaces": True}
+    status, body = api(site, "fault_clear", every, Authorization=sas)
+    assert status == 403 and "every namespace" in body["error"]["message"]
+    assert api(site, "status", {}, Authorization=sas)[0] == 403
 
 
 def test_only_page_operations_and_clear_errors(site: tuple[str, str]) -> None:
@@ -130,6 +134,9 @@ def test_only_page_operations_and_clear_errors(site: tuple[str, str]) -> None:
     args = {"namespace": NS, "entity": "orders", "messages": [{"body": "x", "ttl": 1}]}
     status, body = api(site, "send", args)
     assert status == 400 and "ttl" in body["error"]["message"]
+    huge = {"body": "x", "application_properties": {"n": 2**64}}
+    status, body = api(site, "send", {"namespace": NS, "entity": "orders", "messages": [huge]})
+    assert status == 400 and "too large" in body["error"]["message"]
 
 
 def test_page_is_served_without_secrets_and_framing(site: tuple[str, str]) -> None:

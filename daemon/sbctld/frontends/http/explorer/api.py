@@ -42,14 +42,15 @@ from sbctld.service import OperationCall, Service
 ALLOWED = frozenset(
     (
         *("status", "namespace_list", "namespace_get", "namespace_credits"),
-        *("namespace_metrics", "overview", "namespace_pair_status"),
+        *("namespace_metrics", "overview", "namespace_pair_status", "namespace_update"),
         *("queue_create", "queue_update", "queue_get", "queue_list", "queue_delete"),
         *("topic_create", "topic_update", "topic_get", "topic_list", "topic_delete"),
         *("subscription_create", "subscription_update", "subscription_get"),
         *("subscription_list", "subscription_delete"),
         *("rule_create", "rule_get", "rule_list", "rule_delete"),
         *("send", "peek", "receive", "settle", "receive_deferred", "cancel_scheduled"),
-        *("purge", "dlq_resubmit", "session_list", "fault_add", "fault_list", "fault_clear"),
+        *("purge", "dlq_resubmit", "session_list", "session_accept", "session_close"),
+        *("fault_add", "fault_list", "fault_clear"),
     )
 )
 TYPE_NAMES: dict[type, str] = {
@@ -126,12 +127,7 @@ def decode(name: str, body: bytes) -> Any:
     if not isinstance(obj, dict):
         raise BadRequest("the body must be a JSON object of the operation's arguments")
     if name == "send":
-        now = int(time.time() * 1000)
-        messages = obj.get("messages")
-        if not isinstance(messages, list) or not messages:
-            raise BadRequest("send: 'messages' must be a non-empty list of messages")
-        raws = [msgspec.Raw(encode_message(message_from_json(m, now))) for m in messages]
-        obj = {**obj, "messages": raws}
+        obj = {**obj, "messages": encoded(obj.get("messages"))}
     elif name == "settle" and obj.get("properties") is not None:
         obj = {**obj, "properties": check_properties(obj["properties"])}
     try:
@@ -140,10 +136,23 @@ def decode(name: str, body: bytes) -> Any:
         raise BadRequest(f"bad arguments for {name}: {exc}") from None
 
 
+def encoded(messages: Any) -> list[msgspec.Raw]:
+    """``send``'s messages (JSON objects as ``sbctl send --input`` reads) as stored."""
+    if not isinstance(messages, list) or not messages:
+        raise BadRequest("send: 'messages' must be a non-empty list of messages")
+    now = int(time.time() * 1000)
+    try:
+        return [msgspec.Raw(encode_message(message_from_json(m, now))) for m in messages]
+    except OverflowError:
+        raise BadRequest("send: a number is too large (at most 2**63 - 1)") from None
+
+
 def check_scope(name: str, args: Any, scope: str | None) -> None:
     """A SAS caller reaches its own namespace only (namespace_list is filtered)."""
     if scope is None or name == "namespace_list":
         return
+    if getattr(args, "all_namespaces", False):
+        raise Forbidden(f"a SAS token of namespace {scope!r} cannot reach every namespace")
     own = name.startswith("namespace_") or name == "overview"
     target = getattr(args, "name" if own else "namespace", None)
     if not isinstance(target, str) or target.lower() != scope.lower():

@@ -37,7 +37,7 @@ def new_token(data_dir: Path) -> str:
     token = secrets.token_urlsafe(32)
     path = layout.explorer_token_file(data_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
+    tmp = layout.temp_path(path)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
         f.write(token + "\n")

@@ -20,8 +20,9 @@ export async function op(name, args = {}) {
   let data = null;
   try { data = await r.json(); } catch { data = null; }
   if (!r.ok) {
-    const msg = data && data.error ? data.error.message : `${r.status} ${r.statusText}`;
-    throw new Error(msg);
+    const err = new Error(data && data.error ? data.error.message : `${r.status} ${r.statusText}`);
+    err.status = r.status;
+    throw err;
   }
   return data;
 }
@@ -29,8 +30,8 @@ export async function op(name, args = {}) {
 export async function run(what, fn) {
   try {
     const result = await fn();
-    if (what) toast(what);
-    await refresh();
+    await refresh({ full: true });
+    if (what) toast(what);  // once the page shows the change
     return result;
   } catch (e) {
     toast(e.message, true);
@@ -47,6 +48,16 @@ function readToken() {
     history.replaceState(null, "", location.pathname + location.search);
   }
   return sessionStorage.getItem("sbctl-explorer-token");
+}
+
+// The daemon restarted (a new token) or the token is wrong: say so once, stop refreshing.
+function lostToken(why) {
+  document.getElementById("live").checked = false;
+  sessionStorage.removeItem("sbctl-explorer-token");
+  document.getElementById("main").replaceChildren(
+    h("h2", { class: "title" }, "The daemon no longer accepts this page's token"),
+    h("p", {}, why),
+    h("p", {}, "It makes a new token each time it starts: open the page again with `sbctl explorer`."));
 }
 
 function askToken() {
@@ -68,17 +79,23 @@ async function start() {
     state.filter = e.target.value.trim().toLowerCase(); renderTree();
   });
   document.getElementById("ns").addEventListener("change", (e) => selectNamespace(e.target.value));
-  document.getElementById("refresh").addEventListener("click", () => refresh());
+  document.getElementById("refresh").addEventListener("click", () => refresh({ live: true }));
+  document.addEventListener("keydown", (e) => {  // "/" jumps to the filter, as on many sites
+    if (e.key === "/" && !["INPUT", "TEXTAREA", "SELECT"].includes(document.activeElement.tagName)) {
+      e.preventDefault(); document.getElementById("filter").focus();
+    }
+  });
   try {
     state.namespaces = await op("namespace_list");
   } catch (e) {
-    document.getElementById("main").replaceChildren(h("p", { class: "error" }, e.message));
+    if (e.status === 401) lostToken(e.message);
+    else document.getElementById("main").replaceChildren(h("p", { class: "error" }, e.message));
     return;
   }
   const names = state.namespaces.map((n) => n.name);
   state.ns = names.find((n) => n.toLowerCase() === (wanted || "").toLowerCase()) || names[0];
   await refresh();
-  setInterval(() => { if (document.getElementById("live").checked) refresh(true); }, 2000);
+  setInterval(() => { if (document.getElementById("live").checked) refresh({ background: true, live: true }); }, 2000);
 }
 
 export function selectNamespace(name) {
@@ -92,13 +109,16 @@ export function select(kind, path, tab) {
   renderTree();
   renderMain();
   document.getElementById("main").focus();
-  if (kind === "subscription" || kind === "rule") refresh();
+  if (kind === "subscription" || kind === "rule") refresh({ live: true });
 }
 
 // ---------------------------------------------------------------- refresh
 
+// background: the live poll (skipped while another refresh runs, errors not shown);
+// live: only the [data-live] parts of the view shown are replaced (forms keep what is typed
+// in them); full: an action changed the view, which is built anew.
 let busy = false;
-export async function refresh(background = false) {
+export async function refresh({ background = false, live = false, full = false } = {}) {
   if (busy && background) return;
   busy = true;
   try {
@@ -107,13 +127,14 @@ export async function refresh(background = false) {
       state.ns = state.namespaces[0].name;
     }
     state.overview = state.ns ? await op("overview", { name: state.ns }) : null;
-    await loadRules();
+    if (!background) await loadRules();  // rule reads cost management credits: not every 2 s
     noteThrottling();
     renderHeader();
     renderTree();
-    renderMain(background);
+    renderMain(live && !full);
   } catch (e) {
-    if (!background) toast(e.message, true);
+    if (e.status === 401) lostToken(e.message);
+    else if (!background) toast(e.message, true);
   } finally {
     busy = false;
   }
@@ -153,6 +174,16 @@ function renderHeader() {
   }
   sel.value = state.ns;
   document.getElementById("updated").textContent = `updated ${new Date().toLocaleTimeString()}`;
+  renderClock();
+}
+
+// The namespace's clock (time travel), when the daemon reports one in the overview: shown in
+// the header's #clock. Nothing to show from a daemon without it.
+function renderClock() {
+  const el = document.getElementById("clock");
+  const clock = state.overview && (state.overview.clock || state.overview.namespace.clock);
+  el.hidden = !clock;
+  if (clock) el.textContent = `clock ${clock.now_utc || clock.now || JSON.stringify(clock)}`;
 }
 
 // ---------------------------------------------------------------- the tree
@@ -217,16 +248,16 @@ function topicItem(t, subs) {
 
 // ---------------------------------------------------------------- the main panel
 
-// What the main panel shows; a background refresh of the same view only replaces its
+// What the main panel shows; a live refresh of the same view only replaces its
 // [data-live] parts (counts, tables), never a form being filled in.
 let shown = null;
-export function renderMain(background = false) {
+export function renderMain(liveOnly = false) {
   const main = document.getElementById("main");
   if (!state.overview) return;
-  let nodes = state.sel.kind === "namespace" ? namespaceView() : entityView(state, background);
+  let nodes = state.sel.kind === "namespace" ? namespaceView() : entityView(state);
   if (!nodes) { state.sel = { kind: "namespace", path: null }; nodes = namespaceView(); }
   const key = `${state.ns}|${state.sel.kind}|${state.sel.path}|${state.tab}`;
-  if (background && key === shown) {
+  if (liveOnly && key === shown) {
     const fresh = h("div", {}, ...nodes);
     for (const el of fresh.querySelectorAll("[data-live]")) {
       const old = main.querySelector(`[data-live="${el.dataset.live}"]`);

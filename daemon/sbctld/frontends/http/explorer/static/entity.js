@@ -5,14 +5,14 @@ import { h, cards, table, field, fmtBytes, fmtTime, fmtMs, toast, confirmText, b
 
 // What the messages tab remembers between renders (per entity).
 const view = { path: null, sub: "", from: "", count: 20, messages: [], checked: new Set(),
-  current: null, format: "json", mode: "peek" };
+  current: null, format: "json", mode: "peek", session: "", sessionLock: null };
 
-export function entityView(state, background) {
+export function entityView(state) {
   const { kind, path } = state.sel;
   if (kind === "rule") return ruleView(state);
   const e = state.overview.entities.find((x) => x.kind === kind && x.path === path);
   if (!e) return null;
-  if (view.path !== path) Object.assign(view, { path, sub: "", from: "", messages: [], checked: new Set(), current: null });
+  if (view.path !== path) Object.assign(view, { path, sub: "", from: "", messages: [], checked: new Set(), current: null, session: "", sessionLock: null, next: null });
   const tabs = ["overview", ...(kind !== "topic" ? ["messages"] : []), ...(kind !== "subscription" ? ["send"] : []), "manage"];
   if (!tabs.includes(state.tab)) state.tab = "overview";
   const d = e.description;
@@ -79,18 +79,23 @@ function source(state, e) {
 
 function messagesTab(state, e) {
   const form = h("form", { class: "bar", id: "peek-form", onsubmit: (ev) => { ev.preventDefault(); peek(state, e, false); } },
-    field("Sub-queue", h("select", { name: "sub", onchange: (ev) => { view.sub = ev.target.value; view.messages = []; view.current = null; view.checked.clear(); peek(state, e, false); } },
+    field("Sub-queue", h("select", { name: "sub", onchange: (ev) => { view.sub = ev.target.value; view.messages = []; view.current = null; view.checked.clear(); view.next = null; peek(state, e, false); } },
       h("option", { value: "" }, "Active messages"),
       h("option", { value: "$deadletterqueue", selected: view.sub === "$deadletterqueue" }, "Dead-letter queue"),
       h("option", { value: "$Transfer/$DeadLetterQueue", selected: view.sub === "$Transfer/$DeadLetterQueue" }, "Transfer dead-letter queue"))),
-    field("From sequence number", h("input", { name: "from", type: "number", min: "0", value: view.from, onchange: (ev) => { view.from = ev.target.value; } })),
+    field("From sequence number", h("input", { name: "from", type: "number", min: "0", value: view.from, onchange: (ev) => { view.from = ev.target.value; view.next = null; } })),
     field("Count", h("input", { name: "count", type: "number", min: "1", max: "250", value: view.count, onchange: (ev) => { view.count = Number(ev.target.value) || 20; } })),
+    e.description.requires_session ? field("Session id (empty: the next one)", h("input", { name: "session", id: "session-id", value: view.session, onchange: (ev) => { view.session = ev.target.value.trim(); } })) : "",
     h("button", { class: "b primary", id: "peek" }, "Peek"),
     h("button", { type: "button", class: "b", id: "next-page", disabled: !view.messages.length, onclick: () => peek(state, e, true) }, "Next page"),
     h("button", { type: "button", class: "b", id: "receive-lock", onclick: () => receive(state, e, "peek-lock") }, "Receive (peek-lock)"),
     h("button", { type: "button", class: "b", id: "receive-delete", onclick: () => receive(state, e, "receive-and-delete") }, "Receive and delete"),
     h("button", { type: "button", class: "b danger", id: "purge", onclick: () => purge(state, e) }, "Purge…"));
   const out = [form];
+  if (view.sessionLock) {
+    out.push(h("div", { class: "bar" }, `Session ${view.sessionLock.session_id} locked until ${fmtTime(view.sessionLock.locked_until_ms)}`,
+      h("button", { type: "button", class: "b", id: "release-session", onclick: () => releaseSession(state, e) }, "Release session")));
+  }
   if (view.sub) {
     out.push(h("div", { class: "bar" },
       h("button", { type: "button", class: "b", id: "resubmit-selected", disabled: !view.checked.size, onclick: () => resubmitSelected(state, e) }, `Resubmit selected (${view.checked.size})`),
@@ -123,12 +128,46 @@ let rerenderHook = () => {};
 function rerender() { rerenderHook(); }
 export function onRerender(fn) { rerenderHook = fn; }
 
-async function peek(state, e, next) {
+// A peek on a partitioned entity answers from one partition (daemon/README.md §0.1.7): the
+// page peeks each partition from its own position (the partition id is the sequence
+// number's top 16 bits) and shows them together, oldest first.
+const PARTITION_SPAN = 2 ** 48;
+
+function partitionCount(state, e) {
+  const owner = e.kind === "subscription"
+    ? state.overview.entities.find((x) => x.kind === "topic" && x.path === e.path.split("/subscriptions/")[0])
+    : e;
+  return owner && owner.description.enable_partitioning ? owner.description.partition_count : 0;
+}
+
+async function peekOne(state, e, from) {
   const args = { namespace: state.ns, entity: source(state, e), count: Math.min(250, view.count || 20) };
-  if (next && view.messages.length) view.from = String(view.messages[view.messages.length - 1].sequence_number + 1);
-  if (view.from !== "") args.from_sequence = Number(view.from);
+  if (from !== null && from !== undefined && from !== "") args.from_sequence = Number(from);
+  return op("peek", args);
+}
+
+async function peekPartitions(state, e, n, next) {
+  if (!next || !view.next) view.next = Array.from({ length: n }, (_, p) => Math.max(p * PARTITION_SPAN, Number(view.from || 0)));
+  const out = [];
+  for (let p = 0; p < n; p++) {
+    if (view.next[p] === null) continue;
+    try {
+      const got = (await peekOne(state, e, view.next[p])).filter((m) => Math.floor(m.sequence_number / PARTITION_SPAN) === p);
+      view.next[p] = got.length ? got[got.length - 1].sequence_number + 1 : null;
+      out.push(...got);
+    } catch (err) { toast(`partition ${p}: ${err.message}`, true); }
+  }
+  return out.sort((a, b) => Date.parse(a.enqueued_time_utc) - Date.parse(b.enqueued_time_utc) || a.sequence_number - b.sequence_number);
+}
+
+async function peek(state, e, next) {
+  const n = partitionCount(state, e);
   try {
-    view.messages = await op("peek", args);
+    if (n) view.messages = await peekPartitions(state, e, n, next);
+    else {
+      if (next && view.messages.length) view.from = String(view.messages[view.messages.length - 1].sequence_number + 1);
+      view.messages = await peekOne(state, e, view.from);
+    }
     view.mode = view.messages.length ? "peek" : "none";
     view.current = view.messages[0] || null;
     view.checked.clear();
@@ -136,12 +175,37 @@ async function peek(state, e, next) {
   } catch (err) { toast(err.message, true); }
 }
 
+// A session-enabled entity is received from one session at a time: accept it first.
+async function acceptSession(state, e) {
+  if (!e.description.requires_session || view.sub) return null;
+  if (view.sessionLock && view.sessionLock.locked_until_ms < Date.now()) view.sessionLock = null;  // expired
+  if (view.sessionLock && (!view.session || view.session === view.sessionLock.session_id)) return view.sessionLock.session_lock_token;
+  if (view.sessionLock) await releaseSession(state, e, true);
+  view.sessionLock = await op("session_accept", { namespace: state.ns, entity: e.path, session_id: view.session || null });
+  return view.sessionLock.session_lock_token;
+}
+
+async function releaseSession(state, e, quiet) {
+  const lock = view.sessionLock;
+  view.sessionLock = null;
+  if (!lock) return;
+  try {
+    await op("session_close", { namespace: state.ns, entity: e.path, session_lock_token: lock.session_lock_token });
+    if (!quiet) toast(`session ${lock.session_id} released`);
+  } catch (err) { if (!quiet) toast(err.message, true); }
+  if (!quiet) rerender();
+}
+
 async function receive(state, e, mode) {
   try {
-    const got = await op("receive", { namespace: state.ns, entity: source(state, e), count: Math.min(view.count || 1, 250), mode });
+    const args = { namespace: state.ns, entity: source(state, e), count: Math.min(view.count || 1, 250), mode };
+    const token = await acceptSession(state, e);
+    if (token) args.session_lock_token = token;
+    const got = await op("receive", args);
+    if (token && mode === "receive-and-delete") await releaseSession(state, e, true);
     view.messages = got; view.mode = got.length ? mode : "none"; view.current = got[0] || null; view.checked.clear();
+    await refresh({ full: true });
     toast(`${got.length} message(s) received${mode === "receive-and-delete" ? " and deleted" : " and locked"}`);
-    await refresh();
   } catch (err) { toast(err.message, true); }
 }
 
@@ -170,9 +234,9 @@ async function resubmitSelected(state, e) {
     if (mine.length) await op("send", { namespace: state.ns, entity: target, messages: mine.map(copyOf) });
     if (mine.length) await op("settle", { namespace: state.ns, entity: from, op: "complete", lock_tokens: mine.map((m) => m.lock_token) });
     if (others.length) await op("settle", { namespace: state.ns, entity: from, op: "abandon", lock_tokens: others.map((m) => m.lock_token) });
-    toast(`${mine.length} message(s) resubmitted to ${target}`);
     view.messages = view.messages.filter((m) => !wanted.has(m.sequence_number)); view.checked.clear(); view.current = null;
-    await refresh();
+    await refresh({ full: true });
+    toast(`${mine.length} message(s) resubmitted to ${target}`);
   } catch (err) { toast(err.message, true); }
 }
 
@@ -194,7 +258,7 @@ function messageDetail(state, e, m) {
   const props = m.properties.map((p) => [p.name, p.type, typeof p.value === "object" && p.value !== null ? String(p.value.value) : String(p.value)]);
   return h("section", { class: "msg-detail", "aria-label": `Message ${m.sequence_number}` },
     h("h3", {}, `Message ${m.sequence_number}`),
-    m.lock_token ? settleBar(state, e, m) : "",
+    m.lock_token ? settleBar(state, e, m) : stateActions(state, e, m),
     h("h4", {}, "System properties"), table(["Property", "Value"], sys, { id: "system-properties" }),
     h("h4", {}, "Application properties"), props.length ? table(["Name", "Type", "Value"], props, { id: "application-properties" }) : h("p", { class: "muted" }, "None."),
     h("h4", {}, "Body ", ...["json", "text", "hex"].map((f) => h("button", { class: "b", "aria-pressed": String(view.format === f), id: `body-${f}`, onclick: () => { view.format = f; rerender(); } }, f.toUpperCase()))),
@@ -209,6 +273,25 @@ function bodyAs(m, format) {
     try { return JSON.stringify(JSON.parse(text), null, 2); } catch { return `(not JSON)\n${text}`; }
   }
   return text;
+}
+
+// A deferred message is received by its sequence number; a scheduled one can be cancelled.
+function stateActions(state, e, m) {
+  if (m.state === "deferred") {
+    return h("div", { class: "bar" }, h("button", { class: "b", id: "receive-deferred", onclick: async () => {
+      try {
+        const [got] = await op("receive_deferred", { namespace: state.ns, entity: source(state, e), sequence_numbers: [m.sequence_number], mode: "peek-lock" });
+        view.messages = view.messages.map((x) => (x === m ? got : x)); view.current = got; rerender();
+      } catch (err) { toast(err.message, true); }
+    } }, "Receive deferred (peek-lock)"));
+  }
+  if (m.state === "scheduled") {
+    return h("div", { class: "bar" }, h("button", { class: "b danger", id: "cancel-scheduled", onclick: () => run(`message ${m.sequence_number} cancelled`, async () => {
+      await op("cancel_scheduled", { namespace: state.ns, entity: e.path, sequence_numbers: [m.sequence_number] });
+      view.messages = view.messages.filter((x) => x !== m); view.current = null;
+    }) }, "Cancel scheduled message"));
+  }
+  return "";
 }
 
 function settleBar(state, e, m) {

@@ -98,8 +98,9 @@ function createSubscription(state, e, form) {
     await op("subscription_create", { namespace: state.ns, topic: e.path, name, options });
     if (filter || action) {
       try {
-        await op("rule_create", { namespace: state.ns, topic: e.path, subscription: name, name: "rule", filter, action });
+        // the filter replaces the rule $Default, as Azure's default rule description does
         await op("rule_delete", { namespace: state.ns, topic: e.path, subscription: name, name: "$Default" });
+        await op("rule_create", { namespace: state.ns, topic: e.path, subscription: name, name: "$Default", filter, action });
       } catch (err) {
         await op("subscription_delete", { namespace: state.ns, topic: e.path, name });  // all or nothing
         throw err;
@@ -121,7 +122,7 @@ function rulesSection(state, e) {
   const rows = rules.map((r) => ({ cells: [r.name, describeFilter(r.filter), r.action || "",
     h("button", { class: "b danger", onclick: () => run(`rule ${r.name} deleted`, () => op("rule_delete", { namespace: state.ns, topic, subscription: sub, name: r.name })) }, `Delete ${r.name}`)],
   onclick: () => select("rule", `${e.path}/rules/${r.name}`) }));
-  return [h("h3", {}, `Rules (${rules.length})`), table(["Name", "Filter", "Action", ""], rows, { id: "rules" }),
+  return [h("div", { "data-live": "rules" }, h("h3", {}, `Rules (${rules.length})`), table(["Name", "Filter", "Action", ""], rows, { id: "rules" })),
     h("form", { id: "rule-form", class: "stack", onsubmit: (ev) => { ev.preventDefault(); createRule(state, topic, sub, ev.target); } },
       field("Rule name", h("input", { name: "name", id: "rule-name", required: true })), ...filterFields("rule"),
       h("div", {}, h("button", { class: "b primary", id: "create-rule" }, "Create rule")))];

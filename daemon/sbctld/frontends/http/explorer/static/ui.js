@@ -64,6 +64,7 @@ export function toast(text, error = false) {
   const box = document.getElementById("toast");
   const el = h("div", { class: error ? "error" : "", role: error ? "alert" : null }, text);
   box.append(el);
+  while (box.children.length > 4) box.firstChild.remove();  // the latest few only
   setTimeout(() => el.remove(), error ? 8000 : 4000);
 }
 
