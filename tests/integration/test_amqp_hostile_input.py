@@ -38,7 +38,7 @@ from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusRece
 RSS_GROWTH_MIB = 100  # the daemon's RSS after the whole module, over its RSS before
 P99_S = 0.75  # the unrelated SDK client's send-receive-complete round trip while fuzzed
 MUTANTS = 80
-FUZZ_SECONDS = 15.0
+FUZZ_SECONDS = 10.0
 
 
 # ------------------------------------------------------------------ a daemon, raw bytes
