@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import crc32c
 import pytest
 
 from sbctl.amqp import codec, framing
@@ -457,3 +458,39 @@ def test_fuzzed_sdk_sessions_get_typed_errors_and_lose_nothing(env: dict[str, An
             while batch := receiver.receive_messages(max_message_count=100, max_wait_time=2):
                 got += len(batch)
         assert got == len(rows), (queue, got, len(rows))
+
+
+def unreadable_record(daemon: Any, queue: str) -> None:
+    """Make the first stored record of ``queue`` undecodable with a valid CRC (as a record a
+    buggy release stored would be): its MessagePack starts with 0xc1, a byte never used."""
+    segment = next((daemon.data_dir / "namespaces").glob(f"*/queues/{queue}/p00/*.log"))
+    raw = bytearray(segment.read_bytes())
+    length = struct.unpack_from("<I", raw, 16)[0]
+    raw[56] = 0xC1  # (32-byte batch header, 24-byte record header, then the payload)
+    raw[20:24] = struct.pack("<I", crc32c.crc32c(bytes(raw[24 : 20 + length])))
+    segment.write_bytes(raw)
+    for checkpoint in segment.parent.glob("checkpoint*.bin"):  # (they hold each record's CRC)
+        checkpoint.unlink()
+
+
+def test_a_record_that_cannot_be_rendered_is_dead_lettered_and_never_blocks_the_others(
+    daemon: Any,
+) -> None:
+    daemon.cli("queue", "create", "q", check=True)
+    daemon.cli("send", "q", "--body", "damaged", check=True)
+    daemon.stop()
+    unreadable_record(daemon, "q")
+    daemon.start()
+    daemon.cli("send", "q", "--body", "fine", check=True)
+    with (
+        ServiceBusClient.from_connection_string(connection_string(daemon)) as client,
+        client.get_queue_receiver("q", max_wait_time=3) as receiver,
+    ):
+        assert [str(m) for m in receiver.peek_messages(max_message_count=10)] == ["fine"]
+        got = receiver.receive_messages(max_message_count=10, max_wait_time=3)
+        assert [str(m) for m in got] == ["fine"]
+        receiver.complete_message(got[0])
+    info = cli_json(daemon, "queue", "show", "q")
+    assert info["dead_letter_message_count"] == 1, info
+    log = (daemon.data_dir / "sbctld.log").read_text()
+    assert "Traceback" not in log and log.count("cannot be sent") == 1

@@ -152,6 +152,16 @@ def test_a_record_stored_with_a_null_key_still_reads() -> None:
     assert (m.body, m.message_id, m.application_properties) == (b"body", "id", {"": "v", "k": 1})
 
 
+def test_the_cli_shows_a_record_it_cannot_read_flagged_instead_of_failing() -> None:
+    from sbctl.messages import UNREADABLE, ReceivedMessage
+    from sbctl.protocol import Delivered
+
+    raw = msgspec.msgpack.encode([b"x", "id", msgspec.msgpack.Ext(99, b"?")])  # unknown ext
+    m = ReceivedMessage.from_wire(Delivered(7, 0, 1, None, None, 0, None, 1, msgspec.Raw(raw)))
+    assert m.sequence_number == 7
+    assert "cannot be read" in m.application_properties[UNREADABLE]
+
+
 @pytest.mark.parametrize(
     ("body", "error"),
     [
