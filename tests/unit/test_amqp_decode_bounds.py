@@ -227,3 +227,15 @@ def test_sessions_past_the_limit_close_the_connection() -> None:
     out = frames(conn.data_to_send())
     assert isinstance(out[-1].body, t.Close) and conn.closed
     assert out[-1].body.error.condition == "amqp:resource-limit-exceeded"
+
+
+def test_a_performative_is_decoded_from_its_own_frame_only() -> None:
+    """A list claiming 4 MB in a 20-byte frame, 4 MB of valid items after the frame: the
+    decoder never walks past the frame (it walked the whole buffer, per frame, before)."""
+    claimed = 4 * 1024 * 1024
+    body = b"\x00\x53\x10\xd0" + struct.pack(">II", claimed, claimed // 2)
+    raw = struct.pack(">IBBH", 8 + len(body), 2, 0, 0) + body + b"\xa0\x00" * (claimed // 2)
+    started = time.monotonic()
+    with pytest.raises(framing.UndecodableFrame):
+        framing.parse_frame(raw, 0, 1 << 20)
+    assert time.monotonic() - started < 0.2
