@@ -239,3 +239,19 @@ def test_a_performative_is_decoded_from_its_own_frame_only() -> None:
     with pytest.raises(framing.UndecodableFrame):
         framing.parse_frame(raw, 0, 1 << 20)
     assert time.monotonic() - started < 0.2
+
+
+def test_links_are_bounded_per_connection_across_sessions() -> None:
+    conn, _ = opened()  # (a session on channel 1)
+    conn.receive_data(f(0, t.Begin(None, 0, 5000, 5000)))
+    per_session = 600
+    for channel in (0, 1):
+        for h in range(per_session):
+            target = t.Target("q")
+            attach = t.Attach(f"c{channel}-{h}", h, False, 0, 0, t.Source("s"), target)
+            conn.receive_data(f(channel, attach))
+            while conn.more_input:
+                conn.receive_data(b"")
+    refused = [fr for fr in frames(conn.data_to_send()) if isinstance(fr.body, t.Detach)]
+    assert len(refused) == 2 * per_session - amqp_connection.MAX_LINKS
+    assert conn.link_count == amqp_connection.MAX_LINKS and not conn.closed
