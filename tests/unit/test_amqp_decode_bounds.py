@@ -44,6 +44,28 @@ def test_values_nest_at_most_max_depth_deep() -> None:
         codec.decode_all(bytes((0xD0,)) + struct.pack(">II", len(deep) + 4, 1) + deep)
 
 
+def wrap(kind: str, inner: bytes) -> bytes:
+    """``inner`` inside one compound of ``kind``."""
+    if kind == "described":
+        return b"\x00\x53\xff" + inner
+    items = codec.encode("k") + inner if kind == "map" else inner
+    code = 0xD1 if kind == "map" else 0xD0
+    return bytes((code,)) + struct.pack(">II", len(items) + 4, 2 if kind == "map" else 1) + items
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(["list", "map", "described"]), min_size=1, max_size=70))
+def test_any_nesting_decodes_up_to_max_depth_and_is_refused_past_it(kinds: list[str]) -> None:
+    raw = b"\x40"
+    for kind in reversed(kinds):
+        raw = wrap(kind, raw)
+    if len(kinds) <= codec.MAX_DEPTH:
+        codec.decode_all(raw)
+    else:
+        with pytest.raises(codec.DecodeError, match="nested more than"):
+            codec.decode_all(raw)
+
+
 @pytest.mark.parametrize("depth", [1_000, 20_000])
 def test_deep_nesting_is_a_decode_error_not_a_recursion_error(depth: int) -> None:
     lists = nested_lists(depth) if depth < 2_000 else b"\xc0\x00\x01" * depth  # (truncated)
