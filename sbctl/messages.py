@@ -179,6 +179,11 @@ def parse_property(text: str) -> tuple[str, PropertyValue]:
     return key, raw
 
 
+# The property a peeked or received message shows when its stored record cannot be read
+# (daemon/README.md §29.11).
+UNREADABLE = "UnreadableRecord"
+
+
 @dataclass(init=False)
 class ReceivedMessage:
     """A peeked or received message (daemon/README.md §1.8 broker properties included).
@@ -312,7 +317,11 @@ class ReceivedMessage:
 
     @classmethod
     def from_wire(cls, d: Delivered) -> ReceivedMessage:
-        msg = decode_message(d.payload)
+        try:
+            msg = decode_message(d.payload)
+        except msgspec.DecodeError as exc:  # (a damaged record: shown, never blocking the rest)
+            why = f"the stored record cannot be read: {exc}"
+            msg = Message(b"", application_properties={UNREADABLE: why})
         props = dict(msg.application_properties or {})
         if d.changes:
             props.update(d.changes)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Iterator
-from typing import Any, NamedTuple, cast
+from typing import Any, NamedTuple
 
 from sbctl.amqp.codec import DecodeError, _enc_composite, decode
 from sbctl.amqp.types import Composite, Transfer
@@ -22,6 +22,7 @@ HEADER_SIZE = 8
 AMQP_FRAME = 0
 SASL_FRAME = 1
 MIN_MAX_FRAME_SIZE = 512  # the smallest max-frame-size a peer may announce (§2.7.1)
+HEAD_BYTES = 512  # a frame's first bytes, where its performative is looked for first
 
 PROTOCOL_AMQP = b"AMQP\x00\x01\x00\x00"
 PROTOCOL_SASL = b"AMQP\x03\x01\x00\x00"
@@ -77,20 +78,22 @@ def parse_frame(
     start = pos + doff * 4
     if start == end:
         return Frame(kind, channel, None, b""), end
-    # The performative is read where it lies and the payload copied once (a transfer's
-    # payload is most of the frame); a performative that does not end inside its frame is
-    # read again from the frame's bytes alone, for the error that gives.
+    # The performative is decoded from its frame's bytes only, never from the buffer after
+    # them: a compound claiming more than its frame must not make the decoder walk the rest
+    # of the connection's buffer, frame after frame (daemon/README.md §29.11). It is short
+    # (a transfer's payload is most of the frame): the first HEAD_BYTES, copied, hold it, and
+    # only a longer one is decoded from the whole frame.
+    head_end = min(end, start + HEAD_BYTES)
     try:
-        body, used = decode(cast(bytes, buf), start)  # (the codec reads any buffer)
-    except DecodeError:
-        used = end + 1
-    if used > end:
-        raw = bytes(buf[start:end])
+        body, used = decode(bytes(buf[start:head_end]), 0)
+    except DecodeError as exc:
+        if head_end == end:
+            raise UndecodableFrame(f"undecodable frame body: {exc}") from None
         try:
-            body, used = decode(raw, 0)
+            body, used = decode(bytes(buf[start:end]), 0)
         except DecodeError as exc:
             raise UndecodableFrame(f"undecodable frame body: {exc}") from None
-        used += start
+    used += start
     if not isinstance(body, Composite):
         raise FrameError("a frame body must be a performative")
     if used == end:

@@ -6,8 +6,9 @@ endpoint address (a gateway forwarding bytes) or an HTTP proxy.
 tunnel, an absolute-form request (``GET http://host:port/...``) is forwarded to its host as
 sent, and ``Proxy-Authorization`` must carry the basic credentials. Either way ``first``
 records the first bytes each connection sent after the proxy's own request line, so a test
-sees what went through. It listens on a free port of 127.0.0.1, in threads; ``close()``
-stops it.
+sees what went through; ``record=True`` also keeps everything each connection sent, in
+``streams`` (one bytearray per connection, in the order they came). It listens on a free port
+of 127.0.0.1, in threads; ``close()`` stops it.
 """
 
 from __future__ import annotations
@@ -25,8 +26,11 @@ class Relay:
         target: tuple[str, int] | None = None,
         proxy: bool = False,
         auth: tuple[str, str] | None = None,
+        record: bool = False,
     ) -> None:
         self.target = target
+        self.record = record
+        self.streams: list[bytearray] = []
         self.proxy = proxy
         self.auth = auth
         self.first: list[bytes] = []
@@ -74,9 +78,13 @@ class Relay:
                 self.sockets.append(upstream)
             first = head or client.recv(65536)
             self.first.append(first)
+            stream = bytearray(first) if self.record else None
+            if stream is not None:
+                with self.lock:
+                    self.streams.append(stream)
             upstream.sendall(first)
             threading.Thread(target=self._pump, args=(upstream, client), daemon=True).start()
-            self._pump(client, upstream)
+            self._pump(client, upstream, stream)
         except OSError:
             with contextlib.suppress(OSError):
                 client.close()
@@ -111,9 +119,11 @@ class Relay:
         return data, upstream
 
     @staticmethod
-    def _pump(src: socket.socket, dst: socket.socket) -> None:
+    def _pump(src: socket.socket, dst: socket.socket, stream: bytearray | None = None) -> None:
         try:
             while chunk := src.recv(65536):
+                if stream is not None:
+                    stream += chunk
                 dst.sendall(chunk)
         except OSError:
             pass

@@ -44,6 +44,28 @@ def test_values_nest_at_most_max_depth_deep() -> None:
         codec.decode_all(bytes((0xD0,)) + struct.pack(">II", len(deep) + 4, 1) + deep)
 
 
+def wrap(kind: str, inner: bytes) -> bytes:
+    """``inner`` inside one compound of ``kind``."""
+    if kind == "described":
+        return b"\x00\x53\xff" + inner
+    items = codec.encode("k") + inner if kind == "map" else inner
+    code = 0xD1 if kind == "map" else 0xD0
+    return bytes((code,)) + struct.pack(">II", len(items) + 4, 2 if kind == "map" else 1) + items
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(["list", "map", "described"]), min_size=1, max_size=70))
+def test_any_nesting_decodes_up_to_max_depth_and_is_refused_past_it(kinds: list[str]) -> None:
+    raw = b"\x40"
+    for kind in reversed(kinds):
+        raw = wrap(kind, raw)
+    if len(kinds) <= codec.MAX_DEPTH:
+        codec.decode_all(raw)
+    else:
+        with pytest.raises(codec.DecodeError, match="nested more than"):
+            codec.decode_all(raw)
+
+
 @pytest.mark.parametrize("depth", [1_000, 20_000])
 def test_deep_nesting_is_a_decode_error_not_a_recursion_error(depth: int) -> None:
     lists = nested_lists(depth) if depth < 2_000 else b"\xc0\x00\x01" * depth  # (truncated)
@@ -152,6 +174,16 @@ def test_a_record_stored_with_a_null_key_still_reads() -> None:
     assert (m.body, m.message_id, m.application_properties) == (b"body", "id", {"": "v", "k": 1})
 
 
+def test_the_cli_shows_a_record_it_cannot_read_flagged_instead_of_failing() -> None:
+    from sbctl.messages import UNREADABLE, ReceivedMessage
+    from sbctl.protocol import Delivered
+
+    raw = msgspec.msgpack.encode([b"x", "id", msgspec.msgpack.Ext(99, b"?")])  # unknown ext
+    m = ReceivedMessage.from_wire(Delivered(7, 0, 1, None, None, 0, None, 1, msgspec.Raw(raw)))
+    assert m.sequence_number == 7
+    assert "cannot be read" in m.application_properties[UNREADABLE]
+
+
 @pytest.mark.parametrize(
     ("body", "error"),
     [
@@ -217,3 +249,31 @@ def test_sessions_past_the_limit_close_the_connection() -> None:
     out = frames(conn.data_to_send())
     assert isinstance(out[-1].body, t.Close) and conn.closed
     assert out[-1].body.error.condition == "amqp:resource-limit-exceeded"
+
+
+def test_a_performative_is_decoded_from_its_own_frame_only() -> None:
+    """A list claiming 4 MB in a 20-byte frame, 4 MB of valid items after the frame: the
+    decoder never walks past the frame (it walked the whole buffer, per frame, before)."""
+    claimed = 4 * 1024 * 1024
+    body = b"\x00\x53\x10\xd0" + struct.pack(">II", claimed, claimed // 2)
+    raw = struct.pack(">IBBH", 8 + len(body), 2, 0, 0) + body + b"\xa0\x00" * (claimed // 2)
+    started = time.monotonic()
+    with pytest.raises(framing.UndecodableFrame):
+        framing.parse_frame(raw, 0, 1 << 20)
+    assert time.monotonic() - started < 0.2
+
+
+def test_links_are_bounded_per_connection_across_sessions() -> None:
+    conn, _ = opened()  # (a session on channel 1)
+    conn.receive_data(f(0, t.Begin(None, 0, 5000, 5000)))
+    per_session = 600
+    for channel in (0, 1):
+        for h in range(per_session):
+            target = t.Target("q")
+            attach = t.Attach(f"c{channel}-{h}", h, False, 0, 0, t.Source("s"), target)
+            conn.receive_data(f(channel, attach))
+            while conn.more_input:
+                conn.receive_data(b"")
+    refused = [fr for fr in frames(conn.data_to_send()) if isinstance(fr.body, t.Detach)]
+    assert len(refused) == 2 * per_session - amqp_connection.MAX_LINKS
+    assert conn.link_count == amqp_connection.MAX_LINKS and not conn.closed

@@ -177,3 +177,34 @@ def test_the_check_fails_when_a_commit_round_skips_fdatasync(
     finally:
         committer.close()
         b.close()
+
+
+def test_writes_no_one_waits_for_are_synced_by_the_next_round(
+    tmp_path: Path, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A settled complete (an AMQP receiver's pre-settled accept) has no one to answer: the
+    front-end asks for a round all the same (Committer.flush_soon), and the next turns of the
+    loop sync it. 10,000 such completes used to leave their writes in the OS's cache."""
+    syncer = Syncer("fsync")
+    b = Broker(tmp_path / "data", clock, syncer, default_credits_per_second=0)
+    b.queue_create(NS, "q", {})
+    b.send(NS, "q", [Message(f"m{k}".encode()) for k in range(50)])
+    committer = commit.Committer(syncer)
+
+    async def main() -> None:
+        await committer.drain()
+        spy = Spy(monkeypatch, tmp_path)
+        tokens = [d.lock_token for d in b.receive(NS, "q", 50, "peek-lock") if d.lock_token]
+        await committer.drain()
+        b.settle(NS, "q", "complete", tokens)
+        assert spy.unsynced  # written, not synced yet
+        committer.flush_soon()
+        for _ in range(3):
+            await asyncio.sleep(0)
+        spy.check()
+
+    try:
+        asyncio.run(main())
+    finally:
+        committer.close()
+        b.close()

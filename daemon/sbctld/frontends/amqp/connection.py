@@ -66,7 +66,7 @@ MAX_DELIVERY_BYTES = 128 * 1024 * 1024  # a multi-frame delivery larger than thi
 # front-end lets the other connections run before reading on).
 MAX_SESSIONS = 1000
 MAX_LINKS_PER_SESSION = 1000
-MAX_LINKS = 5000
+MAX_LINKS = 1000
 FRAMES_PER_TURN = 64
 
 

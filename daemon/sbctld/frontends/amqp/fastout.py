@@ -118,6 +118,28 @@ def encode_delivered(d: Delivered, *, received: bool, lock: bool) -> bytes:
     return encode_all([d], received=received, lock=lock)[0]
 
 
+def renderable(
+    got: list[Delivered], *, received: bool, lock: bool
+) -> tuple[list[Delivered], list[bytes], list[tuple[Delivered, str]]]:
+    """:func:`encode_all` of a batch that may hold a record that cannot be rendered (stored
+    damaged, or by a release with a bug): (the deliveries that render, their bytes, the
+    others with why). One such record never blocks the others (daemon/README.md §29.11)."""
+    try:
+        return got, encode_all(got, received=received, lock=lock), []
+    except Exception:  # (rare: the batch again, message by message)
+        pass
+    good: list[Delivered] = []
+    out: list[bytes] = []
+    bad: list[tuple[Delivered, str]] = []
+    for d in got:
+        try:
+            out.append(encode_delivered(d, received=received, lock=lock))
+            good.append(d)
+        except Exception as exc:
+            bad.append((d, f"{type(exc).__name__}: {exc}"[:200]))
+    return good, out, bad
+
+
 def encode_all(got: list[Delivered], *, received: bool, lock: bool) -> list[bytes]:
     """:func:`encode_delivered` of each delivery (a receive's batch). A message stored with
     nothing but a body and an id (the usual shape: every other field unset, one tuple

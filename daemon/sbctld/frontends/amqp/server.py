@@ -532,25 +532,41 @@ class AmqpConnection(asyncio.Protocol):
                 state.inflight -= len(got)
                 if link.detached or self.closed:
                     return
-                for d in got:
-                    tag = uuid.uuid4().bytes_le
-                    self.conn.transfer(
-                        link,
-                        tag,
-                        fastout.encode_delivered(d, received=True, lock=False),
-                        settled=True,
-                    )
+                _, payloads, bad = fastout.renderable(got, received=True, lock=False)
+                self._unreadable(state, bad)
+                for payload in payloads:
+                    self.conn.transfer(link, uuid.uuid4().bytes_le, payload, settled=True)
                 self.pump(link)
                 self.flush()
 
             service.acknowledge(req, done)
             return
+        got, payloads, bad = fastout.renderable(got, received=True, lock=lock)
+        self._unreadable(state, bad)
         tokens = [d.lock_token or str(uuid.uuid4()) for d in got]
-        payloads = fastout.encode_all(got, received=True, lock=lock)
         ids = self.conn.transfers(link, lock_tags(tokens), payloads, settled=False)
         state.deliveries.update(zip(ids, tokens, strict=True))
         if link.credit > 0:
             self.pump(link)
+
+    def _unreadable(self, state: ReceiveState, bad: list[tuple[Any, str]]) -> None:
+        """Received messages whose stored record cannot be rendered: dead-lettered (when
+        locked; a received-and-deleted one is gone already), one log line each, so they
+        never block the others (daemon/README.md §29.11)."""
+        for d, why in bad:
+            log.warning("message %s of %s cannot be sent: %s", d.sequence_number, state.entity, why)
+        tokens = [d.lock_token for d, _ in bad if d.lock_token]
+        if tokens and not deletes_on_receive(state.mode):
+            with contextlib.suppress(SbctlError):
+                self.broker.settle(
+                    self.namespace,
+                    state.entity,
+                    "dead-letter",
+                    tokens,
+                    None,
+                    "MessageUnreadable",
+                    f"the stored message cannot be rendered ({bad[0][1]})",
+                )
 
     def on_dispositions(self, link: Link, ids: list[int], settled: bool, state: Any) -> None:
         """A disposition's range of our deliveries on ``link``: outside a transaction one
