@@ -3,7 +3,7 @@
 function __sbctl_children
     switch $argv[1]
         case ''
-            printf '%s\n' credits import-config export-config send peek receive receive-deferred schedule cancel-scheduled purge spark-load spark-export bench top daemon namespace queue topic subscription rule fault message dlq session
+            printf '%s\n' credits import-config export-config send peek receive receive-deferred schedule cancel-scheduled purge spark-load spark-export bench top help daemon namespace queue topic subscription rule fault message dlq session
         case 'credits'
         case 'import-config'
         case 'export-config'
@@ -18,6 +18,7 @@ function __sbctl_children
         case 'spark-export'
         case 'bench'
         case 'top'
+        case 'help'
         case 'daemon'
             printf '%s\n' start stop status cert
         case 'daemon start'
@@ -117,6 +118,7 @@ function __sbctl_value_options
             printf '%s\n' --messages --size --batch --clients --entity --workers --subscriptions --stored --connections
         case 'top'
             printf '%s\n' --interval --sort --filter
+        case 'help'
         case 'daemon'
         case 'daemon start'
             printf '%s\n' --data-dir --socket --durability --default-credits-per-second --wait-timeout --reply-buffer-mb --amqp-port --amqp-host --http-port --http-host
@@ -237,6 +239,7 @@ complete -c sbctl -n '__sbctl_using \'\'' -a spark-load -d 'Bulk-load messages w
 complete -c sbctl -n '__sbctl_using \'\'' -a spark-export -d 'Write an entity\'s messages (with system properties) as a Spark dataset'
 complete -c sbctl -n '__sbctl_using \'\'' -a bench -d 'Benchmark the running daemon: durable send and receive-and-complete throughput and latency in a throwaway namespace (deleted afterwards), beside this machine\'s raw append+fdatasync and Unix-socket'
 complete -c sbctl -n '__sbctl_using \'\'' -a top -d 'Watch namespaces and entities live: counts, rates, credits, faults, pairing'
+complete -c sbctl -n '__sbctl_using \'\'' -a help -d 'Show a user guide (cli, testing, sdks, ...); without TOPIC, list them'
 complete -c sbctl -n '__sbctl_using \'\'' -a daemon -d 'Start, stop and inspect the sbctl daemon'
 complete -c sbctl -n '__sbctl_using \'\'' -a namespace -d 'Create, list, show, update and delete namespaces'
 complete -c sbctl -n '__sbctl_using \'\'' -a queue -d 'Create, update, list, show and delete queues'
@@ -364,6 +367,8 @@ complete -c sbctl -n '__sbctl_using \'top\'' -l sort -x -d 'Sort entities by thi
 complete -c sbctl -n '__sbctl_using \'top\'' -l reverse -d 'Sort descending'
 complete -c sbctl -n '__sbctl_using \'top\'' -l filter -x -d 'Only entities whose name contains TEXT'
 complete -c sbctl -n '__sbctl_using \'top\'' -s h -l help -d 'Show this message and exit'
+complete -c sbctl -n '__sbctl_using \'help\'' -l raw -d 'Print the guide\'s Markdown source'
+complete -c sbctl -n '__sbctl_using \'help\'' -s h -l help -d 'Show this message and exit'
 complete -c sbctl -n '__sbctl_using \'daemon\'' -a start -d 'Start the daemon (in the background unless --foreground); a no-op if it runs'
 complete -c sbctl -n '__sbctl_using \'daemon\'' -a stop -d 'Stop the daemon and wait until it has exited; a no-op if it is not running'
 complete -c sbctl -n '__sbctl_using \'daemon\'' -a status -d 'Show the daemon\'s status; exits 9 when it is not running'

@@ -37,6 +37,7 @@ COMMAND_MODULES = (
     "spark",
     "bench",
     "top",
+    "help",
 )
 
 EXIT_INTERRUPTED = ExitStatus.INTERRUPTED
