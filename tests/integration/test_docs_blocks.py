@@ -28,6 +28,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import textwrap
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -99,6 +100,7 @@ def _marker(lines: list[str], fence: int) -> str | None:
 
 
 def _block(line: int, info: str, body: list[str], reason: str | None) -> Block:
+    body = textwrap.dedent("\n".join(body)).splitlines()  # a block inside a list item
     if reason is not None:
         return Block(line, "skip", reason)
     if info in SHELL_INFO:
