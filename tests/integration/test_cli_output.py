@@ -180,3 +180,19 @@ def test_a_time_to_live_of_zero_is_a_usage_error_naming_the_flag(daemon: Daemon)
             assert "'--time-to-live'" in result.stderr and "positive" in result.stderr
             assert "time_to_live" not in result.stderr and "TimeSpan" not in result.stderr
     assert daemon.cli("-o", "json", "queue", "show", "ttl").json()["active_message_count"] == 0
+
+
+def test_the_usual_slips_get_a_hint(daemon: Daemon) -> None:
+    daemon.cli("topic", "create", "slips", check=True)
+    daemon.cli("subscription", "create", "slips", "all", check=True)
+    daemon.cli("queue", "create", "slipq", check=True)
+    no_subscriptions = daemon.cli("receive", "slips/all")
+    assert no_subscriptions.code == 3
+    assert "'slips/subscriptions/all'" in no_subscriptions.stderr, no_subscriptions
+    assert "'slips/subscriptions/nope'" not in daemon.cli("receive", "slips/nope").stderr
+    eaten = daemon.cli("peek", "slipq/")  # what the shell leaves of slipq/$deadletterqueue
+    assert eaten.code == 5 and "'slipq/$deadletterqueue' in single quotes" in eaten.stderr
+    extra = daemon.cli("send", "slipq", "hello")
+    assert extra.code == 2 and "the body is an option: sbctl send ENTITY --body" in extra.stderr
+    for result in (no_subscriptions, eaten, extra):
+        assert len(result.stderr.splitlines()) == 1, result
