@@ -3,7 +3,7 @@
 
 _sbctl_children() {
     case "$1" in
-        "") echo "credits import-config export-config send peek receive receive-deferred schedule cancel-scheduled purge spark-load spark-export bench top explorer daemon namespace queue topic subscription rule fault clock message dlq session" ;;
+        "") echo "credits import-config export-config send peek receive receive-deferred schedule cancel-scheduled purge spark-load spark-export bench top explorer help daemon namespace queue topic subscription rule fault clock message dlq session" ;;
         "daemon") echo "start stop status cert" ;;
         "namespace") echo "create update metrics list show connection-string set-key sas-token delete pair unpair pair-status" ;;
         "queue") echo "create update list show delete" ;;
@@ -36,6 +36,7 @@ _sbctl_options() {
         "bench") echo "--messages --size --batch --clients --entity --partitioned --workers --skip-raw --skip-start --topic --subscriptions --stored --amqp --connections -h --help" ;;
         "top") echo "--once --interval --sort --reverse --filter -h --help" ;;
         "explorer") echo "--no-open -h --help" ;;
+        "help") echo "--raw -h --help" ;;
         "daemon") echo "-h --help" ;;
         "daemon start") echo "--data-dir --socket --foreground --durability --default-credits-per-second --wait --wait-timeout --reply-buffer-mb --amqp-port --amqp-host --no-amqp --http-port --http-host --no-http -h --help" ;;
         "daemon stop") echo "--data-dir --socket -h --help" ;;

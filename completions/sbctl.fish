@@ -3,7 +3,7 @@
 function __sbctl_children
     switch $argv[1]
         case ''
-            printf '%s\n' credits import-config export-config send peek receive receive-deferred schedule cancel-scheduled purge spark-load spark-export bench top explorer daemon namespace queue topic subscription rule fault clock message dlq session
+            printf '%s\n' credits import-config export-config send peek receive receive-deferred schedule cancel-scheduled purge spark-load spark-export bench top explorer help daemon namespace queue topic subscription rule fault clock message dlq session
         case 'credits'
         case 'import-config'
         case 'export-config'
@@ -19,6 +19,7 @@ function __sbctl_children
         case 'bench'
         case 'top'
         case 'explorer'
+        case 'help'
         case 'daemon'
             printf '%s\n' start stop status cert
         case 'daemon start'
@@ -124,6 +125,7 @@ function __sbctl_value_options
         case 'top'
             printf '%s\n' --interval --sort --filter
         case 'explorer'
+        case 'help'
         case 'daemon'
         case 'daemon start'
             printf '%s\n' --data-dir --socket --durability --default-credits-per-second --wait-timeout --reply-buffer-mb --amqp-port --amqp-host --http-port --http-host
@@ -249,6 +251,7 @@ complete -c sbctl -n '__sbctl_using \'\'' -a spark-export -d 'Write an entity\'s
 complete -c sbctl -n '__sbctl_using \'\'' -a bench -d 'Benchmark the running daemon: durable send and receive-and-complete throughput and latency in a throwaway namespace (deleted afterwards), beside this machine\'s raw append+fdatasync and Unix-socket'
 complete -c sbctl -n '__sbctl_using \'\'' -a top -d 'Watch namespaces and entities live: counts, rates, credits, faults, pairing'
 complete -c sbctl -n '__sbctl_using \'\'' -a explorer -d 'Print the URL of the Service Bus Explorer page the daemon serves, and open it in a browser when there is a display (the URL carries the page\'s token: keep it private)'
+complete -c sbctl -n '__sbctl_using \'\'' -a help -d 'Show a user guide (cli, testing, sdks, ...); without TOPIC, list them'
 complete -c sbctl -n '__sbctl_using \'\'' -a daemon -d 'Start, stop and inspect the sbctl daemon'
 complete -c sbctl -n '__sbctl_using \'\'' -a namespace -d 'Create, list, show, update and delete namespaces'
 complete -c sbctl -n '__sbctl_using \'\'' -a queue -d 'Create, update, list, show and delete queues'
@@ -379,10 +382,12 @@ complete -c sbctl -n '__sbctl_using \'top\'' -l filter -x -d 'Only entities whos
 complete -c sbctl -n '__sbctl_using \'top\'' -s h -l help -d 'Show this message and exit'
 complete -c sbctl -n '__sbctl_using \'explorer\'' -l no-open -d 'Only print the URL; do not start a browser'
 complete -c sbctl -n '__sbctl_using \'explorer\'' -s h -l help -d 'Show this message and exit'
+complete -c sbctl -n '__sbctl_using \'help\'' -l raw -d 'Print the guide\'s Markdown source'
+complete -c sbctl -n '__sbctl_using \'help\'' -s h -l help -d 'Show this message and exit'
 complete -c sbctl -n '__sbctl_using \'daemon\'' -a start -d 'Start the daemon (in the background unless --foreground); a no-op if it runs'
 complete -c sbctl -n '__sbctl_using \'daemon\'' -a stop -d 'Stop the daemon and wait until it has exited; a no-op if it is not running'
 complete -c sbctl -n '__sbctl_using \'daemon\'' -a status -d 'Show the daemon\'s status; exits 9 when it is not running'
-complete -c sbctl -n '__sbctl_using \'daemon\'' -a cert -d 'Print the path of the HTTPS certificate (made on first use); trust it as connection_verify=PATH (Python), NODE_EXTRA_CA_CERTS=PATH (Node) or SSL_CERT_FILE'
+complete -c sbctl -n '__sbctl_using \'daemon\'' -a cert -d 'Print the path of the HTTPS certificate of the daemon on the socket (made on first use); trust it as connection_verify=PATH (Python), NODE_EXTRA_CA_CERTS=PATH (Node), REQUESTS_CA_BUNDLE or'
 complete -c sbctl -n '__sbctl_using \'daemon\'' -s h -l help -d 'Show this message and exit'
 complete -c sbctl -n '__sbctl_using \'daemon start\'' -l data-dir -r -F -d 'Daemon data directory (overrides the global --data-dir and SBCTL_DATA_DIR)'
 complete -c sbctl -n '__sbctl_using \'daemon start\'' -l socket -r -F -d 'Daemon Unix socket (overrides the global --socket and SBCTL_SOCKET)'

@@ -56,6 +56,7 @@ def start(
     reply_buffer_bytes: int | None = None,
     amqp: tuple[bool, str, int] = (True, "127.0.0.1", 5672),
     http: tuple[bool, str, int] = (True, "127.0.0.1", 5300),
+    explicit: frozenset[str] = frozenset(),
 ) -> dict[str, Any]:
     """``default_credits_per_second``: what namespaces created without their own figure
     get (None: 1000; 0: unlimited). ``reply_buffer_bytes``: unsent replies a connection may
@@ -64,7 +65,10 @@ def start(
     listener.
 
     The result's ``warnings`` are what the daemon said while starting (e.g. permissions it
-    tightened); a refused start raises with the daemon's reason."""
+    tightened); a refused start raises with the daemon's reason. A daemon already running
+    is fine unless it runs with other settings than the ``explicit`` ones asked for
+    (``amqp_port``, ``amqp_host``, ``no_amqp`` and the same for http); ports that are taken
+    are all named in one error before anything starts."""
     t0 = time.perf_counter()
     paths.check_socket_path(socket_path)
     base = {"data_dir": str(data_dir), "socket": str(socket_path)}
@@ -77,6 +81,13 @@ def start(
                 f"socket {socket_path} is in use by the sbctl daemon of another data dir "
                 f"({theirs}, pid {running.get('pid')}); choose another --socket for {data_dir}"
             )
+        differ = other_settings(running, {"amqp": amqp, "http": http}, explicit)
+        if differ:
+            raise GeneralError(
+                f"the sbctl daemon (pid {running.get('pid')}) is already running with other "
+                f"settings: {'; '.join(differ)}; stop it with `sbctl daemon stop` to start it "
+                "with these"
+            )
         return {**base, "already_running": True, "pid": running.get("pid"), "log_file": log_file}
     owner = _pidfile_owner(data_dir)
     if owner is not None and owner > 0 and not _alive(owner):
@@ -86,10 +97,13 @@ def start(
             _wait_gone(owner, data_dir, 5.0, "")
         owner = _pidfile_owner(data_dir)
     if owner is not None:
+        raise GeneralError(held_elsewhere(data_dir, socket_path, owner))
+    clashes = port_clashes({"amqp": amqp, "http": http})
+    if clashes:
         raise GeneralError(
-            f"data dir {data_dir} is held by pid {owner} (see {layout.pid_file(data_dir)}), "
-            f"which does not answer on {socket_path}; is it using another --socket? "
-            f"stop it with `kill {owner}`"
+            f"{'ports' if len(clashes) > 1 else 'port'} in use: {', '.join(clashes)}; choose "
+            "others (0: any free port; env SBCTL_AMQP_PORT, SBCTL_HTTP_PORT) or turn them off "
+            "with --no-amqp / --no-http"
         )
     if foreground:
         from sbctld.main import DaemonSettings, run
@@ -139,6 +153,49 @@ def start(
     for warning in warnings:
         print(f"warning: {warning}", file=sys.stderr)
     raise GeneralError(line.removeprefix("error ").strip() or f"the daemon failed; see {log_file}")
+
+
+def other_settings(
+    running: dict[str, Any],
+    asked: dict[str, tuple[bool, str, int]],
+    explicit: frozenset[str],
+) -> list[str]:
+    """How the running daemon's listeners differ from what was explicitly asked for (a port
+    of 0 asks for any port, so it matches every port)."""
+    found: list[str] = []
+    for name, (on, host, port) in asked.items():
+        live_port, live_host, label = (
+            running.get(f"{name}_port"),
+            running.get(f"{name}_host"),
+            name.upper(),
+        )
+        if f"no_{name}" in explicit and not on and live_port is not None:
+            found.append(f"{label} on port {live_port} (asked: --no-{name})")
+        elif on and f"{name}_port" in explicit and live_port is None:
+            found.append(f"no {label} (asked: --{name}-port {port})")
+        elif on and f"{name}_port" in explicit and port and live_port != port:
+            found.append(f"{label} port {live_port} (asked: --{name}-port {port})")
+        if on and f"{name}_host" in explicit and live_port is not None and live_host != host:
+            found.append(f"{label} host {live_host} (asked: --{name}-host {host})")
+    return found
+
+
+def port_clashes(asked: dict[str, tuple[bool, str, int]]) -> list[str]:
+    """Every asked-for port (not 0) that another process already listens on, as
+    ``AMQP port 5672 on 127.0.0.1 (--amqp-port N)``, so that all are reported at once."""
+    import errno
+    import socket
+
+    found = []
+    for name, (on, host, port) in asked.items():
+        if not on or not port:
+            continue
+        try:
+            socket.create_server((host, port)).close()  # SO_REUSEADDR, as the daemon binds
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                found.append(f"{name.upper()} port {port} on {host} (--{name}-port N)")
+    return found
 
 
 def _daemonize(
@@ -263,10 +320,59 @@ def _alive(pid: int) -> bool:
 
 
 def status(data_dir: Path, socket_path: Path) -> dict[str, Any]:
+    """The status of the daemon on ``socket_path``; when none answers, ``running`` false,
+    the pid holding ``data_dir`` (if any) and an ``error`` line that names both."""
     base: dict[str, Any] = {"data_dir": str(data_dir), "socket": str(socket_path)}
     try:
         with Client(socket_path, timeout=5) as client:
             info = client.status()
     except ServiceCommunicationProblem as exc:
-        return {**base, "running": False, "pid": _pidfile_owner(data_dir), "error": exc.message}
+        owner = _pidfile_owner(data_dir)
+        error = exc.message if owner is None else held_elsewhere(data_dir, socket_path, owner)
+        return {**base, "running": False, "pid": owner, "error": error}
     return {**base, **info, "running": True}
+
+
+def held_elsewhere(data_dir: Path, socket_path: Path, owner: int) -> str:
+    """Why nothing answers on ``socket_path`` although pid ``owner`` holds ``data_dir``: the
+    socket asked for, the daemon holding the dir, and the socket it listens on when known."""
+    asked = f"no sbctl daemon answers on socket {socket_path}, but data dir {data_dir} is held"
+    listening = [p for p in unix_listeners(owner) if p != str(socket_path)] if owner > 0 else []
+    if listening:
+        return (
+            f"{asked} by pid {owner}, which listens on {listening[0]}: give that socket "
+            f"(--socket {listening[0]} or SBCTL_SOCKET), or stop it with `kill {owner}`"
+        )
+    return (
+        f"{asked} by pid {owner} (see {layout.pid_file(data_dir)}): is it using another "
+        f"--socket (or SBCTL_SOCKET)? stop it with `kill {owner}`"
+    )
+
+
+def unix_listeners(pid: int) -> list[str]:
+    """The paths of the Unix sockets ``pid`` listens on (Linux ``/proc``; [] elsewhere or
+    when they cannot be read)."""
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+        links = {os.readlink(f"/proc/{pid}/fd/{fd}") for fd in fds}
+        with open("/proc/net/unix", encoding="utf-8", errors="replace") as table:
+            rows = [line.split() for line in table.readlines()[1:]]
+    except OSError:
+        return []
+    inodes = {link[8:-1] for link in links if link.startswith("socket:[")}
+    listening = 0x10000  # __SO_ACCEPTCON in the Flags column
+    return [
+        row[7] for row in rows if len(row) >= 8 and row[6] in inodes and int(row[3], 16) & listening
+    ]
+
+
+def certificate(data_dir: Path, socket_path: Path) -> Path:
+    """The HTTPS certificate (made on first use) of the daemon answering on
+    ``socket_path``, kept in its own data dir; with none answering, ``data_dir``'s."""
+    from sbctl.certs import ensure_certificate
+    from sbctld.ownership import prepare_data_dir
+
+    running = _status(socket_path)
+    where = Path(running["data_dir"]) if running and running.get("data_dir") else data_dir
+    prepare_data_dir(where)
+    return ensure_certificate(where)[0]

@@ -120,6 +120,15 @@ def validate_entity_name(name: str, kind: str = "queue") -> str:
         raise _refuse(kind, name, "must not contain '\\'")
     if any(char in name for char in _FORBIDDEN_ENTITY_CHARS):
         raise _refuse(kind, name, "must not contain '@', '?', '#' or '*'")
+    if name.endswith("/") and not name.startswith("/"):
+        # The usual slip: the shell expanded an unquoted $deadletterqueue to nothing.
+        raise _refuse(
+            kind,
+            name,
+            "must not end with '/'; for its dead-letter queue write "
+            f"'{name}$deadletterqueue' in single quotes (the shell expands an unquoted "
+            "$deadletterqueue to nothing)",
+        )
     if name.startswith("/") or name.endswith("/"):
         raise _refuse(kind, name, "must not start or end with '/'")
     segments = name.split("/")

@@ -36,7 +36,7 @@ from sbctld.storage.sync import Syncer
 # The longest modules start first, so that the other worker (xdist --dist loadscope) takes
 # the many short ones meanwhile instead of waiting for one long module at the end.
 LONG_FIRST = (
-    "integration/test_readme_walkthrough.py",
+    "integration/test_docs_blocks.py",
     "spark/test_spark_workers_python.py",
     "spark/test_spark_load.py",
     "spark/test_partition_agreement.py",

@@ -39,6 +39,7 @@ COMMAND_MODULES = (
     "bench",
     "top",
     "explorer",
+    "help",
 )
 
 EXIT_INTERRUPTED = ExitStatus.INTERRUPTED
@@ -69,13 +70,21 @@ def report(exc: Exception, output: Output = "table") -> int:
         code, status = "UsageError", exc.exit_code
         ctx = getattr(exc, "ctx", None)
         if status == ExitStatus.USAGE and ctx is not None:
-            message = f"{message} (see '{ctx.command_path} --help')"
+            message = f"{message}{_usage_hint(ctx, message)} (see '{ctx.command_path} --help')"
     else:
         code, message, status = "GeneralError", str(exc), ExitStatus.ERROR
     from sbctl.cli import render
 
     render.error(code, " ".join(message.split()), output, number)
     return status
+
+
+def _usage_hint(ctx: Any, message: str) -> str:
+    """A hint for the usual slip behind a usage error: `sbctl send orders hello`."""
+    name = getattr(ctx.command, "name", "")
+    if "unexpected extra argument" in message and name in ("send", "schedule"):
+        return f"; the body is an option: {ctx.command_path} ENTITY --body TEXT"
+    return ""
 
 
 app = options.new_app(cls=SbctlGroup)

@@ -154,6 +154,7 @@ def start(
         reply_buffer_bytes=None if reply_buffer_mb is None else reply_buffer_mb * 1024 * 1024,
         amqp=(not no_amqp, amqp_host, amqp_port),
         http=(not no_http, http_host, http_port),
+        explicit=_explicit(ctx),
     )
     if wait:
         from sbctl.ready import wait_ready
@@ -164,6 +165,16 @@ def start(
     for warning in result.get("warnings") or ():
         print(f"warning: {warning}", file=sys.stderr)
     render.emit(g.output, result, lambda r: _started(r, foreground))
+
+
+def _explicit(ctx: typer.Context) -> frozenset[str]:
+    """The listener options given on the command line or in the environment, not defaults:
+    a running daemon must match those."""
+    names = ("amqp_port", "amqp_host", "no_amqp", "http_port", "http_host", "no_http")
+    given = {"COMMANDLINE", "ENVIRONMENT"}
+    return frozenset(
+        n for n in names if getattr(ctx.get_parameter_source(n), "name", None) in given
+    )
 
 
 def _started(result: dict[str, Any], foreground: bool) -> str:
@@ -220,13 +231,11 @@ def status(
 def cert(
     ctx: typer.Context, data_dir: CommandDataDirOption = None, socket: CommandSocketOption = None
 ) -> None:
-    """Print the path of the HTTPS certificate (made on first use); trust it as
-    connection_verify=PATH (Python), NODE_EXTRA_CA_CERTS=PATH (Node) or SSL_CERT_FILE."""
-    from sbctl.certs import ensure_certificate
-    from sbctld.ownership import prepare_data_dir
+    """Print the path of the HTTPS certificate of the daemon on the socket (made on first
+    use); trust it as connection_verify=PATH (Python), NODE_EXTRA_CA_CERTS=PATH (Node),
+    REQUESTS_CA_BUNDLE or SSL_CERT_FILE."""
+    from sbctl import daemonctl
 
     g = options.state(ctx)
-    where, _socket_path = options.daemon_paths(g, data_dir, socket)
-    prepare_data_dir(where)
-    cert_path, _key = ensure_certificate(where)
+    cert_path = daemonctl.certificate(*options.daemon_paths(g, data_dir, socket))
     render.emit(g.output, {"certificate": str(cert_path)}, lambda r: r["certificate"])

@@ -164,7 +164,7 @@ def message_defaults(params: dict[str, Any], now_ms: int) -> dict[str, Any]:
     out = {name: params[name] for name in STRING_FIELDS if params.get(name) is not None}
     ttl = options.duration_ms(params.get("time_to_live"), "--time-to-live")
     if ttl is not None:
-        out["time_to_live_ms"] = ttl
+        out["time_to_live_ms"] = _positive_ttl(ttl)
     at = options.instant_ms(
         params.get("scheduled_enqueue_time"), "--scheduled-enqueue-time", now_ms
     )
@@ -174,6 +174,19 @@ def message_defaults(params: dict[str, Any], now_ms: int) -> dict[str, Any]:
     if props:
         out["application_properties"] = props
     return out
+
+
+def _positive_ttl(ttl_ms: int) -> int:
+    """A --time-to-live the service takes, else a usage error naming the flag
+    (daemon/README.md §1.6)."""
+    from sbctl.durations import MAX_TIMESPAN_MS
+
+    if not 0 < ttl_ms <= MAX_TIMESPAN_MS:
+        raise typer.BadParameter(
+            "must be a positive duration (at most about 29,000 years), e.g. 30s or PT1H",
+            param_hint="'--time-to-live'",
+        )
+    return ttl_ms
 
 
 def messages_from_lines(
@@ -295,8 +308,10 @@ def _sent(result: dict[str, Any]) -> str:
     lines: list[str] = []
     if len(numbers) > SUMMARY_OVER:
         lines += _summary(numbers)
-    else:
-        lines += [str(n) for n in numbers]
+    elif numbers:
+        label = "sequence number" if len(numbers) == 1 else "sequence numbers"
+        numbered = ", ".join(map(str, numbers))
+        lines.append(f"sent {render.plural(len(numbers), 'message')}: {label} {numbered}")
     diverted = result.get("diverted") or 0
     if diverted:
         where = "a backlog queue (restart the daemon to see which)"
@@ -445,13 +460,20 @@ def _receive_and_settle(
     op = settle or ("complete" if mode == "peek-lock" else "none")
     with options.connect(ctx) as sb:
         received = fetch(sb)
-        # Printed before settling: a crash in between redelivers rather than loses.
-        render.emit(g.output, [m.to_dict() for m in received], render.messages, lines=True)
+        # Printed before settling: a crash in between redelivers rather than loses. The
+        # table shows lock tokens only when they are left for the caller to settle.
+        table = render.messages if op == "none" else _settled_table
+        render.emit(g.output, [m.to_dict() for m in received], table, lines=True)
         tokens = [m.lock_token for m in received if m.lock_token]
         if op != "none" and tokens:
             check_settled(op, sb.settle(entity, op, tokens))
         if finish is not None:
             finish(sb)
+
+
+def _settled_table(items: list[dict[str, Any]]) -> Any:
+    """Messages this command settles: their lock tokens are of no further use."""
+    return render.messages([{**m, "lock_token": None} for m in items])
 
 
 def receive_deferred(

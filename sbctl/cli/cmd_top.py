@@ -6,6 +6,7 @@ come from two samples ``--interval`` apart.
 
 from __future__ import annotations
 
+import shutil
 import sys
 import time
 from typing import Annotated
@@ -92,5 +93,6 @@ def top(
                 sample.overviews[g.namespace],
                 state,
                 live=False,
+                width=shutil.get_terminal_size((80, 24)).columns,
             ),
         )

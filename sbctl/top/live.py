@@ -167,7 +167,7 @@ class Top:
             self._peeked_at = mark
             self.state.detail_data = peek_detail(self.client, self.state.namespace, entity)
 
-    def screen(self, height: int) -> Any:
+    def screen(self, height: int, width: int | None = None) -> Any:
         cur = self.sampler.current
         if cur is None:
             return view.t("waiting for the daemon…")
@@ -183,6 +183,7 @@ class Top:
             cur.overviews.get(self.state.namespace),
             self.state,
             height,
+            width=width,
         )
 
     # -- keys
@@ -290,7 +291,7 @@ def run(
             top.refresh()
             due = time.monotonic() + interval
             while True:
-                live.update(top.screen(console.size.height), refresh=True)
+                live.update(top.screen(console.size.height, console.size.width), refresh=True)
                 ready, _, _ = select.select([fd, wake_r], [], [], max(0, due - time.monotonic()))
                 if wake_r in ready:
                     with contextlib.suppress(BlockingIOError):

@@ -44,7 +44,7 @@ def test_partitioned_send_summary_and_create_confirmation(daemon: Daemon) -> Non
     counts = [int(line.split(": ")[1].split(" message")[0]) for line in lines[1:]]
     assert sum(counts) == 200
     one = daemon.cli("send", "parts", "--body", "x", "--partition-key", "k", check=True).stdout
-    assert one.strip().isdigit()
+    assert one.startswith("sent 1 message: sequence number ") and one.split()[-1].isdigit()
     shown = daemon.cli("topic", "create", "events", "--enable-partitioning", check=True)
     assert shown.stdout == "created topic events (16 partitions)\n"
     topic = daemon.cli("topic", "show", "events", check=True).stdout
@@ -149,3 +149,50 @@ def test_queue_create_takes_the_flags_topics_have(daemon: Daemon) -> None:
         refused = daemon.cli(*command, flag)
         assert refused.code == 2 and "No such option" in refused.stderr, refused
     assert json.loads(daemon.cli("-o", "json", "queue", "show", "q").stdout)["name"] == "q"
+
+
+def test_send_labels_the_sequence_numbers_it_prints(daemon: Daemon) -> None:
+    daemon.cli("queue", "create", "labelled", check=True)
+    one = daemon.cli("send", "labelled", "--body", "a", check=True).stdout
+    assert one == "sent 1 message: sequence number 1\n"
+    three = daemon.cli("send", "labelled", "--body", "b", "--repeat", "3", check=True).stdout
+    assert three == "sent 3 messages: sequence numbers 2, 3, 4\n"
+
+
+def test_receive_shows_lock_tokens_only_when_it_leaves_them_to_settle(daemon: Daemon) -> None:
+    daemon.cli("queue", "create", "tokens", check=True)
+    daemon.cli("send", "tokens", "--body", "a", "--repeat", "2", check=True)
+    completed = daemon.cli("receive", "tokens", check=True).stdout
+    assert "lock token" not in completed and "dlv" in completed
+    left = daemon.cli("receive", "tokens", "--settle", "none", check=True).stdout
+    assert "lock token" in left
+
+
+def test_a_time_to_live_of_zero_is_a_usage_error_naming_the_flag(daemon: Daemon) -> None:
+    daemon.cli("queue", "create", "ttl", check=True)
+    for command in (
+        ["send", "ttl", "--body", "x"],
+        ["schedule", "ttl", "--body", "x", "--at", "+1m"],
+    ):
+        for ttl in ("0", "0s", "PT0S"):
+            result = daemon.cli(*command, "--time-to-live", ttl)
+            assert result.code == 2, result
+            assert "'--time-to-live'" in result.stderr and "positive" in result.stderr
+            assert "time_to_live" not in result.stderr and "TimeSpan" not in result.stderr
+    assert daemon.cli("-o", "json", "queue", "show", "ttl").json()["active_message_count"] == 0
+
+
+def test_the_usual_slips_get_a_hint(daemon: Daemon) -> None:
+    daemon.cli("topic", "create", "slips", check=True)
+    daemon.cli("subscription", "create", "slips", "all", check=True)
+    daemon.cli("queue", "create", "slipq", check=True)
+    no_subscriptions = daemon.cli("receive", "slips/all")
+    assert no_subscriptions.code == 3
+    assert "'slips/subscriptions/all'" in no_subscriptions.stderr, no_subscriptions
+    assert "'slips/subscriptions/nope'" not in daemon.cli("receive", "slips/nope").stderr
+    eaten = daemon.cli("peek", "slipq/")  # what the shell leaves of slipq/$deadletterqueue
+    assert eaten.code == 5 and "'slipq/$deadletterqueue' in single quotes" in eaten.stderr
+    extra = daemon.cli("send", "slipq", "hello")
+    assert extra.code == 2 and "the body is an option: sbctl send ENTITY --body" in extra.stderr
+    for result in (no_subscriptions, eaten, extra):
+        assert len(result.stderr.splitlines()) == 1, result

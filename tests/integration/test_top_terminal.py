@@ -196,13 +196,16 @@ def test_top_in_a_terminal(
     pane.keys("Escape")
     pane.wait("the list again", lambda s: f"entities of {ns.name}" in s, 2)
 
-    # Resize: the view redraws to the new width.
-    pane.tmux("resize-window", "-t", "top", "-x", "90", "-y", "30")
+    # Resize to the standard 80×24: the view redraws narrow, every number whole.
+    pane.tmux("resize-window", "-t", "top", "-x", "80", "-y", "24")
     pane.wait(
         "narrower",
         lambda s: (
             f"entities of {ns.name}" in s
-            and max(len(line.rstrip()) for line in s.splitlines()) <= 90
+            and max(len(line.rstrip()) for line in s.splitlines()) <= 80
+            and row(s, "orders")[1:4] == ["q", "2", "1"]
+            and "16/16" in row(s, "orders")
+            and "…" not in " ".join(row(s, "▶")[2:])
         ),
         3,
     )

@@ -24,6 +24,7 @@ import signal
 import socket
 import subprocess
 import sys
+import sysconfig
 import threading
 import time
 from collections.abc import Iterator
@@ -44,7 +45,13 @@ ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][A-Za-z0-9]")
 
 
 def make_venv(folder: Path, *, system_site: bool, paths: list[Path]) -> Path:
-    """A venv (no pip: fast) whose site-packages also holds ``paths``; its python."""
+    """A venv (no pip: fast) whose site-packages also holds ``paths``; its python. With
+    ``system_site`` it also sees the packages of the interpreter running the tests, which
+    is a venv of its own when the suite runs in one (``--system-site-packages`` alone
+    would only show the base interpreter's)."""
+    if system_site:
+        running = sysconfig.get_paths()
+        paths = [*paths, *(Path(running[k]) for k in ("purelib", "platlib"))]
     args = [sys.executable, "-m", "venv", "--without-pip"]
     subprocess.run(
         [*args, *(["--system-site-packages"] if system_site else []), str(folder)],

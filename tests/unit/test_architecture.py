@@ -50,11 +50,9 @@ ENTRY_POINTS = frozenset({"sbctld.main", "sbctld.__main__"})
 # (importing module, imported module): why the client package runs daemon code in-process.
 ALLOWED_CLIENT_TO_DAEMON: dict[tuple[str, str], str] = {
     ("sbctl.daemonctl", "sbctld.main"): "`sbctl daemon start` runs the daemon in its process",
-    ("sbctl.daemonctl", "sbctld.ownership"): "claims the data directory's lock as the daemon does",
-    (
-        "sbctl.cli.cmd_daemon",
-        "sbctld.ownership",
-    ): "`daemon cert` makes the data dir as the daemon does",
+    ("sbctl.daemonctl", "sbctld.ownership"): (
+        "claims the data directory's lock, and makes it for `daemon cert`, as the daemon does"
+    ),
     (
         "sbctl.emulator_config.apply",
         "sbctld.config",

@@ -87,7 +87,10 @@ class BrokerCore:
         queue = ns.queues.get(entity_key(name))
         if queue is None:
             validate_entity_name(name)
-            raise MessagingEntityNotFound(f"queue {name!r} does not exist in namespace {ns.name!r}")
+            raise MessagingEntityNotFound(
+                f"queue {name!r} does not exist in namespace {ns.name!r}"
+                f"{_subscription_hint(ns, name)}"
+            )
         return queue
 
     def topic(self, namespace: str, name: str) -> Topic:
@@ -383,3 +386,12 @@ class BrokerCore:
             )
             p.give_back(seq)
         return []
+
+
+def _subscription_hint(ns: Namespace, name: str) -> str:
+    """For ``TOPIC/SUB`` naming an existing subscription: how to address it."""
+    topic_name, _, sub = name.partition("/")
+    topic = ns.topics.get(entity_key(topic_name))
+    if not sub or "/" in sub or topic is None or sub.lower() not in topic.subscriptions:
+        return ""
+    return f"; subscription {sub!r} of topic {topic.name!r} is '{topic_name}/subscriptions/{sub}'"
