@@ -269,11 +269,16 @@ class Partition:
 
     def due_scheduled(self, now: int) -> list[int]:
         """Scheduled messages whose time has come (daemon/README.md §7.2), oldest first."""
+        return [seq for _when, seq in self.due_scheduled_at(now)]
+
+    def due_scheduled_at(self, now: int) -> list[tuple[int, int]]:
+        """(scheduled time, sequence number) of the scheduled messages due by ``now``, in
+        the order of their times."""
         out = []
         while self.scheduled and self.scheduled[0][0] <= now:
-            _when, seq = heapq.heappop(self.scheduled)
+            when, seq = heapq.heappop(self.scheduled)
             if self.log.state_of(seq) == State.SCHEDULED:
-                out.append(seq)
+                out.append((when, seq))
         return out
 
     def expired_locks(self, now: int) -> list[int]:

@@ -226,15 +226,14 @@ class BrokerCore:
         self._resolved.clear()
         return {"deleted": sub.name, "topic": topic.name}
 
-    def run_timers(self, queue: Queue, now: int, *, note: bool = True) -> bool:
+    def run_timers(self, queue: Queue, now: int, *, own_times: bool = False) -> bool:
         """Expire the entity's locks and activate its scheduled messages at ``now`` (its
-        namespace's time), then forward; True when a queue's receivers have new messages.
-        ``note``: put its next scheduled time on the timer heap."""
+        namespace's time; ``own_times``: each at its scheduled time), then forward; True
+        when a queue's receivers have new messages."""
         freed = queue.expire_locks(now)
-        if queue.activate_scheduled(now):
+        if queue.activate_scheduled(now, own_times=own_times):
             freed = True
-        if note:
-            self._note_scheduled(*queue.key, queue)
+        self._note_scheduled(*queue.key, queue)
         if isinstance(queue, Topic):
             if freed:
                 self._fanned_out(queue)
