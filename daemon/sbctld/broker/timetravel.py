@@ -43,25 +43,26 @@ class TimeTravel(BrokerCore):
             raise BadRequest(
                 f"the clock only moves forward: advance by a positive duration, not {shown}"
             )
-        return self._travel(ns, self._time(ns) + by_ms)
+        real = self.clock.now_ms()
+        return self._travel(ns, real + ns.offset_ms + by_ms, real)
 
     def clock_set(self, namespace: str, at_ms: int) -> ClockInfo:
         """Move the namespace's time forward to ``at_ms`` (not before its time now)."""
         ns = self.namespace(namespace)
-        now = self._time(ns)
+        real = self.clock.now_ms()
+        now = real + ns.offset_ms
         if at_ms < now:
             raise BadRequest(
                 f"{_instant(at_ms)} is before the time of namespace {ns.name!r}, "
                 f"{_instant(now)}: the clock only moves forward"
             )
-        return self._travel(ns, at_ms)
+        return self._travel(ns, at_ms, real)
 
-    def _travel(self, ns: Namespace, target: int) -> ClockInfo:
+    def _travel(self, ns: Namespace, target: int, real: int) -> ClockInfo:
         """Rule 1, then Rule 2 (see the module docstring)."""
         if target > MAX_INSTANT_MS:
             raise BadRequest(f"the clock cannot go past {_instant(MAX_INSTANT_MS)}")
         started = time.perf_counter()
-        real = self.clock.now_ms()
         final = msgspec.structs.replace(ns.config, clock_offset_ms=target - real)
         save_toml(layout.namespace_file(ns.directory), final)  # Rule 1
         scheduled = sum(q.scheduled_count for q in ns.entities())
