@@ -5,8 +5,11 @@ namespace), and the last one restarts the daemon."""
 from __future__ import annotations
 
 import datetime
+import email.utils
 import http.client
 import json
+import threading
+import time
 from typing import Any
 
 import pytest
@@ -105,6 +108,26 @@ def test_client_lock_expiry_and_duplicate_window(d: Daemon) -> None:
         assert sb.clock_show()["offset"] == "PT16M"
 
 
+def test_a_waiting_receive_gets_the_message_the_advance_enqueues(d: Daemon) -> None:
+    fresh(d, "tt-wait", "q")
+    got: list[Any] = []
+    with d.client("tt-wait") as sb:
+        sb.send("q", [Message(body=b"later", scheduled_enqueue_time_ms=_ms_in(days=1))])
+        waiter = threading.Thread(target=lambda: got.extend(_receive(d, "tt-wait", 30)))
+        waiter.start()
+        d.wait_parked(1)
+        started = time.monotonic()
+        sb.clock_advance("1d")
+        waiter.join(30)
+    assert [m.message.body for m in got] == [b"later"]
+    assert time.monotonic() - started < 10, "woken by the advance, not by its time-out"
+
+
+def _receive(d: Daemon, namespace: str, wait_s: float) -> list[Any]:
+    with d.client(namespace) as sb:
+        return sb.receive("q", max_wait=wait_s)
+
+
 def test_sdk_scheduled_ttl_and_lock_lost(d: Daemon) -> None:
     sdk = pytest.importorskip("azure.servicebus")
     from azure.servicebus.exceptions import MessageLockLostError, SessionLockLostError
@@ -163,6 +186,14 @@ def test_http_route_shows_and_moves_the_clock(d: Daemon) -> None:
     assert (status, shown["offset"]) == (200, "PT0S")
     status, moved = call("POST", '{"advance": "P1D"}')
     assert (status, moved["offset"], moved["activated"]) == (200, "P1D", 1)
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    conn.request("POST", "/q/messages/head?timeout=1", None, {"Authorization": token})
+    reply = conn.getresponse()
+    props = json.loads(reply.getheader("BrokerProperties") or "{}")
+    reply.read()
+    conn.close()
+    locked = email.utils.parsedate_to_datetime(props["LockedUntilUtc"])
+    assert locked > datetime.datetime.now(UTC) + datetime.timedelta(days=1)  # its time
     status, refused = call("POST", '{"set": "2001-01-01T00:00:00Z"}')
     assert (status, refused["error"]["code"]) == (400, "BadRequest")
     status, refused = call("POST", '{"advance": "-1h"}')
