@@ -10,7 +10,13 @@ from msgspec import UNSET
 
 from conftest import Reopen
 from sbctl.codec import Message, decode_message
-from sbctl.errors import BadRequest, MessagingEntityNotFound, ServerBusy, SessionLockLost
+from sbctl.errors import (
+    BadRequest,
+    MessagingEntityNotFound,
+    ServerBusy,
+    ServiceCommunicationProblem,
+    SessionLockLost,
+)
 from sbctl.protocol import Delivered
 from sbctld.broker import DEFAULT_NAMESPACE, Broker
 from sbctld.clock import FakeClock
@@ -199,3 +205,21 @@ def test_the_ticker_runs_on_the_namespaces_time(broker: Broker, clock: FakeClock
     clock.advance(1)
     assert broker.tick() == [(NS, "q")]
     assert counts(broker)["active_message_count"] == 1
+
+
+def test_a_pairing_fails_over_and_pings_on_its_primarys_time(broker: Broker) -> None:
+    primary, secondary = "primary-ns", "second-ns"
+    broker.namespace_create(primary)
+    broker.namespace_create(secondary)
+    broker.queue_create(primary, "orders", {})
+    broker.pairings.pair(primary, secondary, 1, 1000, 2000, False)
+    broker.fault_add(primary)
+    with pytest.raises(ServiceCommunicationProblem):
+        broker.send(primary, "orders", [Message(body=b"first")])
+    broker.clock_advance(primary, 1000)  # the failover interval passed: diverted
+    broker.send(primary, "orders", [Message(body=b"diverted")])
+    assert broker.pairings.status(primary).state == "FailedOver"
+    broker.fault_clear(primary)
+    broker.clock_advance(primary, 2000)  # the ping interval passed: pinged, back
+    st = broker.pairings.status(primary)
+    assert (st.pings_sent, st.state) == (1, "Active")
