@@ -223,3 +223,17 @@ def test_a_pairing_fails_over_and_pings_on_its_primarys_time(broker: Broker) -> 
     broker.clock_advance(primary, 2000)  # the ping interval passed: pinged, back
     st = broker.pairings.status(primary)
     assert (st.pings_sent, st.state) == (1, "Active")
+
+
+def test_topics_route_scheduled_messages_at_their_time_and_expire_in_subscriptions(
+    broker: Broker, clock: FakeClock
+) -> None:
+    broker.topic_create(NS, "t", {})
+    broker.subscription_create(NS, "t", "s", {"dead_lettering_on_message_expiration": True})
+    when = clock.now + HOUR
+    broker.send(NS, "t", [Message(body=b"later", scheduled_enqueue_time_ms=when)])
+    broker.send(NS, "t", [Message(body=b"brief", time_to_live_ms=MIN)])
+    assert broker.clock_advance(NS, HOUR).expired == 1
+    (got,) = recv(broker, "t/subscriptions/s")
+    assert (bodies([got]), got.enqueued_time_ms) == ([b"later"], when)
+    assert bodies(recv(broker, "t/subscriptions/s/$deadletterqueue")) == [b"brief"]
