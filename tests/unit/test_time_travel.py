@@ -9,6 +9,7 @@ import pytest
 from msgspec import UNSET
 
 from conftest import Reopen
+from sbctl import layout
 from sbctl.codec import Message, decode_message
 from sbctl.errors import (
     BadRequest,
@@ -187,7 +188,10 @@ def test_throttling_credits_refill(broker: Broker) -> None:
 
 def test_the_offset_survives_a_restart(broker: Broker, clock: FakeClock, reopen: Reopen) -> None:
     broker.queue_create(NS, "q", {})
+    saved = layout.namespace_file(broker.namespace(NS).directory)
+    assert "clock_offset_ms" not in saved.read_text()  # the release before reads it
     broker.clock_advance(NS, DAY)
+    assert "clock_offset_ms = 86400000" in saved.read_text()
     again = reopen()
     assert again.clock_show(NS).offset_ms == DAY
     again = reopen(crash=True)

@@ -185,16 +185,16 @@ class BrokerCore:
         (daemon/README.md §31); the clock's time for a namespace that is gone."""
         ns = self.namespaces.get(ns_key)
         now = self.clock.now_ms()
-        return now if ns is None else now + ns.config.clock_offset_ms
+        return now if ns is None else now + ns.offset_ms
 
     def _time(self, ns: Namespace) -> int:
-        return self.clock.now_ms() + ns.config.clock_offset_ms
+        return self.clock.now_ms() + ns.offset_ms
 
     def _due_at(self, when: int, ns_key: str, q_key: str) -> None:
         """Visit the entity at ``when``, a time of its namespace; the heap holds clock
         times (an offset only grows, so an entry never comes due too early)."""
         ns = self.namespaces.get(ns_key)
-        offset = 0 if ns is None else ns.config.clock_offset_ms
+        offset = 0 if ns is None else ns.offset_ms
         heapq.heappush(self._due, (when - offset, ns_key, q_key))
 
     def _note_scheduled(self, ns_key: str, q_key: str, queue: Queue) -> None:

@@ -66,7 +66,7 @@ class TimeTravel(BrokerCore):
         final = msgspec.structs.replace(ns.config, clock_offset_ms=target - real)
         save_toml(layout.namespace_file(ns.directory), final)  # Rule 1
         scheduled = sum(q.scheduled_count for q in ns.entities())
-        ns.config = final
+        ns.config, ns.offset_ms = final, target - real
         expired = 0
         for entity in ns.entities():
             self.run_timers(entity, target, own_times=True)  # Rule 2
