@@ -108,6 +108,20 @@ def test_client_lock_expiry_and_duplicate_window(d: Daemon) -> None:
         assert sb.clock_show()["offset"] == "PT16M"
 
 
+def test_both_clients_show_advance_and_set(d: Daemon, make_client: Any, client_kind: str) -> None:
+    name = f"tt-{client_kind.lower()}"
+    fresh(d, name)
+    sb = make_client(d.socket, namespace=name)
+    assert sb.clock_show()["offset"] == "PT0S"
+    assert sb.clock_advance(90_000)["offset"] == "PT1M30S"  # milliseconds
+    assert sb.clock_advance("PT1H")["offset"] == "PT1H1M30S"
+    moved = sb.clock_set(datetime.datetime(2040, 1, 1, tzinfo=UTC))
+    assert moved["now_utc"].startswith("2040-01-01T00:00:0")
+    assert sb.clock_show(name)["now_utc"] >= "2040-01-01T00:00:00.000Z"
+    with pytest.raises(BadRequest, match="invalid time 'now'"):
+        sb.clock_set("now")
+
+
 def test_a_waiting_receive_gets_the_message_the_advance_enqueues(d: Daemon) -> None:
     fresh(d, "tt-wait", "q")
     got: list[Any] = []
