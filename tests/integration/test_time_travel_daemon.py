@@ -54,11 +54,26 @@ def test_cli_scheduled_for_tomorrow_is_received_right_after_advancing_a_day(d: D
     assert message["enqueued_time_utc"] == message["scheduled_enqueue_time_utc"]
     dead = d.cli("-o", "json", "-n", "tt-cli", "peek", "short/$deadletterqueue", check=True)
     assert [m["body"] for m in dead.jsonl()] == ["brief"]
+    # +1h counts from the namespace's time, a day ahead of the clock
+    d.cli(
+        "-n",
+        "tt-cli",
+        "send",
+        "q",
+        "--body",
+        "in an hour",
+        "--scheduled-enqueue-time",
+        "+1h",
+        check=True,
+    )
+    assert cli_json(d, "-n", "tt-cli", "clock", "advance", "59m")["activated"] == 0
+    assert cli_json(d, "-n", "tt-cli", "clock", "advance", "1m")["activated"] == 1
+    cli_json(d, "-n", "tt-cli", "clock", "advance", "23h")  # a whole day more: P2D
     shown = cli_json(d, "namespace", "show", "tt-cli")
-    assert shown["clock_offset"] == "P1D"
-    assert cli_json(d, "daemon", "status")["clock_offsets"]["tt-cli"] == "P1D"
+    assert shown["clock_offset"] == "P2D"
+    assert cli_json(d, "daemon", "status")["clock_offsets"]["tt-cli"] == "P2D"
     top = cli_json(d, "-n", "tt-cli", "top", "--once", "--interval", "0.1")
-    assert {r["name"]: r["clock_offset"] for r in top["namespaces"]}["tt-cli"] == "P1D"
+    assert {r["name"]: r["clock_offset"] for r in top["namespaces"]}["tt-cli"] == "P2D"
 
 
 @pytest.mark.parametrize(
@@ -227,7 +242,7 @@ def test_a_restart_keeps_the_offset(d: Daemon) -> None:
     d.stop()
     d.start()
     assert cli_json(d, "-n", "tt-restart", "clock", "show")["offset"] == "PT2H"
-    assert cli_json(d, "-n", "tt-cli", "clock", "show")["offset"] == "P1D"
+    assert cli_json(d, "-n", "tt-cli", "clock", "show")["offset"] == "P2D"
 
 
 def _instant(text: str) -> datetime.datetime:
