@@ -101,8 +101,19 @@ def test_cli_bad_input_is_one_line_and_changes_nothing(
 
 
 def test_client_lock_expiry_and_duplicate_window(d: Daemon) -> None:
-    fresh(d, "tt-client", "locked --lock-duration 5m", "dedup --enable-duplicate-detection")
+    fresh(
+        d,
+        "tt-client",
+        "locked --lock-duration 5m",
+        "dedup --enable-duplicate-detection",
+        "ttl --enable-dead-lettering-on-message-expiration",
+    )
     with d.client("tt-client") as sb:
+        sb.send("ttl", [Message(body=b"an hour", time_to_live_ms=3_600_000)])
+        sb.clock_advance("59m")
+        assert sb.queue_get("ttl")["dead_letter_message_count"] == 0
+        sb.clock_advance("1m")
+        assert sb.queue_get("ttl")["dead_letter_message_count"] == 1
         sb.send("locked", [Message(body=b"held")])
         (got,) = sb.receive("locked", max_wait=5)
         sb.clock_advance(datetime.timedelta(minutes=5))
@@ -120,7 +131,7 @@ def test_client_lock_expiry_and_duplicate_window(d: Daemon) -> None:
             sb.clock_set(datetime.datetime(2001, 1, 1))
         with pytest.raises(MessagingEntityNotFound):
             sb.clock_show("tt-nowhere")
-        assert sb.clock_show()["offset"] == "PT16M"
+        assert sb.clock_show()["offset"] == "PT1H16M"
 
 
 def test_both_clients_show_advance_and_set(d: Daemon, make_client: Any, client_kind: str) -> None:
