@@ -53,15 +53,15 @@ class TimeTravel(BrokerCore):
         now = real + ns.offset_ms
         if at_ms < now:
             raise BadRequest(
-                f"{_instant(at_ms)} is before the time of namespace {ns.name!r}, "
-                f"{_instant(now)}: the clock only moves forward"
+                f"{format_instant(at_ms)} is before the time of namespace {ns.name!r}, "
+                f"{format_instant(now)}: the clock only moves forward"
             )
         return self._travel(ns, at_ms, real)
 
     def _travel(self, ns: Namespace, target: int, real: int) -> ClockInfo:
         """Rule 1, then Rule 2 (see the module docstring)."""
         if target > MAX_INSTANT_MS:
-            raise BadRequest(f"the clock cannot go past {_instant(MAX_INSTANT_MS)}")
+            raise BadRequest(f"the clock cannot go past {format_instant(MAX_INSTANT_MS)}")
         started = time.perf_counter()
         final = msgspec.structs.replace(ns.config, clock_offset_ms=target - real)
         save_toml(layout.namespace_file(ns.directory), final)  # Rule 1
@@ -79,7 +79,7 @@ class TimeTravel(BrokerCore):
             for key in self.pairings.tick(self.clock.now_ms()):
                 self.wake(key)
         self.report(
-            f"clock of {ns.name} advanced to {_instant(target)} "
+            f"clock of {ns.name} advanced to {format_instant(target)} "
             f"({time.perf_counter() - started:.3f} s)"
         )
         return ClockInfo(
@@ -97,7 +97,3 @@ class TimeTravel(BrokerCore):
         times = [t for p in queue.partitions if (t := p.next_lock_deadline()) is not None]
         if times:
             self._due_at(min(times), *queue.key)
-
-
-def _instant(ms: int) -> str:
-    return format_instant(ms)
