@@ -11,9 +11,6 @@ from __future__ import annotations
 from itertools import groupby
 
 from sbctl.codec import (
-    NOT_SCHEDULED,
-    RECORD_HEADER,
-    StagedRecord,
     decode_message,
 )
 from sbctl.durations import MAX_TIMESPAN_MS
@@ -29,7 +26,7 @@ from sbctld.storage.log import (
     OP_STATE,
     State,
 )
-from sbctld.storage.space import CorruptRecord, StorageError
+from sbctld.storage.space import StorageError
 
 
 class QueueTimers(QueueState):
@@ -73,14 +70,10 @@ class QueueTimers(QueueState):
         (a corrupt record is discarded; on a full disk they are tried again later)."""
         copied, records = [], []
         for seq in seqs:
-            try:
-                raw = p.log.read_record(seq)
-            except CorruptRecord:
-                p.log.discard_corrupt(seq)
-                continue
-            ttl = RECORD_HEADER.unpack_from(raw)[2]
-            records.append(StagedRecord(raw[RECORD_HEADER.size :], ttl, NOT_SCHEDULED))
-            copied.append(seq)
+            record = p.activation_record(seq)
+            if record is not None:
+                records.append(record)
+                copied.append(seq)
         try:
             first = p.log.append(records, at) if records else 0
         except StorageError:  # a full disk: they activate once there is space

@@ -38,7 +38,6 @@ import msgspec
 from sbctl import layout
 from sbctl.codec import (
     NOT_SCHEDULED,
-    RECORD_HEADER,
     Message,
     StagedRecord,
     decode_message,
@@ -61,7 +60,7 @@ from sbctld.queue_state import SCHEDULE_RETRY_MS
 from sbctld.results import RuleInfo, SubscriptionInfo, TopicInfo, TopicPartition
 from sbctld.storage.files import exists_verified, read_verified, write_atomic
 from sbctld.storage.log import State
-from sbctld.storage.space import CorruptRecord, StorageError
+from sbctld.storage.space import StorageError
 from sbctld.storage.sync import Syncer
 from sbctld.storage.topic import SubLog, TopicLog
 
@@ -481,15 +480,10 @@ class Topic(Queue):
                 continue  # its timers wait for the store (the broker revisits on clear)
             for when, seq in p.due_scheduled_at(now):
                 at = when if own_times else now
-                try:
-                    raw = p.log.read_record(seq)
-                except CorruptRecord:
-                    p.log.discard_corrupt(seq)
+                record = p.activation_record(seq)
+                if record is None:
                     continue
-                ttl = RECORD_HEADER.unpack_from(raw)[2]
-                payload = raw[RECORD_HEADER.size :]
-                record = StagedRecord(payload, ttl, NOT_SCHEDULED)
-                plan = self._route(p.id, [record], [decode_message(payload)], at)
+                plan = self._route(p.id, [record], [decode_message(record.payload)], at)
                 try:
                     self._write(p.id, plan, at)
                 except StorageError:  # a full disk: it activates once there is space

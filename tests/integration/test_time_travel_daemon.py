@@ -135,7 +135,7 @@ def test_client_lock_expiry_and_duplicate_window(d: Daemon) -> None:
 
 
 def test_both_clients_show_advance_and_set(d: Daemon, make_client: Any, client_kind: str) -> None:
-    name = f"tt-{client_kind.lower()}"
+    name = f"tt-both-{client_kind.lower()}"
     fresh(d, name)
     sb = make_client(d.socket, namespace=name)
     assert sb.clock_show()["offset"] == "PT0S"
