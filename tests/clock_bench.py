@@ -4,7 +4,9 @@
 sending them took.
 
     sbctl daemon start --default-credits-per-second 0
-    python tests/clock_bench.py "$(sbctl -o json daemon status | jq -r .socket)" 100000
+    python tests/clock_bench.py "$(sbctl -o json daemon status | jq -r .socket)" 100000 [same]
+
+With ``same`` every message is scheduled for one instant (one batch for all of them).
 
 Bounded: N at most 1,000,000; it creates the namespace ``clock-bench`` (deleting an old one
 first) and deletes it at the end. Prints one JSON object.
@@ -28,6 +30,7 @@ BATCH = 1000
 
 def main() -> None:
     sock, n = Path(sys.argv[1]), int(sys.argv[2])
+    same = sys.argv[3:] == ["same"]
     if not 1 <= n <= 1_000_000:
         raise SystemExit("N must be 1 to 1,000,000")
     with Client(sock) as admin:
@@ -39,7 +42,7 @@ def main() -> None:
     with Client(sock, namespace=NS) as sb:
         sb.queue_create("q")
         start_ms = time.time_ns() // 1_000_000 + 60_000
-        step = (YEAR_MS - 120_000) // n
+        step = 0 if same else (YEAR_MS - 120_000) // n
         t0 = time.perf_counter()
         for first in range(0, n, BATCH):
             batch = [
@@ -58,6 +61,7 @@ def main() -> None:
         json.dumps(
             {
                 "scheduled_messages": n,
+                "instants": 1 if same else n,
                 "send_s": round(sent_s, 2),
                 "advance_365d_s": round(advance_s, 2),
                 "activated": moved["activated"],
