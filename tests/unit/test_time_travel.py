@@ -21,6 +21,7 @@ from sbctl.errors import (
 from sbctl.protocol import Delivered
 from sbctld.broker import DEFAULT_NAMESPACE, Broker
 from sbctld.clock import FakeClock
+from sbctld.overview import overview
 from sbctld.results import SettleFailed
 
 NS = DEFAULT_NAMESPACE
@@ -241,3 +242,16 @@ def test_topics_route_scheduled_messages_at_their_time_and_expire_in_subscriptio
     (got,) = recv(broker, "t/subscriptions/s")
     assert (bodies([got]), got.enqueued_time_ms) == ([b"later"], when)
     assert bodies(recv(broker, "t/subscriptions/s/$deadletterqueue")) == [b"brief"]
+
+
+def test_reading_the_overview_leaves_the_throttling_period_alone(broker: Broker) -> None:
+    """``sbctl top`` reads the credits at the namespace's time, not at the clock's (which
+    would start another period and refill them)."""
+    broker.namespace_create("slow-ns", "standard", credits_per_second=1000)
+    broker.queue_create("slow-ns", "q", {})
+    broker.namespace_update("slow-ns", credits_per_second=2)
+    broker.clock_advance("slow-ns", DAY)
+    broker.send("slow-ns", "q", [Message(body=b"1"), Message(body=b"2")])
+    overview(broker, "slow-ns")
+    with pytest.raises(ServerBusy):
+        broker.send("slow-ns", "q", [Message(body=b"3")])
