@@ -131,8 +131,9 @@ class NamespaceConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     ops_per_unit: int = 2000
     created_at_ms: int = 0
     # Time travel (daemon/README.md §31): the namespace's time is the clock plus this; it
-    # only grows.
-    clock_offset_ms: int = 0
+    # only grows. None (not written) until the clock first moves, so that a data dir whose
+    # clocks never moved stays readable by the release before.
+    clock_offset_ms: int | None = None
 
 
 Q = TypeVar("Q", bound=QueueConfig)

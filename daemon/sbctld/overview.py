@@ -38,7 +38,8 @@ def overview(broker: Broker, namespace: str) -> Overview:
         pairing = broker.pairings.status(ns.name)
     return Overview(
         namespace=ns.describe(),
-        credits=ns.credits(broker.clock.now_ms()),
+        # at the namespace's own time (daemon/README.md §31)
+        credits=ns.credits(broker.now_in(entity_key(ns.name))),
         entities=entities,
         faults=broker.fault_list(ns.name),
         pairing=pairing,

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
+from sbctl.codec import NOT_SCHEDULED, RECORD_HEADER, StagedRecord
 from sbctl.messages import lock_token_for
 from sbctl.protocol import Delivered
 from sbctld.storage.journal import Entry
@@ -267,13 +268,29 @@ class Partition:
             heapq.heappop(heap)
         return heap[0][0] if heap else None
 
+    def activation_record(self, seq: int) -> StagedRecord | None:
+        """What the scheduled ``seq`` is enqueued as when its time comes (the same message,
+        no longer scheduled); None when its record fails its CRC (it is discarded)."""
+        try:
+            raw = self.log.read_record(seq)
+        except CorruptRecord:
+            self.log.discard_corrupt(seq)
+            return None
+        ttl = RECORD_HEADER.unpack_from(raw)[2]
+        return StagedRecord(raw[RECORD_HEADER.size :], ttl, NOT_SCHEDULED)
+
     def due_scheduled(self, now: int) -> list[int]:
         """Scheduled messages whose time has come (daemon/README.md §7.2), oldest first."""
+        return [seq for _when, seq in self.due_scheduled_at(now)]
+
+    def due_scheduled_at(self, now: int) -> list[tuple[int, int]]:
+        """(scheduled time, sequence number) of the scheduled messages due by ``now``, in
+        the order of their times."""
         out = []
         while self.scheduled and self.scheduled[0][0] <= now:
-            _when, seq = heapq.heappop(self.scheduled)
+            when, seq = heapq.heappop(self.scheduled)
             if self.log.state_of(seq) == State.SCHEDULED:
-                out.append(seq)
+                out.append((when, seq))
         return out
 
     def expired_locks(self, now: int) -> list[int]:

@@ -8,10 +8,9 @@ between can duplicate it, never lose it.
 
 from __future__ import annotations
 
+from itertools import groupby
+
 from sbctl.codec import (
-    NOT_SCHEDULED,
-    RECORD_HEADER,
-    StagedRecord,
     decode_message,
 )
 from sbctl.durations import MAX_TIMESPAN_MS
@@ -22,10 +21,12 @@ from sbctld.queue_state import (
     SCHEDULE_RETRY_MS,
     QueueState,
 )
+from sbctld.storage.journal import Entry
 from sbctld.storage.log import (
+    OP_STATE,
     State,
 )
-from sbctld.storage.space import CorruptRecord, StorageError
+from sbctld.storage.space import StorageError
 
 
 class QueueTimers(QueueState):
@@ -46,34 +47,45 @@ class QueueTimers(QueueState):
             p.log.set_state(seq, State.GONE)
         p.give_back(seq)
 
-    def activate_scheduled(self, now: int) -> bool:
+    def activate_scheduled(self, now: int, *, own_times: bool = False) -> bool:
         """Enqueue scheduled messages whose time came, with new sequence numbers (daemon/README.md
-        §7,
-        §2.4). The copy is appended before the original is retired: a crash in between can
-        duplicate a scheduled message, never lose it."""
+        §7, §2.4), enqueued ``now`` or, with ``own_times`` (an advance of the namespace's
+        time, §31), each at its scheduled time (those due at one time in one batch). Rule 1:
+        the copies are appended before the originals are retired."""
         woke = False
         for p in self.partitions:
             if p.fault is not None and p.fault.down:
                 continue  # its timers wait for the store (the broker revisits on clear)
-            for seq in p.due_scheduled(now):
-                try:
-                    raw = p.log.read_record(seq)
-                except CorruptRecord:
-                    p.log.discard_corrupt(seq)
-                    continue
-                ttl = RECORD_HEADER.unpack_from(raw)[2]
-                payload = raw[RECORD_HEADER.size :]
-                try:
-                    new = p.log.append([StagedRecord(payload, ttl, NOT_SCHEDULED)], now)
-                except StorageError:  # a full disk: it activates once there is space
-                    p.schedule(now + SCHEDULE_RETRY_MS, seq)
-                    continue
-                session_id = decode_message(payload).session_id if self.sessions else None
-                if session_id is not None:
-                    p.index_session(new, session_id)
-                p.log.set_state(seq, State.GONE)
+            due = p.due_scheduled_at(now)
+            retired: list[int] = []
+            for at, group in groupby(due, key=lambda item: item[0] if own_times else now):
+                retired += self._activate(p, [seq for _when, seq in group], at, now)
+            if retired:
+                p.log.record(Entry(OP_STATE, seq, State.GONE, b"") for seq in retired)
                 woke = True
         return woke
+
+    def _activate(self, p: Partition, seqs: list[int], at: int, now: int) -> list[int]:
+        """Append copies of the scheduled ``seqs``, enqueued at ``at``; returns those copied
+        (a corrupt record is discarded; on a full disk they are tried again later)."""
+        copied, records = [], []
+        for seq in seqs:
+            record = p.activation_record(seq)
+            if record is not None:
+                records.append(record)
+                copied.append(seq)
+        try:
+            first = p.log.append(records, at) if records else 0
+        except StorageError:  # a full disk: they activate once there is space
+            for seq in copied:
+                p.schedule(now + SCHEDULE_RETRY_MS, seq)
+            return []
+        if self.sessions:
+            for i, record in enumerate(records):
+                session_id = decode_message(record.payload).session_id
+                if session_id is not None:
+                    p.index_session(first + i, session_id)
+        return copied
 
     def expire_due(self, now: int) -> int:
         """The clean-up an advance of the namespace's time runs (daemon/README.md §31, §6.2):

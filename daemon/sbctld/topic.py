@@ -38,7 +38,6 @@ import msgspec
 from sbctl import layout
 from sbctl.codec import (
     NOT_SCHEDULED,
-    RECORD_HEADER,
     Message,
     StagedRecord,
     decode_message,
@@ -62,7 +61,7 @@ from sbctld.queue_state import SCHEDULE_RETRY_MS
 from sbctld.results import RuleInfo, SubscriptionInfo, TopicInfo, TopicPartition
 from sbctld.storage.files import exists_verified, read_verified, write_atomic
 from sbctld.storage.log import State
-from sbctld.storage.space import CorruptRecord, StorageError
+from sbctld.storage.space import StorageError
 from sbctld.storage.sync import Syncer
 from sbctld.storage.topic import SubLog, TopicLog
 
@@ -500,25 +499,22 @@ class Topic(Queue):
                 if st == State.ACTIVE and session_id is not None:
                     part.index_session(first + k, session_id)
 
-    def activate_scheduled(self, now: int) -> bool:
-        """Scheduled topic messages whose time came are routed now, with new sequence
-        numbers (daemon/README.md §7, §2.4); appended before the original is retired."""
+    def activate_scheduled(self, now: int, *, own_times: bool = False) -> bool:
+        """Scheduled topic messages whose time came are routed now (with ``own_times``: each
+        at its scheduled time, daemon/README.md §31), with new sequence numbers
+        (daemon/README.md §7, §2.4); appended before the original is retired."""
         woke = False
         for p in self.partitions:
             if p.fault is not None and p.fault.down:
                 continue  # its timers wait for the store (the broker revisits on clear)
-            for seq in p.due_scheduled(now):
-                try:
-                    raw = p.log.read_record(seq)
-                except CorruptRecord:
-                    p.log.discard_corrupt(seq)
+            for when, seq in p.due_scheduled_at(now):
+                at = when if own_times else now
+                record = p.activation_record(seq)
+                if record is None:
                     continue
-                ttl = RECORD_HEADER.unpack_from(raw)[2]
-                payload = raw[RECORD_HEADER.size :]
-                record = StagedRecord(payload, ttl, NOT_SCHEDULED)
-                plan = self._route(p.id, [record], [decode_message(payload)], now)
+                plan = self._route(p.id, [record], [decode_message(record.payload)], at)
                 try:
-                    self._write(p.id, plan, now)
+                    self._write(p.id, plan, at)
                 except StorageError:  # a full disk: it activates once there is space
                     p.schedule(now + SCHEDULE_RETRY_MS, seq)
                     continue

@@ -23,7 +23,10 @@ def register(app: typer.Typer) -> None:
 
 @group.command()
 def show(ctx: typer.Context) -> None:
-    """Show the namespace's time and how far it is ahead of the daemon's clock."""
+    """Show the namespace's time and how far it is ahead of the daemon's clock.
+
+    Example: `sbctl clock show -n orders-test`
+    """
     g = options.state(ctx)
     with options.connect(ctx) as sb:
         result = sb.clock_show()
@@ -43,7 +46,14 @@ def advance(
     ],
 ) -> None:
     """Move the namespace's time forward by DURATION; every timer up to then runs at once,
-    in the order of its time."""
+    in the order of its time.
+
+    Scheduled messages come due (each enqueued at its own time), TTLs, locks and session
+    locks run out, duplicate-detection windows slide, idle entities are deleted. The offset
+    is kept across restarts.
+
+    Example: `sbctl clock advance 1d`
+    """
     by_ms = options.duration_ms(duration, "DURATION")
     if not by_ms:
         raise typer.BadParameter(
@@ -68,7 +78,10 @@ def set_(
         ),
     ],
 ) -> None:
-    """Move the namespace's time forward to INSTANT; every timer up to then runs at once."""
+    """Move the namespace's time forward to INSTANT; every timer up to then runs at once.
+
+    Example: `sbctl clock set 2030-01-01T00:00:00Z`
+    """
     from sbctl.durations import format_instant, parse_absolute_instant_ms
     from sbctl.errors import BadRequest
 

@@ -10,6 +10,7 @@ Messages go out in requests of at most ``--batch-size`` messages and
 from __future__ import annotations
 
 import json
+import re
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -127,10 +128,12 @@ def send(
         ctx.fail("give exactly one of --body, --body-file or --input")
     if input_file is not None and repeat != 1:
         ctx.fail("--repeat copies a --body or --body-file message, not --input")
-    now_ms = time.time_ns() // 1_000_000
+    data = read_input(input_file) if input_file is not None else b""
+    relative = _relative(ctx.params) or RELATIVE_IN_JSON.search(data) is not None
+    now_ms = namespace_now_ms(ctx, relative=relative)
     defaults = message_defaults(ctx.params, now_ms)
     if input_file is not None:
-        messages = messages_from_lines(read_input(input_file).split(b"\n"), defaults, now_ms)
+        messages = messages_from_lines(data.split(b"\n"), defaults, now_ms)
     else:
         from sbctl.codec import Message
 
@@ -155,6 +158,26 @@ def read_input(path: str) -> bytes:
             return fh.read()
     except OSError as exc:
         raise BadRequest(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
+# A JSON string that may be a relative time (``"+5m"``, ``"now"``).
+RELATIVE_IN_JSON = re.compile(rb'"\s*(?:\+|now")', re.IGNORECASE)
+
+
+def _relative(params: dict[str, Any]) -> bool:
+    at = params.get("scheduled_enqueue_time")
+    return at is not None and (at.strip().startswith("+") or at.strip().lower() == "now")
+
+
+def namespace_now_ms(ctx: typer.Context, *, relative: bool) -> int:
+    """What ``+5m`` and ``now`` count from: the namespace's time when a relative time may
+    be read (it runs ahead of the clock once moved, daemon/README.md §31), else the clock."""
+    if not relative:
+        return time.time_ns() // 1_000_000
+    from sbctl.durations import parse_absolute_instant_ms
+
+    with options.connect(ctx) as sb:
+        return parse_absolute_instant_ms(sb.clock_show()["now_utc"])
 
 
 def message_defaults(params: dict[str, Any], now_ms: int) -> dict[str, Any]:

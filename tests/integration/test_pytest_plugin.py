@@ -75,6 +75,28 @@ def test_throttling(sbctl_namespace):
     sb.send("orders", [Message(body=b"unthrottled")])
 
 
+def test_the_clock_moves_and_the_reminder_comes(sbctl_namespace):
+    from datetime import timedelta
+    from sbctl import ServiceBusMessage
+
+    sb = sbctl_namespace.client
+    sb.queue_create("reminders")
+    tomorrow = sbctl_namespace.clock.now() + timedelta(days=1)
+    sb.send("reminders", ServiceBusMessage("call back", scheduled_enqueue_time_utc=tomorrow))
+    assert sb.receive("reminders", max_wait=0) == []
+    sbctl_namespace.clock.advance(timedelta(days=1))
+    assert [m.message.body for m in sb.receive("reminders", max_wait=0)] == [b"call back"]
+    assert sbctl_namespace.clock.show()["offset"] == "P1D"
+
+
+@pytest.mark.sbctl_clock("2030-01-01T00:00:00Z")
+def test_the_clock_marker_starts_the_namespace_there(sbctl_namespace):
+    from datetime import UTC, datetime
+
+    now = sbctl_namespace.clock.now()
+    assert datetime(2030, 1, 1, tzinfo=UTC) <= now < datetime(2030, 1, 1, 0, 1, tzinfo=UTC)
+
+
 def test_connection_string_matches_the_daemon(sbctl_daemon, sbctl_namespace):
     if sbctl_daemon.amqp_port is None:
         assert sbctl_namespace.connection_string is None
@@ -130,8 +152,10 @@ def test_user_tests_pass_in_parallel_with_own_daemons_and_leave_nothing(
     pytester: pytest.Pytester, short_tmp: Path
 ) -> None:
     pytester.makepyfile(test_user_app=USER_TESTS)
-    result = pytester.runpytest_subprocess("-n", "2", "-q", *_plugin_args(), timeout=240)
-    result.assert_outcomes(passed=8)
+    result = pytester.runpytest_subprocess(
+        "-n", "2", "-q", "--strict-markers", *_plugin_args(), timeout=240
+    )
+    result.assert_outcomes(passed=10)
     records = _records(short_tmp)
     pids = {int(r[0]) for r in records}
     assert len(pids) == 2, f"each xdist worker has its own daemon: {records}"
@@ -152,7 +176,7 @@ def test_a_running_daemon_is_shared_and_keeps_no_namespace(
     monkeypatch.setenv("SBCTL_SOCKET", str(daemon.socket))
     pytester.makepyfile(test_user_app=USER_TESTS, test_user_fails=FAILING_TEST)
     result = pytester.runpytest_subprocess("-n", "2", "-q", *_plugin_args(), timeout=240)
-    result.assert_outcomes(passed=8, failed=1)
+    result.assert_outcomes(passed=10, failed=1)
     records = _records(short_tmp)
     assert {int(r[0]) for r in records} == {daemon.pid()}
     assert {r[2] for r in records} == {"False"}

@@ -5,8 +5,11 @@ namespace), and the last one restarts the daemon."""
 from __future__ import annotations
 
 import datetime
+import email.utils
 import http.client
 import json
+import threading
+import time
 from typing import Any
 
 import pytest
@@ -51,11 +54,26 @@ def test_cli_scheduled_for_tomorrow_is_received_right_after_advancing_a_day(d: D
     assert message["enqueued_time_utc"] == message["scheduled_enqueue_time_utc"]
     dead = d.cli("-o", "json", "-n", "tt-cli", "peek", "short/$deadletterqueue", check=True)
     assert [m["body"] for m in dead.jsonl()] == ["brief"]
+    # +1h counts from the namespace's time, a day ahead of the clock
+    d.cli(
+        "-n",
+        "tt-cli",
+        "send",
+        "q",
+        "--body",
+        "in an hour",
+        "--scheduled-enqueue-time",
+        "+1h",
+        check=True,
+    )
+    assert cli_json(d, "-n", "tt-cli", "clock", "advance", "59m")["activated"] == 0
+    assert cli_json(d, "-n", "tt-cli", "clock", "advance", "1m")["activated"] == 1
+    cli_json(d, "-n", "tt-cli", "clock", "advance", "23h")  # a whole day more: P2D
     shown = cli_json(d, "namespace", "show", "tt-cli")
-    assert shown["clock_offset"] == "P1D"
-    assert cli_json(d, "daemon", "status")["clock_offsets"]["tt-cli"] == "P1D"
+    assert shown["clock_offset"] == "P2D"
+    assert cli_json(d, "daemon", "status")["clock_offsets"]["tt-cli"] == "P2D"
     top = cli_json(d, "-n", "tt-cli", "top", "--once", "--interval", "0.1")
-    assert {r["name"]: r["clock_offset"] for r in top["namespaces"]}["tt-cli"] == "P1D"
+    assert {r["name"]: r["clock_offset"] for r in top["namespaces"]}["tt-cli"] == "P2D"
 
 
 @pytest.mark.parametrize(
@@ -83,8 +101,19 @@ def test_cli_bad_input_is_one_line_and_changes_nothing(
 
 
 def test_client_lock_expiry_and_duplicate_window(d: Daemon) -> None:
-    fresh(d, "tt-client", "locked --lock-duration 5m", "dedup --enable-duplicate-detection")
+    fresh(
+        d,
+        "tt-client",
+        "locked --lock-duration 5m",
+        "dedup --enable-duplicate-detection",
+        "ttl --enable-dead-lettering-on-message-expiration",
+    )
     with d.client("tt-client") as sb:
+        sb.send("ttl", [Message(body=b"an hour", time_to_live_ms=3_600_000)])
+        sb.clock_advance("59m")
+        assert sb.queue_get("ttl")["dead_letter_message_count"] == 0
+        sb.clock_advance("1m")
+        assert sb.queue_get("ttl")["dead_letter_message_count"] == 1
         sb.send("locked", [Message(body=b"held")])
         (got,) = sb.receive("locked", max_wait=5)
         sb.clock_advance(datetime.timedelta(minutes=5))
@@ -102,7 +131,41 @@ def test_client_lock_expiry_and_duplicate_window(d: Daemon) -> None:
             sb.clock_set(datetime.datetime(2001, 1, 1))
         with pytest.raises(MessagingEntityNotFound):
             sb.clock_show("tt-nowhere")
-        assert sb.clock_show()["offset"] == "PT16M"
+        assert sb.clock_show()["offset"] == "PT1H16M"
+
+
+def test_both_clients_show_advance_and_set(d: Daemon, make_client: Any, client_kind: str) -> None:
+    name = f"tt-both-{client_kind.lower()}"
+    fresh(d, name)
+    sb = make_client(d.socket, namespace=name)
+    assert sb.clock_show()["offset"] == "PT0S"
+    assert sb.clock_advance(90_000)["offset"] == "PT1M30S"  # milliseconds
+    assert sb.clock_advance("PT1H")["offset"] == "PT1H1M30S"
+    moved = sb.clock_set(datetime.datetime(2040, 1, 1, tzinfo=UTC))
+    assert moved["now_utc"].startswith("2040-01-01T00:00:0")
+    assert sb.clock_show(name)["now_utc"] >= "2040-01-01T00:00:00.000Z"
+    with pytest.raises(BadRequest, match="invalid time 'now'"):
+        sb.clock_set("now")
+
+
+def test_a_waiting_receive_gets_the_message_the_advance_enqueues(d: Daemon) -> None:
+    fresh(d, "tt-wait", "q")
+    got: list[Any] = []
+    with d.client("tt-wait") as sb:
+        sb.send("q", [Message(body=b"later", scheduled_enqueue_time_ms=_ms_in(days=1))])
+        waiter = threading.Thread(target=lambda: got.extend(_receive(d, "tt-wait", 30)))
+        waiter.start()
+        d.wait_parked(1)
+        started = time.monotonic()
+        sb.clock_advance("1d")
+        waiter.join(30)
+    assert [m.message.body for m in got] == [b"later"]
+    assert time.monotonic() - started < 10, "woken by the advance, not by its time-out"
+
+
+def _receive(d: Daemon, namespace: str, wait_s: float) -> list[Any]:
+    with d.client(namespace) as sb:
+        return sb.receive("q", max_wait=wait_s)
 
 
 def test_sdk_scheduled_ttl_and_lock_lost(d: Daemon) -> None:
@@ -163,6 +226,14 @@ def test_http_route_shows_and_moves_the_clock(d: Daemon) -> None:
     assert (status, shown["offset"]) == (200, "PT0S")
     status, moved = call("POST", '{"advance": "P1D"}')
     assert (status, moved["offset"], moved["activated"]) == (200, "P1D", 1)
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    conn.request("POST", "/q/messages/head?timeout=1", None, {"Authorization": token})
+    reply = conn.getresponse()
+    props = json.loads(reply.getheader("BrokerProperties") or "{}")
+    reply.read()
+    conn.close()
+    locked = email.utils.parsedate_to_datetime(props["LockedUntilUtc"])
+    assert locked > datetime.datetime.now(UTC) + datetime.timedelta(days=1)  # its time
     status, refused = call("POST", '{"set": "2001-01-01T00:00:00Z"}')
     assert (status, refused["error"]["code"]) == (400, "BadRequest")
     status, refused = call("POST", '{"advance": "-1h"}')
@@ -182,7 +253,7 @@ def test_a_restart_keeps_the_offset(d: Daemon) -> None:
     d.stop()
     d.start()
     assert cli_json(d, "-n", "tt-restart", "clock", "show")["offset"] == "PT2H"
-    assert cli_json(d, "-n", "tt-cli", "clock", "show")["offset"] == "P1D"
+    assert cli_json(d, "-n", "tt-cli", "clock", "show")["offset"] == "P2D"
 
 
 def _instant(text: str) -> datetime.datetime:

@@ -9,11 +9,19 @@ import pytest
 from msgspec import UNSET
 
 from conftest import Reopen
+from sbctl import layout
 from sbctl.codec import Message, decode_message
-from sbctl.errors import BadRequest, MessagingEntityNotFound, ServerBusy, SessionLockLost
+from sbctl.errors import (
+    BadRequest,
+    MessagingEntityNotFound,
+    ServerBusy,
+    ServiceCommunicationProblem,
+    SessionLockLost,
+)
 from sbctl.protocol import Delivered
 from sbctld.broker import DEFAULT_NAMESPACE, Broker
 from sbctld.clock import FakeClock
+from sbctld.overview import overview
 from sbctld.results import SettleFailed
 
 NS = DEFAULT_NAMESPACE
@@ -181,7 +189,10 @@ def test_throttling_credits_refill(broker: Broker) -> None:
 
 def test_the_offset_survives_a_restart(broker: Broker, clock: FakeClock, reopen: Reopen) -> None:
     broker.queue_create(NS, "q", {})
+    saved = layout.namespace_file(broker.namespace(NS).directory)
+    assert "clock_offset_ms" not in saved.read_text()  # the release before reads it
     broker.clock_advance(NS, DAY)
+    assert "clock_offset_ms = 86400000" in saved.read_text()
     again = reopen()
     assert again.clock_show(NS).offset_ms == DAY
     again = reopen(crash=True)
@@ -199,3 +210,48 @@ def test_the_ticker_runs_on_the_namespaces_time(broker: Broker, clock: FakeClock
     clock.advance(1)
     assert broker.tick() == [(NS, "q")]
     assert counts(broker)["active_message_count"] == 1
+
+
+def test_a_pairing_fails_over_and_pings_on_its_primarys_time(broker: Broker) -> None:
+    primary, secondary = "primary-ns", "second-ns"
+    broker.namespace_create(primary)
+    broker.namespace_create(secondary)
+    broker.queue_create(primary, "orders", {})
+    broker.pairings.pair(primary, secondary, 1, 1000, 2000, False)
+    broker.fault_add(primary)
+    with pytest.raises(ServiceCommunicationProblem):
+        broker.send(primary, "orders", [Message(body=b"first")])
+    broker.clock_advance(primary, 1000)  # the failover interval passed: diverted
+    broker.send(primary, "orders", [Message(body=b"diverted")])
+    assert broker.pairings.status(primary).state == "FailedOver"
+    broker.fault_clear(primary)
+    broker.clock_advance(primary, 2000)  # the ping interval passed: pinged, back
+    st = broker.pairings.status(primary)
+    assert (st.pings_sent, st.state) == (1, "Active")
+
+
+def test_topics_route_scheduled_messages_at_their_time_and_expire_in_subscriptions(
+    broker: Broker, clock: FakeClock
+) -> None:
+    broker.topic_create(NS, "t", {})
+    broker.subscription_create(NS, "t", "s", {"dead_lettering_on_message_expiration": True})
+    when = clock.now + HOUR
+    broker.send(NS, "t", [Message(body=b"later", scheduled_enqueue_time_ms=when)])
+    broker.send(NS, "t", [Message(body=b"brief", time_to_live_ms=MIN)])
+    assert broker.clock_advance(NS, HOUR).expired == 1
+    (got,) = recv(broker, "t/subscriptions/s")
+    assert (bodies([got]), got.enqueued_time_ms) == ([b"later"], when)
+    assert bodies(recv(broker, "t/subscriptions/s/$deadletterqueue")) == [b"brief"]
+
+
+def test_reading_the_overview_leaves_the_throttling_period_alone(broker: Broker) -> None:
+    """``sbctl top`` reads the credits at the namespace's time, not at the clock's (which
+    would start another period and refill them)."""
+    broker.namespace_create("slow-ns", "standard", credits_per_second=1000)
+    broker.queue_create("slow-ns", "q", {})
+    broker.namespace_update("slow-ns", credits_per_second=2)
+    broker.clock_advance("slow-ns", DAY)
+    broker.send("slow-ns", "q", [Message(body=b"1"), Message(body=b"2")])
+    overview(broker, "slow-ns")
+    with pytest.raises(ServerBusy):
+        broker.send("slow-ns", "q", [Message(body=b"3")])

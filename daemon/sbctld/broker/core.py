@@ -188,16 +188,16 @@ class BrokerCore:
         (daemon/README.md §31); the clock's time for a namespace that is gone."""
         ns = self.namespaces.get(ns_key)
         now = self.clock.now_ms()
-        return now if ns is None else now + ns.config.clock_offset_ms
+        return now if ns is None else now + ns.offset_ms
 
     def _time(self, ns: Namespace) -> int:
-        return self.clock.now_ms() + ns.config.clock_offset_ms
+        return self.clock.now_ms() + ns.offset_ms
 
     def _due_at(self, when: int, ns_key: str, q_key: str) -> None:
         """Visit the entity at ``when``, a time of its namespace; the heap holds clock
         times (an offset only grows, so an entry never comes due too early)."""
         ns = self.namespaces.get(ns_key)
-        offset = 0 if ns is None else ns.config.clock_offset_ms
+        offset = 0 if ns is None else ns.offset_ms
         heapq.heappush(self._due, (when - offset, ns_key, q_key))
 
     def _note_scheduled(self, ns_key: str, q_key: str, queue: Queue) -> None:
@@ -229,15 +229,14 @@ class BrokerCore:
         self._resolved.clear()
         return {"deleted": sub.name, "topic": topic.name}
 
-    def run_timers(self, queue: Queue, now: int, *, note: bool = True) -> bool:
+    def run_timers(self, queue: Queue, now: int, *, own_times: bool = False) -> bool:
         """Expire the entity's locks and activate its scheduled messages at ``now`` (its
-        namespace's time), then forward; True when a queue's receivers have new messages.
-        ``note``: put its next scheduled time on the timer heap."""
+        namespace's time; ``own_times``: each at its scheduled time), then forward; True
+        when a queue's receivers have new messages."""
         freed = queue.expire_locks(now)
-        if queue.activate_scheduled(now):
+        if queue.activate_scheduled(now, own_times=own_times):
             freed = True
-        if note:
-            self._note_scheduled(*queue.key, queue)
+        self._note_scheduled(*queue.key, queue)
         if isinstance(queue, Topic):
             if freed:
                 self._fanned_out(queue)

@@ -189,7 +189,7 @@ class Housekeeping(BrokerCore):
             id=self.faults.new_id(),
             namespace=ns.name,
             kind=kind,
-            created_at_ms=self.clock.now_ms(),
+            created_at_ms=self._time(ns),
             entity=None if target is None else target.name,
             entity_kind=entity_kind,
             partitions=tuple(sorted(set(partitions))),

@@ -54,6 +54,8 @@ class Namespace:
         self.queues: dict[str, Queue] = {}
         self.topics: dict[str, Topic] = {}
         self.meter = CreditMeter(self.credit_limit, premium=self.premium)
+        # How far the namespace's time is ahead of the clock (daemon/README.md §31).
+        self.offset_ms: int = config.clock_offset_ms or 0
 
     @property
     def credit_limit(self) -> int:
@@ -81,11 +83,6 @@ class Namespace:
     @property
     def name(self) -> str:
         return self.config.name
-
-    @property
-    def offset_ms(self) -> int:
-        """How far the namespace's time is ahead of the clock (daemon/README.md §31)."""
-        return self.config.clock_offset_ms
 
     @property
     def premium(self) -> bool:
@@ -141,5 +138,5 @@ class Namespace:
             topic_count=len(self.topics),
             partitioned_entity_count=self.partitioned_count,
             max_message_size_in_kilobytes=self.max_message_bytes // 1024,
-            clock_offset_ms=cfg.clock_offset_ms or UNSET,
+            clock_offset_ms=self.offset_ms or UNSET,
         )
