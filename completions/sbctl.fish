@@ -372,7 +372,7 @@ complete -c sbctl -n '__sbctl_using \'help\'' -s h -l help -d 'Show this message
 complete -c sbctl -n '__sbctl_using \'daemon\'' -a start -d 'Start the daemon (in the background unless --foreground); a no-op if it runs'
 complete -c sbctl -n '__sbctl_using \'daemon\'' -a stop -d 'Stop the daemon and wait until it has exited; a no-op if it is not running'
 complete -c sbctl -n '__sbctl_using \'daemon\'' -a status -d 'Show the daemon\'s status; exits 9 when it is not running'
-complete -c sbctl -n '__sbctl_using \'daemon\'' -a cert -d 'Print the path of the HTTPS certificate (made on first use); trust it as connection_verify=PATH (Python), NODE_EXTRA_CA_CERTS=PATH (Node) or SSL_CERT_FILE'
+complete -c sbctl -n '__sbctl_using \'daemon\'' -a cert -d 'Print the path of the HTTPS certificate of the daemon on the socket (made on first use); trust it as connection_verify=PATH (Python), NODE_EXTRA_CA_CERTS=PATH (Node), REQUESTS_CA_BUNDLE or'
 complete -c sbctl -n '__sbctl_using \'daemon\'' -s h -l help -d 'Show this message and exit'
 complete -c sbctl -n '__sbctl_using \'daemon start\'' -l data-dir -r -F -d 'Daemon data directory (overrides the global --data-dir and SBCTL_DATA_DIR)'
 complete -c sbctl -n '__sbctl_using \'daemon start\'' -l socket -r -F -d 'Daemon Unix socket (overrides the global --socket and SBCTL_SOCKET)'
