@@ -161,7 +161,7 @@ def other_settings(
     explicit: frozenset[str],
 ) -> list[str]:
     """How the running daemon's listeners differ from what was explicitly asked for (a port
-    of 0 asks for any port, so it matches every port)."""
+    of 0 asks for any port, so it matches every port; daemon/README.md §25.6)."""
     found: list[str] = []
     for name, (on, host, port) in asked.items():
         live_port, live_host, label = (

@@ -7,6 +7,7 @@ Markdown source. The guides are package data, so they are there in any install.
 
 from __future__ import annotations
 
+import os
 import sys
 from importlib import resources
 from typing import Annotated
@@ -84,6 +85,7 @@ def _render(text: str) -> None:
 
     console = Console()
     if sys.stdout.isatty():
+        os.environ.setdefault("LESS", "-R")  # less shows the styles instead of escape codes
         with console.pager(styles=True):
             console.print(Markdown(text))
     else:

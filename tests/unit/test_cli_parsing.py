@@ -391,7 +391,7 @@ def test_send_body_repeat_in_batches(sbctl: Any, fake: FakeClient) -> None:
 
 def test_send_prints_each_sequence_number_up_to_twenty(sbctl: Any, fake: FakeClient) -> None:
     result = sbctl("send", "q", "--body", "x", "--repeat", "3", "--message-id", "m")
-    assert result.out == "1\n2\n3\n"
+    assert result.out == "sent 3 messages: sequence numbers 1, 2, 3\n"
     assert all(m.message_id == "m" for m in fake.calls[0][1][1])
 
 

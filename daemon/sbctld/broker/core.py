@@ -388,7 +388,8 @@ class BrokerCore:
 
 
 def _subscription_hint(ns: Namespace, name: str) -> str:
-    """For ``TOPIC/SUB`` naming an existing subscription: how to address it."""
+    """For ``TOPIC/SUB`` naming an existing subscription: how to address it (daemon/README.md
+    §25.8)."""
     topic_name, _, sub = name.partition("/")
     topic = ns.topics.get(entity_key(topic_name))
     if not sub or "/" in sub or topic is None or sub.lower() not in topic.subscriptions:
