@@ -353,5 +353,8 @@ def rejects_file(staging: StrPath, load_id: str) -> Path:
 def open_private(path: StrPath, *, append: bool = False) -> Any:
     """``path`` opened for writing (binary), created owner-only (0600) whatever the umask:
     every file of a data dir is (daemon/README.md §0); never created loose and tightened later."""
-    flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else os.O_TRUNC)
-    return os.fdopen(os.open(path, flags, 0o600), "ab" if append else "wb")
+    return open(path, "ab" if append else "wb", opener=_owner_only)
+
+
+def _owner_only(path: str, flags: int) -> int:
+    return os.open(path, flags, 0o600)

@@ -41,6 +41,7 @@ def test_staged_files_are_created_owner_only(tmp_path: Path) -> None:
     (staged,) = Path(files.directory).iterdir()
     assert mode(staged) == 0o600 and mode(files.directory) == 0o700
     files.close_file()
+    assert files.done == [(0, str(staged), 1, staged.stat().st_size)]  # (its path, for adopt)
 
 
 def test_spark_log_is_created_owner_only(tmp_path: Path) -> None:
@@ -53,6 +54,7 @@ def test_spark_log_is_created_owner_only(tmp_path: Path) -> None:
 def test_open_private_appends_and_truncates(tmp_path: Path) -> None:
     path = tmp_path / "f"
     with layout.open_private(path) as fh:
+        assert fh.name == str(path)
         fh.write(b"ab")
     with layout.open_private(path, append=True) as fh:
         fh.write(b"c")
