@@ -122,11 +122,12 @@ def validate_entity_name(name: str, kind: str = "queue") -> str:
         raise _refuse(kind, name, "must not contain '@', '?', '#' or '*'")
     if name.endswith("/") and not name.startswith("/"):
         # The usual slip: the shell expanded an unquoted $deadletterqueue to nothing.
+        shown = name if name.isprintable() else ascii(name)[1:-1]
         raise _refuse(
             kind,
             name,
             "must not end with '/'; for its dead-letter queue write "
-            f"'{name}$deadletterqueue' in single quotes (the shell expands an unquoted "
+            f"'{shown}$deadletterqueue' in single quotes (the shell expands an unquoted "
             "$deadletterqueue to nothing)",
         )
     if name.startswith("/") or name.endswith("/"):

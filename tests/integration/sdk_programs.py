@@ -125,3 +125,23 @@ def program_env(daemon: Any, connection_string: str, **extra_queues: str) -> dic
         SBCTL_BULK_QUEUE="bulk",
         **extra_queues,
     )
+
+
+def check_common_matrix_rows(matrix: dict[str, Any]) -> None:
+    """The matrix rows the Java and JavaScript programs report alike: peekMessages(10) paged
+    over 40 messages on several partitions sees every one, once, in sequence-number order
+    (daemon/README.md §0.1.7); max delivery count; TTL expiry to the DLQ."""
+    parted = matrix["partitioned_peek"]
+    assert parted.pop("partitions") > 1
+    assert parted == {"pages": [10, 10, 10, 10], "seen": 40, "ascending": True}
+    assert matrix["retries"] == {
+        "delivery_counts": [0, 1, 2],
+        "main_empty": True,
+        "dead_letter_reason": "MaxDeliveryCountExceeded",
+        "body": "retry-me",
+    }
+    assert matrix["ttl_expiry"] == {
+        "received_after_expiry": 0,
+        "body": "short-lived",
+        "dead_letter_reason": "TTLExpiredException",
+    }

@@ -206,7 +206,6 @@ def test_typed_application_properties_reach_the_receiver(sb: Any) -> None:
     assert got == {k: v for k, (_t, v) in TYPED.items()}
 
 
-@pytest.mark.xfail(strict=False, reason="exact AMQP property types (types branch)")
 def test_typed_application_properties_are_kept_exactly(sb: Any) -> None:
     """The types as `sbctl peek -o json` shows them: what the SDK sent, not a wider one."""
     daemon, client = sb

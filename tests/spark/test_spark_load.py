@@ -55,17 +55,15 @@ def load(daemon: Any, spark: Any, source: Path | str, entity: str, **kw: Any) ->
         return run(sb, req, spark=spark)
 
 
-def every_message(daemon: Any, entity: str, partitions: int) -> list[Any]:
+def every_message(daemon: Any, entity: str) -> list[Any]:
+    """Every message of the entity, paging peek from the first: a peek walks on across
+    partitions in sequence-number order (daemon/README.md §0.1.7)."""
     out = []
     with daemon.client() as sb:
-        for pid in range(partitions):
-            start = (pid << 48) | 1 if partitions > 1 else 1
-            while True:
-                page = sb.peek(entity, 250, start)
-                if not page:
-                    break
-                out += page
-                start = page[-1].sequence_number + 1
+        start = 1
+        while page := sb.peek(entity, 250, start):
+            out += page
+            start = page[-1].sequence_number + 1
     return out
 
 
@@ -113,7 +111,7 @@ def test_hand_made_dataset_loads_exactly(daemon: Any, spark: Any, tmp_path: Path
     assert set(summary) >= {"rows_read", "messages_loaded", "duplicates_dropped", "rejected"}
     assert set(summary) >= {"partitions", "seconds", "load_id"}
 
-    messages = every_message(daemon, "q", 16)
+    messages = every_message(daemon, "q")
     bodies = sorted(m.body for m in messages)
     assert bodies == sorted(
         [b"r0", b"r1", b"r2", b"r6", b"\x00\x01\x02", b'{"order": 9}', b"r12", b"r13"]
@@ -180,7 +178,7 @@ def test_csv_with_column_flags_and_properties(daemon: Any, spark: Any, tmp_path:
     )
     summary = load(daemon, spark, source, "cq", mapping=mapping)
     assert summary["messages_loaded"] == 2
-    got = {m.body: m for m in every_message(daemon, "cq", 16)}
+    got = {m.body: m for m in every_message(daemon, "cq")}
     assert got[b"hello"].application_properties == {"region": "eu", "extra": "x"}
     assert got[b"world"].partition_id == partition_for_key("c-2", 16)
 
@@ -243,8 +241,8 @@ def test_export_then_load_round_trips(daemon: Any, spark: Any, tmp_path: Path) -
     assert summary["messages"] == 20
     loaded = load(daemon, spark, out, "dst")  # no column flags: an export is recognised
     assert loaded["messages_loaded"] == 20 and loaded["rejected"] == 0
-    before = {m.message.message_id: m for m in every_message(daemon, "src", 16)}
-    after = {m.message.message_id: m for m in every_message(daemon, "dst", 16)}
+    before = {m.message.message_id: m for m in every_message(daemon, "src")}
+    after = {m.message.message_id: m for m in every_message(daemon, "dst")}
     assert set(before) == set(after)
     for mid, m in before.items():
         assert after[mid].body == m.body
