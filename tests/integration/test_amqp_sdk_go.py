@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.amqp_sdk import connection_string, peek
+from tests.integration.amqp_sdk import cli_json, connection_string, peek
 from tests.integration.sdk_programs import (
     SDK_DIR,
     newest_mtime,
@@ -258,3 +258,34 @@ def test_a_wrong_key_is_refused_saying_why(report: dict[str, Any]) -> None:
 
 def test_transactions() -> None:
     pytest.skip("the Go SDK (azservicebus) has no transactions: no coordinator link, no API")
+
+
+def test_a_lock_is_lost_once_the_namespace_clock_moves_five_minutes(
+    go_program: None, module_daemon: Any
+) -> None:
+    """Time travel seen by the Go SDK (daemon/README.md §31): the program receives a message
+    with a 5-minute lock, moves its namespace's clock 5 minutes on (POST /$sbctl/clock), and
+    its renew and complete then fail with lock lost; the message comes back. A namespace of
+    its own, as moving the clock would disturb the other steps' timers."""
+    module_daemon.cli("namespace", "create", "go-clock-ns", check=True)
+    module_daemon.cli(
+        "-n", "go-clock-ns", "queue", "create", "go-clock", "--lock-duration", "5m", check=True
+    )
+    cs = connection_string(module_daemon, "go-clock-ns")
+    port = cs.split("sb://localhost:")[1].split(";")[0]
+    token = module_daemon.cli("namespace", "sas-token", "go-clock-ns", check=True).stdout.strip()
+    env = dict(
+        module_daemon.env,
+        SBCTL_CONNECTION_STRING=cs,
+        SBCTL_CLOCK_URL=f"http://localhost:{port}/$sbctl/clock",
+        SBCTL_SAS_TOKEN=token,
+        GO_STEPS="clock_lock_lost",
+    )
+    got = run_program([str(BINARY)], GO_DIR, env, timeout=120)
+    assert step(got["steps"], "clock_lock_lost") == {
+        "renew_code": "locklost",
+        "complete_code": "locklost",
+        "delivery_count_again": 2,
+    }
+    shown = cli_json(module_daemon, "-n", "go-clock-ns", "clock", "show")
+    assert shown["offset"] == "PT5M", shown
