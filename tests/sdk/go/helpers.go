@@ -126,3 +126,29 @@ func sendAndReceive(ctx context.Context, e *env, queue string, msgs ...*azservic
 	}
 	return r, m, nil
 }
+
+// newBatch: a sender on queue and an empty message batch of it (the caller closes the sender).
+func newBatch(ctx context.Context, e *env, queue string) (*azservicebus.Sender, *azservicebus.MessageBatch, error) {
+	sender, err := e.client.NewSender(queue, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	batch, err := sender.NewMessageBatch(ctx, nil)
+	if err != nil {
+		sender.Close(ctx)
+		return nil, nil, err
+	}
+	return sender, batch, nil
+}
+
+// completeRedelivery: the message a lost lock gives back, received again and completed.
+func completeRedelivery(ctx context.Context, r *azservicebus.Receiver) (*azservicebus.ReceivedMessage, error) {
+	again, err := receiveOne(ctx, r, 10*time.Second)
+	if err != nil {
+		return nil, fmt.Errorf("redelivery: %w", err)
+	}
+	if err := r.CompleteMessage(ctx, again, nil); err != nil {
+		return nil, fmt.Errorf("complete redelivered: %w", err)
+	}
+	return again, nil
+}

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"os"
 	"strings"
-	"time"
 )
 
 // clockLockLost: a message received in peek-lock, then the namespace's clock moved five
@@ -25,12 +24,9 @@ func clockLockLost(ctx context.Context, e *env) (result, error) {
 	}
 	renewErr := r.RenewMessageLock(ctx, m, nil)
 	completeErr := r.CompleteMessage(ctx, m, nil)
-	again, err := receiveOne(ctx, r, 10*time.Second)
+	again, err := completeRedelivery(ctx, r)
 	if err != nil {
-		return nil, fmt.Errorf("redelivery: %w", err)
-	}
-	if err := r.CompleteMessage(ctx, again, nil); err != nil {
-		return nil, fmt.Errorf("complete redelivered: %w", err)
+		return nil, err
 	}
 	return result{"renew_code": code(renewErr), "complete_code": code(completeErr),
 		"delivery_count_again": again.DeliveryCount}, nil

@@ -26,15 +26,11 @@ func sendReceiveComplete(ctx context.Context, e *env) (result, error) {
 }
 
 func batch100(ctx context.Context, e *env) (result, error) {
-	sender, err := e.client.NewSender("go-batch", nil)
+	sender, batch, err := newBatch(ctx, e, "go-batch")
 	if err != nil {
 		return nil, err
 	}
 	defer sender.Close(ctx)
-	batch, err := sender.NewMessageBatch(ctx, nil)
-	if err != nil {
-		return nil, err
-	}
 	for i := 0; i < 100; i++ {
 		if err := batch.AddMessage(text(fmt.Sprintf("m%03d", i)), nil); err != nil {
 			return nil, fmt.Errorf("add %d: %w", i, err)

@@ -111,12 +111,9 @@ func lockExpiry(ctx context.Context, e *env) (result, error) {
 	lock := m.LockedUntil.Sub(time.Now())
 	time.Sleep(time.Until(*m.LockedUntil) + 700*time.Millisecond)
 	completeErr := r.CompleteMessage(ctx, m, nil)
-	again, err := receiveOne(ctx, r, 10*time.Second)
+	again, err := completeRedelivery(ctx, r)
 	if err != nil {
-		return nil, fmt.Errorf("redelivery: %w", err)
-	}
-	if err := r.CompleteMessage(ctx, again, nil); err != nil {
-		return nil, fmt.Errorf("complete redelivered: %w", err)
+		return nil, err
 	}
 	return result{"lock_seconds": lock.Seconds(), "complete_code": code(completeErr),
 		"complete_error": errText(completeErr), "delivery_count_again": again.DeliveryCount}, nil
@@ -157,15 +154,11 @@ func receiveAndDelete(ctx context.Context, e *env) (result, error) {
 // 10 KiB messages fill it until ErrMessageTooLarge; a single message over the limit is
 // refused by the daemon.
 func batchSizeLimits(ctx context.Context, e *env) (result, error) {
-	sender, err := e.client.NewSender("go-limits", nil)
+	sender, batch, err := newBatch(ctx, e, "go-limits")
 	if err != nil {
 		return nil, err
 	}
 	defer sender.Close(ctx)
-	batch, err := sender.NewMessageBatch(ctx, nil)
-	if err != nil {
-		return nil, err
-	}
 	chunk := strings.Repeat("x", 10*1024)
 	added := 0
 	for ; added < 1000; added++ {
