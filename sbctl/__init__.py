@@ -2,7 +2,7 @@
 
 The public Python surface: :class:`Client`, :class:`AsyncClient`, :class:`Message`,
 :class:`ReceivedMessage`, :func:`ServiceBusMessage` and the error tree in
-:mod:`sbctl.errors`. They are imported lazily so that ``sbctl --help`` does not pay for
+:mod:`sbctl.core.errors`. They are imported lazily so that ``sbctl --help`` does not pay for
 the client's imports.
 """
 
@@ -13,11 +13,12 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from sbctl.client import AsyncClient, Client
-    from sbctl.codec import Message
     from sbctl.convert import ServiceBusMessage
-    from sbctl.messages import ReceivedMessage
+    from sbctl.core.messages import ReceivedMessage
+    from sbctl.core.records import Message
 
-__version__ = "0.1.0"
+from sbctl.core import __version__
+
 __all__ = [
     "AsyncClient",
     "Client",
@@ -30,8 +31,8 @@ __all__ = [
 _EXPORTS = {
     "AsyncClient": "sbctl.client",
     "Client": "sbctl.client",
-    "Message": "sbctl.codec",
-    "ReceivedMessage": "sbctl.messages",
+    "Message": "sbctl.core.records",
+    "ReceivedMessage": "sbctl.core.messages",
     "ServiceBusMessage": "sbctl.convert",
 }
 

@@ -16,9 +16,9 @@ import asyncio
 import time
 import uuid
 
-from sbctl.amqp import codec, framing
-from sbctl.amqp import types as t
-from sbctl.sas import make_token
+from sbctl.core.amqp import codec, framing
+from sbctl.core.amqp import types as t
+from sbctl.core.sas import make_token
 
 MAX_FRAME = 1 << 20
 WINDOW = 1 << 20

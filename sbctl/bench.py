@@ -41,11 +41,11 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from sbctl import layout
 from sbctl.client import AsyncClient, Client
-from sbctl.codec import Message
-from sbctl.errors import BadRequest, GeneralError, SbctlError, ServiceTimeout
-from sbctl.wire_errors import error_from_wire, error_to_wire
+from sbctl.core import layout
+from sbctl.core.errors import BadRequest, GeneralError, SbctlError, ServiceTimeout
+from sbctl.core.records import Message
+from sbctl.core.wire_errors import error_from_wire, error_to_wire
 
 RAW_RECORD_BYTES = 1024
 RAW_SECONDS = 1.0

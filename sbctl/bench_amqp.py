@@ -34,8 +34,8 @@ from typing import Any
 from sbctl.amqp_client import AmqpClient, AmqpClientError, batch_payload
 from sbctl.bench import LOCK_DURATION_MS, QUEUE_MAX_SIZE_MB, namespace_name
 from sbctl.client import Client
-from sbctl.codec import Message
-from sbctl.errors import BadRequest, GeneralError, SbctlError
+from sbctl.core.errors import BadRequest, GeneralError, SbctlError
+from sbctl.core.records import Message
 
 # Table rows for ``sbctl bench --amqp`` (key, label, unit), as :data:`sbctl.cli.cmd_bench.ROWS`.
 AMQP_ROWS = (

@@ -16,13 +16,14 @@ milliseconds, lock-token strings), the forms of the azure-servicebus SDK:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import msgspec
 
-from sbctl.codec import Message, PropertyValue
-from sbctl.errors import BadRequest
+from sbctl.core.durations import instant_ms
+from sbctl.core.errors import BadRequest
+from sbctl.core.records import Message, PropertyValue
 
 Body = bytes | bytearray | memoryview | str
 Sendable = Message | Body | Sequence[Message | Body]
@@ -57,18 +58,6 @@ def wait_seconds(value: Any) -> float:
     if isinstance(value, int | float) and not isinstance(value, bool):
         return float(value)
     raise BadRequest(f"max_wait must be seconds or a timedelta, not {value!r}")
-
-
-def instant_ms(value: Any, name: str = "time") -> int:
-    """Epoch milliseconds from an int (already epoch milliseconds) or a datetime (naive:
-    UTC)."""
-    if isinstance(value, datetime):
-        if value.tzinfo is None:
-            value = value.replace(tzinfo=UTC)
-        return round(value.timestamp() * 1000)
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    raise BadRequest(f"{name} must be epoch milliseconds (int) or a datetime, not {value!r}")
 
 
 def message(value: Any) -> Message:

@@ -16,9 +16,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sbctl import layout, paths
 from sbctl.client import Client
-from sbctl.errors import GeneralError, SbctlError, ServiceCommunicationProblem, ServiceTimeout
+from sbctl.core import layout, paths
+from sbctl.core.errors import GeneralError, SbctlError, ServiceCommunicationProblem, ServiceTimeout
 
 READY_TIMEOUT = 120.0  # recovery of a large data dir may take a while
 
@@ -369,10 +369,34 @@ def unix_listeners(pid: int) -> list[str]:
 def certificate(data_dir: Path, socket_path: Path) -> Path:
     """The HTTPS certificate (made on first use) of the daemon answering on
     ``socket_path``, kept in its own data dir; with none answering, ``data_dir``'s."""
-    from sbctl.certs import ensure_certificate
+    from sbctl.core.certs import ensure_certificate
     from sbctld.ownership import prepare_data_dir
 
     running = _status(socket_path)
     where = Path(running["data_dir"]) if running and running.get("data_dir") else data_dir
     prepare_data_dir(where)
     return ensure_certificate(where)[0]
+
+
+def check_entity_options(kind: str, name: str, options: dict[str, Any], sku: str) -> None:
+    """Refuse what the daemon's create of a ``kind`` entity (queue, topic or subscription)
+    would refuse in ``options`` on a ``sku`` namespace: its own range and tier checks."""
+    from sbctld import config
+
+    classes: dict[str, type[config.QueueConfig]] = {
+        "queue": config.QueueConfig,
+        "topic": config.TopicConfig,
+        "subscription": config.SubscriptionConfig,
+    }
+    # Every check is of one value against its range and the tier, so the defaults stand in
+    # for the values an update keeps.
+    cfg = config.merge_options(classes[kind](name=name), options, creating=True)
+    config.check_queue(cfg, sku, set(options))
+
+
+def check_rule(filter: Any, action: Any) -> None:
+    """Compile a rule's filter and action with the daemon's own functions."""
+    from sbctld.filters import compile_action, compile_filter
+
+    compile_filter(filter)
+    compile_action(action)

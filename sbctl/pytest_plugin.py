@@ -274,7 +274,7 @@ def sbctl_daemon() -> Iterator[SbctlDaemon]:
     ``$SBCTL_SOCKET`` if set, else one started on a temporary data dir and stopped after."""
     external = os.environ.get("SBCTL_SOCKET")
     if external:
-        from sbctl.errors import SbctlError
+        from sbctl.core.errors import SbctlError
 
         try:
             shared = SbctlDaemon(Path(external), None, owned=False)
@@ -336,7 +336,7 @@ def _start_clock(request: pytest.FixtureRequest, ns: SbctlNamespace) -> None:
         return
     if len(marker.args) != 1 or marker.kwargs:
         raise pytest.UsageError(f"@pytest.mark.{CLOCK_MARKER} takes one instant")
-    from sbctl.errors import SbctlError
+    from sbctl.core.errors import SbctlError
 
     try:
         ns.clock.set(marker.args[0])

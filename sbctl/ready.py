@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from sbctl.errors import SbctlError, ServiceTimeout
+from sbctl.core.errors import SbctlError, ServiceTimeout
 
 POLL_S = 0.02
 

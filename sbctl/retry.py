@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from sbctl.errors import SbctlError
+from sbctl.core.errors import SbctlError
 
 DEFAULT_TOTAL = 3
 DEFAULT_BACKOFF = 0.8

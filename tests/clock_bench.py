@@ -20,8 +20,8 @@ import time
 from pathlib import Path
 
 from sbctl.client import Client
-from sbctl.codec import Message
-from sbctl.errors import MessagingEntityNotFound
+from sbctl.core.errors import MessagingEntityNotFound
+from sbctl.core.records import Message
 
 NS = "clock-bench"
 YEAR_MS = 365 * 24 * 3600 * 1000

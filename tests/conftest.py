@@ -28,7 +28,7 @@ import pytest
 
 import forkcli
 from sbctl import AsyncClient, Client, daemonctl
-from sbctl.errors import SbctlError
+from sbctl.core.errors import SbctlError
 from sbctld.broker import Broker
 from sbctld.clock import FakeClock
 from sbctld.storage.sync import Syncer

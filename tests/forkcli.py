@@ -52,8 +52,8 @@ def _prepare() -> Any:  # pragma: no cover - runs in the zygote
     for name in (
         "sbctl.client",
         "sbctl.daemonctl",
-        "sbctl.messages",
-        "sbctl.durations",
+        "sbctl.core.messages",
+        "sbctl.core.durations",
         "sbctl.emulator_config",
         "sbctl.cli.cmd_messages",
         "sbctld.main",  # what `daemon start` runs in the daemon it forks

@@ -17,7 +17,7 @@ import itertools
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from sbctl.errors import BadRequest, MessagingEntityDisabled
+from sbctl.core.errors import BadRequest, MessagingEntityDisabled
 from sbctld.storage.journal import Entry
 from sbctld.storage.log import OP_STATE, State
 

@@ -13,8 +13,8 @@ from typing import Any, TypeVar
 import msgspec
 import tomli_w
 
-from sbctl.durations import MAX_TIMESPAN_MS, format_duration_iso, parse_duration_ms
-from sbctl.errors import BadRequest, InvalidOperation
+from sbctl.core.durations import MAX_TIMESPAN_MS, format_duration_iso, parse_duration_ms
+from sbctl.core.errors import BadRequest, InvalidOperation
 from sbctld.storage.files import read_verified, write_atomic
 
 T = TypeVar("T", bound=msgspec.Struct)

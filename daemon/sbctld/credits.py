@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sbctl.errors import QuotaExceeded, ServerBusy
+from sbctl.core.errors import QuotaExceeded, ServerBusy
 
 PERIOD_MS = 1000
 DEFAULT_CREDITS_PER_SECOND = 1000  # daemon/README.md §0.2.1

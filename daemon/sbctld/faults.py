@@ -28,9 +28,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from sbctl.durations import format_duration_iso
-from sbctl.errors import ServiceCommunicationProblem
-from sbctl.names import entity_key
+from sbctl.core.durations import format_duration_iso
+from sbctl.core.errors import ServiceCommunicationProblem
+from sbctl.core.names import entity_key
 from sbctld.results import FaultInfo
 
 KINDS = ("unavailable", "slow")

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import msgspec
 
-from sbctl.layout import JOURNAL_SUFFIX, journal_name, numbered
+from sbctl.core.layout import JOURNAL_SUFFIX, journal_name, numbered
 from sbctld.storage import journal as jnl
 from sbctld.storage.files import fsync_dir, write_all
 from sbctld.storage.sync import Syncer

@@ -34,8 +34,8 @@ from typing import Any, NamedTuple
 
 import msgspec
 
-from sbctl import layout
-from sbctl.errors import BadRequest, MessagingEntityDisabled, QuotaExceeded
+from sbctl.core import layout
+from sbctl.core.errors import BadRequest, MessagingEntityDisabled, QuotaExceeded
 from sbctld import staged
 from sbctld.config import MB
 from sbctld.queue import Queue

@@ -21,8 +21,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from sbctl import layout, paths
-from sbctl.errors import SbctlError
+from sbctl.core import layout, paths
+from sbctl.core.errors import SbctlError
 from sbctld.broker import Broker
 from sbctld.clock import SystemClock
 from sbctld.credits import DEFAULT_CREDITS_PER_SECOND
@@ -206,7 +206,7 @@ async def _start_http(
     service: Service, data_dir: Path, http: HttpListener | None, tell: Callable[[str], None]
 ) -> Any:
     """The started HTTP front-end, None when HTTP is off, False when its port is taken."""
-    from sbctl.certs import cert_paths
+    from sbctl.core.certs import cert_paths
     from sbctld.frontends.http import sniff
     from sbctld.frontends.http.server import HttpFrontend
 

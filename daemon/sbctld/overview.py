@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from sbctl.names import entity_key
+from sbctl.core.names import entity_key
 from sbctld.results import EntityOverview, Overview
 
 if TYPE_CHECKING:

@@ -21,11 +21,14 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sbctl import layout, paths
-from sbctl.errors import BadRequest, SbctlError
+import msgspec
+
+from sbctl.core import layout, paths, protocol
+from sbctl.core.errors import BadRequest, SbctlError
 
 OWNER_ONLY_UMASK = 0o077
 PROBE_TIMEOUT = 2.0
+MAX_STATUS_BYTES = 1 << 20  # a status reply is a few hundred bytes
 
 
 class DataDirBusy(SbctlError):
@@ -235,11 +238,29 @@ def check_socket_free(socket_path: Path, data_dir: Path) -> None:
 
 
 def _describe(socket_path: Path) -> str:
-    from sbctl.client import Client
-
+    """Who listens on ``socket_path``: one ``status`` request in the Unix wire protocol."""
     try:
-        with Client(socket_path, timeout=PROBE_TIMEOUT) as client:
-            info = client.status()
-    except SbctlError:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.settimeout(PROBE_TIMEOUT)
+            sock.connect(str(socket_path))
+            sock.sendall(protocol.encode_request(1, "status", protocol.Empty()))
+            (length,) = protocol.LENGTH.unpack(_read(sock, protocol.LENGTH.size))
+            if length > MAX_STATUS_BYTES:
+                return ""
+            reply = protocol.decode_reply(_read(sock, length))
+            info = protocol.decode_result(reply.result) if reply.ok else None
+    except (OSError, ValueError, msgspec.DecodeError):
+        return ""
+    if not isinstance(info, dict):
         return ""
     return f" (pid {info.get('pid')}, data dir {info.get('data_dir')})"
+
+
+def _read(sock: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            raise ConnectionError("the daemon closed the connection")
+        data += chunk
+    return data

@@ -33,9 +33,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 import msgspec
 import tomli_w
 
-from sbctl import layout, send_rules
-from sbctl.codec import Message, decode_message, encode_message
-from sbctl.errors import (
+from sbctl.core import layout, send_rules
+from sbctl.core.errors import (
     BadRequest,
     MessageSizeExceeded,
     MessagingEntityAlreadyExists,
@@ -46,8 +45,9 @@ from sbctl.errors import (
     ServerBusy,
     ServiceCommunicationProblem,
 )
-from sbctl.names import entity_key
-from sbctl.partitioning import partition_for_key
+from sbctl.core.names import entity_key
+from sbctl.core.partitioning import partition_for_key
+from sbctl.core.records import Message, decode_message, encode_message
 from sbctld.config import MB, NOT_ON_BASIC
 from sbctld.credits import DATA_COST, MANAGEMENT_COST
 from sbctld.pairing import (
@@ -763,7 +763,7 @@ def _landed(target: Queue, marks: list[int], payload: bytes) -> bool:
 def _check_for_primary(entity: Queue, m: Message, size: int) -> None:
     """What the primary entity would refuse a message for, checked before it is diverted
     (so the syphon never carries a message its destination cannot take)."""
-    entity._check(m, size)  # ids, TTL, schedule, sessions, header size (sbctl.send_rules)
+    entity._check(m, size)  # ids, TTL, schedule, sessions, header size (sbctl.core.send_rules)
     send_rules.check_not_broker_set(m)
     send_rules.check_size(size, entity.max_message_bytes)
 

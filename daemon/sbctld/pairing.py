@@ -41,9 +41,9 @@ from typing import Any, NewType
 
 import msgspec
 
-from sbctl.codec import Message, PropertyValue
-from sbctl.durations import MAX_TIMESPAN_MS, MS_PER_MINUTE, MS_PER_SECOND
-from sbctl.errors import BadRequest, SbctlError
+from sbctl.core.durations import MAX_TIMESPAN_MS, MS_PER_MINUTE, MS_PER_SECOND
+from sbctl.core.errors import BadRequest, SbctlError
+from sbctl.core.records import Message, PropertyValue
 from sbctld.credits import CreditQuotaExceeded
 from sbctld.results import PairedEntity
 

@@ -7,7 +7,7 @@ Transient state (lost on restart, as locks are lost when a connection drops, dae
   expired) that are served first, "at or near the front" (daemon/README.md §3.4).
 
 A lock token is a GUID carrying the public sequence number and a random nonce, so settling
-needs no token table (:func:`sbctl.messages.lock_token_for`).
+needs no token table (:func:`sbctl.core.locks.lock_token_for`).
 
 ``fault`` is None while the store is healthy, else what an injected fault does to it
 (sbctld.faults); the queue checks it only when its ``faulty`` flag is up.
@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from sbctl.codec import NOT_SCHEDULED, RECORD_HEADER, StagedRecord
-from sbctl.messages import lock_token_for
-from sbctl.protocol import Delivered
+from sbctl.core.delivered import Delivered
+from sbctl.core.locks import lock_token_for
+from sbctl.core.records import NOT_SCHEDULED, RECORD_HEADER, StagedRecord
 from sbctld.storage.journal import Entry
 from sbctld.storage.log import OP_DELIVERY, OP_STATE, PartitionLog, State
 from sbctld.storage.space import CorruptRecord, StorageError

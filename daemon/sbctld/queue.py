@@ -13,16 +13,9 @@ from typing import Any
 
 import msgspec
 
-from sbctl import layout, send_rules
-from sbctl.codec import (
-    NOT_SCHEDULED,
-    Message,
-    StagedRecord,
-    decode_message,
-    decode_sent_message,
-    encode_message,
-)
-from sbctl.errors import (
+from sbctl.core import layout, send_rules
+from sbctl.core.delivered import Delivered
+from sbctl.core.errors import (
     BadRequest,
     InvalidOperation,
     MessageLockLost,
@@ -32,13 +25,20 @@ from sbctl.errors import (
     QuotaExceeded,
     SessionLockLost,
 )
-from sbctl.limits import (
+from sbctl.core.limits import (
     MAX_TRANSACTION,
 )
-from sbctl.messages import parse_lock_token
-from sbctl.partitioning import partition_for_key, partition_key_of
-from sbctl.protocol import Delivered
-from sbctl.typed import plain
+from sbctl.core.locks import parse_lock_token
+from sbctl.core.partitioning import partition_for_key, partition_key_of
+from sbctl.core.records import (
+    NOT_SCHEDULED,
+    Message,
+    StagedRecord,
+    decode_message,
+    decode_sent_message,
+    encode_message,
+)
+from sbctl.core.typed import plain
 from sbctld.config import MB, QueueConfig, save_toml
 from sbctld.dedup import DuplicateHistory
 from sbctld.faults import all_down
@@ -370,7 +370,7 @@ class Queue(QueueSessions):
         return {pid: log.commit(batch) for pid, (log, batch) in zip(groups, staged, strict=True)}
 
     def _check(self, m: Message, size: int) -> str | None:
-        """Per-message rules (sbctl.send_rules, shared with the Spark loader); returns the
+        """Per-message rules (sbctl.core.send_rules, shared with the Spark loader); returns the
         partition key."""
         cfg = self.config
         return send_rules.check_message(

@@ -12,17 +12,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from sbctl.codec import decode_message
-from sbctl.errors import (
+from sbctl.core.delivered import Delivered
+from sbctl.core.errors import (
     BadRequest,
     InvalidOperation,
     ServiceTimeout,
 )
-from sbctl.limits import (
+from sbctl.core.limits import (
     MAX_ID_LENGTH,
 )
-from sbctl.partitioning import partition_for_key
-from sbctl.protocol import Delivered
+from sbctl.core.partitioning import partition_for_key
+from sbctl.core.records import decode_message
 from sbctld.partition import Partition
 from sbctld.queue_state import LOCAL_MASK, SESSION_RECEIVER_ON_PLAIN
 from sbctld.queue_timers import QueueTimers

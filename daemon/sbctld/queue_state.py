@@ -14,12 +14,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from sbctl.errors import (
+from sbctl.core.errors import (
     BadRequest,
     InvalidOperation,
     MessagingEntityDisabled,
 )
-from sbctl.messages import parse_lock_token
+from sbctl.core.locks import parse_lock_token
 from sbctld.config import QueueConfig
 from sbctld.dedup import DuplicateHistory
 from sbctld.faults import ENTITY_UNAVAILABLE, all_down

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from itertools import groupby
 
-from sbctl.codec import (
+from sbctl.core.durations import MAX_TIMESPAN_MS
+from sbctl.core.records import (
     decode_message,
 )
-from sbctl.durations import MAX_TIMESPAN_MS
 from sbctld.partition import Partition
 from sbctld.queue_state import (
     DEAD_LETTER_DESCRIPTION,

@@ -19,7 +19,7 @@ from typing import Annotated, Any
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from sbctl.errors import SbctlError
+from sbctl.core.errors import SbctlError
 
 DurationMs = Annotated[int, msgspec.Meta(extra={"shown": "duration"})]
 InstantMs = Annotated[int, msgspec.Meta(extra={"shown": "instant"})]

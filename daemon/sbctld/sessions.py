@@ -15,7 +15,7 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
-from sbctl.errors import MessageSizeExceeded, SessionCannotBeLocked, SessionLockLost
+from sbctl.core.errors import MessageSizeExceeded, SessionCannotBeLocked, SessionLockLost
 from sbctld.keyed import KeyedLog
 from sbctld.storage.sync import Syncer
 

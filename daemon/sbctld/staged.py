@@ -1,6 +1,6 @@
 """Checking and numbering a spark-load's staged files (sbctld.loads), off the event loop.
 
-A staged file is whole record batches (:mod:`sbctl.codec`) numbered from 0. Checking it
+A staged file is whole record batches (:mod:`sbctl.core.records`) numbered from 0. Checking it
 means reading every byte (CRC of each batch, lengths, record numbering, message sizes) and
 noting where each record is, which for a large load is seconds of work: the daemon does it
 while it keeps serving. The check is written once, as a generator that asks for reads
@@ -28,7 +28,14 @@ from typing import NamedTuple
 import aiofiles
 import crc32c
 
-from sbctl.codec import BATCH_HEADER, BATCH_INNER, CRC_START, MAGIC, MAX_BATCH_BYTES, RECORD_HEADER
+from sbctl.core.records import (
+    BATCH_HEADER,
+    BATCH_INNER,
+    CRC_START,
+    MAGIC,
+    MAX_BATCH_BYTES,
+    RECORD_HEADER,
+)
 from sbctld.storage.adoption import AdoptionError, StagedSegment, expiries
 
 CRC_SLICE = 1024 * 1024  # bytes checksummed between two pauses

@@ -35,8 +35,8 @@ from typing import Any, NamedTuple
 
 import msgspec
 
-from sbctl import layout
-from sbctl.codec import (
+from sbctl.core import layout
+from sbctl.core.records import (
     NOT_SCHEDULED,
     Message,
     StagedRecord,

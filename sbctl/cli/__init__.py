@@ -1,7 +1,7 @@
 """The ``sbctl`` command line: thin typer commands over :class:`sbctl.client.Client`.
 
 - :mod:`sbctl.cli.app` builds the command tree and is the one error boundary: every
-  :class:`~sbctl.errors.SbctlError` becomes one line on stderr and its exit status
+  :class:`~sbctl.core.errors.SbctlError` becomes one line on stderr and its exit status
   (:mod:`sbctl.cli.exit_codes`).
 - ``cmd_<noun>`` modules hold the commands; each command parses its flags, makes one client
   call and hands the result to :mod:`sbctl.cli.render`.

@@ -1,7 +1,7 @@
 """The ``sbctl`` command tree and its one error boundary (console script ``sbctl``).
 
 Every failure ends the same way: one line on stderr (``error: ...``, or a JSON object with
-``-o json``) and an exit status. :class:`~sbctl.errors.SbctlError` exits with its
+``-o json``) and an exit status. :class:`~sbctl.core.errors.SbctlError` exits with its
 status (the table in :mod:`sbctl.cli.exit_codes`); a bad command line exits 2, as click does;
 Ctrl-C exits 130. Tracebacks are shown only with ``SBCTL_DEBUG=1``.
 """
@@ -21,7 +21,7 @@ from typer.core import TyperGroup
 from sbctl.cli import options
 from sbctl.cli.exit_codes import ExitStatus, exit_status
 from sbctl.cli.options import DataDirOption, Globals, Output, SocketOption
-from sbctl.errors import SbctlError
+from sbctl.core.errors import SbctlError
 
 # The command modules, in help order; each has ``register(app)``.
 COMMAND_MODULES = (
@@ -135,7 +135,7 @@ def root(
     -n NS` is `sbctl queue list -n NS -o json`.
     """
     if version:
-        from sbctl import __version__
+        from sbctl.core import __version__
 
         typer.echo(f"sbctl {__version__}")
         raise typer.Exit(0)

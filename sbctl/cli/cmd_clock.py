@@ -82,8 +82,8 @@ def set_(
 
     Example: `sbctl clock set 2030-01-01T00:00:00Z`
     """
-    from sbctl.durations import format_instant, parse_absolute_instant_ms
-    from sbctl.errors import BadRequest
+    from sbctl.core.durations import format_instant, parse_absolute_instant_ms
+    from sbctl.core.errors import BadRequest
 
     try:
         at_ms = parse_absolute_instant_ms(instant)

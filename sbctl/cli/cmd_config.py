@@ -44,8 +44,8 @@ def import_config(
     up with exactly those rules. Namespaces come from the file, not from -n.
     """
     from sbctl.cli.cmd_messages import read_input
+    from sbctl.core.errors import BadRequest
     from sbctl.emulator_config import apply_config, load_config
-    from sbctl.errors import BadRequest
 
     g = options.state(ctx)
     source = "stdin" if file == "-" else file

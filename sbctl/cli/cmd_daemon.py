@@ -213,7 +213,7 @@ def status(
 ) -> None:
     """Show the daemon's status; exits 9 when it is not running."""
     from sbctl import daemonctl
-    from sbctl.errors import ServiceCommunicationProblem
+    from sbctl.core.errors import ServiceCommunicationProblem
 
     g = options.state(ctx)
     where, socket_path = options.daemon_paths(g, data_dir, socket)

@@ -16,9 +16,9 @@ from urllib.parse import quote
 
 import typer
 
-from sbctl import layout
 from sbctl.cli import options, render
-from sbctl.errors import InvalidOperation
+from sbctl.core import layout
+from sbctl.core.errors import InvalidOperation
 
 
 def register(app: typer.Typer) -> None:

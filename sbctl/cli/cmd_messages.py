@@ -1,7 +1,7 @@
 """``sbctl send|peek|receive`` and ``sbctl message complete|abandon``.
 
 ``send --input`` reads JSON Lines (one message object per line, the SDK's snake_case field
-names: :func:`sbctl.messages.message_from_json`). Every line is parsed and checked before
+names: :func:`sbctl.core.messages.message_from_json`). Every line is parsed and checked before
 anything is sent, so a bad line N fails the command as ``line N: ...`` with nothing sent.
 Messages go out in requests of at most ``--batch-size`` messages and
 :data:`MAX_REQUEST_BODY_BYTES` of bodies; each request is stored atomically.
@@ -20,18 +20,18 @@ import typer
 
 from sbctl.cli import options, render
 from sbctl.cli.options import EntityArgument, PropertyOption, SendEntityArgument
-from sbctl.errors import BadRequest, SbctlError
-from sbctl.wire_errors import error_from_wire
+from sbctl.core.errors import BadRequest, SbctlError
+from sbctl.core.wire_errors import error_from_wire
 
 if TYPE_CHECKING:
     from sbctl.client import Client
-    from sbctl.codec import Message
-    from sbctl.messages import ReceivedMessage
+    from sbctl.core.messages import ReceivedMessage
+    from sbctl.core.records import Message
 
 # Below the 256 KB Standard message-size limit (daemon/README.md §13.1), leaving room for
 # properties.
 MAX_REQUEST_BODY_BYTES = 200 * 1024
-MAX_PEEK = 250  # daemon/README.md §13.2; sbctl.protocol.MAX_PEEK, pinned by a test
+MAX_PEEK = 250  # daemon/README.md §13.2; sbctl.core.limits.MAX_PEEK, pinned by a test
 SUMMARY_OVER = 20  # more sequence numbers than this print as one summary line
 MAX_TOKENS_NAMED = 5  # a settle error names at most this many failed lock tokens
 
@@ -135,7 +135,7 @@ def send(
     if input_file is not None:
         messages = messages_from_lines(data.split(b"\n"), defaults, now_ms)
     else:
-        from sbctl.codec import Message
+        from sbctl.core.records import Message
 
         data = body.encode() if body is not None else read_input(str(body_file))
         messages = [Message(body=data, **defaults)] * repeat
@@ -174,7 +174,7 @@ def namespace_now_ms(ctx: typer.Context, *, relative: bool) -> int:
     be read (it runs ahead of the clock once moved, daemon/README.md §31), else the clock."""
     if not relative:
         return time.time_ns() // 1_000_000
-    from sbctl.durations import parse_absolute_instant_ms
+    from sbctl.core.durations import parse_absolute_instant_ms
 
     with options.connect(ctx) as sb:
         return parse_absolute_instant_ms(sb.clock_show()["now_utc"])
@@ -182,7 +182,7 @@ def namespace_now_ms(ctx: typer.Context, *, relative: bool) -> int:
 
 def message_defaults(params: dict[str, Any], now_ms: int) -> dict[str, Any]:
     """Message fields set by flags, validated once."""
-    from sbctl.codec import STRING_FIELDS
+    from sbctl.core.records import STRING_FIELDS
 
     out = {name: params[name] for name in STRING_FIELDS if params.get(name) is not None}
     ttl = options.duration_ms(params.get("time_to_live"), "--time-to-live")
@@ -202,7 +202,7 @@ def message_defaults(params: dict[str, Any], now_ms: int) -> dict[str, Any]:
 def _positive_ttl(ttl_ms: int) -> int:
     """A --time-to-live the service takes, else a usage error naming the flag
     (daemon/README.md §1.6)."""
-    from sbctl.durations import MAX_TIMESPAN_MS
+    from sbctl.core.durations import MAX_TIMESPAN_MS
 
     if not 0 < ttl_ms <= MAX_TIMESPAN_MS:
         raise typer.BadParameter(
@@ -216,7 +216,7 @@ def messages_from_lines(
     lines: Iterable[bytes], defaults: dict[str, Any], now_ms: int
 ) -> list[Message]:
     """Parse JSON Lines (blank lines skipped); the first bad line fails as ``line N: ...``."""
-    from sbctl.messages import message_from_json
+    from sbctl.core.messages import message_from_json
 
     out = []
     for number, raw in enumerate(lines, 1):
@@ -353,7 +353,7 @@ def _sent(result: dict[str, Any]) -> str:
 
 def _summary(numbers: list[int]) -> list[str]:
     """``sent 100 messages (seq 1..100)``; on a partitioned entity one line per partition."""
-    from sbctl.partitioning import split_sequence_number
+    from sbctl.core.partitioning import split_sequence_number
 
     by_partition: dict[int, list[int]] = {}
     for n in numbers:

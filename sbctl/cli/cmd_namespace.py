@@ -232,8 +232,8 @@ def sas_token(
     `curl -H "Authorization: $(sbctl namespace sas-token)" http://localhost:5300/q/messages`."""
     import time
 
-    from sbctl.durations import parse_duration_ms
-    from sbctl.sas import make_token
+    from sbctl.core.durations import parse_duration_ms
+    from sbctl.core.sas import make_token
 
     g = options.state(ctx)
     with options.connect(ctx) as sb:

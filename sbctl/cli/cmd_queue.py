@@ -207,7 +207,7 @@ def create(
     Prints a one-line confirmation; `sbctl queue show NAME` shows every setting (-o json
     prints them all).
     """
-    from sbctl.errors import MessagingEntityAlreadyExists
+    from sbctl.core.errors import MessagingEntityAlreadyExists
 
     g = options.state(ctx)
     settings = queue_options(ctx.params)

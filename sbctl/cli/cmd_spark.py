@@ -11,8 +11,8 @@ from typing import Annotated, Any
 
 import typer
 
-from sbctl import layout
 from sbctl.cli import options, render
+from sbctl.core import layout
 
 MASTER_HELP = "Spark master URL (local[*]: every core of this machine)."
 

@@ -53,7 +53,7 @@ def top(
     Tab/n and p switch namespace, s/S sort column, r reverse, / filter, Esc clear.
     Watching costs the namespaces no credits.
     """
-    from sbctl.errors import BadRequest
+    from sbctl.core.errors import BadRequest
     from sbctl.top import model, view
 
     if sort not in model.SORT_KEYS:
@@ -72,7 +72,7 @@ def top(
         time.sleep(interval)
         sample = sampler.sample()
         if g.namespace not in sample.overviews:
-            from sbctl.errors import MessagingEntityNotFound
+            from sbctl.core.errors import MessagingEntityNotFound
 
             raise MessagingEntityNotFound(f"namespace {g.namespace!r} does not exist")
         snap = model.snapshot(sample, sampler.previous, g.namespace)

@@ -224,7 +224,7 @@ def topic_create(
 
     Example: `sbctl topic create events --enable-duplicate-detection`
     """
-    from sbctl.errors import MessagingEntityAlreadyExists
+    from sbctl.core.errors import MessagingEntityAlreadyExists
 
     g = options.state(ctx)
     settings = entity_options(ctx.params, TOPIC_KEYS)
@@ -328,7 +328,7 @@ def subscription_create(
 
     Example: `sbctl subscription create events audit --max-delivery-count 5`
     """
-    from sbctl.errors import MessagingEntityAlreadyExists
+    from sbctl.core.errors import MessagingEntityAlreadyExists
 
     g = options.state(ctx)
     settings = entity_options(ctx.params, SUBSCRIPTION_KEYS)

@@ -1,7 +1,7 @@
 """The CLI's exit statuses: which error ends ``sbctl`` with which status.
 
 Only the CLI turns errors into exit statuses (as httpie keeps its ``ExitStatus`` in its CLI);
-the error catalogue (:mod:`sbctl.errors`) knows nothing of them. Rules this module keeps:
+the error catalogue (:mod:`sbctl.core.errors`) knows nothing of them. Rules this module keeps:
 
 - the table is keyed on an error's ``code``; an error class whose code is not in it exits as
   the nearest base class whose code is (so ``BadRequest`` exits as ``InvalidOperation``);
@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from enum import IntEnum
 
-from sbctl.errors import SbctlError, by_code
+from sbctl.core.errors import SbctlError, by_code
 
 
 class ExitStatus(IntEnum):

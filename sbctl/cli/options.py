@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 import typer
 from typer.core import TyperGroup
 
-from sbctl import layout
-from sbctl.errors import BadRequest
+from sbctl.core import layout
+from sbctl.core.errors import BadRequest
 
 if TYPE_CHECKING:
     from sbctl.client import Client
-    from sbctl.codec import PropertyValue
+    from sbctl.core.records import PropertyValue
 
 Output = Literal["table", "json"]
 
@@ -170,7 +170,7 @@ def daemon_paths(
     g: Globals, data_dir: str | None = None, socket: str | None = None
 ) -> tuple[Path, Path]:
     """The data directory and socket: a command's own flags win over the global ones."""
-    from sbctl import paths
+    from sbctl.core import paths
 
     where = paths.resolve_data_dir(data_dir or g.data_dir)
     return where, paths.resolve_socket(socket or g.socket, where)
@@ -190,7 +190,7 @@ def duration_ms(value: str | None, flag: str) -> int | None:
     error (exit 2) naming the flag."""
     if value is None:
         return None
-    from sbctl.durations import parse_duration_ms
+    from sbctl.core.durations import parse_duration_ms
 
     try:
         return parse_duration_ms(value)
@@ -203,7 +203,7 @@ def instant_ms(value: str | None, flag: str, now_ms: int) -> int | None:
     malformed one is a usage error (exit 2) naming the flag."""
     if value is None:
         return None
-    from sbctl.durations import parse_instant_ms
+    from sbctl.core.durations import parse_instant_ms
 
     try:
         return parse_instant_ms(value, now_ms)
@@ -232,7 +232,7 @@ def naming_flags(ctx: typer.Context, flag_keys: Mapping[str, str]) -> Iterator[N
     ``requires_session``); say the flag the user typed instead (``--lock-duration``,
     ``--enable-session``). Only the flags given are named: never one the user did not type.
     """
-    from sbctl.errors import SbctlError
+    from sbctl.core.errors import SbctlError
 
     try:
         yield
@@ -252,7 +252,7 @@ def properties(items: list[str] | None, flag: str | None = None) -> dict[str, Pr
     """``-p k=v`` flags as a dict; a later flag for the same key wins. A malformed one is
     a usage error (exit 2) naming the flag (``flag``, else ``-p`` or ``--property`` as
     typed)."""
-    from sbctl.messages import parse_property
+    from sbctl.core.messages import parse_property
 
     try:
         return dict(parse_property(item) for item in items or ())

@@ -1,7 +1,7 @@
 """The Python client: :class:`Client` (blocking) and :class:`AsyncClient` (asyncio).
 
 Both build requests with the same I/O-free :class:`_Calls`, which builds each request from
-its operation's declaration (:mod:`sbctl.operations`), and differ only in how they move
+its operation's declaration (:mod:`sbctl.core.operations`), and differ only in how they move
 frames; their public method names mirror each other (``close``/``aclose``).
 The CLI uses :class:`Client`; tests and scripts embed either::
 

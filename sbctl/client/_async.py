@@ -12,21 +12,21 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from sbctl import paths
-from sbctl.codec import Message
 from sbctl.convert import Duration, Instant, Sendable
-from sbctl.errors import InvalidOperation, SbctlError, ServiceCommunicationProblem
-from sbctl.messages import ReceivedMessage
-from sbctl.protocol import (
+from sbctl.core import paths
+from sbctl.core.errors import InvalidOperation, SbctlError, ServiceCommunicationProblem
+from sbctl.core.messages import ReceivedMessage
+from sbctl.core.protocol import (
     LENGTH,
     MAX_REPLY_BYTES,
     decode_reply,
     encode_request,
 )
+from sbctl.core.records import Message
 from sbctl.retry import DEFAULT_BACKOFF, DEFAULT_MAX, DEFAULT_TOTAL
 
 if TYPE_CHECKING:
-    from sbctl.messages import Tokens
+    from sbctl.core.messages import Tokens
 from sbctl.client._calls import (
     DEFAULT_NAMESPACE,
     Call,
@@ -313,7 +313,8 @@ class AsyncClient:
         filter: dict[str, Any] | None = None,
         action: str | None = None,
     ) -> dict[str, Any]:
-        """Add a rule; ``filter`` as in :class:`sbctl.protocol.RuleCreate` (None: TrueFilter)."""
+        """Add a rule; ``filter`` as in :class:`sbctl.core.protocol.RuleCreate`
+        (None: TrueFilter)."""
         return await self._call(self._calls.rule_create(topic, subscription, name, filter, action))
 
     async def rule_get(self, topic: str, subscription: str, name: str) -> dict[str, Any]:

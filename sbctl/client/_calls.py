@@ -1,5 +1,5 @@
 """What both clients share, free of I/O: what each operation needs (:class:`_Calls`, built
-on the declarations of :mod:`sbctl.operations`), transactions, retry policy and error
+on the declarations of :mod:`sbctl.core.operations`), transactions, retry policy and error
 helpers.
 
 Rule 1: nothing here opens a socket or waits; :mod:`sbctl.client._sync` and
@@ -17,17 +17,17 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 import msgspec
 
 from sbctl import convert
-from sbctl.codec import Message
 from sbctl.convert import Duration, Instant, Sendable
-from sbctl.errors import InvalidOperation, SbctlError, ServiceCommunicationProblem
-from sbctl.messages import ReceivedMessage
-from sbctl.operations import OPERATIONS, Call, delivered
-from sbctl.protocol import StagedFile, TxSettle, decode_result
+from sbctl.core.errors import InvalidOperation, SbctlError, ServiceCommunicationProblem
+from sbctl.core.messages import ReceivedMessage
+from sbctl.core.operations import OPERATIONS, Call, delivered
+from sbctl.core.protocol import StagedFile, TxSettle, decode_result
+from sbctl.core.records import Message
+from sbctl.core.wire_errors import error_from_wire
 from sbctl.retry import RetryPolicy
-from sbctl.wire_errors import error_from_wire
 
 if TYPE_CHECKING:
-    from sbctl.messages import Tokens
+    from sbctl.core.messages import Tokens
 
 
 DEFAULT_NAMESPACE = "sbemulatorns"
@@ -120,7 +120,7 @@ class Local(NamedTuple):
 class _Calls:
     """What each operation needs of a client, free of I/O: the request to send (op, args,
     how to read the result: :class:`Call`, built from the declaration in
-    :mod:`sbctl.operations`), or the answer to give at once (:class:`Local`). It also keeps
+    :mod:`sbctl.core.operations`), or the answer to give at once (:class:`Local`). It also keeps
     the state both clients share: the open transaction and the peek positions."""
 
     def __init__(self, namespace: str) -> None:
@@ -430,7 +430,7 @@ _C = TypeVar("_C", bound=type)
 
 def documented(cls: _C) -> _C:
     """Give each of ``cls``'s operation methods that has no docstring its operation's
-    about line (sbctl.operations), for ``help()`` and editors."""
+    about line (sbctl.core.operations), for ``help()`` and editors."""
     for name, fn in vars(cls).items():
         op = OPERATIONS.get(METHOD_OPS.get(name, name))
         if op is not None and callable(fn) and fn.__doc__ is None:
@@ -475,7 +475,7 @@ def clock_duration_ms(by: Duration | str) -> int:
     """How far a clock moves: milliseconds, a timedelta, or text (``90s``, ``2h``, ``1d``,
     ``PT1H``)."""
     if isinstance(by, str):
-        from sbctl.durations import parse_duration_ms
+        from sbctl.core.durations import parse_duration_ms
 
         return parse_duration_ms(by)
     return convert.duration_ms(by, "the advance")
@@ -486,6 +486,6 @@ def clock_instant_ms(at: Instant | str) -> int:
     text (``2030-01-01T00:00:00Z``)."""
     if not isinstance(at, str):
         return convert.instant_ms(at, "the instant")
-    from sbctl.durations import parse_absolute_instant_ms
+    from sbctl.core.durations import parse_absolute_instant_ms
 
     return parse_absolute_instant_ms(at)

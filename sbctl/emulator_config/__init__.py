@@ -7,7 +7,7 @@ emulator") are thin wrappers over the three steps here:
   (``UserConfig.Namespaces[].Queues[]`` and ``.Topics[].Subscriptions[].Rules[]``, each with
   its ``Properties``; ``UserConfig.Logging`` is accepted and ignored) plus sbctl's extras
   (:data:`QUEUE_PROPS` and friends mark them), and return a typed :class:`ConfigPlan`.
-  Every refusal is a :class:`~sbctl.errors.BadRequest` that starts with the JSON path of the
+  Every refusal is a :class:`~sbctl.core.errors.BadRequest` that starts with the JSON path of the
   offending value: ``UserConfig.Namespaces[0].Queues[1].Properties.LockDuration: ...``.
 - :func:`apply_config` makes the daemon hold what a plan describes, idempotently: it
   creates what is missing, updates the properties that differ and leaves equal ones alone.

@@ -10,9 +10,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-from sbctl.durations import format_duration_iso, parse_duration_ms
-from sbctl.errors import BadRequest, InvalidOperation, MessagingEntityNotFound, SbctlError
-from sbctl.names import (
+from sbctl.core.durations import format_duration_iso, parse_duration_ms
+from sbctl.core.errors import BadRequest, InvalidOperation, MessagingEntityNotFound, SbctlError
+from sbctl.core.names import (
     DEFAULT_RULE_NAME,
 )
 
@@ -162,13 +162,8 @@ def _check_entity(
     """Refuse, before any change, what the daemon's create or update would refuse: its
     own range and tier checks (``sbctld.config``) on the options sent, and forwarding to a
     queue or topic that is neither in the config nor in the namespace."""
-    from sbctld import config as daemon
+    from sbctl import daemonctl
 
-    classes: dict[str, type[daemon.QueueConfig]] = {
-        "queue": daemon.QueueConfig,
-        "topic": daemon.TopicConfig,
-        "subscription": daemon.SubscriptionConfig,
-    }
     try:
         if current is None and kind == "topic" and target.sku == "basic":
             raise InvalidOperation("topics are not supported on the Basic tier")
@@ -182,10 +177,7 @@ def _check_entity(
                 "enable_partitioning: premium namespaces do not partition entities one by one; "
                 "create the namespace with PremiumMessagingPartitions 2 or 4"
             )
-        # Every check is of one value against its range and the tier, so the defaults
-        # stand in for the values an update keeps.
-        cfg = daemon.merge_options(classes[kind](name=plan.name), sending, creating=True)
-        daemon.check_queue(cfg, target.sku, set(sending))
+        daemonctl.check_entity_options(kind, plan.name, sending, target.sku)
         forwards = {
             k: _current(QUEUE_PROPS["ForwardTo"], (current or {}).get(k)) for k in FORWARD_KEYS
         }
@@ -207,11 +199,10 @@ def _check_entity(
 def _check_rule(rule: RulePlan) -> None:
     """Compile a rule's filter and action as the daemon will (its own functions), so a
     rule it would refuse is refused before any change."""
-    from sbctld.filters import compile_action, compile_filter
+    from sbctl import daemonctl
 
     try:
-        compile_filter(rule.filter)
-        compile_action(rule.action)
+        daemonctl.check_rule(rule.filter, rule.action)
     except SbctlError as err:
         raise type(err)(f"{rule.path}: {err.message}", retry_after=err.retry_after) from None
 

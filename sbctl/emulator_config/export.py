@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from sbctl.durations import format_duration_iso
-from sbctl.names import (
+from sbctl.core.durations import format_duration_iso
+from sbctl.core.names import (
     DEFAULT_RULE_NAME,
 )
 

@@ -9,9 +9,9 @@ import json
 from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
-from sbctl.durations import parse_duration_ms
-from sbctl.errors import BadRequest
-from sbctl.names import (
+from sbctl.core.durations import parse_duration_ms
+from sbctl.core.errors import BadRequest
+from sbctl.core.names import (
     validate_entity_name,
     validate_namespace_name,
     validate_rule_name,

@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Literal
 
-from sbctl.durations import MAX_TIMESPAN_MS
+from sbctl.core.durations import MAX_TIMESPAN_MS
 
 if TYPE_CHECKING:
     pass

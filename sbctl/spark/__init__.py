@@ -1,7 +1,7 @@
 """spark-load and spark-export: bulk data in and out of the emulator through PySpark.
 
 This package talks to the daemon only through the public client and writes data
-only with the shared batch codec (:mod:`sbctl.codec`); it never imports daemon internals.
+only with the shared batch codec (:mod:`sbctl.core.records`); it never imports daemon internals.
 PySpark is an optional extra: :func:`require_pyspark` explains how to get it.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 import shlex
 import sys
 
-from sbctl.errors import GeneralError
+from sbctl.core.errors import GeneralError
 
 # The distribution is `sbctl-emulator` (`sbctl` on PyPI is an unrelated project), and it is
 # installed from a checkout, so the hint names commands that work from here.

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from sbctl.codec import STRING_FIELDS
-from sbctl.errors import BadRequest
+from sbctl.core.errors import BadRequest
+from sbctl.core.records import STRING_FIELDS
 
 BODY_FORMATS = ("json", "text", "binary")
 # Columns spark-export adds beside the message fields (system properties, daemon/README.md §1.8); a

@@ -19,12 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from sbctl.client import Client
-from sbctl.codec import STRING_FIELDS
-from sbctl.errors import BadRequest
-from sbctl.messages import json_value
-from sbctl.names import parse_entity_path
-from sbctl.partitioning import SEQUENCE_LOCAL_BITS
-from sbctl.protocol import MAX_PEEK
+from sbctl.core.errors import BadRequest
+from sbctl.core.limits import MAX_PEEK
+from sbctl.core.messages import json_value
+from sbctl.core.names import parse_entity_path
+from sbctl.core.partitioning import SEQUENCE_LOCAL_BITS
+from sbctl.core.records import STRING_FIELDS
 from sbctl.spark import session
 
 SCHEMA = ", ".join(

@@ -12,7 +12,7 @@ import os
 import re
 import sys
 
-from sbctl.errors import GeneralError, SbctlError
+from sbctl.core.errors import GeneralError, SbctlError
 
 # What a Spark task of spark-load or spark-export imports besides sbctl's own code (which
 # sbctl ships with the job on a cluster) and pyspark (which Spark puts on the path).

@@ -31,12 +31,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from sbctl import layout
 from sbctl.client import Client
-from sbctl.durations import parse_duration_ms
-from sbctl.errors import BadRequest, InvalidOperation, QuotaExceeded
-from sbctl.messages import INPUT_FIELDS
-from sbctl.names import parse_entity_path
+from sbctl.core import layout
+from sbctl.core.durations import parse_duration_ms
+from sbctl.core.errors import BadRequest, InvalidOperation, QuotaExceeded
+from sbctl.core.messages import INPUT_FIELDS
+from sbctl.core.names import parse_entity_path
 from sbctl.spark import columns, session
 from sbctl.spark.stage import Rules, Target, stage_rows
 

@@ -27,8 +27,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sbctl import layout
-from sbctl.errors import BadRequest, SbctlError
+from sbctl.core import layout
+from sbctl.core.errors import BadRequest, SbctlError
 from sbctl.spark import failures
 
 # (done tasks, total tasks, what runs) -> None

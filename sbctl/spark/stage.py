@@ -3,7 +3,7 @@
 This module runs in Spark's Python workers (``mapPartitionsWithIndex``), so it imports
 neither pyspark nor the client: only the shared codec and rules. Each task writes, for each
 target partition it has rows for, files of whole record batches encoded with
-:func:`sbctl.codec.encode_batch` at base sequence 0 and time 0; the daemon assigns both at
+:func:`sbctl.core.records.encode_batch` at base sequence 0 and time 0; the daemon assigns both at
 adoption by rewriting the batch headers (daemon/README.md §21).
 
 A task reads its rows as JSON text made by Spark (:class:`Row`, one object per line). Rows
@@ -22,12 +22,12 @@ from typing import Any
 
 import msgspec
 
-from sbctl import layout, send_rules
-from sbctl.codec import NOT_SCHEDULED, STRING_FIELDS, Message, StagedRecord, encode_batch
-from sbctl.codec import encode_message as _encode
-from sbctl.durations import parse_duration_ms, parse_instant_ms
-from sbctl.errors import SbctlError
-from sbctl.messages import property_value
+from sbctl.core import layout, send_rules
+from sbctl.core.durations import parse_duration_ms, parse_instant_ms
+from sbctl.core.errors import SbctlError
+from sbctl.core.messages import property_value
+from sbctl.core.records import NOT_SCHEDULED, STRING_FIELDS, Message, StagedRecord, encode_batch
+from sbctl.core.records import encode_message as _encode
 
 BATCH_BYTES = 1024 * 1024  # a staged batch is cut at about this many payload bytes
 FILE_BYTES = 64 * 1024 * 1024  # and a staged file (a future segment) at about this many
@@ -119,7 +119,7 @@ def _body(row: Row) -> bytes:
 def build(row: Row, rules: Rules) -> tuple[Message, int | None, int]:
     """The message of a row, its TTL as stored (capped) and its scheduled time.
 
-    The checks are the daemon's own for a send (:mod:`sbctl.send_rules`); a failure raises
+    The checks are the daemon's own for a send (:mod:`sbctl.core.send_rules`); a failure raises
     :class:`Rejected` with the reason. The rules that need the encoded message follow in
     :func:`check_size`.
     """
@@ -166,7 +166,7 @@ def _scheduled(row: Row, now_ms: int) -> int | None:
 
 
 def check_size(message: Message, payload: bytes, rules: Rules) -> None:
-    """The rules that need the encoded message (:mod:`sbctl.send_rules`, in the daemon's
+    """The rules that need the encoded message (:mod:`sbctl.core.send_rules`, in the daemon's
     order): header and property sizes, the partition key, then the tier's limit."""
     try:
         send_rules.check_encoded(

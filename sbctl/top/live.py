@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from types import FrameType
 from typing import Any
 
-from sbctl.errors import SbctlError
+from sbctl.core.errors import SbctlError
 from sbctl.top import model, view
 
 PEEK_COUNT = 10

@@ -93,7 +93,7 @@ class Sampler:
     errors: dict[str, str] = field(default_factory=dict)
 
     def sample(self) -> Sample:
-        from sbctl.errors import SbctlError
+        from sbctl.core.errors import SbctlError
 
         status = self.client.status()
         overviews: dict[str, dict[str, Any]] = {}

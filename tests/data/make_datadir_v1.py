@@ -15,9 +15,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from sbctl.codec import Message
-from sbctl.messages import ReceivedMessage
-from sbctl.protocol import Delivered
+from sbctl.core.delivered import Delivered
+from sbctl.core.messages import ReceivedMessage
+from sbctl.core.records import Message
 from sbctld.broker import DEFAULT_NAMESPACE, Broker
 from sbctld.clock import FakeClock
 from sbctld.storage.sync import Syncer

@@ -8,8 +8,8 @@ import ssl
 import uuid
 from typing import Any
 
-from sbctl.amqp import codec, framing
-from sbctl.amqp import types as t
+from sbctl.core.amqp import codec, framing
+from sbctl.core.amqp import types as t
 
 
 class RawClient:

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sbctl.codec import NOT_SCHEDULED, Message, StagedRecord, encode_batch, encode_message
+from sbctl.core.records import NOT_SCHEDULED, Message, StagedRecord, encode_batch, encode_message
 
 MESSAGES = int(os.environ.get("SBCTL_ADOPT_MESSAGES", "100000"))
 BODY = 1024

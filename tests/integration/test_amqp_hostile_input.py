@@ -26,8 +26,8 @@ from typing import Any
 import crc32c
 import pytest
 
-from sbctl.amqp import codec, framing
-from sbctl.amqp import types as t
+from sbctl.core.amqp import codec, framing
+from sbctl.core.amqp import types as t
 from tests.integration.amqp_raw import RawClient
 from tests.integration.amqp_sdk import cli_json, collect_sdk_sockets, connection_string  # noqa: F401
 from tests.integration.tcp_relay import Relay

@@ -9,8 +9,8 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from sbctl.amqp import codec, framing
-from sbctl.amqp import types as t
+from sbctl.core.amqp import codec, framing
+from sbctl.core.amqp import types as t
 from tests.integration.amqp_raw import RawClient
 from tests.integration.test_amqp_raw_protocol import amqp_port
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from sbctl.amqp import codec, framing
-from sbctl.amqp import types as t
+from sbctl.core.amqp import codec, framing
+from sbctl.core.amqp import types as t
 from tests.integration.amqp_raw import RawClient
 from tests.integration.amqp_sdk import (  # noqa: F401
     cli_json,

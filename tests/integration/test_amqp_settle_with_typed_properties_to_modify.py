@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from sbctl.amqp import framing
-from sbctl.amqp import types as t
+from sbctl.core.amqp import framing
+from sbctl.core.amqp import types as t
 from tests.integration.amqp_raw import RawClient
 from tests.integration.amqp_sdk import cli_json, peek
 

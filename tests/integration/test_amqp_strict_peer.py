@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 from proton import Delivery, Endpoint, Link, Message, int32, short, symbol, timestamp
 
-from sbctl.amqp import codec, framing
-from sbctl.amqp import types as t
-from sbctl.sas import DEFAULT_KEY, DEFAULT_KEY_NAME, make_token
+from sbctl.core.amqp import codec, framing
+from sbctl.core.amqp import types as t
+from sbctl.core.sas import DEFAULT_KEY, DEFAULT_KEY_NAME, make_token
 from tests.integration.amqp_proton import ProtonPeer
 
 pytestmark = pytest.mark.timeout(60)

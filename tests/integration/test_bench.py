@@ -13,7 +13,7 @@ import socket
 from typing import Any
 
 from sbctl.bench import namespace_name, percentile, split
-from sbctl.names import validate_namespace_name
+from sbctl.core.names import validate_namespace_name
 
 RATES = ("send_msgs_per_s", "receive_msgs_per_s")
 LATENCIES = ("send_p50_ms", "send_p99_ms", "receive_p50_ms", "receive_p99_ms")

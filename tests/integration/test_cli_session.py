@@ -13,9 +13,9 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from sbctl.codec import Message, encode_message
-from sbctl.errors import SbctlError
-from sbctl.partitioning import partition_for_key
+from sbctl.core.errors import SbctlError
+from sbctl.core.partitioning import partition_for_key
+from sbctl.core.records import Message, encode_message
 
 P = 16
 LOCAL_MASK = (1 << 48) - 1

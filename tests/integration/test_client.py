@@ -15,8 +15,7 @@ import pytest
 from conftest import MakeClient
 from sbctl import Client
 from sbctl.client import AsyncClient
-from sbctl.codec import Message
-from sbctl.errors import (
+from sbctl.core.errors import (
     BadRequest,
     InvalidOperation,
     MessageLockLost,
@@ -27,6 +26,7 @@ from sbctl.errors import (
     SbctlError,
     ServiceCommunicationProblem,
 )
+from sbctl.core.records import Message
 
 SYNC_ONLY = {"close"}
 # Plain methods on both: `using` builds a client; `transaction` is a (sync or async)

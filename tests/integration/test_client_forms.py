@@ -19,7 +19,7 @@ import pytest
 
 from conftest import Daemon, MakeClient
 from sbctl import Message, ReceivedMessage, ServiceBusMessage
-from sbctl.errors import BadRequest, MessagingEntityNotFound
+from sbctl.core.errors import BadRequest, MessagingEntityNotFound
 
 
 @pytest.fixture

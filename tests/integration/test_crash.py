@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from sbctl import Client
-from sbctl.codec import Message
-from sbctl.errors import SbctlError
-from sbctl.partitioning import partition_for_key
+from sbctl.core.errors import SbctlError
+from sbctl.core.partitioning import partition_for_key
+from sbctl.core.records import Message
 
 SENDERS = 3
 RECEIVERS = 2

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from sbctl import daemonctl
-from sbctl.codec import Message
+from sbctl.core.records import Message
 
 
 def sbctld(d: Any, data_dir: Path, socket_path: Path) -> subprocess.CompletedProcess[str]:

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from sbctl.codec import Message
-from sbctl.errors import QuotaExceeded
+from sbctl.core.errors import QuotaExceeded
+from sbctl.core.records import Message
 
 BODY = 16 * 1024
 ENTITIES = ("q", "qp", "t")

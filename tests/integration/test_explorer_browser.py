@@ -21,7 +21,7 @@ import pytest
 from playwright.sync_api import expect, sync_playwright  # the test extra
 
 from sbctl.client import Client
-from sbctl.errors import ServerBusy
+from sbctl.core.errors import ServerBusy
 from tests.conftest import Daemon, dispose, new_daemon
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from sbctl import layout
+from sbctl.core import layout
 from sbctld.frontends.http.auth import make_token
 from tests.conftest import Daemon, dispose, new_daemon
 

@@ -16,11 +16,11 @@ import time
 from typing import Any
 
 from sbctl import Client
-from sbctl.codec import Message
-from sbctl.errors import ServiceCommunicationProblem
-from sbctl.partitioning import partition_for_key
+from sbctl.core.errors import ServiceCommunicationProblem
+from sbctl.core.partitioning import partition_for_key
+from sbctl.core.records import Message
 
-EXIT_COMMUNICATION = 9  # ServiceCommunicationProblem (sbctl.errors)
+EXIT_COMMUNICATION = 9  # ServiceCommunicationProblem (sbctl.core.errors)
 
 
 def key_for(pid: int, n: int = 16) -> str:

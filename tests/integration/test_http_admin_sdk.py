@@ -25,7 +25,7 @@ from azure.servicebus.management import (
     TrueRuleFilter,
 )
 
-from sbctl.codec import Message
+from sbctl.core.records import Message
 from tests.integration.amqp_sdk import cli_json, connection_string
 
 

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from sbctl.cli.exit_codes import exit_status
-from sbctl.errors import BadRequest, InvalidOperation
+from sbctl.core.errors import BadRequest, InvalidOperation
 
 DATA = Path(__file__).parent.parent / "data" / "emulator_config"
 FULL = DATA / "full_config.json"

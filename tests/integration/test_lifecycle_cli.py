@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from sbctl.codec import Message
+from sbctl.core.records import Message
 
 QUEUES = {"plain": False, "parted": True}
 LOCAL_MASK = (1 << 48) - 1

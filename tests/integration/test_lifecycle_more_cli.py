@@ -20,9 +20,9 @@ from typing import Any
 
 import pytest
 
-from sbctl.codec import Message
-from sbctl.errors import InvalidOperation, MessageSizeExceeded
-from sbctl.partitioning import partition_for_key
+from sbctl.core.errors import InvalidOperation, MessageSizeExceeded
+from sbctl.core.partitioning import partition_for_key
+from sbctl.core.records import Message
 
 QUEUES = {"plain": False, "parted": True}
 TDLQ = "$Transfer/$DeadLetterQueue"

@@ -11,8 +11,8 @@ from typing import Any
 import httpx
 import pytest
 
-from sbctl import layout
-from sbctl.sas import make_token
+from sbctl.core import layout
+from sbctl.core.sas import make_token
 from tests.integration.amqp_sdk import cli_json, collect_sdk_sockets, connection_string  # noqa: F401
 
 pytest.importorskip("azure.servicebus")

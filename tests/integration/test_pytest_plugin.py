@@ -20,7 +20,7 @@ USER_TESTS = """
 import os
 import pytest
 from sbctl import Message
-from sbctl.errors import ServerBusy, ServiceCommunicationProblem
+from sbctl.core.errors import ServerBusy, ServiceCommunicationProblem
 
 
 def _record(sbctl_daemon, sbctl_namespace):

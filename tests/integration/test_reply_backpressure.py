@@ -11,8 +11,8 @@ from typing import Any
 
 import psutil
 
-from sbctl.codec import Message
-from sbctl.protocol import LENGTH, Peek, decode_reply, encode_request
+from sbctl.core.protocol import LENGTH, Peek, decode_reply, encode_request
+from sbctl.core.records import Message
 
 BOUND_MB = 8
 BODY = 200 * 1024  # under the 256 KB standard-tier message limit

@@ -27,9 +27,8 @@ import pytest
 from conftest import parked_receives, run_cli, wait_parked
 from sbctl import Client
 from sbctl.client import AsyncClient
-from sbctl.codec import Message
-from sbctl.errors import BadRequest, InvalidOperation, MessageSizeExceeded
-from sbctl.protocol import (
+from sbctl.core.errors import BadRequest, InvalidOperation, MessageSizeExceeded
+from sbctl.core.protocol import (
     LENGTH,
     Empty,
     Receive,
@@ -39,6 +38,7 @@ from sbctl.protocol import (
     encode_frame,
     encode_request,
 )
+from sbctl.core.records import Message
 
 NS = "sbemulatorns"
 ESCAPE = f"sbctl-escape-{uuid.uuid4().hex[:8]}"

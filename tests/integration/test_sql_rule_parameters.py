@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from sbctl import layout
-from sbctl.amqp import types as t
+from sbctl.core import layout
+from sbctl.core.amqp import types as t
 from tests.integration.amqp_raw import RawClient
 from tests.integration.amqp_sdk import cli_json, peek
 

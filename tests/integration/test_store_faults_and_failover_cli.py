@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from conftest import CliResult, Daemon
-from sbctl.codec import Message, encode_message
-from sbctl.partitioning import partition_for_key
+from sbctl.core.partitioning import partition_for_key
+from sbctl.core.records import Message, encode_message
 
 P = "accept-prim"
 S = "accept-sec"

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from sbctl.client import AsyncClient
-from sbctl.codec import Message
-from sbctl.errors import SbctlError, ServerBusy
+from sbctl.core.errors import SbctlError, ServerBusy
+from sbctl.core.records import Message
 
 EXACT = (
     "The request was terminated because the entity is being throttled. Error code: 50009. "

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from conftest import Daemon
-from sbctl.codec import Message
-from sbctl.errors import BadRequest, MessagingEntityNotFound
+from sbctl.core.errors import BadRequest, MessagingEntityNotFound
+from sbctl.core.records import Message
 from tests.integration.amqp_sdk import collect_sdk_sockets, connection_string  # noqa: F401
 
 UTC = datetime.UTC

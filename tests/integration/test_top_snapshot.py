@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from sbctl import Client, Message
-from sbctl.errors import ServerBusy
+from sbctl.core.errors import ServerBusy
 from sbctl.pytest_plugin import SbctlNamespace
 
 

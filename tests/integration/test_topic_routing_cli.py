@@ -29,8 +29,8 @@ from collections import Counter
 from typing import Any
 
 from sbctl import Client
-from sbctl.codec import Message
-from sbctl.errors import SbctlError
+from sbctl.core.errors import SbctlError
+from sbctl.core.records import Message
 
 EXIT_USAGE = 2
 EXIT_NOT_FOUND = 3

@@ -1,7 +1,7 @@
 """Spark and sbctl place every key in the same partition (daemon/README.md §22, §0.4.3).
 
 Spark SQL's ``pmod(xxhash64(key), P)`` on a string column must equal
-:func:`sbctl.partitioning.partition_for_key` for every key, so that a Spark job can
+:func:`sbctl.core.partitioning.partition_for_key` for every key, so that a Spark job can
 pre-partition data exactly as the daemon routes it.
 """
 
@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from sbctl.partitioning import STANDARD_PARTITION_COUNT, key_hash, partition_for_key
+from sbctl.core.partitioning import STANDARD_PARTITION_COUNT, key_hash, partition_for_key
 
 pytestmark = pytest.mark.spark
 

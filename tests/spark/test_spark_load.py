@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from sbctl.codec import Message
-from sbctl.errors import QuotaExceeded
-from sbctl.partitioning import partition_for_key
+from sbctl.core.errors import QuotaExceeded
+from sbctl.core.partitioning import partition_for_key
+from sbctl.core.records import Message
 
 pytestmark = pytest.mark.spark
 
@@ -182,7 +182,7 @@ def test_csv_with_column_flags_and_properties(daemon: Any, spark: Any, tmp_path:
     assert got[b"hello"].application_properties == {"region": "eu", "extra": "x"}
     assert got[b"world"].partition_id == partition_for_key("c-2", 16)
 
-    from sbctl.errors import BadRequest
+    from sbctl.core.errors import BadRequest
 
     bad = Mapping(columns={"body": "nope"})
     with pytest.raises(BadRequest, match="unknown column 'nope'"):
@@ -194,7 +194,7 @@ def test_csv_with_column_flags_and_properties(daemon: Any, spark: Any, tmp_path:
 def test_a_failing_task_is_one_line_naming_its_python_cause(
     spark: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from sbctl.errors import GeneralError
+    from sbctl.core.errors import GeneralError
     from sbctl.spark import session
 
     def job() -> Any:  # a lambda is shipped by value: the worker needs no test module

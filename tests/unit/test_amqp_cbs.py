@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from sbctl.errors import BadRequest
+from sbctl.core.errors import BadRequest
 from sbctld.frontends.amqp.cbs import (
     DEFAULT_KEY,
     DEFAULT_KEY_NAME,

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sbctl.amqp import codec
-from sbctl.amqp import types as t
+from sbctl.core.amqp import codec
+from sbctl.core.amqp import types as t
 
 INT_TYPES = {
     t.UByte: (0, 2**8 - 1),

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from sbctl.amqp import codec, framing
-from sbctl.amqp import types as t
+from sbctl.core.amqp import codec, framing
+from sbctl.core.amqp import types as t
 from sbctld.frontends.amqp.connection import RECEIVER, SENDER, Connection, Delivery, Link
 
 SASL_MECHANISMS_FRAME = (

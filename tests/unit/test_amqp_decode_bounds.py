@@ -14,10 +14,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sbctl import codec as records
-from sbctl.amqp import codec, framing
-from sbctl.amqp import types as t
-from sbctl.errors import BadRequest
+from sbctl.core import records as records
+from sbctl.core.amqp import codec, framing
+from sbctl.core.amqp import types as t
+from sbctl.core.errors import BadRequest
 from sbctld.frontends.amqp import connection as amqp_connection
 from sbctld.frontends.amqp import convert
 from sbctld.frontends.amqp.arguments import Args
@@ -175,8 +175,8 @@ def test_a_record_stored_with_a_null_key_still_reads() -> None:
 
 
 def test_the_cli_shows_a_record_it_cannot_read_flagged_instead_of_failing() -> None:
-    from sbctl.messages import UNREADABLE, ReceivedMessage
-    from sbctl.protocol import Delivered
+    from sbctl.core.delivered import Delivered
+    from sbctl.core.messages import UNREADABLE, ReceivedMessage
 
     raw = msgspec.msgpack.encode([b"x", "id", msgspec.msgpack.Ext(99, b"?")])  # unknown ext
     m = ReceivedMessage.from_wire(Delivered(7, 0, 1, None, None, 0, None, 1, msgspec.Raw(raw)))

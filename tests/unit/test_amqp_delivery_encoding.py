@@ -13,18 +13,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sbctl.amqp import codec as amqp
-from sbctl.amqp import types as t
-from sbctl.codec import Message, encode_message
-from sbctl.protocol import Delivered
+from sbctl.core.amqp import codec as amqp
+from sbctl.core.amqp import types as t
+from sbctl.core.delivered import Delivered
+from sbctl.core.records import Message, encode_message
 from sbctld.frontends.amqp import convert, fastout
 
 INT64 = st.integers(-(2**63), 2**63 - 1)
 TEXT = st.text(max_size=300)
 MAYBE_TEXT = st.none() | TEXT
-# Values as stored (sbctl.codec.VALUE_TYPES): ints across the int/long boundary and up to
+# Values as stored (sbctl.core.records.VALUE_TYPES): ints across the int/long boundary and up to
 # the ulong range, aware UTC datetimes at millisecond precision, UUIDs, binaries, and the
-# AMQP-typed values of sbctl.typed.
+# AMQP-typed values of sbctl.core.typed.
 VALUES = (
     st.none()
     | st.booleans()

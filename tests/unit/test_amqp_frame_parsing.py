@@ -9,8 +9,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sbctl.amqp import framing
-from sbctl.amqp import types as t
+from sbctl.core.amqp import framing
+from sbctl.core.amqp import types as t
 from tests.unit.test_amqp_codec import composite_values, same
 
 performatives = st.sampled_from(t.PERFORMATIVES).flatmap(composite_values)

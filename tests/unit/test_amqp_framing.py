@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sbctl.amqp import framing
-from sbctl.amqp import types as t
+from sbctl.core.amqp import framing
+from sbctl.core.amqp import types as t
 
 
 def test_a_frame_is_header_performative_payload() -> None:

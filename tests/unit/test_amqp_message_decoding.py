@@ -17,9 +17,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sbctl.amqp import codec
-from sbctl.amqp import types as t
-from sbctl.codec import encode_message as encode_stored
+from sbctl.core.amqp import codec
+from sbctl.core.amqp import types as t
+from sbctl.core.records import encode_message as encode_stored
 from sbctld.frontends.amqp import convert, fastin
 from tests.unit.test_amqp_codec import hashable, ints, scalars, symbol_text, values
 

@@ -7,9 +7,9 @@ import struct
 
 import pytest
 
-from sbctl.amqp import codec
-from sbctl.amqp import types as t
-from sbctl.errors import BadRequest
+from sbctl.core.amqp import codec
+from sbctl.core.amqp import types as t
+from sbctl.core.errors import BadRequest
 from sbctld.frontends.amqp import convert, fastin
 
 DATA = b"\x00\x53\x75\xa0\x02hi"

@@ -9,9 +9,9 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sbctl.amqp import types as t
-from sbctl.amqp.types import Accepted, Rejected
-from sbctl.errors import MessageLockLost, SbctlError
+from sbctl.core.amqp import types as t
+from sbctl.core.amqp.types import Accepted, Rejected
+from sbctl.core.errors import MessageLockLost, SbctlError
 from sbctld.frontends.amqp.connection import Connection, Link, Session
 from sbctld.frontends.amqp.settlement import answer_runs
 

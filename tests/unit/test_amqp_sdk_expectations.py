@@ -9,12 +9,12 @@ import uuid
 
 import msgspec
 
-from sbctl.amqp import codec
-from sbctl.amqp import types as t
-from sbctl.codec import Message as Stored
-from sbctl.codec import encode_message as encode_stored
-from sbctl.errors import MessageNotFound, MessagingEntityNotFound
-from sbctl.protocol import Delivered
+from sbctl.core.amqp import codec
+from sbctl.core.amqp import types as t
+from sbctl.core.delivered import Delivered
+from sbctl.core.errors import MessageNotFound, MessagingEntityNotFound
+from sbctl.core.records import Message as Stored
+from sbctl.core.records import encode_message as encode_stored
 from sbctld.frontends.amqp.convert import from_delivered, to_stored
 from sbctld.frontends.amqp.errors import condition_of
 from sbctld.frontends.amqp.settlement import lock_tag

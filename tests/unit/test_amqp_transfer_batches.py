@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sbctl.amqp import framing
-from sbctl.amqp import types as t
+from sbctl.core.amqp import framing
+from sbctl.core.amqp import types as t
 from sbctld.frontends.amqp.connection import Connection, Link, Session
 from sbctld.frontends.amqp.settlement import lock_tag, lock_tags
 

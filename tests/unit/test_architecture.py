@@ -8,8 +8,12 @@ and under ``if TYPE_CHECKING`` included):
   service layer (``sbctld.service``, ``sbctld.service.*``); it imports none of those;
 - only the entry point imports a front-end (front-ends may import one another's modules,
   but none the Unix socket's: they reach the broker through the service);
-- the client and CLI package ``sbctl`` imports ``sbctld`` only where it must run daemon code
-  itself, each such import listed in :data:`ALLOWED_CLIENT_TO_DAEMON` with the reason;
+- the shared core ``sbctl.core`` imports nothing else of ``sbctl`` and nothing of ``sbctld``;
+  the daemon imports nothing of ``sbctl`` but the core, and its domain not the Unix wire
+  protocol (:data:`UNIX_WIRE`);
+- the client and CLI package ``sbctl`` reaches ``sbctld`` only through ``sbctl.daemonctl``,
+  where it must run daemon code itself, each such import listed in
+  :data:`ALLOWED_CLIENT_TO_DAEMON` with the reason;
 - no import cycle between modules (a strongly connected component of the import graph);
 - every module opens with a docstring saying what it owns (and, as h11's modules do, the
   rules it keeps).
@@ -45,7 +49,8 @@ PACKAGES = {"sbctl": ROOT / "sbctl", "sbctld": ROOT / "daemon" / "sbctld"}
 MAX_LINES = 800
 MAX_COMPLEXITY = 25
 
-ENTRY_POINTS = frozenset({"sbctld.main", "sbctld.__main__"})
+# The entry point, and what claims the data dir and socket for it (probing a live daemon).
+ENTRY_POINTS = frozenset({"sbctld.main", "sbctld.__main__", "sbctld.ownership"})
 
 # (importing module, imported module): why the client package runs daemon code in-process.
 ALLOWED_CLIENT_TO_DAEMON: dict[tuple[str, str], str] = {
@@ -53,12 +58,12 @@ ALLOWED_CLIENT_TO_DAEMON: dict[tuple[str, str], str] = {
     ("sbctl.daemonctl", "sbctld.ownership"): (
         "claims the data directory's lock, and makes it for `daemon cert`, as the daemon does"
     ),
-    (
-        "sbctl.emulator_config.apply",
-        "sbctld.config",
-    ): "checks an entity's settings as the daemon does",
-    ("sbctl.emulator_config.apply", "sbctld.filters"): "compiles rules as the daemon does",
+    ("sbctl.daemonctl", "sbctld.config"): "`import-config` checks entity settings as the daemon",
+    ("sbctl.daemonctl", "sbctld.filters"): "`import-config` compiles rules as the daemon does",
 }
+
+# The Unix wire protocol: the domain hands out typed results and never speaks it.
+UNIX_WIRE = frozenset({"sbctl.core.protocol", "sbctl.core.wire_errors"})
 
 # Modules over MAX_LINES: module -> its line count today (may shrink, must not grow).
 ALLOWED_OVERSIZE: dict[str, int] = {}
@@ -364,7 +369,7 @@ def test_the_graph_sees_the_packages_and_their_imports(modules: dict[str, Module
     # An absolute import, a from-import of a module and one of a name all count.
     assert "sbctld.storage.log" in modules["sbctld.storage"].imports
     assert "sbctld.filters" in modules["sbctld.topic"].imports
-    assert modules["sbctl.emulator_config.apply"].imports.get("sbctld.filters") == "lazy"
+    assert modules["sbctl.daemonctl"].imports.get("sbctld.filters") == "lazy"
 
 
 def test_every_module_opens_with_a_docstring_saying_what_it_owns(
@@ -452,6 +457,52 @@ def test_the_client_package_imports_the_daemon_only_where_listed(
     assert not stale, "no longer imported; delete from ALLOWED_CLIENT_TO_DAEMON:\n" + "\n".join(
         stale
     )
+
+
+def is_core(name: str) -> bool:
+    return name == "sbctl.core" or name.startswith("sbctl.core.")
+
+
+def is_client_side(name: str) -> bool:
+    return (name == "sbctl" or name.startswith("sbctl.")) and not is_core(name)
+
+
+def test_the_core_imports_neither_side(modules: dict[str, Module]) -> None:
+    wrong = [
+        f"{name} imports {target}"
+        for name, module in sorted(modules.items())
+        if is_core(name)
+        for target in sorted(module.imports)
+        if not is_core(target) and target != "sbctl"
+    ]
+    assert not wrong, "sbctl.core must import only itself:\n" + "\n".join(wrong)
+
+
+def test_the_daemon_imports_only_the_core_from_sbctl(modules: dict[str, Module]) -> None:
+    wrong = [
+        f"{name} imports {target}"
+        for name, module in sorted(modules.items())
+        if name.startswith("sbctld")
+        for target in sorted(module.imports)
+        if is_client_side(target) and target != "sbctl"
+    ]
+    assert not wrong, "the daemon reaches sbctl only through sbctl.core:\n" + "\n".join(wrong)
+
+
+def test_the_domain_speaks_no_wire_protocol(modules: dict[str, Module]) -> None:
+    wrong = [
+        f"{name} imports {target}"
+        for name, module in sorted(modules.items())
+        if is_domain(name)
+        for target in sorted(module.imports)
+        if target in UNIX_WIRE
+    ]
+    assert not wrong, "the domain must not build Unix wire types:\n" + "\n".join(wrong)
+
+
+def test_only_daemonctl_reaches_the_daemon(modules: dict[str, Module]) -> None:
+    wrong = sorted(f"{a} -> {b}" for a, b in ALLOWED_CLIENT_TO_DAEMON if a != "sbctl.daemonctl")
+    assert not wrong, "sbctl reaches sbctld only through sbctl.daemonctl:\n" + "\n".join(wrong)
 
 
 def test_no_import_cycles_beyond_the_listed_ones(modules: dict[str, Module]) -> None:

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 import presenting
-from sbctl.codec import Message, decode_message
-from sbctl.errors import BadRequest, InvalidOperation, MessagingEntityDisabled
+from sbctl.core.errors import BadRequest, InvalidOperation, MessagingEntityDisabled
+from sbctl.core.records import Message, decode_message
 from sbctld.broker import DEFAULT_NAMESPACE
 from sbctld.clock import FakeClock
 

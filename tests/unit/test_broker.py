@@ -14,8 +14,8 @@ import pytest
 
 import presenting
 from conftest import Reopen
-from sbctl.codec import Message, decode_message, encode_message
-from sbctl.errors import (
+from sbctl.core.delivered import Delivered
+from sbctl.core.errors import (
     BadRequest,
     InvalidOperation,
     MessageSizeExceeded,
@@ -24,9 +24,9 @@ from sbctl.errors import (
     MessagingEntityNotFound,
     QuotaExceeded,
 )
-from sbctl.messages import lock_token_for
-from sbctl.partitioning import partition_for_key
-from sbctl.protocol import Delivered
+from sbctl.core.locks import lock_token_for
+from sbctl.core.partitioning import partition_for_key
+from sbctl.core.records import Message, decode_message, encode_message
 from sbctld import queue as queue_module
 from sbctld.broker import DEFAULT_NAMESPACE, Broker
 from sbctld.broker import management as broker_management

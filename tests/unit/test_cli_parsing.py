@@ -15,10 +15,11 @@ from typing import Any
 
 import pytest
 
-from sbctl import client, protocol
+from sbctl import client
 from sbctl.cli import app, cmd_messages, options
-from sbctl.codec import Message
-from sbctl.messages import ReceivedMessage
+from sbctl.core import limits
+from sbctl.core.messages import ReceivedMessage
+from sbctl.core.records import Message
 
 TOKEN = "00000000-0000-0001-0000-000000000007"
 
@@ -180,7 +181,7 @@ def one_error_line(result: Result) -> str:
 
 def test_repeated_constants_match_their_source() -> None:
     assert options.DEFAULT_NAMESPACE == client.DEFAULT_NAMESPACE
-    assert cmd_messages.MAX_PEEK == protocol.MAX_PEEK
+    assert cmd_messages.MAX_PEEK == limits.MAX_PEEK
 
 
 # -- help and version
@@ -589,7 +590,7 @@ def test_keyboard_interrupt_exits_130_quietly(sbctl: Any, fake: FakeClient) -> N
 
 
 def test_error_messages_escape_control_characters(sbctl: Any, fake: FakeClient) -> None:
-    from sbctl.errors import MessagingEntityNotFound
+    from sbctl.core.errors import MessagingEntityNotFound
 
     fake.fail_with = MessagingEntityNotFound("no queue 'a\x1b[2Jb'")
     result = sbctl("queue", "list")
@@ -650,7 +651,7 @@ def test_an_empty_namespace_is_a_usage_error_not_the_default(sbctl: Any) -> None
 def test_send_to_an_older_daemon_still_reports_a_diversion(
     sbctl: Any, fake: FakeClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from sbctl.errors import BadRequest
+    from sbctl.core.errors import BadRequest
 
     def old_daemon(entity: str, messages: list[Message]) -> dict[str, Any]:
         raise BadRequest("bad arguments for send: Object contains unknown field `report`")

@@ -115,7 +115,7 @@ def test_help_imports_neither_rich_nor_the_client(argv: list[str]) -> None:
         "except SystemExit as exc:\n"
         "    assert exc.code == 0, exc.code\n"
         "heavy = sorted(m for m in sys.modules if m.split('.')[0] == 'rich' "
-        "or m in ('sbctl.client', 'sbctl.protocol', 'msgspec'))\n"
+        "or m in ('sbctl.client', 'sbctl.core.protocol', 'msgspec'))\n"
         "print(heavy, file=sys.stderr)\n"
         "sys.exit(1 if heavy else 0)\n"
     )

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from sbctl.cli import app, cmd_queue, cmd_topic, options
-from sbctl.errors import MessagingEntityAlreadyExists
+from sbctl.core.errors import MessagingEntityAlreadyExists
 
 
 @dataclass

@@ -1,5 +1,5 @@
 """What the Python client accepts, turned into wire values (sbctl.convert), and received
-messages read like the SDK's (sbctl.messages.ReceivedMessage). No daemon here; the
+messages read like the SDK's (sbctl.core.messages.ReceivedMessage). No daemon here; the
 integration tests in test_client_forms.py send all of it through a real one."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 
 from sbctl import Message, ReceivedMessage, ServiceBusMessage, convert
-from sbctl.errors import BadRequest
+from sbctl.core.errors import BadRequest
 
 T0 = datetime(2030, 1, 2, 3, 4, 5, 678_000, tzinfo=UTC)
 T0_MS = 1_893_553_445_678

@@ -1,4 +1,4 @@
-"""The record-batch codec and the Message payload (sbctl.codec, daemon/README.md §21)."""
+"""The record-batch codec and the Message payload (sbctl.core.records, daemon/README.md §21)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sbctl.codec import (
+from sbctl.core.records import (
     BATCH_HEADER,
     BATCH_INNER,
     BATCH_OVERHEAD,

@@ -10,16 +10,16 @@ from pathlib import Path
 import pytest
 
 import presenting
-from sbctl.codec import Message
-from sbctl.errors import (
+from sbctl.core.errors import (
     InvalidOperation,
     MessageLockLost,
     QuotaExceeded,
     ServerBusy,
     ServiceTimeout,
 )
+from sbctl.core.records import Message
+from sbctl.core.wire_errors import error_to_wire
 from sbctl.retry import RetryPolicy
-from sbctl.wire_errors import error_to_wire
 from sbctld.broker import Broker
 from sbctld.clock import FakeClock
 from sbctld.credits import THROTTLED_TEXT, CreditMeter

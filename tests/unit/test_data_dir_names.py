@@ -1,4 +1,4 @@
-"""Every name of the data dir is spelled in one module, sbctl/layout.py.
+"""Every name of the data dir is spelled in one module, sbctl/core/layout.py.
 
 The sources of ``sbctl`` and ``sbctld`` are parsed and their strings (docstrings aside)
 searched for the names below: a file name anywhere, a suffix anywhere a string ends with it,
@@ -14,11 +14,11 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from sbctl import layout
+from sbctl.core import layout
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = [ROOT / "sbctl", ROOT / "daemon" / "sbctld"]
-LAYOUT = ROOT / "sbctl" / "layout.py"
+LAYOUT = ROOT / "sbctl" / "core" / "layout.py"
 
 # File names: never in a string outside the layout.
 FILE_NAMES = {

@@ -15,8 +15,8 @@ from types import ModuleType
 from typing import Any
 
 import presenting
-from sbctl.codec import Message
-from sbctl.messages import ReceivedMessage
+from sbctl.core.messages import ReceivedMessage
+from sbctl.core.records import Message
 from sbctld.broker import DEFAULT_NAMESPACE, Broker
 from sbctld.clock import FakeClock
 from sbctld.storage.sync import Syncer

@@ -15,9 +15,9 @@ import pytest
 
 import presenting
 from conftest import crash
-from sbctl import layout
-from sbctl.codec import Message, decode_message
-from sbctl.errors import QuotaExceeded
+from sbctl.core import layout
+from sbctl.core.errors import QuotaExceeded
+from sbctl.core.records import Message, decode_message
 from sbctld.broker import DEFAULT_NAMESPACE, Broker
 from sbctld.storage import files, journal, log
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from sbctl.codec import Message
+from sbctl.core.records import Message
 from sbctld.broker import DEFAULT_NAMESPACE, Broker
 from sbctld.clock import FakeClock
 from sbctld.service import commit

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sbctl.durations import (
+from sbctl.core.durations import (
     MAX_INSTANT_MS,
     MAX_TIMESPAN_MS,
     format_duration_iso,
@@ -14,7 +14,7 @@ from sbctl.durations import (
     parse_duration_ms,
     parse_instant_ms,
 )
-from sbctl.errors import BadRequest
+from sbctl.core.errors import BadRequest
 
 S, M, H, D = 1_000, 60_000, 3_600_000, 86_400_000
 

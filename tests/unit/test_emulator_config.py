@@ -10,7 +10,13 @@ from typing import Any
 
 import pytest
 
-from sbctl.durations import MAX_TIMESPAN_MS, format_duration_iso, parse_duration_ms
+from sbctl.core.durations import MAX_TIMESPAN_MS, format_duration_iso, parse_duration_ms
+from sbctl.core.errors import (
+    BadRequest,
+    InvalidOperation,
+    MessagingEntityAlreadyExists,
+    MessagingEntityNotFound,
+)
 from sbctl.emulator_config import (
     NAMESPACE_PROPS,
     QUEUE_PROPS,
@@ -21,12 +27,6 @@ from sbctl.emulator_config import (
     export_config,
     load_config,
     parse_config,
-)
-from sbctl.errors import (
-    BadRequest,
-    InvalidOperation,
-    MessagingEntityAlreadyExists,
-    MessagingEntityNotFound,
 )
 
 DATA = Path(__file__).parent.parent / "data" / "emulator_config"

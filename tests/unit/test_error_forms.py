@@ -9,9 +9,9 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from sbctl import errors
 from sbctl.cli.exit_codes import BY_CODE, ExitStatus, exit_status
-from sbctl.wire_errors import error_from_wire, error_to_wire
+from sbctl.core import errors
+from sbctl.core.wire_errors import error_from_wire, error_to_wire
 from sbctld.credits import CreditQuotaExceeded
 from sbctld.ownership import DataDirBusy, SocketBusy
 from sbctld.storage.space import StorageError
@@ -90,9 +90,9 @@ def test_an_unknown_code_reads_back_as_a_general_error() -> None:
 
 def test_every_error_table_is_keyed_on_real_codes_and_falls_back_to_the_base() -> None:
     """The exit statuses, HTTP statuses and AMQP conditions are looked up by code
-    (sbctl.errors.by_code): a misspelt code would silently fall to the default."""
+    (sbctl.core.errors.by_code): a misspelt code would silently fall to the default."""
     from sbctl.cli.exit_codes import BY_CODE
-    from sbctl.errors import CATALOGUE, BadRequest, InvalidOperation, by_code
+    from sbctl.core.errors import CATALOGUE, BadRequest, InvalidOperation, by_code
     from sbctld.frontends.amqp.errors import CONDITIONS
     from sbctld.frontends.statuses import STATUSES
     from sbctld.ownership import DataDirBusy, SocketBusy

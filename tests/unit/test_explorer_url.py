@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from sbctl import layout
 from sbctl.cli.cmd_explorer import explorer_url, has_display
-from sbctl.errors import InvalidOperation
+from sbctl.core import layout
+from sbctl.core.errors import InvalidOperation
 
 
 @pytest.fixture

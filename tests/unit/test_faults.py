@@ -16,14 +16,14 @@ import pytest
 
 import presenting
 from conftest import Reopen
-from sbctl.codec import Message, decode_message
-from sbctl.errors import (
+from sbctl.core.delivered import Delivered
+from sbctl.core.errors import (
     BadRequest,
     MessagingEntityNotFound,
     ServiceCommunicationProblem,
 )
-from sbctl.partitioning import partition_for_key
-from sbctl.protocol import Delivered
+from sbctl.core.partitioning import partition_for_key
+from sbctl.core.records import Message, decode_message
 from sbctld.broker import DEFAULT_NAMESPACE, Broker
 from sbctld.clock import FakeClock
 

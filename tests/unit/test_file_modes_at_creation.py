@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from sbctl import certs, layout
-from sbctl.codec import StagedRecord
+from sbctl.core import certs, layout
+from sbctl.core.records import StagedRecord
 from sbctl.spark import session, stage
 
 

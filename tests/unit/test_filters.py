@@ -19,8 +19,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sbctl.codec import Message, encode_message
-from sbctl.errors import BadRequest
+from sbctl.core.errors import BadRequest
+from sbctl.core.records import Message, encode_message
 from sbctld.filters import (
     INT64_MAX,
     INT64_MIN,

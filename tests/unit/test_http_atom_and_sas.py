@@ -15,8 +15,8 @@ from azure.servicebus.management._generated.models import (
     TopicDescriptionEntry,
 )
 
-from sbctl.durations import MAX_TIMESPAN_MS
-from sbctl.errors import BadRequest
+from sbctl.core.durations import MAX_TIMESPAN_MS
+from sbctl.core.errors import BadRequest
 from sbctld.frontends.http import atom
 from sbctld.frontends.http.auth import check_request, covers, make_token
 from sbctld.results import NamespaceInfo, QueueInfo, RuleInfo, SubscriptionInfo, TopicInfo

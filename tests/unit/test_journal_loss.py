@@ -13,8 +13,8 @@ import pytest
 
 import presenting
 from conftest import crash
-from sbctl.codec import Message, decode_message
-from sbctl.layout import JOURNAL_SUFFIX, MIRROR_SUFFIX, numbered
+from sbctl.core.layout import JOURNAL_SUFFIX, MIRROR_SUFFIX, numbered
+from sbctl.core.records import Message, decode_message
 from sbctld.broker import DEFAULT_NAMESPACE, Broker
 
 # Results as the CLI and the client see them (tests/presenting.py).

@@ -16,17 +16,17 @@ import pytest
 
 import presenting
 from conftest import Reopen
-from sbctl.codec import Message, decode_message, encode_message
-from sbctl.durations import format_instant
-from sbctl.errors import (
+from sbctl.core.delivered import Delivered
+from sbctl.core.durations import format_instant
+from sbctl.core.errors import (
     BadRequest,
     InvalidOperation,
     MessageNotFound,
     MessagingEntityDisabled,
     MessagingEntityNotFound,
 )
-from sbctl.messages import ReceivedMessage
-from sbctl.protocol import Delivered
+from sbctl.core.messages import ReceivedMessage
+from sbctl.core.records import Message, decode_message, encode_message
 from sbctld.broker import DEFAULT_NAMESPACE, Broker
 from sbctld.clock import FakeClock
 

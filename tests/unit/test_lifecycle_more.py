@@ -16,9 +16,9 @@ import pytest
 
 import presenting
 from conftest import Reopen
-from sbctl.codec import Message, decode_message, encode_message
-from sbctl.durations import format_instant
-from sbctl.errors import (
+from sbctl.core.delivered import Delivered
+from sbctl.core.durations import format_instant
+from sbctl.core.errors import (
     BadRequest,
     InvalidOperation,
     MessageLockLost,
@@ -31,9 +31,10 @@ from sbctl.errors import (
     SessionCannotBeLocked,
     SessionLockLost,
 )
-from sbctl.messages import ReceivedMessage, lock_token_for
-from sbctl.partitioning import partition_for_key
-from sbctl.protocol import Delivered
+from sbctl.core.locks import lock_token_for
+from sbctl.core.messages import ReceivedMessage
+from sbctl.core.partitioning import partition_for_key
+from sbctl.core.records import Message, decode_message, encode_message
 from sbctld.broker import DEFAULT_NAMESPACE, Broker
 from sbctld.clock import FakeClock
 

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sbctl.errors import BadRequest
-from sbctl.names import (
+from sbctl.core.errors import BadRequest
+from sbctl.core.names import (
     EntityPath,
     display_value,
     entity_dir_name,

@@ -1,4 +1,4 @@
-"""Operations are declared once (sbctl.operations) and both sides follow the declaration.
+"""Operations are declared once (sbctl.core.operations) and both sides follow the declaration.
 
 The table against the Unix front-end's handlers and against the client (every declared
 operation has a handler and a client call; every handler and every client call names a
@@ -19,9 +19,9 @@ import pytest
 
 from sbctl.client import AsyncClient, Client
 from sbctl.client._calls import METHOD_OPS
-from sbctl.codec import Message
-from sbctl.operations import OPERATIONS, OPS, decode_request, main, reference
-from sbctl.protocol import FaultAdd, Receive, Send, Settle, encode_request
+from sbctl.core.operations import OPERATIONS, OPS, decode_request, main, reference
+from sbctl.core.protocol import FaultAdd, Receive, Send, Settle, encode_request
+from sbctl.core.records import Message
 from sbctld.broker import DEFAULT_NAMESPACE, Broker
 from sbctld.clock import FakeClock
 from sbctld.frontends.unix.ops import Operations
@@ -164,8 +164,8 @@ def test_the_protocol_reference_is_generated_from_the_table() -> None:
     for op in OPERATIONS.values():
         assert f"| `{op.name}` |" in text and op.about in text
     assert "| `receive` | " in text and "In receive-and-delete mode" in text
-    stored = (ROOT / "sbctl" / "PROTOCOL.md").read_text(encoding="utf-8")
-    assert stored == text, "stale: run python -m sbctl.operations --write"
+    stored = (ROOT / "sbctl" / "core" / "PROTOCOL.md").read_text(encoding="utf-8")
+    assert stored == text, "stale: run python -m sbctl.core.operations --write"
 
 
 def test_the_reference_prints_without_write(capsys: pytest.CaptureFixture[str]) -> None:

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from sbctl.amqp import codec as amqp_codec
-from sbctl.codec import Message
-from sbctl.protocol import Send, encode_request
+from sbctl.core.amqp import codec as amqp_codec
+from sbctl.core.protocol import Send, encode_request
+from sbctl.core.records import Message
 from sbctld.broker import Broker
 from sbctld.clock import FakeClock
 from sbctld.frontends.amqp import management as amqp_management

@@ -10,9 +10,8 @@ import pytest
 
 import presenting
 from conftest import Reopen
-from sbctl.codec import Message, decode_message
-from sbctl.durations import MAX_TIMESPAN_MS
-from sbctl.errors import (
+from sbctl.core.durations import MAX_TIMESPAN_MS
+from sbctl.core.errors import (
     BadRequest,
     InvalidOperation,
     MessageSizeExceeded,
@@ -22,7 +21,8 @@ from sbctl.errors import (
     ServerBusy,
     ServiceCommunicationProblem,
 )
-from sbctl.limits import STANDARD_MESSAGE_BYTES
+from sbctl.core.limits import STANDARD_MESSAGE_BYTES
+from sbctl.core.records import Message, decode_message
 from sbctld import paired as paired_module
 from sbctld.broker import Broker
 from sbctld.clock import FakeClock

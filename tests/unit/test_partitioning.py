@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sbctl.errors import BadRequest, InvalidOperation
-from sbctl.partitioning import (
+from sbctl.core.errors import BadRequest, InvalidOperation
+from sbctl.core.partitioning import (
     PARTITION_SEED,
     STANDARD_PARTITION_COUNT,
     key_hash,

@@ -14,13 +14,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sbctl import send_rules, typed
-from sbctl.amqp import codec as amqp
-from sbctl.amqp import types as t
-from sbctl.codec import Message, decode_message, encode_message
-from sbctl.errors import BadRequest
-from sbctl.messages import check_properties, json_value, parse_property
-from sbctl.protocol import Delivered
+from sbctl.core import send_rules, typed
+from sbctl.core.amqp import codec as amqp
+from sbctl.core.amqp import types as t
+from sbctl.core.delivered import Delivered
+from sbctl.core.errors import BadRequest
+from sbctl.core.messages import check_properties, json_value, parse_property
+from sbctl.core.records import Message, decode_message, encode_message
 from sbctld.filters import MessageView, compile_filter
 from sbctld.frontends.amqp import convert, fastin, fastout
 
@@ -269,7 +269,7 @@ def test_float_nan_is_kept() -> None:
 
 def test_the_unix_protocol_carries_typed_values_outside_a_record_as_plain_ones() -> None:
     """A settlement's property changes (kept as plain values) from the Python client."""
-    from sbctl.protocol import LENGTH, encode_frame
+    from sbctl.core.protocol import LENGTH, encode_frame
 
     frame = encode_frame({"properties": {"n": t.Short(5), "s": t.Symbol("x")}})
     assert msgspec.msgpack.decode(frame[LENGTH.size :]) == {"properties": {"n": 5, "s": "x"}}

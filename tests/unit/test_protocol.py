@@ -9,15 +9,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sbctl.codec import Message, decode_message
-from sbctl.errors import BadRequest
-from sbctl.operations import OPS, decode_args, decode_request
-from sbctl.protocol import (
+from sbctl.core.delivered import Delivered
+from sbctl.core.errors import BadRequest
+from sbctl.core.operations import OPS, decode_args, decode_request
+from sbctl.core.protocol import (
     LENGTH,
     PROTOCOL_VERSION,
     ClockAdvance,
     ClockSet,
-    Delivered,
     EntityCreate,
     EntityPath,
     EntityRef,
@@ -58,7 +57,8 @@ from sbctl.protocol import (
     encode_reply,
     encode_request,
 )
-from sbctl.protocol import Empty as EmptyArgs
+from sbctl.core.protocol import Empty as EmptyArgs
+from sbctl.core.records import Message, decode_message
 
 
 def body(obj: Any) -> bytes:
@@ -425,7 +425,7 @@ def test_replies_round_trip(result: Any) -> None:
 
 
 def test_delivered_round_trips_with_its_raw_payload() -> None:
-    from sbctl.codec import encode_message
+    from sbctl.core.records import encode_message
 
     payload = encode_message(Message(b"body", "mid"))
     d = Delivered(

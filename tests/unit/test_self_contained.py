@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from sbctl import errors
 from sbctl.cli import docs
+from sbctl.core import errors
 
 ROOT = Path(__file__).resolve().parents[2]
 REFERENCE = ROOT / "daemon" / "README.md"

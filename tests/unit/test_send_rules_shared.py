@@ -1,4 +1,4 @@
-"""The send rules have one copy (sbctl.send_rules), and the daemon's sends and the Spark
+"""The send rules have one copy (sbctl.core.send_rules), and the daemon's sends and the Spark
 loader's staging apply it alike: for any message, a queue's send and the staging of the same
 fields as a source row accept it together, or refuse it with the same reason (the daemon's
 error message is the loader's reject reason).
@@ -19,11 +19,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sbctl import send_rules
-from sbctl.codec import Message, encode_message
-from sbctl.durations import MAX_TIMESPAN_MS
-from sbctl.errors import BadRequest, InvalidOperation, MessageSizeExceeded, SbctlError
-from sbctl.limits import MAX_TIME_MS, SESSION_REQUIRED, STANDARD_MESSAGE_BYTES
+from sbctl.core import send_rules
+from sbctl.core.durations import MAX_TIMESPAN_MS
+from sbctl.core.errors import BadRequest, InvalidOperation, MessageSizeExceeded, SbctlError
+from sbctl.core.limits import MAX_TIME_MS, SESSION_REQUIRED, STANDARD_MESSAGE_BYTES
+from sbctl.core.records import Message, encode_message
 from sbctl.spark.stage import Rejected, Row, Rules, build, check_size
 from sbctld.broker import DEFAULT_NAMESPACE, Broker
 from sbctld.clock import FakeClock

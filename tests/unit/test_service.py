@@ -17,11 +17,10 @@ from typing import Any
 import msgspec
 import pytest
 
-from sbctl.codec import Message, decode_message
-from sbctl.errors import SbctlError, ServiceTimeout
-from sbctl.protocol import (
+from sbctl.core.delivered import Delivered
+from sbctl.core.errors import SbctlError, ServiceTimeout
+from sbctl.core.protocol import (
     LENGTH,
-    Delivered,
     EntityRef,
     Receive,
     Send,
@@ -29,6 +28,7 @@ from sbctl.protocol import (
     decode_result,
     encode_request,
 )
+from sbctl.core.records import Message, decode_message
 from sbctld.broker import DEFAULT_NAMESPACE, Broker
 from sbctld.clock import FakeClock
 from sbctld.frontends.unix.connection import Connection

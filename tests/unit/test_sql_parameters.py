@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sbctl import layout
-from sbctl.codec import Message
+from sbctl.core import layout
+from sbctl.core.records import Message
 from sbctld.broker import DEFAULT_NAMESPACE, Broker
 from sbctld.filters import MessageView, compile_action, compile_filter, normalize_filter
 from sbctld.frontends.http import sqlparams
@@ -75,13 +75,13 @@ def test_a_rule_with_parameters_routes_and_survives_a_restart(broker: Broker) ->
     broker.rule_delete(ns, "t", "s", "$Default")
     spec = {"type": "sql", "sql_expression": "color = @c", "parameters": {"@c": "red"}}
     broker.rule_create(ns, "t", "s", "red", spec, "SET seen = @by", {"@by": "rule"})
-    from sbctl.codec import encode_message
+    from sbctl.core.records import encode_message
 
     for color in ("blue", "red"):
         m = Message(color.encode(), application_properties={"color": color})
         broker.send(ns, "t", [encode_message(m)])
     (got,) = broker.peek(ns, "t/subscriptions/s", 10, None)
-    from sbctl.messages import ReceivedMessage
+    from sbctl.core.messages import ReceivedMessage
 
     msg = ReceivedMessage.from_wire(got)
     assert (msg.body, msg.application_properties["seen"]) == (b"red", "rule")
@@ -164,7 +164,7 @@ def test_the_moved_rules_are_stored(tmp_path: Path, clock: Any) -> None:
     ],
 )
 def test_bad_action_parameters_are_refused(params: Any, fragment: str) -> None:
-    from sbctl.errors import BadRequest
+    from sbctl.core.errors import BadRequest
 
     with pytest.raises(BadRequest, match=fragment):
         compile_action("SET x = @p", params)

@@ -17,10 +17,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sbctl.codec import BATCH_OVERHEAD, NOT_SCHEDULED, RECORD_OVERHEAD, StagedRecord
-from sbctl.layout import CHECKPOINT_FILE as CHECKPOINT
-from sbctl.layout import PREVIOUS_CHECKPOINT_FILE as PREVIOUS
-from sbctl.layout import journal_name, mirror_name, segment_name
+from sbctl.core.layout import CHECKPOINT_FILE as CHECKPOINT
+from sbctl.core.layout import PREVIOUS_CHECKPOINT_FILE as PREVIOUS
+from sbctl.core.layout import journal_name, mirror_name, segment_name
+from sbctl.core.records import BATCH_OVERHEAD, NOT_SCHEDULED, RECORD_OVERHEAD, StagedRecord
 from sbctld.storage import log as log_module
 from sbctld.storage.journal import Entry
 from sbctld.storage.log import MAX_TIME_MS, OP_DELIVERY, OP_PROPS, PartitionLog, State

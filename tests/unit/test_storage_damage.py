@@ -12,10 +12,10 @@ import pytest
 
 import presenting
 from conftest import crash
-from sbctl.codec import Message, decode_message
-from sbctl.layout import CHECKPOINT_FILE as CHECKPOINT
-from sbctl.layout import JOURNAL_SUFFIX, numbered
-from sbctl.layout import PREVIOUS_CHECKPOINT_FILE as PREVIOUS
+from sbctl.core.layout import CHECKPOINT_FILE as CHECKPOINT
+from sbctl.core.layout import JOURNAL_SUFFIX, numbered
+from sbctl.core.layout import PREVIOUS_CHECKPOINT_FILE as PREVIOUS
+from sbctl.core.records import Message, decode_message
 from sbctld.broker import DEFAULT_NAMESPACE, Broker
 from sbctld.storage.sync import Syncer
 

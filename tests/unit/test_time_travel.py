@@ -9,16 +9,16 @@ import pytest
 from msgspec import UNSET
 
 from conftest import Reopen
-from sbctl import layout
-from sbctl.codec import Message, decode_message
-from sbctl.errors import (
+from sbctl.core import layout
+from sbctl.core.delivered import Delivered
+from sbctl.core.errors import (
     BadRequest,
     MessagingEntityNotFound,
     ServerBusy,
     ServiceCommunicationProblem,
     SessionLockLost,
 )
-from sbctl.protocol import Delivered
+from sbctl.core.records import Message, decode_message
 from sbctld.broker import DEFAULT_NAMESPACE, Broker
 from sbctld.clock import FakeClock
 from sbctld.overview import overview

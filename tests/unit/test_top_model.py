@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 import presenting
-from sbctl.codec import Message
-from sbctl.errors import ServiceTimeout
+from sbctl.core.errors import ServiceTimeout
+from sbctl.core.records import Message
 from sbctl.ready import tcp_ports, wait_ready
 from sbctl.top import model
 from sbctl.top.live import Top, parse_keys

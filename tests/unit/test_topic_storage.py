@@ -17,10 +17,16 @@ from typing import Any
 import pytest
 
 import presenting
-from sbctl.codec import BATCH_OVERHEAD, RECORD_OVERHEAD, Message, decode_message, encode_message
-from sbctl.layout import CHECKPOINT_FILE as CHECKPOINT
-from sbctl.layout import JOURNAL_SUFFIX, MIRROR_SUFFIX, SEGMENT_SUFFIX, segment_name
-from sbctl.protocol import Delivered
+from sbctl.core.delivered import Delivered
+from sbctl.core.layout import CHECKPOINT_FILE as CHECKPOINT
+from sbctl.core.layout import JOURNAL_SUFFIX, MIRROR_SUFFIX, SEGMENT_SUFFIX, segment_name
+from sbctl.core.records import (
+    BATCH_OVERHEAD,
+    RECORD_OVERHEAD,
+    Message,
+    decode_message,
+    encode_message,
+)
 from sbctld.broker import DEFAULT_NAMESPACE, Broker
 from sbctld.clock import FakeClock
 from sbctld.storage.log import DEFAULT_SEGMENT_BYTES

@@ -17,8 +17,8 @@ import pytest
 
 import presenting
 from conftest import Reopen
-from sbctl.codec import Message, decode_message, encode_message
-from sbctl.errors import (
+from sbctl.core.delivered import Delivered
+from sbctl.core.errors import (
     BadRequest,
     InvalidOperation,
     MessageNotFound,
@@ -29,9 +29,9 @@ from sbctl.errors import (
     SbctlError,
     ServerBusy,
 )
-from sbctl.messages import ReceivedMessage
-from sbctl.partitioning import partition_for_key
-from sbctl.protocol import Delivered
+from sbctl.core.messages import ReceivedMessage
+from sbctl.core.partitioning import partition_for_key
+from sbctl.core.records import Message, decode_message, encode_message
 from sbctld.broker import DEFAULT_NAMESPACE, Broker
 from sbctld.broker import management as broker_management
 from sbctld.clock import FakeClock

@@ -11,17 +11,18 @@ from typing import Any
 import msgspec
 import pytest
 
-from sbctl.codec import Message, decode_message, encode_message
-from sbctl.errors import BadRequest
-from sbctl.messages import (
+from sbctl.core.delivered import Delivered
+from sbctl.core.errors import BadRequest
+from sbctl.core.messages import (
     ReceivedMessage,
     check_properties,
     json_value,
     message_from_json,
     parse_property,
 )
-from sbctl.operations import decode_request
-from sbctl.protocol import LENGTH, Delivered, Send, encode_request
+from sbctl.core.operations import decode_request
+from sbctl.core.protocol import LENGTH, Send, encode_request
+from sbctl.core.records import Message, decode_message, encode_message
 
 AT = datetime(2026, 3, 4, 5, 6, 7, 891000, tzinfo=UTC)
 ID = uuid.UUID("0f8fad5b-d9cb-469f-a165-70867728950e")

@@ -14,9 +14,9 @@ from typing import Any
 
 import msgspec
 
-from sbctl.codec import Message
-from sbctl.errors import MessageLockLost
-from sbctl.protocol import decode_reply, decode_result, encode_reply
+from sbctl.core.errors import MessageLockLost
+from sbctl.core.protocol import decode_reply, decode_result, encode_reply
+from sbctl.core.records import Message
 from sbctld.broker import DEFAULT_NAMESPACE, Broker
 from sbctld.clock import FakeClock
 from sbctld.frontends.unix.present import present

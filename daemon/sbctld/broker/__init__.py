@@ -34,8 +34,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from sbctl import layout
-from sbctl.errors import BadRequest
+from sbctl.core import layout
+from sbctl.core.errors import BadRequest
 from sbctld.broker.housekeeping import Housekeeping
 from sbctld.broker.management import Management
 from sbctld.broker.messaging import Messaging

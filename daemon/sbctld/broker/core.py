@@ -18,23 +18,23 @@ from typing import Any
 
 import msgspec
 
-from sbctl import layout
-from sbctl.codec import decode_message
-from sbctl.errors import (
+from sbctl.core import layout
+from sbctl.core.errors import (
     InvalidOperation,
     MessagingEntityNotFound,
     SbctlError,
     ServiceCommunicationProblem,
 )
-from sbctl.limits import (
+from sbctl.core.limits import (
     MAX_TRANSFER_HOPS,
 )
-from sbctl.names import (
+from sbctl.core.names import (
     entity_key,
     parse_entity_path,
     validate_entity_name,
     validate_subscription_name,
 )
+from sbctl.core.records import decode_message
 from sbctld.broker.namespace import Namespace
 from sbctld.clock import Clock
 from sbctld.faults import FaultRegistry

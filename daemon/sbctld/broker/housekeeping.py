@@ -12,14 +12,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from sbctl import layout
-from sbctl.durations import format_duration_iso
-from sbctl.errors import (
+from sbctl.core import layout
+from sbctl.core.durations import format_duration_iso
+from sbctl.core.errors import (
     BadRequest,
     InvalidOperation,
     MessagingEntityNotFound,
 )
-from sbctl.names import (
+from sbctl.core.names import (
     entity_key,
     parse_entity_path,
     validate_entity_name,

@@ -15,22 +15,22 @@ from typing import Any
 
 import msgspec
 
-from sbctl import layout
-from sbctl.errors import (
+from sbctl.core import layout
+from sbctl.core.errors import (
     BadRequest,
     InvalidOperation,
     MessagingEntityAlreadyExists,
     MessagingEntityNotFound,
     QuotaExceeded,
 )
-from sbctl.limits import (
+from sbctl.core.limits import (
     MAX_CORRELATION_FILTERS,
     MAX_PARTITIONED,
     MAX_SQL_FILTERS,
     MAX_SUBSCRIPTIONS,
     PREMIUM_ENTITIES_PER_UNIT,
 )
-from sbctl.names import (
+from sbctl.core.names import (
     entity_dir_name,
     entity_key,
     validate_entity_name,

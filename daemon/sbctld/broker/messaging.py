@@ -13,15 +13,16 @@ from typing import Any
 
 import msgspec
 
-from sbctl.codec import Message
-from sbctl.errors import (
+from sbctl.core.delivered import Delivered
+from sbctl.core.errors import (
     BadRequest,
     InvalidOperation,
 )
-from sbctl.names import (
+from sbctl.core.limits import MAX_PEEK, MAX_RECEIVE
+from sbctl.core.names import (
     entity_key,
 )
-from sbctl.protocol import MAX_PEEK, MAX_RECEIVE, Delivered
+from sbctl.core.records import Message
 from sbctld import batch_delete
 from sbctld.broker.core import BrokerCore
 from sbctld.broker.namespace import (

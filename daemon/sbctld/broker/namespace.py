@@ -9,16 +9,16 @@ from pathlib import Path
 
 from msgspec import UNSET
 
-from sbctl.errors import (
+from sbctl.core.errors import (
     BadRequest,
 )
-from sbctl.limits import (
+from sbctl.core.limits import (
     MAX_ENTITIES,
     PREMIUM_ENTITIES_PER_UNIT,
     PREMIUM_MESSAGE_BYTES,
     STANDARD_MESSAGE_BYTES,
 )
-from sbctl.partitioning import STANDARD_PARTITION_COUNT
+from sbctl.core.partitioning import STANDARD_PARTITION_COUNT
 from sbctld.config import (
     NamespaceConfig,
     QueueConfig,

@@ -18,9 +18,9 @@ import time
 
 import msgspec
 
-from sbctl import layout
-from sbctl.durations import MAX_INSTANT_MS, format_duration_iso, format_instant
-from sbctl.errors import BadRequest
+from sbctl.core import layout
+from sbctl.core.durations import MAX_INSTANT_MS, format_duration_iso, format_instant
+from sbctl.core.errors import BadRequest
 from sbctld.broker.core import BrokerCore
 from sbctld.broker.namespace import Namespace
 from sbctld.config import save_toml

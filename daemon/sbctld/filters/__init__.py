@@ -9,7 +9,7 @@ The broker compiles a rule once, when it is created or loaded, and evaluates it 
 
 A :class:`FilterEvaluationError` dead-letters the message with ``reason = type_name`` and
 ``description`` (daemon/README.md §4.4, §10.7). Anything wrong with the rule itself (syntax, keys,
-limits, read-only targets) is a :class:`~sbctl.errors.BadRequest` from the ``compile_*``
+limits, read-only targets) is a :class:`~sbctl.core.errors.BadRequest` from the ``compile_*``
 functions, naming the 1-based character position where there is one.
 
 How SQL is compiled: tokenizer, recursive-descent parser, a small tree, then Python source

@@ -18,7 +18,7 @@ import math
 from collections.abc import Callable
 from typing import Any, Final
 
-from sbctl.errors import BadRequest
+from sbctl.core.errors import BadRequest
 from sbctld.filters.runtime import (
     ARITH_NAMES,
     CMP_FUNCTIONS,

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, NoReturn
 
-from sbctl.errors import BadRequest
+from sbctl.core.errors import BadRequest
 from sbctld.filters.lexer import KEYWORDS, SqlSyntaxError, Token, tokenize
 from sbctld.filters.runtime import like_plan
 from sbctld.filters.tree import (

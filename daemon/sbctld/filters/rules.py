@@ -15,10 +15,10 @@ from typing import Any, Final, NamedTuple
 
 import msgspec
 
-from sbctl.codec import Message, PropertyValue
-from sbctl.errors import BadRequest
-from sbctl.limits import MAX_ID_LENGTH, MAX_TIME_MS
-from sbctl.typed import plain
+from sbctl.core.errors import BadRequest
+from sbctl.core.limits import MAX_ID_LENGTH, MAX_TIME_MS
+from sbctl.core.records import Message, PropertyValue
+from sbctl.core.typed import plain
 from sbctld.filters.codegen import CodeGen, build
 from sbctld.filters.parser import parse
 from sbctld.filters.runtime import RUNTIME

@@ -11,7 +11,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, ClassVar, NamedTuple
 
-from sbctl.codec import PropertyValue
+from sbctl.core.records import PropertyValue
 from sbctld.filters.values import SYSTEM_PROPERTIES, SystemProperty
 
 

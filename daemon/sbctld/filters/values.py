@@ -20,8 +20,8 @@ from datetime import datetime
 from types import MappingProxyType
 from typing import Any, Final, NamedTuple
 
-from sbctl.codec import Message, PropertyValue
-from sbctl.typed import TYPED, plain
+from sbctl.core.records import Message, PropertyValue
+from sbctl.core.typed import TYPED, plain
 
 MAX_EXPRESSION_LENGTH: Final = 1024  # filter and action strings (daemon/README.md §10.9, §14.5)
 MAX_ACTION_STATEMENTS: Final = 32  # daemon/README.md §10.8, §14.5
@@ -47,7 +47,7 @@ class MessageView:
     """One message as filters see it: built once per message per send and shared, read-only,
     by every subscription's filters, so the case-insensitive name table is built at most once
     (lazily, on the first lookup that misses an exact-case name). Typed property values
-    (sbctl.typed: a short, a ulong, a symbol...) are seen as their plain int, float or str,
+    (sbctl.core.typed: a short, a ulong, a symbol...) are seen as their plain int, float or str,
     so numbers compare across AMQP types as Service Bus compares them."""
 
     __slots__ = ("_folded", "enqueued_time_ms", "message", "properties", "sequence_number", "size")

@@ -2,12 +2,12 @@
 an AMQP ``$management`` response's ``statusCode`` carries (daemon/README.md §29, §30).
 
 Rules kept here: :data:`STATUSES` is keyed on the error's code; an error whose code is not
-listed takes its nearest base class's entry (sbctl.errors.by_code), and one with none is 500.
+listed takes its nearest base class's entry (sbctl.core.errors.by_code), and one with none is 500.
 """
 
 from __future__ import annotations
 
-from sbctl.errors import SbctlError, by_code
+from sbctl.core.errors import SbctlError, by_code
 
 STATUSES: dict[str, int] = {
     "MessagingEntityNotFound": 404,

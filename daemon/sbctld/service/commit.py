@@ -13,7 +13,7 @@ import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from sbctl.errors import GeneralError, SbctlError
+from sbctl.core.errors import GeneralError, SbctlError
 from sbctld.storage.sync import Syncer, sync_fds
 
 log = logging.getLogger("sbctld")

@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sbctl import __version__, layout
-from sbctl.errors import SbctlError
+from sbctl.core import __version__, layout
+from sbctl.core.errors import SbctlError
 from sbctld.broker import Broker
 from sbctld.pairing import SenderId
 from sbctld.service.commit import Committer
@@ -54,7 +54,7 @@ Provider = Callable[[Any, Callable[[Any], None]], None]
 
 @dataclass(frozen=True)
 class OperationCall:
-    """An operation of :mod:`sbctl.operations` one front-end asks another to run for it
+    """An operation of :mod:`sbctl.core.operations` one front-end asks another to run for it
     (the explorer page asks the Unix front-end: provider ``"operation"``): the decoded
     arguments, the sender (a paired primary's backlog key) and whether the asker still waits."""
 

@@ -15,8 +15,8 @@ import json
 import re
 from pathlib import Path
 
-from sbctl.errors import BadRequest
-from sbctl.sas import DEFAULT_KEY, DEFAULT_KEY_NAME
+from sbctl.core.errors import BadRequest
+from sbctl.core.sas import DEFAULT_KEY, DEFAULT_KEY_NAME
 from sbctld.storage.files import exists_verified, read_verified, write_atomic
 
 # Azure's rule for an authorization rule's name: letters, digits, periods, hyphens and

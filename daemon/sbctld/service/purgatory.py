@@ -19,7 +19,7 @@ import asyncio
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
-from sbctl.errors import SbctlError
+from sbctl.core.errors import SbctlError
 
 Key = tuple[str, str]
 

@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NamedTuple
 
-from sbctl.layout import ADOPTING_SUFFIX, SEGMENT_SUFFIX, adopting_path, numbered, segment_name
-from sbctl.limits import MAX_TIME_MS
+from sbctl.core.layout import ADOPTING_SUFFIX, SEGMENT_SUFFIX, adopting_path, numbered, segment_name
+from sbctl.core.limits import MAX_TIME_MS
 from sbctld.storage.files import fsync_dir
 from sbctld.storage.log import ACTIVE_BYTE, PartitionLog, Segment, State
 

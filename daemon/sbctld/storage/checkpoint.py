@@ -20,8 +20,8 @@ from typing import Any
 import crc32c
 import msgspec
 
-from sbctl import layout
-from sbctl.codec import (
+from sbctl.core import layout
+from sbctl.core.records import (
     BATCH_HEADER,
     RECORD_OVERHEAD,
     BatchInfo,

@@ -1,5 +1,5 @@
 """Atomic metadata writes for the data directory, each with a sealed copy (the file names
-are :mod:`sbctl.layout`'s)."""
+are :mod:`sbctl.core.layout`'s)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import crc32c
 
-from sbctl.layout import seal_path, temp_path
+from sbctl.core.layout import seal_path, temp_path
 
 
 def fsync_dir(directory: Path) -> None:

@@ -26,7 +26,7 @@ from typing import NamedTuple
 
 import crc32c
 
-from sbctl.layout import (
+from sbctl.core.layout import (
     JOURNAL_SUFFIX,
     MIRROR_SUFFIX,
     corrupt_path,

@@ -29,14 +29,7 @@ from typing import Any, NamedTuple
 import crc32c
 import msgspec
 
-from sbctl.codec import (
-    RECORD_HEADER,
-    StagedRecord,
-    encode_batch,
-    iter_records,
-    scan_batches,
-)
-from sbctl.layout import (
+from sbctl.core.layout import (
     SEGMENT_SUFFIX,
     corrupt_path,
     journal_name,
@@ -44,7 +37,14 @@ from sbctl.layout import (
     numbered,
     segment_name,
 )
-from sbctl.limits import MAX_TIME_MS
+from sbctl.core.limits import MAX_TIME_MS
+from sbctl.core.records import (
+    RECORD_HEADER,
+    StagedRecord,
+    encode_batch,
+    iter_records,
+    scan_batches,
+)
 from sbctld.storage import checkpoint as ckp
 from sbctld.storage import journal as jnl
 from sbctld.storage.files import fsync_dir, write_all

@@ -21,7 +21,7 @@ import logging
 import os
 from pathlib import Path
 
-from sbctl.errors import QuotaExceeded
+from sbctl.core.errors import QuotaExceeded
 
 RESERVE_BYTES = int(os.environ.get("SBCTLD_RESERVE_BYTES", 4 * 1024 * 1024))
 

@@ -33,8 +33,8 @@ from typing import Any
 
 import msgspec
 
-from sbctl.codec import StagedRecord
-from sbctl.limits import MAX_TIME_MS
+from sbctl.core.limits import MAX_TIME_MS
+from sbctl.core.records import StagedRecord
 from sbctld.storage import journal as jnl
 from sbctld.storage.files import fsync_dir
 from sbctld.storage.log import (

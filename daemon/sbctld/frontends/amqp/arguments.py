@@ -12,7 +12,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from sbctl.errors import BadRequest
+from sbctl.core.errors import BadRequest
 
 MAX_LONG = 2**63 - 1
 

@@ -12,7 +12,7 @@ for AMQP and HTTP).
 
 from __future__ import annotations
 
-from sbctl.sas import DEFAULT_KEY, DEFAULT_KEY_NAME, check_token, make_token, token_problem
+from sbctl.core.sas import DEFAULT_KEY, DEFAULT_KEY_NAME, check_token, make_token, token_problem
 from sbctld.service.keys import Keys
 
 __all__ = ["DEFAULT_KEY", "DEFAULT_KEY_NAME", "Keys", "check_token", "make_token", "token_problem"]

@@ -25,8 +25,8 @@ from __future__ import annotations
 from collections import deque
 from typing import Any, Protocol
 
-from sbctl.amqp import framing
-from sbctl.amqp.types import (
+from sbctl.core.amqp import framing
+from sbctl.core.amqp.types import (
     Array,
     Attach,
     Begin,

@@ -1,10 +1,10 @@
-"""AMQP messages to and from the broker's stored :class:`sbctl.codec.Message`.
+"""AMQP messages to and from the broker's stored :class:`sbctl.core.records.Message`.
 
 What an SDK sends maps onto the stored fields the CLI shows (daemon/README.md §29):
 properties → message_id, correlation_id, subject, content_type, to, reply_to,
 session_id (group-id), reply_to_session_id (reply-to-group-id); header.ttl →
 time_to_live; message annotations x-opt-partition-key and x-opt-scheduled-enqueue-time;
-application properties keep every AMQP primitive type they were sent with (sbctl.typed,
+application properties keep every AMQP primitive type they were sent with (sbctl.core.typed,
 daemon/README.md §1.5), so they come back as sent.
 Message annotations a client set (other than the broker-owned ``x-opt-*`` ones) are stored
 and come back. A body is the concatenated data sections; an amqp-value or amqp-sequence
@@ -21,8 +21,8 @@ from typing import Any
 
 import msgspec
 
-from sbctl.amqp import codec
-from sbctl.amqp.types import (
+from sbctl.core.amqp import codec
+from sbctl.core.amqp.types import (
     Header,
     Int,
     Long,
@@ -33,12 +33,12 @@ from sbctl.amqp.types import (
     UInt,
     ULong,
 )
-from sbctl.codec import Message as Stored
-from sbctl.codec import decode_message as decode_stored
-from sbctl.errors import BadRequest
-from sbctl.messages import json_value
-from sbctl.protocol import Delivered
-from sbctl.typed import LONG_MAX, TYPED
+from sbctl.core.delivered import Delivered
+from sbctl.core.errors import BadRequest
+from sbctl.core.messages import json_value
+from sbctl.core.records import Message as Stored
+from sbctl.core.records import decode_message as decode_stored
+from sbctl.core.typed import LONG_MAX, TYPED
 
 INT32 = (-(2**31), 2**31 - 1)
 UINT_END = 2**32
@@ -73,7 +73,7 @@ def _text(value: Any) -> str | None:
 
 
 def _property(value: Any, what: str = "application property") -> Any:
-    """An AMQP value → the stored value, its AMQP type kept (sbctl.typed): an ``int`` as a
+    """An AMQP value → the stored value, its AMQP type kept (sbctl.core.typed): an ``int`` as a
     plain int, a ``long`` that fits 32 bits as a ``Long``, a timestamp as an aware UTC
     datetime; the other types as the codec decoded them."""
     kind = type(value)
@@ -147,7 +147,8 @@ def _body(msg: codec.Message, fields: dict[str, Any]) -> None:
     fields["body_kind"] = msg.body_kind
     value = msg.body if msg.body_kind == "value" else list(msg.body)
     if msg.body_kind == "value" and isinstance(value, str | bytes):
-        # Stored once: ``body`` is the value, ``body_amqp`` only its constructor (sbctl.codec).
+        # Stored once: ``body`` is the value, ``body_amqp`` only its constructor
+        # (sbctl.core.records).
         fields["body"] = value.encode() if isinstance(value, str) else value
         fields["body_amqp"] = VALUE_STRING if isinstance(value, str) else VALUE_BINARY
         return

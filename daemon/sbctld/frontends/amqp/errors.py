@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from sbctl.errors import MessagingEntityNotFound, SbctlError, ServerBusy, by_code
+from sbctl.core.errors import MessagingEntityNotFound, SbctlError, ServerBusy, by_code
 from sbctld.frontends.statuses import status_of
 
 __all__ = ["CONDITIONS", "condition_of", "status_of"]

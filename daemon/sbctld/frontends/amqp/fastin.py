@@ -25,10 +25,10 @@ import uuid
 from random import getrandbits
 from typing import Any
 
-from sbctl.amqp import codec
-from sbctl.amqp.codec import DECODERS
-from sbctl.amqp.types import Int, Symbol, Timestamp, UInt
-from sbctl.codec import Message as Stored
+from sbctl.core.amqp import codec
+from sbctl.core.amqp.codec import DECODERS
+from sbctl.core.amqp.types import Int, Symbol, Timestamp, UInt
+from sbctl.core.records import Message as Stored
 from sbctld.frontends.amqp import convert
 
 _U32 = struct.Struct(">I").unpack_from

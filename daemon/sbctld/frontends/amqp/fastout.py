@@ -22,10 +22,10 @@ from typing import Any
 
 from msgspec.structs import astuple
 
-from sbctl.amqp.codec import _enc_symbol, _section_map
-from sbctl.codec import Message as Stored
-from sbctl.codec import decode_message as decode_stored
-from sbctl.protocol import Delivered
+from sbctl.core.amqp.codec import _enc_symbol, _section_map
+from sbctl.core.delivered import Delivered
+from sbctl.core.records import Message as Stored
+from sbctl.core.records import decode_message as decode_stored
 from sbctld.frontends.amqp.convert import _NO_ID, MESSAGE_STATE, _to_amqp, from_delivered
 
 _q = struct.Struct(">q")

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from sbctl.errors import SbctlError
+from sbctl.core.errors import SbctlError
 from sbctld.frontends.amqp.errors import condition_of, status_of
 
 if TYPE_CHECKING:

@@ -9,11 +9,11 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from sbctl.amqp import codec
-from sbctl.amqp.types import Array, Timestamp
-from sbctl.errors import BadRequest, InvalidOperation, SbctlError
-from sbctl.operations import deletes_on_receive, redelivers
-from sbctl.protocol import Delivered
+from sbctl.core.amqp import codec
+from sbctl.core.amqp.types import Array, Timestamp
+from sbctl.core.delivered import Delivered
+from sbctl.core.errors import BadRequest, InvalidOperation, SbctlError
+from sbctl.core.operations import deletes_on_receive, redelivers
 from sbctld.frontends.amqp import convert, fastout, rules
 from sbctld.frontends.amqp.arguments import Args, text_of
 from sbctld.frontends.amqp.errors import condition_of, status_of
@@ -142,7 +142,7 @@ def _peek_session(conn: Host, path: str, session: str, start: int, count: int) -
 
 
 def _session_of(d: Any) -> str | None:
-    from sbctl.codec import decode_message
+    from sbctl.core.records import decode_message
 
     return decode_message(d.payload).session_id
 

@@ -15,10 +15,10 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from sbctl.amqp.types import Described, Timestamp, ULong
-from sbctl.errors import BadRequest
-from sbctl.names import parse_entity_path
-from sbctl.typed import plain
+from sbctl.core.amqp.types import Described, Timestamp, ULong
+from sbctl.core.errors import BadRequest
+from sbctl.core.names import parse_entity_path
+from sbctl.core.typed import plain
 from sbctld.frontends.amqp import convert
 from sbctld.frontends.amqp.arguments import Args
 from sbctld.frontends.amqp.arguments import text_of as _text

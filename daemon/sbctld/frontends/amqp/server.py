@@ -24,9 +24,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sbctl import layout
-from sbctl.amqp import codec
-from sbctl.amqp.types import (
+from sbctl.core import layout
+from sbctl.core.amqp import codec
+from sbctl.core.amqp.types import (
     Accepted,
     Error,
     Int,
@@ -36,11 +36,11 @@ from sbctl.amqp.types import (
     Symbol,
     TransactionalState,
 )
-from sbctl.amqp.types import Coordinator as CoordinatorTarget
-from sbctl.errors import SbctlError, ServiceTimeout
-from sbctl.names import entity_key
-from sbctl.operations import deletes_on_receive
-from sbctl.protocol import MAX_RECEIVE
+from sbctl.core.amqp.types import Coordinator as CoordinatorTarget
+from sbctl.core.errors import SbctlError, ServiceTimeout
+from sbctl.core.limits import MAX_RECEIVE
+from sbctl.core.names import entity_key
+from sbctl.core.operations import deletes_on_receive
 from sbctld.frontends.amqp import fastout, management
 from sbctld.frontends.amqp.cbs import token_problem
 from sbctld.frontends.amqp.connection import (
@@ -322,7 +322,7 @@ class AmqpConnection(asyncio.Protocol):
                     and (session_id is None or state.session.session_id == session_id)
                 ):
                     return state.session_token
-        from sbctl.errors import SessionLockLost
+        from sbctl.core.errors import SessionLockLost
 
         raise SessionLockLost(f"this connection holds no lock on session {session_id!r}")
 
@@ -682,7 +682,7 @@ class AmqpFrontend:
             try:
                 reply(await self.ensure(name))
             except OSError as exc:
-                from sbctl.errors import GeneralError
+                from sbctl.core.errors import GeneralError
 
                 answer(GeneralError(f"cannot bind an AMQP port: {exc}"))
 

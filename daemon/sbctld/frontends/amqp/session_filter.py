@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from sbctl.amqp.types import Described, Symbol
-from sbctl.errors import BadRequest
+from sbctl.core.amqp.types import Described, Symbol
+from sbctl.core.errors import BadRequest
 
 SESSION_FILTER = Symbol("com.microsoft:session-filter")
 

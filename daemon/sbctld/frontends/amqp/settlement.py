@@ -13,7 +13,7 @@ from __future__ import annotations
 import struct
 from typing import TYPE_CHECKING, Any
 
-from sbctl.amqp.types import (
+from sbctl.core.amqp.types import (
     Accepted,
     Error,
     Modified,
@@ -21,8 +21,8 @@ from sbctl.amqp.types import (
     Released,
     Symbol,
 )
-from sbctl.errors import SbctlError
-from sbctl.operations import redelivers
+from sbctl.core.errors import SbctlError
+from sbctl.core.operations import redelivers
 from sbctld.frontends.amqp import convert
 from sbctld.frontends.amqp.errors import condition_of
 from sbctld.results import SettleFailed

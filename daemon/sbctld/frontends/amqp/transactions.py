@@ -17,10 +17,10 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from sbctl.amqp import codec
-from sbctl.amqp.types import Declare, Declared, Discharge, Error, Rejected, Symbol
-from sbctl.codec import Message as Stored
-from sbctl.errors import SbctlError
+from sbctl.core.amqp import codec
+from sbctl.core.amqp.types import Declare, Declared, Discharge, Error, Rejected, Symbol
+from sbctl.core.errors import SbctlError
+from sbctl.core.records import Message as Stored
 
 if TYPE_CHECKING:
     from sbctld.frontends.amqp.connection import Delivery, Link
@@ -114,6 +114,6 @@ class Coordinator:
 
 
 def codec_accepted() -> Any:
-    from sbctl.amqp.types import Accepted
+    from sbctl.core.amqp.types import Accepted
 
     return Accepted()

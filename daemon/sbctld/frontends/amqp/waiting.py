@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-from sbctl.errors import SbctlError
+from sbctl.core.errors import SbctlError
 from sbctld.frontends.amqp.connection import Link
 from sbctld.service import DelayedOperation
 

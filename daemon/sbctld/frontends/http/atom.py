@@ -17,8 +17,8 @@ import xml.etree.ElementTree as ET
 from typing import Any, NamedTuple
 from xml.sax.saxutils import escape, quoteattr
 
-from sbctl.durations import format_duration_iso, format_instant, parse_duration_ms
-from sbctl.errors import BadRequest
+from sbctl.core.durations import format_duration_iso, format_instant, parse_duration_ms
+from sbctl.core.errors import BadRequest
 from sbctld.results import NamespaceInfo, QueueInfo, RuleInfo, SubscriptionInfo, TopicInfo
 
 ATOM = "http://www.w3.org/2005/Atom"

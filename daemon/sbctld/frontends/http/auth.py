@@ -1,7 +1,7 @@
 """SharedAccessSignature checks for HTTP requests (daemon/README.md §30).
 
 The signature itself is checked by the same function as the AMQP endpoint's ``$cbs``
-node (:func:`sbctl.sas.check_token`: key name, HMAC-SHA256 over the ``sr``
+node (:func:`sbctl.core.sas.check_token`: key name, HMAC-SHA256 over the ``sr``
 exactly as the client sent it, ``se`` not past). Over HTTP the token must also cover the
 resource requested: its ``sr`` (scheme ignored) names the same host and a path that is the
 request's path or a prefix of it at a ``/`` boundary (``localhost``, ``127.0.0.1`` and ``::1``
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from urllib.parse import unquote_plus, urlsplit
 
-from sbctl.sas import check_token, make_token
+from sbctl.core.sas import check_token, make_token
 
 __all__ = ["check_request", "make_token"]
 

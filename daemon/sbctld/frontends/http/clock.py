@@ -12,14 +12,14 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from sbctl.durations import (
+from sbctl.core.durations import (
     format_duration_iso,
     format_instant,
     parse_absolute_instant_ms,
     parse_duration_ms,
 )
-from sbctl.errors import BadRequest, SbctlError
-from sbctl.names import entity_key
+from sbctl.core.errors import BadRequest, SbctlError
+from sbctl.core.names import entity_key
 from sbctld.frontends.http.request import Request, Respond
 from sbctld.frontends.statuses import status_of
 from sbctld.results import ClockInfo

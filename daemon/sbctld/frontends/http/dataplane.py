@@ -24,12 +24,12 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from sbctl.codec import Message, decode_message
-from sbctl.durations import MAX_TIMESPAN_MS, parse_instant_ms
-from sbctl.errors import BadRequest, SbctlError
-from sbctl.operations import redelivers
-from sbctl.protocol import Delivered
-from sbctl.typed import TYPED, to_json
+from sbctl.core.delivered import Delivered
+from sbctl.core.durations import MAX_TIMESPAN_MS, parse_instant_ms
+from sbctl.core.errors import BadRequest, SbctlError
+from sbctl.core.operations import redelivers
+from sbctl.core.records import Message, decode_message
+from sbctl.core.typed import TYPED, to_json
 from sbctld.frontends.http.management import MethodNotAllowed, error, fail
 from sbctld.frontends.http.request import Request, Respond
 from sbctld.results import LockRenewed, SettleFailed

@@ -16,8 +16,8 @@ import time
 from typing import TYPE_CHECKING
 from urllib.parse import urlencode
 
-from sbctl.durations import format_instant
-from sbctl.errors import (
+from sbctl.core.durations import format_instant
+from sbctl.core.errors import (
     BadRequest,
     InvalidOperation,
     MessagingEntityNotFound,

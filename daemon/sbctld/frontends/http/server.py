@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import h11
 
-from sbctl import __version__
+from sbctl.core import __version__
 from sbctld.frontends.http import auth, clock, sniff, websocket
 from sbctld.frontends.http.dataplane import DataPlane
 from sbctld.frontends.http.explorer import Explorer, wants_page

@@ -18,8 +18,8 @@ from typing import Any
 
 import msgspec
 
-from sbctl import layout
-from sbctl.errors import SbctlError
+from sbctl.core import layout
+from sbctl.core.errors import SbctlError
 from sbctld.results import RuleInfo
 
 Restore = Callable[[str, str, str, RuleInfo], Any]

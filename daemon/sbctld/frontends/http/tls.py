@@ -21,7 +21,7 @@ import ssl
 from pathlib import Path
 from typing import Any
 
-from sbctl.certs import cert_paths, ensure_certificate
+from sbctl.core.certs import cert_paths, ensure_certificate
 
 __all__ = [
     "TlsError",

@@ -14,9 +14,9 @@ import socket
 import struct
 from typing import Any, Protocol, cast
 
-from sbctl.errors import BadRequest, SbctlError
-from sbctl.protocol import LENGTH, MAX_REQUEST_BYTES, encode_reply
-from sbctl.wire_errors import error_to_wire
+from sbctl.core.errors import BadRequest, SbctlError
+from sbctl.core.protocol import LENGTH, MAX_REQUEST_BYTES, encode_reply
+from sbctl.core.wire_errors import error_to_wire
 from sbctld.frontends.unix.present import present
 from sbctld.service import DelayedOperation, Service
 

@@ -1,6 +1,6 @@
 """The Unix socket's operations: decoded arguments in, the result out.
 
-Each ``op_<name>`` serves the operation ``<name>`` declared in :mod:`sbctl.operations`: it
+Each ``op_<name>`` serves the operation ``<name>`` declared in :mod:`sbctl.core.operations`: it
 calls the service and the broker through their public methods and returns the result. Whether
 the answer waits for durability, and which entities it woke (their parked requests, on any
 front-end, are completed after it), is the declaration's, applied by :meth:`answer`.
@@ -18,11 +18,12 @@ from typing import Any
 
 from msgspec import UNSET
 
-from sbctl import __version__
-from sbctl.errors import BadRequest, GeneralError, InvalidOperation, SbctlError, ServiceTimeout
-from sbctl.names import entity_key
-from sbctl.operations import OPERATIONS, Operation
-from sbctl.protocol import Delivered, Receive
+from sbctl.core import __version__
+from sbctl.core.delivered import Delivered
+from sbctl.core.errors import BadRequest, GeneralError, InvalidOperation, SbctlError, ServiceTimeout
+from sbctl.core.names import entity_key
+from sbctl.core.operations import OPERATIONS, Operation
+from sbctl.core.protocol import Receive
 from sbctld import loads
 from sbctld.broker import Broker
 from sbctld.frontends.unix.connection import Connection

@@ -19,9 +19,9 @@ from typing import Any
 
 import msgspec
 
-from sbctl.durations import format_duration_iso, format_instant
-from sbctl.errors import SbctlError
-from sbctl.wire_errors import error_to_wire
+from sbctl.core.durations import format_duration_iso, format_instant
+from sbctl.core.errors import SbctlError
+from sbctl.core.wire_errors import error_to_wire
 from sbctld.results import EntityOverview, Result
 
 # One step per field: (attribute, wire name, how its value is shown).
@@ -40,7 +40,7 @@ def present(result: Any) -> Any:
 
 def _show(value: Any) -> Any:
     """A field's value: results in it presented, an error in its wire form
-    (sbctl.wire_errors), anything else as it is."""
+    (sbctl.core.wire_errors), anything else as it is."""
     if isinstance(value, Result):
         return _struct(value)
     if type(value) is list:

@@ -1,12 +1,12 @@
-"""The Unix-socket front-end: the daemon's own protocol (sbctl.protocol), for the CLI and
+"""The Unix-socket front-end: the daemon's own protocol (sbctl.core.protocol), for the CLI and
 the Python client.
 
 A thin layer over the service (sbctld.service): decode a request, call its handler
 (sbctld.frontends.unix.ops), encode the reply. Whether the reply waits for durability and
-what it wakes is the operation's declaration (sbctl.operations); the durable
+what it wakes is the operation's declaration (sbctl.core.operations); the durable
 acknowledgement, the slow-store delay and the wake-ups themselves are the service's. Errors
-are answered in the Unix wire form (``sbctl.wire_errors.error_to_wire``); an unexpected exception is
-logged and answered as an internal error, never kills the daemon.
+are answered in the Unix wire form (``sbctl.core.wire_errors.error_to_wire``); an unexpected
+exception is logged and answered as an internal error, never kills the daemon.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
-from sbctl.errors import GeneralError, SbctlError
-from sbctl.operations import OPERATIONS, decode_args
-from sbctl.protocol import decode_envelope
+from sbctl.core.errors import GeneralError, SbctlError
+from sbctl.core.operations import OPERATIONS, decode_args
+from sbctl.core.protocol import decode_envelope
 from sbctld.frontends.unix.connection import Connection
 from sbctld.frontends.unix.ops import LATER, Operations
 from sbctld.service import OperationCall, Service
@@ -147,7 +147,7 @@ class Proxied:
 
 
 def handlers(ops: Operations) -> dict[str, Callable[[Connection, int, Any], Any]]:
-    """``op_<name>`` for every declared operation (sbctl.operations); a declared operation
+    """``op_<name>`` for every declared operation (sbctl.core.operations); a declared operation
     without a handler, or a handler without a declaration, is refused at start."""
     found = {name[3:] for name in dir(ops) if name.startswith("op_")}
     if found != set(OPERATIONS):

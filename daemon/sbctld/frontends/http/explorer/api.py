@@ -1,13 +1,13 @@
 """The explorer's JSON API: ``POST /explorer/api/op/<name>`` runs one service operation.
 
-The operations are the Unix socket's (:mod:`sbctl.operations`), run by its front-end's
+The operations are the Unix socket's (:mod:`sbctl.core.operations`), run by its front-end's
 handlers through the service's provider ``"operation"`` (front-ends never import each
 other): the same arguments (as a JSON object), the same durability (answered once durable
 when the declaration says so), the same wake-ups of parked receives and the same errors.
 What differs from the socket is only the encoding:
 
 - ``send`` takes its ``messages`` as the JSON Lines objects of ``sbctl send --input``
-  (:func:`sbctl.messages.message_from_json`: ``body``, ``content_type``, ``message_id``,
+  (:func:`sbctl.core.messages.message_from_json`: ``body``, ``content_type``, ``message_id``,
   ``session_id``, ``partition_key``, ``scheduled_enqueue_time_utc``, typed
   ``application_properties``...); ``settle``'s ``properties`` are typed the same way;
 - peeked and received messages come back as ``sbctl peek -o json`` prints them, plus
@@ -29,11 +29,11 @@ from typing import Any
 
 import msgspec
 
-from sbctl.codec import encode_message
-from sbctl.errors import BadRequest, GeneralError, InvalidOperation, SbctlError
-from sbctl.messages import ReceivedMessage, check_properties, json_value, message_from_json
-from sbctl.operations import OPERATIONS
-from sbctl.protocol import Delivered
+from sbctl.core.delivered import Delivered
+from sbctl.core.errors import BadRequest, GeneralError, InvalidOperation, SbctlError
+from sbctl.core.messages import ReceivedMessage, check_properties, json_value, message_from_json
+from sbctl.core.operations import OPERATIONS
+from sbctl.core.records import encode_message
 from sbctld.frontends.http.request import Respond
 from sbctld.frontends.statuses import status_of
 from sbctld.pairing import SenderId

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from sbctl import layout
+from sbctl.core import layout
 from sbctld.frontends.http import auth
 from sbctld.frontends.http.request import Request
 

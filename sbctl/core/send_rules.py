@@ -5,7 +5,7 @@ One copy, used by both sides: :meth:`sbctld.queue.Queue.send` (and a paired prim
 diverts a message) and :mod:`sbctl.spark.stage`, which runs in Spark's Python workers and so
 imports neither the daemon nor pyspark. Rules this module keeps:
 
-- each check raises the catalogue's error (:mod:`sbctl.errors`) with the text a sender sees;
+- each check raises the catalogue's error (:mod:`sbctl.core.errors`) with the text a sender sees;
   the loader writes that text as the row's reject reason, so a row is refused for exactly
   what a send of the same message would be;
 - the checks run in one order (:func:`check_message`: :func:`check_fields`, then
@@ -17,17 +17,17 @@ imports neither the daemon nor pyspark. Rules this module keeps:
 
 from __future__ import annotations
 
-from sbctl.codec import STRING_FIELDS, Message
-from sbctl.durations import MAX_TIMESPAN_MS
-from sbctl.errors import BadRequest, InvalidOperation, MessageSizeExceeded
-from sbctl.limits import (
+from sbctl.core.durations import MAX_TIMESPAN_MS
+from sbctl.core.errors import BadRequest, InvalidOperation, MessageSizeExceeded
+from sbctl.core.limits import (
     MAX_HEADER_BYTES,
     MAX_ID_LENGTH,
     MAX_PROPERTY_BYTES,
     MAX_TIME_MS,
     SESSION_REQUIRED,
 )
-from sbctl.partitioning import partition_key_of
+from sbctl.core.partitioning import partition_key_of
+from sbctl.core.records import STRING_FIELDS, Message
 
 # The id fields limited to MAX_ID_LENGTH characters (daemon/README.md §1.3, §14.4).
 ID_FIELDS = ("session_id", "partition_key", "reply_to_session_id")
@@ -87,7 +87,7 @@ def check_encoded(m: Message, size: int, duplicate_detection: bool) -> str | Non
 def message_size(m: Message, size: int) -> int:
     """The size Service Bus counts of a message whose record is ``size`` bytes: the record
     less the text or JSON stored beside an AMQP-encoded body (amqp-value, amqp-sequence;
-    sbctl.codec), which the message does not carry."""
+    sbctl.core.records), which the message does not carry."""
     amqp = m.body_amqp
     return size if amqp is None or len(amqp) < 2 else size - len(m.body)
 

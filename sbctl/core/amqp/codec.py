@@ -16,9 +16,9 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from sbctl.amqp.constructors import ELEMENT_NAMES as _ELEMENT_NAMES
-from sbctl.amqp.generated import composite_encoder
-from sbctl.amqp.types import (
+from sbctl.core.amqp.constructors import ELEMENT_NAMES as _ELEMENT_NAMES
+from sbctl.core.amqp.generated import composite_encoder
+from sbctl.core.amqp.types import (
     COMPOSITES,
     Array,
     Byte,

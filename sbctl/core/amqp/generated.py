@@ -12,7 +12,7 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
-from sbctl.amqp.types import WRAP, Composite, _fields, _symbols
+from sbctl.core.amqp.types import WRAP, Composite, _fields, _symbols
 
 Encoder = Callable[[Any, bytearray], None]
 

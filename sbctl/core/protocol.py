@@ -4,13 +4,13 @@ Framing: each frame is a 4-byte little-endian length followed by that many bytes
 MessagePack. The receiver checks the length against its limit *before* reading the body.
 
 Request: ``[v, id, op, args]``; reply: ``[id, ok, result]`` where ``result`` is the op's
-result when ``ok`` and ``{"code", "message", "retry_after"?}`` otherwise (sbctl.errors).
+result when ``ok`` and ``{"code", "message", "retry_after"?}`` otherwise (sbctl.core.errors).
 Requests may be pipelined on one connection; replies carry the request id and may come
 back in any order (a long-poll receive answers late).
 
 Every op's arguments are a typed Struct below; which op takes which, and what each op is
 (durable, what it wakes, how the client reads it), is declared once in
-:mod:`sbctl.operations`, which also decodes them. Decoding is strict, so a malformed request
+:mod:`sbctl.core.operations`, which also decodes them. Decoding is strict, so a malformed request
 becomes a BadRequest naming the field, never a traceback. Bodies travel as raw bytes.
 """
 
@@ -21,16 +21,14 @@ from typing import Any
 
 import msgspec
 
-from sbctl.codec import Message, tagged
-from sbctl.errors import BadRequest
-from sbctl.typed import TYPED, plain
+from sbctl.core.errors import BadRequest
+from sbctl.core.records import Message, tagged
+from sbctl.core.typed import TYPED, plain
 
 PROTOCOL_VERSION = 1
 LENGTH = struct.Struct("<I")
 MAX_REQUEST_BYTES = 16 * 1024 * 1024
 MAX_REPLY_BYTES = 1024 * 1024 * 1024
-MAX_PEEK = 250  # daemon/README.md §13.2
-MAX_RECEIVE = 5000
 
 
 class Request(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
@@ -331,21 +329,6 @@ class ClockSet(_Args):
     at_ms: int
 
 
-class Delivered(msgspec.Struct, array_like=True):
-    """A peeked or received message as it travels back to the client."""
-
-    sequence_number: int
-    enqueued_time_ms: int
-    delivery_count: int
-    lock_token: str | None
-    locked_until_ms: int | None
-    expires_at_ms: int
-    partition_id: int | None
-    state: int
-    payload: msgspec.Raw
-    changes: dict[str, Any] | None = None
-
-
 def _plain_value(value: Any) -> Any:
     """A typed property value outside a record (settlement property changes) as its plain
     value: the protocol carries those untyped (daemon/README.md §1.5)."""
@@ -369,7 +352,7 @@ def encode_request(req_id: int, op: str, args: msgspec.Struct) -> bytes:
     if messages and any(
         isinstance(m, Message) and (m.application_properties or m.message_annotations)
         for m in messages
-    ):  # UUID values travel as their extension, exactly as stored (sbctl.codec)
+    ):  # UUID values travel as their extension, exactly as stored (sbctl.core.records)
         args = msgspec.structs.replace(
             args, messages=[tagged(m) if isinstance(m, Message) else m for m in messages]
         )

@@ -1,7 +1,7 @@
 """The operations of the Unix-socket protocol, each declared once.
 
 One :class:`Operation` per operation, in the manner of Kafka's RPC declarations (one entry
-per request, with its "about"): its name, its arguments (a Struct of :mod:`sbctl.protocol`),
+per request, with its "about"): its name, its arguments (a Struct of :mod:`sbctl.core.protocol`),
 whether its answer waits until what it wrote is on disk, which entities it wakes, how the
 client reads its result, and one line about it. Both sides are driven by this table:
 
@@ -10,7 +10,7 @@ client reads its result, and one line about it. Both sides are driven by this ta
   declaration says so, and then wakes what the declaration names;
 - the client (:mod:`sbctl.client`) builds a request with :meth:`Operation.call` and reads
   the answer with the declaration's reader;
-- ``python -m sbctl.operations`` prints the table as Markdown (sbctl/PROTOCOL.md).
+- ``python -m sbctl.core.operations`` prints the table as Markdown (sbctl/core/PROTOCOL.md).
 
 Rules kept here: the wire format is the arguments' Structs and the results the daemon sends;
 nothing here changes it. ``durable`` and ``wakes`` see the decoded arguments (and ``wakes``
@@ -26,13 +26,13 @@ from typing import Any
 
 import msgspec
 
-from sbctl.errors import BadRequest
-from sbctl.messages import ReceivedMessage
-from sbctl.protocol import (
+from sbctl.core.delivered import Delivered
+from sbctl.core.errors import BadRequest
+from sbctl.core.messages import ReceivedMessage
+from sbctl.core.protocol import (
     PROTOCOL_VERSION,
     ClockAdvance,
     ClockSet,
-    Delivered,
     Empty,
     EntityCreate,
     EntityPath,
@@ -89,8 +89,8 @@ def plain(raw: msgspec.Raw) -> Any:
 
 
 def delivered(raw: msgspec.Raw) -> list[ReceivedMessage]:
-    """Peeked or received messages (:class:`sbctl.protocol.Delivered`) as the client's
-    :class:`sbctl.messages.ReceivedMessage`."""
+    """Peeked or received messages (:class:`sbctl.core.delivered.Delivered`) as the client's
+    :class:`sbctl.core.messages.ReceivedMessage`."""
     return [ReceivedMessage.from_wire(d) for d in decode_result(raw, list[Delivered])]
 
 
@@ -479,14 +479,14 @@ def _first_sentence(fn: Callable[..., Any]) -> str:
 
 
 def reference() -> str:
-    """The table as Markdown: one row per operation (``python -m sbctl.operations``)."""
+    """The table as Markdown: one row per operation (``python -m sbctl.core.operations``)."""
     lines = [
         "# The Unix-socket protocol's operations",
         "",
-        "Generated from `sbctl/operations.py` by `python -m sbctl.operations --write`; do not",
-        "edit. Framing and envelopes: `sbctl/protocol.py`. *Durable*: answered once what the",
-        "request wrote is on disk. *Wakes*: requests parked on what it writes are completed",
-        "after it.",
+        "Generated from `sbctl/core/operations.py` by `python -m sbctl.core.operations --write`;",
+        "do not edit. Framing and envelopes: `sbctl/core/protocol.py`. *Durable*: answered once",
+        "what the request wrote is on disk. *Wakes*: requests parked on what it writes are",
+        "completed after it.",
         "",
         "| Operation | Arguments | Durable | Wakes | About |",
         "| --- | --- | --- | --- | --- |",

@@ -2,7 +2,7 @@
 
 Service Bus keeps every AMQP primitive type a sender gives an application property or a
 message annotation (daemon/README.md §1.5). sbctl holds the ones Python's plain values
-cannot say as the classes of :mod:`sbctl.amqp.types`: ``UByte``, ``UShort``, ``UInt``,
+cannot say as the classes of :mod:`sbctl.core.amqp.types`: ``UByte``, ``UShort``, ``UInt``,
 ``ULong``, ``Byte``, ``Short``, ``Long``, ``Float`` (32-bit), ``Char``, ``Symbol`` and
 ``Decimal32``/``Decimal64``/``Decimal128`` (their IEEE 754 bytes, kept opaque). The plain
 values keep their meaning: ``str`` is a string, ``bool`` a boolean, ``float`` a double,
@@ -25,8 +25,8 @@ import struct
 from datetime import UTC, datetime
 from typing import Any
 
-from sbctl.amqp import codec as amqp
-from sbctl.amqp.types import (
+from sbctl.core.amqp import codec as amqp
+from sbctl.core.amqp.types import (
     Byte,
     Char,
     Decimal32,

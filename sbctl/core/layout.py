@@ -16,7 +16,7 @@ The tree (``<20>`` is a 20-digit zero-padded number, so that a plain sort is num
     ├── sbctld.lock              ownership: an exclusive flock (sbctld.ownership)
     ├── sbctld.pid               the owner's pid, for messages
     ├── sbctld.log               the daemon's log
-    ├── sbctld.sock              the Unix socket, when its path fits (sbctl.paths)
+    ├── sbctld.sock              the Unix socket, when its path fits (sbctl.core.paths)
     ├── reserve.bin              space kept for settling on a full disk (sbctld.storage.space)
     ├── spark.log, spark.log.1   the JVM's output during `sbctl spark-load` (and the one before)
     ├── staging/                 Spark staging (sbctl.spark): load-<id>/p<NN>/t<task>-<k>.sbb,

@@ -28,7 +28,7 @@ The tree::
 
 This module is the catalogue only. Each side maps errors to its own form: the CLI to exit
 statuses (:mod:`sbctl.cli.exit_codes`), the Unix protocol to a map
-(:mod:`sbctl.wire_errors`), the AMQP and HTTP front-ends to their protocols' conditions and
+(:mod:`sbctl.core.wire_errors`), the AMQP and HTTP front-ends to their protocols' conditions and
 status codes. Nothing else should branch on codes except the client's retry policy, which
 reads ``transient`` and ``retry_after`` only.
 """

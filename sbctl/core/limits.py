@@ -26,3 +26,5 @@ SESSION_REQUIRED = (
 MAX_SUBSCRIPTIONS = 2_000  # per topic (daemon/README.md §14)
 MAX_SQL_FILTERS = 2_000  # per topic (daemon/README.md §10.9, §14.5)
 MAX_CORRELATION_FILTERS = 100_000  # per topic (daemon/README.md §10.9, §14.5)
+MAX_PEEK = 250  # messages per peek request (daemon/README.md §13.2)
+MAX_RECEIVE = 5000  # messages per receive request

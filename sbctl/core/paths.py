@@ -4,7 +4,7 @@
   (``~/.local/share/sbctl``);
 - socket: ``--socket``, else ``$SBCTL_SOCKET``, else the socket in the data dir when that
   path fits a Unix socket address, else one in ``$XDG_RUNTIME_DIR`` (or the temp dir) named
-  after the uid and a hash of the data dir (the names: :mod:`sbctl.layout`).
+  after the uid and a hash of the data dir (the names: :mod:`sbctl.core.layout`).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import os
 import tempfile
 from pathlib import Path
 
-from sbctl import layout
-from sbctl.errors import BadRequest
+from sbctl.core import layout
+from sbctl.core.errors import BadRequest
 
 MAX_SOCKET_PATH = 107  # sizeof(sockaddr_un.sun_path) - 1 on Linux
 

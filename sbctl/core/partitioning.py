@@ -14,8 +14,8 @@ from typing import Final
 
 import xxhash
 
-from sbctl.errors import InvalidOperation
-from sbctl.names import display_value
+from sbctl.core.errors import InvalidOperation
+from sbctl.core.names import display_value
 
 PARTITION_SEED: Final = 42  # Spark's xxhash64 seed
 STANDARD_PARTITION_COUNT: Final = 16  # Basic/Standard partitioned entities, daemon/README.md §0.1.2

@@ -1,6 +1,6 @@
 """An error as data: the form the Unix protocol sends.
 
-An :class:`~sbctl.errors.SbctlError` travels as a map ``{"code", "message"}`` plus
+An :class:`~sbctl.core.errors.SbctlError` travels as a map ``{"code", "message"}`` plus
 ``"error_number"`` (when the error has an Azure error number) and ``"retry_after"`` (seconds,
 when the error names one). The Unix front-end answers a failed request with it and shows a
 lock token's failed settlement (``sbctld.results.SettleFailed``, which holds the error
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sbctl.errors import CATALOGUE, GeneralError, SbctlError
+from sbctl.core.errors import CATALOGUE, GeneralError, SbctlError
 
 
 def error_to_wire(err: SbctlError) -> dict[str, Any]:

@@ -1,5 +1,5 @@
 """The element type an array's element constructor names (AMQP 1.0 §1.6.25), as
-:class:`sbctl.amqp.types.Array` keeps it: the compact forms name their full type."""
+:class:`sbctl.core.amqp.types.Array` keeps it: the compact forms name their full type."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ This module is the one source of truth for what a name may be (daemon/README.md 
 folder of the data directory, and how an address such as ``t/subscriptions/s/$deadletterqueue``
 is parsed (daemon/README.md §4.2, §25).
 
-Every refusal is a :class:`~sbctl.errors.BadRequest` whose one-line message names the value,
+Every refusal is a :class:`~sbctl.core.errors.BadRequest` whose one-line message names the value,
 escaped with :func:`display_value` so that control characters never reach a terminal raw,
 and the rule it broke.
 """
@@ -18,7 +18,7 @@ from typing import Final, Literal
 
 import xxhash
 
-from sbctl.errors import BadRequest
+from sbctl.core.errors import BadRequest
 
 SubQueue = Literal["", "deadletter", "transfer-deadletter"]
 

@@ -14,8 +14,8 @@ import struct
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
-from sbctl.amqp.codec import DecodeError, _enc_composite, decode
-from sbctl.amqp.types import Composite, Transfer
+from sbctl.core.amqp.codec import DecodeError, _enc_composite, decode
+from sbctl.core.amqp.types import Composite, Transfer
 
 FRAME_HEADER = struct.Struct(">IBBH")
 HEADER_SIZE = 8

@@ -41,8 +41,8 @@ from typing import Any, NamedTuple
 import crc32c
 import msgspec
 
-from sbctl.amqp.types import Int, Timestamp
-from sbctl.typed import TYPED, from_bytes, stored, to_bytes
+from sbctl.core.amqp.types import Int, Timestamp
+from sbctl.core.typed import TYPED, from_bytes, stored, to_bytes
 
 MAGIC = 1
 BATCH_HEADER = struct.Struct("<QqII")  # base_seq, base_time_ms, length, crc
@@ -57,7 +57,7 @@ MAX_BATCH_BYTES = 64 * 1024 * 1024
 # An application property value (daemon/README.md §1.5). The plain JSON-like values are stored as
 # themselves; a timestamp (an aware datetime) as MessagePack's timestamp extension (-1), bytes as
 # MessagePack bin, a UUID as extension UUID_EXT with its 16 bytes, and the AMQP types plain
-# Python values cannot tell apart (sbctl.typed: Long, Short, Symbol, ...) as extension
+# Python values cannot tell apart (sbctl.core.typed: Long, Short, Symbol, ...) as extension
 # AMQP_EXT holding the value's AMQP encoding (record version 3). Records written before typed
 # values existed hold plain values only and decode unchanged.
 # (msgspec cannot type-check such a union, so the record holds ``Any`` and decode_message
@@ -93,7 +93,7 @@ class Message(msgspec.Struct, array_like=True, omit_defaults=True, forbid_unknow
     field's default. Fields 0-15 are version 1 (the first release, 16 elements); 16-18
     (``message_annotations``, ``body_kind``, ``body_amqp``) are version 2 (19 elements).
     Version 3 adds no field but two value forms: property and annotation values of the
-    AMQP types in :mod:`sbctl.typed` (MessagePack extension ``AMQP_EXT``), and a
+    AMQP types in :mod:`sbctl.core.typed` (MessagePack extension ``AMQP_EXT``), and a
     ``body_amqp`` of one byte, the constructor of a string (0xA1) or binary (0xA0) value,
     meaning "the value is ``body``" (so a string or binary amqp-value body is stored once).
     A release refuses records longer than it knows (``forbid_unknown_fields``): data dirs

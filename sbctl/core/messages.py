@@ -16,12 +16,11 @@ from typing import Any, TypeAlias
 
 import msgspec
 
-from sbctl import typed
-from sbctl.codec import STRING_FIELDS, Message, PropertyValue, decode_message
-from sbctl.convert import instant_ms
-from sbctl.durations import format_instant, parse_duration_ms, parse_instant_ms
-from sbctl.errors import BadRequest
-from sbctl.protocol import Delivered
+from sbctl.core import typed
+from sbctl.core.delivered import Delivered
+from sbctl.core.durations import format_instant, instant_ms, parse_duration_ms, parse_instant_ms
+from sbctl.core.errors import BadRequest
+from sbctl.core.records import STRING_FIELDS, Message, PropertyValue, decode_message
 
 _PLAIN = frozenset((str, int, float, bool, type(None)))
 STATE_NAMES = {1: "active", 2: "deferred", 3: "scheduled", 4: "deadlettered", 5: "deadlettered"}
@@ -83,8 +82,8 @@ TYPED_NAMES = ("timestamp", "uuid", "binary", *typed.NAMES)
 def check_properties(props: Any) -> dict[str, PropertyValue]:
     """Application properties from JSON or Python: plain values as they are, a typed value
     as ``{"$type": NAME, "value": ...}`` (what ``to_dict`` writes; NAME ``timestamp``,
-    ``uuid``, ``binary`` or an AMQP type, see :mod:`sbctl.typed`) or as a datetime, UUID,
-    bytes or one of :mod:`sbctl.amqp.types`' classes."""
+    ``uuid``, ``binary`` or an AMQP type, see :mod:`sbctl.core.typed`) or as a datetime, UUID,
+    bytes or one of :mod:`sbctl.core.amqp.types`' classes."""
     if not isinstance(props, dict):
         raise BadRequest("application_properties must be a JSON object")
     out: dict[str, PropertyValue] = {}
@@ -139,7 +138,7 @@ def _typed_value(key: str, kind: Any, raw: Any) -> PropertyValue:
 def json_value(value: Any) -> Any:
     """A property or annotation value for JSON output: typed values as
     ``{"$type": ..., "value": ...}`` (a timestamp in ISO 8601 UTC, a UUID canonical, binary
-    base64, the AMQP types as :func:`sbctl.typed.to_json` shows them), plain values as
+    base64, the AMQP types as :func:`sbctl.core.typed.to_json` shows them), plain values as
     they are."""
     kind = type(value)
     if value is None or kind in (str, int, float, bool):
@@ -387,19 +386,6 @@ def _utc(ms: int) -> datetime:
 
 def _text(value: PropertyValue) -> str | None:
     return None if value is None else str(value)
-
-
-def lock_token_for(public_seq: int, nonce: int) -> str:
-    """A GUID-shaped lock token that carries the message it locks (see broker locks)."""
-    return str(uuid.UUID(bytes=public_seq.to_bytes(8, "big") + nonce.to_bytes(8, "big")))
-
-
-def parse_lock_token(token: str) -> tuple[int, int]:
-    try:
-        raw = uuid.UUID(token).bytes
-    except (ValueError, AttributeError, TypeError):
-        raise BadRequest(f"invalid lock token {token!r}: expected a GUID") from None
-    return int.from_bytes(raw[:8], "big"), int.from_bytes(raw[8:], "big")
 
 
 # What the clients' settle calls take: lock tokens or received messages, one or a sequence.

@@ -16,7 +16,7 @@ import ipaddress
 import os
 from pathlib import Path
 
-from sbctl import layout
+from sbctl.core import layout
 
 VALID_DAYS = 3650
 

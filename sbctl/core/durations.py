@@ -15,10 +15,10 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal, localcontext
-from typing import Final
+from typing import Any, Final
 
-from sbctl.errors import BadRequest
-from sbctl.names import display_value
+from sbctl.core.errors import BadRequest
+from sbctl.core.names import display_value
 
 MS_PER_SECOND: Final = 1_000
 MS_PER_MINUTE: Final = 60 * MS_PER_SECOND
@@ -191,3 +191,15 @@ def format_instant(ms: int) -> str:
     clamped = min(max(ms, MIN_INSTANT_MS), MAX_INSTANT_MS)
     moment = _EPOCH + timedelta(milliseconds=clamped)
     return moment.isoformat(timespec="milliseconds") + "Z"
+
+
+def instant_ms(value: Any, name: str = "time") -> int:
+    """Epoch milliseconds from an int (already epoch milliseconds) or a datetime (naive:
+    UTC)."""
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=UTC)
+        return round(value.timestamp() * 1000)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    raise BadRequest(f"{name} must be epoch milliseconds (int) or a datetime, not {value!r}")
