@@ -33,6 +33,7 @@ from sbctl.core.protocol import (
     PROTOCOL_VERSION,
     ClockAdvance,
     ClockSet,
+    DeleteMessages,
     Empty,
     EntityCreate,
     EntityPath,
@@ -121,7 +122,7 @@ def _field(result: Any, name: str) -> Any:
 
 
 def _the_entity(a: Any, _result: Any) -> Sequence[Wake]:
-    """The entity."""
+    """The entity (what it sent, or the session it freed, is there for a parked request)."""
     return ((a.namespace, a.entity),)
 
 
@@ -381,7 +382,12 @@ _DECLARED = (
         "Lock a session (or the next one with messages): its id, lock token and lock expiry.",
     ),
     Operation("session_renew", SessionToken, "Renew a session's lock."),
-    Operation("session_close", SessionToken, "Release a session's lock."),
+    Operation(
+        "session_close",
+        SessionToken,
+        "Release a session's lock.",
+        wakes=_the_entity,
+    ),
     Operation("session_list", EntityPath, "The sessions of an entity that hold messages or state."),
     Operation("session_get_state", SessionRef, "A session's state.", reads=session_state),
     Operation(
@@ -395,6 +401,13 @@ _DECLARED = (
         "cancel_scheduled",
         SequenceNumbers,
         "Cancel scheduled messages by sequence number.",
+        durable=True,
+    ),
+    Operation(
+        "delete_messages",
+        DeleteMessages,
+        "Delete the oldest unlocked messages (of a session, enqueued before an instant) "
+        "without receiving them.",
         durable=True,
     ),
     Operation(
