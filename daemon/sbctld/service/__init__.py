@@ -9,7 +9,7 @@ so that they need not import the domain).
 
 from sbctld.pairing import SenderId
 from sbctld.service.commit import Committer
-from sbctld.service.core import Service
+from sbctld.service.core import Service, Step
 from sbctld.service.operations import Reply, Request
 from sbctld.service.purgatory import DelayedOperation, Purgatory
 
@@ -21,4 +21,5 @@ __all__ = [
     "Request",
     "SenderId",
     "Service",
+    "Step",
 ]

@@ -180,7 +180,7 @@ class Service:
             result = self._handlers[name](args, Call(op, args, noop, sender))
             if result is LATER:
                 raise GeneralError(f"{name} cannot wait inside another request")
-            durable = durable or op.is_durable(args)
+            durable = durable or op.is_durable(args, result)
             wakes.extend(op.woken(args, result))
             return result
 
@@ -211,7 +211,7 @@ class Service:
         def done(error: SbctlError | None) -> None:
             reply(result if error is None else error)
 
-        self.acknowledge(req, done, durable=op.is_durable(call.args))
+        self.acknowledge(req, done, durable=op.is_durable(call.args, result))
         if op.wakes is not None:
             self._wake(op.wakes(call.args, result))
 

@@ -42,8 +42,7 @@ from sbctld.frontends.http import atom
 from sbctld.frontends.http.request import Request, Respond
 from sbctld.frontends.statuses import status_of
 from sbctld.results import QueueInfo, RuleInfo, SubscriptionInfo, TopicInfo
-from sbctld.service import Reply
-from sbctld.service.core import Step
+from sbctld.service import Reply, Step
 
 if TYPE_CHECKING:
     from sbctld.frontends.http.host import HttpHost
