@@ -10,7 +10,7 @@ so that they need not import the domain).
 from sbctld.pairing import SenderId
 from sbctld.service.commit import Committer
 from sbctld.service.core import Service, Step
-from sbctld.service.operations import Reply, Request
+from sbctld.service.operations import Reply, Request, replying
 from sbctld.service.purgatory import DelayedOperation, Purgatory
 
 __all__ = [
@@ -22,4 +22,5 @@ __all__ = [
     "SenderId",
     "Service",
     "Step",
+    "replying",
 ]

@@ -52,6 +52,21 @@ Reply = Callable[[Any], None]
 Provider = Callable[[Any, Reply], None]
 
 
+def replying(ok: Callable[[Any], None], failed: Callable[[SbctlError], None]) -> Reply:
+    """A front-end's reply: ``ok(result)`` encodes a result (and may raise an SbctlError),
+    ``failed(error)`` encodes an error."""
+
+    def reply(result: Any) -> None:
+        try:
+            if isinstance(result, SbctlError):
+                raise result
+            ok(result)
+        except SbctlError as err:
+            failed(err)
+
+    return reply
+
+
 def _always() -> bool:
     return True
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from sbctl.core.errors import SbctlError
 from sbctld.frontends.amqp.errors import condition_of, status_of
+from sbctld.service import replying
 
 if TYPE_CHECKING:
     from sbctld.frontends.amqp.connection import Connection
@@ -66,13 +67,8 @@ def run(conn: Host, name: str, args: Any, respond: Respond, ok: Callable[[Any], 
 def answering(respond: Respond, ok: Callable[[Any], None]) -> Callable[[Any], None]:
     """The reply of a ``$management`` operation: ``ok(result)``, or the error answered."""
 
-    def reply(result: Any) -> None:
-        try:
-            if isinstance(result, SbctlError):
-                raise result
-            ok(result)
-        except SbctlError as err:
-            condition, text = condition_of(err)
-            respond(status_of(err), text, None, condition)
+    def failed(err: SbctlError) -> None:
+        condition, text = condition_of(err)
+        respond(status_of(err), text, None, condition)
 
-    return reply
+    return replying(ok, failed)

@@ -253,7 +253,10 @@ class AmqpConnection(asyncio.Protocol):
 
         def locked(session: Any) -> None:
             self.frontend.session_waits.pop(link, None)
-            if link.detached or self.closed:
+            if link.detached or self.closed:  # gone while a slow store delayed the answer
+                if isinstance(session, SessionLock):
+                    token = SessionToken(self.namespace, path, session.session_lock_token)
+                    self.service.run("session_close", token, _ignore, sender=self.sender)
                 return
             if isinstance(session, SbctlError):
                 self.conn.refuse(link, *condition_of(session))

@@ -26,7 +26,6 @@ class Owner(Protocol):
     def flush(self) -> None: ...
 
 
-
 class LinkWatch(DelayedOperation):
     """A receiver link waiting for a message: retrying it pumps the link (which parks a new
     watch when there is still nothing)."""

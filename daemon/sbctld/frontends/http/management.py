@@ -42,7 +42,7 @@ from sbctld.frontends.http import atom
 from sbctld.frontends.http.request import Request, Respond
 from sbctld.frontends.statuses import status_of
 from sbctld.results import QueueInfo, RuleInfo, SubscriptionInfo, TopicInfo
-from sbctld.service import Reply, Step
+from sbctld.service import Reply, Step, replying
 
 if TYPE_CHECKING:
     from sbctld.frontends.http.host import HttpHost
@@ -77,16 +77,7 @@ def fail(respond: Respond, err: SbctlError) -> None:
 def answering(respond: Respond, ok: Callable[[Any], None]) -> Reply:
     """A reply that answers an operation's result with ``ok`` (which may raise an SbctlError)
     and its error as the service answers errors."""
-
-    def reply(result: Any) -> None:
-        try:
-            if isinstance(result, SbctlError):
-                raise result
-            ok(result)
-        except SbctlError as err:
-            fail(respond, err)
-
-    return reply
+    return replying(ok, lambda err: fail(respond, err))
 
 
 def _now() -> str:
