@@ -440,9 +440,7 @@ def test_front_ends_import_no_domain_module_but_the_listed_results(
     }
     wrong = sorted(f"{a} imports {b}" for a, b in current if b not in ALLOWED_FRONT_END_DOMAIN)
     stale = sorted(set(ALLOWED_FRONT_END_DOMAIN) - {b for _, b in current})
-    assert not wrong, "front-ends reach the domain only through the service:\n" + "\n".join(
-        wrong
-    )
+    assert not wrong, "front-ends reach the domain only through the service:\n" + "\n".join(wrong)
     assert not stale, "no longer imported; delete from ALLOWED_FRONT_END_DOMAIN:\n" + "\n".join(
         stale
     )
@@ -453,16 +451,15 @@ def broker_reaches(tree: ast.AST) -> list[int]:
     ``getattr(x, "broker")`` and its kin)."""
     lines = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.Attribute) and node.attr == "broker":
-            lines.append(node.lineno)
-        elif (
+        by_name = (
             isinstance(node, ast.Call)
             and isinstance(node.func, ast.Name)
             and node.func.id in ("getattr", "setattr", "hasattr", "delattr")
             and len(node.args) >= 2
             and isinstance(node.args[1], ast.Constant)
             and node.args[1].value == "broker"
-        ):
+        )
+        if by_name or (isinstance(node, ast.Attribute) and node.attr == "broker"):
             lines.append(node.lineno)
     return sorted(lines)
 

@@ -25,8 +25,8 @@ from sbctl.core.records import Message
 from sbctld.broker import DEFAULT_NAMESPACE, Broker
 from sbctld.clock import FakeClock
 from sbctld.frontends.unix.server import UnixFrontend
-from sbctld.service.operations import Operations
 from sbctld.service import Service
+from sbctld.service.operations import Operations
 from tests.unit.test_service import FakeTimers, Unix, settle_loop
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -273,10 +273,6 @@ class Service:
         else:
             done(None)
 
-    def after_durable(self, callback: Callback) -> None:
-        """Run ``callback(error)`` once every write made so far is durable (no delay)."""
-        self.committer.after_durable(callback)
-
     def later(self, req: Request, fn: Callable[..., None], *args: Any) -> None:
         """Call ``fn(*args)`` after the request's slow-store delay (at once without one)."""
         if req.delay_ms:
@@ -292,13 +288,6 @@ class Service:
         runs (a connection object's ``id()`` is, once it is collected)."""
         self._senders += 1
         return SenderId(self._senders)
-
-    def park(
-        self, op: DelayedOperation, namespace: str, entity: str, timeout_s: float | None
-    ) -> bool:
-        """Complete ``op`` now, or park it on the entity until a write there, a time-out
-        or a delete. True when completed now."""
-        return self.purgatory.try_complete_else_watch(op, [self.key(namespace, entity)], timeout_s)
 
     def key(self, namespace: str, entity: str) -> Key:
         """The key parked requests on an entity wait under (raises when it does not exist)."""
