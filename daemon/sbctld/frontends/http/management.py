@@ -155,16 +155,15 @@ class Management:
     ) -> None:
         self.service.run_steps(steps, answering(respond, ok))
 
-    def _answer_xml(self, respond: Respond, status: int) -> Callable[[Any], None]:
-        """Answer ``status`` with the entry (or nothing) the operation's result is."""
+    @staticmethod
+    def _answer_xml(respond: Respond, status: int) -> Callable[[str], None]:
+        """Answer ``status`` with the entry the operation's result is made into."""
+        return lambda xml: respond(status, [("Content-Type", ATOM_TYPE)], atom.document(xml))
 
-        def ok(xml: str | None) -> None:
-            if xml is None:
-                respond(status, [], b"")
-            else:
-                respond(status, [("Content-Type", ATOM_TYPE)], atom.document(xml))
-
-        return ok
+    @staticmethod
+    def _answer_empty(respond: Respond) -> Callable[[Any], None]:
+        """Answer 200 without a body (a delete)."""
+        return lambda _result: respond(200, [], b"")
 
     def _entry(self, req: Request, path: str, title: str, content: str) -> str:
         return atom.entry(req.url(path), title, _now(), content, req.namespace)
@@ -269,7 +268,7 @@ class Management:
             def delete(step: Step) -> None:  # (receives parked on it fail: the service's)
                 step(f"{self._describe(step, ns, name)[0]}_delete", EntityRef(ns, name))
 
-            self._steps(respond, delete, self._answer_xml(respond, 200))
+            self._steps(respond, delete, self._answer_empty(respond))
         elif req.method == "PUT":
             desc = atom.description_of(atom.parse(req.body))
             kind_tag = atom._local(desc.tag)
@@ -300,7 +299,7 @@ class Management:
             ok = self._answer_xml(respond, 200)
             self._run(respond, "subscription_get", ref, lambda d: ok(self._sub_entry(req, path, d)))
         elif req.method == "DELETE":  # (receives parked on it fail: the service's)
-            self._run(respond, "subscription_delete", ref, self._answer_xml(respond, 200))
+            self._run(respond, "subscription_delete", ref, self._answer_empty(respond))
         elif req.method == "PUT":
             desc_el = atom.description_of(atom.parse(req.body))
             options = atom.options_from(desc_el, "SubscriptionDescription")
@@ -349,7 +348,7 @@ class Management:
             ok = self._answer_xml(respond, 200)
             self._run(respond, "rule_get", ref, lambda r: ok(self._rule_entry(req, path, r)))
         elif req.method == "DELETE":
-            self._run(respond, "rule_delete", ref, self._answer_xml(respond, 200))
+            self._run(respond, "rule_delete", ref, self._answer_empty(respond))
         elif req.method == "PUT":
             spec = atom.rule_from(atom.description_of(atom.parse(req.body)))
             update = req.headers.get("if-match", "").strip() == "*"
