@@ -54,7 +54,9 @@ Provider = Callable[[Any, Reply], None]
 
 def replying(ok: Callable[[Any], None], failed: Callable[[SbctlError], None]) -> Reply:
     """A front-end's reply: ``ok(result)`` encodes a result (and may raise an SbctlError),
-    ``failed(error)`` encodes an error."""
+    ``failed(error)`` encodes an error; any other exception of ``ok`` is logged and
+    answered as an internal error (a reply may run after the group commit, where no caller
+    would catch it)."""
 
     def reply(result: Any) -> None:
         try:
@@ -63,6 +65,9 @@ def replying(ok: Callable[[Any], None], failed: Callable[[SbctlError], None]) ->
             ok(result)
         except SbctlError as err:
             failed(err)
+        except Exception as exc:
+            log.error("answering failed:\n%s", traceback.format_exc())
+            failed(GeneralError(f"internal error: {exc}"))
 
     return reply
 
