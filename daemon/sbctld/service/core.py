@@ -86,7 +86,8 @@ class Service:
         self._tasks: list[asyncio.Task[None]] = []
         self._senders = 0
         self.operations = Operations(self)
-        self._handlers = self.operations.table()
+        # each operation's declaration and handler
+        self._table = {name: (OPERATIONS[name], fn) for name, fn in self.operations.table().items()}
 
     def key_store(self, data_dir: Path) -> Keys:
         """The namespaces' SAS keys (sbctld.service.keys): one store for every front-end,
@@ -148,11 +149,12 @@ class Service:
         asker is gone; ``parked``: the asker's set of parked requests (:meth:`cancel`).
         ``sender``: the asker's connection (:meth:`new_sender`). Any other exception is the
         caller's."""
-        call = Call(OPERATIONS[name], args, reply, sender, alive, parked)
+        op, handler = self._table[name]
+        call = Call(op, args, reply, sender, alive, parked)
         req = None
         try:
             with self.request() as req:
-                result = self._handlers[name](args, call)
+                result = handler(args, call)
         except SbctlError as err:
             if req is None:
                 reply(err)
@@ -176,8 +178,8 @@ class Service:
 
         def step(name: str, args: Any) -> Any:
             nonlocal durable
-            op = OPERATIONS[name]
-            result = self._handlers[name](args, Call(op, args, noop, sender))
+            op, handler = self._table[name]
+            result = handler(args, Call(op, args, noop, sender))
             if result is LATER:
                 raise GeneralError(f"{name} cannot wait inside another request")
             durable = durable or op.is_durable(args, result)
@@ -211,18 +213,25 @@ class Service:
         def done(error: SbctlError | None) -> None:
             reply(result if error is None else error)
 
-        self.acknowledge(req, done, durable=op.is_durable(call.args, result))
+        durable = op.durable
+        if callable(durable):
+            durable = durable(call.args, result)
+        self.acknowledge(req, done, durable=durable)
         if op.wakes is not None:
             self._wake(op.wakes(call.args, result))
 
     def _wake(self, wakes: Any) -> None:
-        if not wakes:
-            return
+        namespaces: list[str] | None = None  # (most operations wake one entity)
         for namespace, entity in wakes:
             if entity is not None:
                 self.written(namespace, entity)
-        for ns_key in dict.fromkeys(entity_key(ns) for ns, entity in wakes if entity is None):
-            self.wake_namespace(ns_key)
+            elif namespaces is None:
+                namespaces = [entity_key(namespace)]
+            else:
+                namespaces.append(entity_key(namespace))
+        if namespaces:
+            for ns_key in dict.fromkeys(namespaces):
+                self.wake_namespace(ns_key)
 
     def cancel(self, parked: set[DelayedOperation]) -> None:
         """The asker went away: drop its parked requests unanswered."""

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
+import msgspec
 from msgspec import UNSET
 
 from sbctl.core import __version__
@@ -72,32 +73,18 @@ def replying(ok: Callable[[Any], None], failed: Callable[[SbctlError], None]) ->
     return reply
 
 
-def _always() -> bool:
-    return True
-
-
-class Call:
+class Call(msgspec.Struct):
     """One operation being run: its declaration and arguments, the reply, the sender (a
     paired primary's backlog key), whether the asker still waits, and the set the asker
-    keeps its parked requests in (to cancel them when it goes away), if any."""
+    keeps its parked requests in (to cancel them when it goes away), if any. (A Struct: made
+    for every request, in C.)"""
 
-    __slots__ = ("alive", "args", "op", "parked", "reply", "sender")
-
-    def __init__(
-        self,
-        op: Operation,
-        args: Any,
-        reply: Reply,
-        sender: SenderId | None = None,
-        alive: Callable[[], bool] | None = None,
-        parked: set[DelayedOperation] | None = None,
-    ) -> None:
-        self.op = op
-        self.args = args
-        self.reply = reply
-        self.sender = sender
-        self.alive = alive or _always
-        self.parked = parked
+    op: Operation
+    args: Any
+    reply: Reply
+    sender: SenderId | None = None
+    alive: Callable[[], bool] | None = None  # None: always
+    parked: set[DelayedOperation] | None = None
 
 
 class Request:
@@ -552,7 +539,7 @@ class Parked(DelayedOperation):
         self.expired = expired
 
     def alive(self) -> bool:
-        return self.call.alive()
+        return self.call.alive is None or self.call.alive()
 
     def try_complete(self) -> bool:
         return self._answer(self.attempt)
