@@ -85,6 +85,11 @@ class Call(msgspec.Struct):
     sender: SenderId | None = None
     alive: Callable[[], bool] | None = None  # None: always
     parked: set[DelayedOperation] | None = None
+    result: Any = None  # what an answer that waits (durability, a delay) will reply
+
+    def acknowledged(self, error: SbctlError | None) -> None:
+        """The answer's wait is over: reply the result, or the error the sync met."""
+        self.reply(self.result if error is None else error)
 
 
 class Request:
