@@ -384,8 +384,8 @@ _DECLARED = (
     Operation(
         "session_accept",
         SessionAccept,
-        "Lock a session (or the next one with messages, waiting up to max_wait_ms for one): its id, "
-        "lock token and lock expiry.",
+        "Lock a session (or the next one with messages, waiting up to max_wait_ms for one): "
+        "its id, lock token and lock expiry.",
     ),
     Operation("session_renew", SessionToken, "Renew a session's lock."),
     Operation(
