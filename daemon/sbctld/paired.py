@@ -66,7 +66,8 @@ from sbctld.pairing import (
     divert_message,
     restore_message,
 )
-from sbctld.queue import DEAD_LETTER_DESCRIPTION, DEAD_LETTER_REASON, decode_batch
+from sbctld.queue import decode_batch
+from sbctld.queue_state import DEAD_LETTER_DESCRIPTION, DEAD_LETTER_REASON
 from sbctld.results import BacklogQueue, PairingStatus, QueueInfo
 from sbctld.storage.files import exists_verified, read_verified, remove_verified, write_atomic
 from sbctld.storage.log import State
@@ -757,7 +758,7 @@ def _landed(target: Queue, marks: list[int], payload: bytes) -> bool:
 def _check_for_primary(entity: Queue, m: Message, size: int) -> None:
     """What the primary entity would refuse a message for, checked before it is diverted
     (so the syphon never carries a message its destination cannot take)."""
-    entity._check(m, size)  # ids, TTL, schedule, sessions, header size (sbctl.core.send_rules)
+    entity.check_message(m, size)  # ids, TTL, schedule, sessions, header size (send_rules)
     send_rules.check_not_broker_set(m)
     send_rules.check_size(size, entity.max_message_bytes)
 

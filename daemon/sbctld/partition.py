@@ -11,6 +11,11 @@ needs no token table (:func:`sbctl.core.locks.lock_token_for`).
 
 ``fault`` is None while the store is healthy, else what an injected fault does to it
 (sbctld.faults); the queue checks it only when its ``faulty`` flag is up.
+
+A partition is the only way into its store (``log``: a queue's or a topic's
+:class:`~sbctld.storage.log.PartitionLog`, or a subscription's
+:class:`~sbctld.storage.topic.SubLog` view): queues, topics, the broker and the tools call
+the methods below, never the log (tests/unit/test_architecture.py).
 """
 
 from __future__ import annotations
@@ -340,12 +345,6 @@ class Partition:
                     )
                 )
             seq += 1
-
-    def has_peekable(self, subqueue: str) -> bool:
-        counts = self.log.counts
-        if subqueue:
-            return counts[self.view(subqueue).state] > 0
-        return any(counts[s] for s in PEEKABLE)
 
     # ------------------------------------------------------------ the store
     # Every other module reads and changes the partition's store through what follows

@@ -1,7 +1,15 @@
-"""A queue: its description, its partitions, and the data-plane rules that apply to it.
+"""A queue: the data-plane rules that apply to it (send, receive, peek, settle, transact,
+deferred and scheduled messages, purge), over the parts it owns.
+
+A :class:`Queue` holds ``state`` (:class:`~sbctld.queue_state.QueueState`: its attributes,
+counts, description and availability), ``timers`` (:class:`~sbctld.queue_timers.QueueTimers`)
+and ``sessions`` (:class:`~sbctld.queue_sessions.QueueSessions`), the last two over that one
+state; what the broker asks of a part it asks of the queue, which answers through the part
+(the end of the class). A topic and a subscription are queues (:mod:`sbctld.topic`).
 
 Pure and synchronous: every method takes ``now`` from the broker's clock and only writes
-through the partition logs; the server awaits durability before acknowledging.
+through its partitions (:class:`sbctld.partition.Partition`); the server awaits durability
+before acknowledging.
 """
 
 from __future__ import annotations
@@ -33,22 +41,18 @@ from sbctl.core.records import (
     decode_sent_message,
     encode_message,
 )
-from sbctl.core.typed import plain
 from sbctld.config import MB, QueueConfig, save_toml
 from sbctld.dedup import DuplicateHistory
 from sbctld.faults import all_down
 from sbctld.partition import Partition, append_all
 from sbctld.queue_sessions import QueueSessions
 from sbctld.queue_state import (
-    DEAD_LETTER_DESCRIPTION,
-    DEAD_LETTER_REASON,
     DUPLICATE_IN_BATCH,
     DUPLICATE_OF_SEQ,
     NOT_RECEIVING,
     NOT_SENDING,
     PURGE_CHUNK,
     PURGEABLE,
-    SETTLEMENTS,
     QueueState,
 )
 from sbctld.queue_timers import QueueTimers
@@ -141,12 +145,13 @@ class Queue:
         save_toml(layout.queue_file(self.state.directory), self.state.config)
 
     def close(self) -> None:
-        for p in self.state.partitions:
+        state = self.state
+        for p in state.partitions:
             p.close()
-        if self.state.dedup is not None:
-            self.state.dedup.close()
-        if self.state.session_store is not None:
-            self.state.session_store.close_files()
+        if state.dedup is not None:
+            state.dedup.close()
+        if state.session_store is not None:
+            state.session_store.close_files()
 
     def destroy(self) -> None:
         self.close()
@@ -362,7 +367,7 @@ class Queue:
         firsts = append_all([(partitions[pid], recs) for pid, recs in groups.items()], now)
         return dict(zip(groups, firsts, strict=True))
 
-    def _check(self, m: Message, size: int) -> str | None:
+    def check_message(self, m: Message, size: int) -> str | None:
         """Per-message rules (sbctl.core.send_rules, shared with the Spark loader); returns the
         partition key."""
         cfg = self.state.config
@@ -377,23 +382,24 @@ class Queue:
 
     def receive(self, count: int, now: int, *, delete: bool, subqueue: str) -> list[Delivered]:
         """daemon/README.md §0.1.6: ask every partition, starting with a different one each time."""
-        self.state.check_receive(subqueue)
+        state = self.state
+        state.check_receive(subqueue)
         out: list[Delivered] = []
-        lock_ms = None if delete else self.state.config.lock_duration
-        n = len(self.state.partitions)
-        start = self.state.rr_receive
-        self.state.rr_receive = (start + 1) % n
-        faulty = self.state.faulty
+        lock_ms = None if delete else state.config.lock_duration
+        n = len(state.partitions)
+        start = state.rr_receive
+        state.rr_receive = (start + 1) % n
+        faulty = state.faulty
         if faulty:
-            self.state.check_reachable()
+            state.check_reachable()
         for k in range(n):
-            p = self.state.partitions[(start + k) % n]
+            p = state.partitions[(start + k) % n]
             if faulty and p.fault is not None and not p.fault.reachable():
                 continue  # daemon/README.md §0.1.6: the available partitions answer
             p.take(p.view(subqueue), count, now, lock_ms, out, self.timers.expire)
             if len(out) >= count:
                 break
-        self.state.accessed_at_ms = now
+        state.accessed_at_ms = now
         return out
 
     def peek(self, count: int, from_sequence: int | None, *, subqueue: str) -> list[Delivered]:
@@ -401,14 +407,15 @@ class Queue:
         lowest held without one), walking on across partitions (the partition id is the top
         16 bits, so partition order is sequence-number order); a down partition other than
         the one ``from_sequence`` names is passed over."""
-        self.state.refuse_if(NOT_RECEIVING, "peeks are refused")
-        pid, local = self.state.peek_start(from_sequence)
+        state = self.state
+        state.refuse_if(NOT_RECEIVING, "peeks are refused")
+        pid, local = state.peek_start(from_sequence)
         named = pid if from_sequence is not None else -1
-        faulty = self.state.faulty
+        faulty = state.faulty
         if faulty:
-            self.state.check_reachable()
+            state.check_reachable()
         out: list[Delivered] = []
-        for p in self.state.partitions[pid:]:
+        for p in state.partitions[pid:]:
             if p.fault is not None:
                 if p.id == named:
                     p.fault.touch()  # the partition asked for answers or fails
@@ -432,9 +439,10 @@ class Queue:
         description: str | None = None,
     ) -> list[SettleResult]:
         """Settle by lock token (daemon/README.md §3.4, §3.6, §4); one result per token."""
-        changes = self._settlement_changes(op, properties, reason, description)
-        if self.state.faulty:
-            self.state.reach_tokens(tokens)  # all or nothing: the client retries the request
+        state = self.state
+        changes = self.state.settlement_changes(op, properties, reason, description)
+        if state.faulty:
+            state.reach_tokens(tokens)  # all or nothing: the client retries the request
         extra = msgspec.msgpack.encode(changes) if changes else b""
         results: list[SettleResult] = []
         journals: dict[int, list[Entry]] = {}
@@ -447,12 +455,12 @@ class Queue:
                 continue
             if op == "renew-lock":
                 # daemon/README.md §3.6: LockDuration more, counted from now.
-                until = p.lock(seq, now + self.state.config.lock_duration, p.locks[seq][0])
+                until = p.lock(seq, now + state.config.lock_duration, p.locks[seq][0])
                 results.append(LockRenewed(lock_token=token, locked_until_ms=until))
                 continue
             del p.locks[seq]
-            if self.state.session_store is not None:
-                self.state.session_store.disown((p.id, seq))
+            if state.session_store is not None:
+                state.session_store.disown((p.id, seq))
             if op != "abandon":
                 p.session_of.pop(seq, None)
             entries = journals.setdefault(p.id, [])
@@ -469,7 +477,7 @@ class Queue:
                 released.append((p, seq))
             results.append(Settled(lock_token=token))
         for pid, entries in journals.items():
-            self.state.partitions[pid].record(entries)
+            state.partitions[pid].record(entries)
         for p, seq in released:
             self.timers.release(p, seq)
         return results
@@ -516,7 +524,7 @@ class Queue:
         for op, token, props, reason, description in settlements:
             if op == "renew-lock":
                 raise BadRequest("renew-lock cannot be part of a transaction")
-            self._settlement_changes(op, props, reason, description)
+            self.state.settlement_changes(op, props, reason, description)
             p, _seq = self._settleable(op, token, now)  # raises: nothing is applied
             if token in tokens:
                 raise InvalidOperation(f"lock token {token} is settled twice in the transaction")
@@ -534,32 +542,6 @@ class Queue:
             for op, token, props, reason, description in settlements
         ]
         return Transacted(sequence_numbers=seqs, settlements=results)
-
-    def _settlement_changes(
-        self,
-        op: str,
-        properties: dict[str, Any] | None,
-        reason: str | None,
-        description: str | None,
-    ) -> dict[str, Any]:
-        """Check a settlement's arguments; returns the property changes it makes."""
-        if op not in SETTLEMENTS:
-            raise BadRequest(f"unknown settlement {op!r}: use {', '.join(SETTLEMENTS)}")
-        # Settling is the receiver's side (daemon/README.md §17).
-        self.state.refuse_if(NOT_RECEIVING, "settlements are refused")
-        # Property changes are kept as plain values (a short as an int...): the journal and
-        # checkpoints store them as plain MessagePack (daemon/README.md §1.5).
-        changes = {k: plain(v) for k, v in properties.items()} if properties else {}
-        if changes and op not in ("abandon", "defer", "dead-letter"):
-            raise BadRequest(f"{op} takes no property changes")
-        if op == "dead-letter":
-            if reason is not None:
-                changes[DEAD_LETTER_REASON] = reason
-            if description is not None:
-                changes[DEAD_LETTER_DESCRIPTION] = description
-        elif reason is not None or description is not None:
-            raise BadRequest("only dead-letter takes a reason and a description")
-        return changes
 
     def _settleable(self, op: str, token: str, now: int) -> tuple[Partition, int]:
         """The locked message ``token`` names, if ``op`` may settle it; raises otherwise."""

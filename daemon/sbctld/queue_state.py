@@ -28,6 +28,7 @@ from sbctl.core.errors import (
 )
 from sbctl.core.locks import parse_lock_token
 from sbctl.core.records import Message, decode_message
+from sbctl.core.typed import plain
 from sbctld.config import QueueConfig
 from sbctld.dedup import DuplicateHistory
 from sbctld.faults import ENTITY_UNAVAILABLE, all_down
@@ -336,3 +337,29 @@ class QueueState:
             transfer_hops=None,
             dead_letter_source=None,
         )
+
+    def settlement_changes(
+        self,
+        op: str,
+        properties: dict[str, Any] | None,
+        reason: str | None,
+        description: str | None,
+    ) -> dict[str, Any]:
+        """Check a settlement's arguments; returns the property changes it makes."""
+        if op not in SETTLEMENTS:
+            raise BadRequest(f"unknown settlement {op!r}: use {', '.join(SETTLEMENTS)}")
+        # Settling is the receiver's side (daemon/README.md §17).
+        self.refuse_if(NOT_RECEIVING, "settlements are refused")
+        # Property changes are kept as plain values (a short as an int...): the journal and
+        # checkpoints store them as plain MessagePack (daemon/README.md §1.5).
+        changes = {k: plain(v) for k, v in properties.items()} if properties else {}
+        if changes and op not in ("abandon", "defer", "dead-letter"):
+            raise BadRequest(f"{op} takes no property changes")
+        if op == "dead-letter":
+            if reason is not None:
+                changes[DEAD_LETTER_REASON] = reason
+            if description is not None:
+                changes[DEAD_LETTER_DESCRIPTION] = description
+        elif reason is not None or description is not None:
+            raise BadRequest("only dead-letter takes a reason and a description")
+        return changes

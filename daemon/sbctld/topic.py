@@ -56,8 +56,8 @@ from sbctld.filters import (
     normalize_filter,
 )
 from sbctld.partition import Partition
-from sbctld.queue import DEAD_LETTER_DESCRIPTION, DEAD_LETTER_REASON, Queue
-from sbctld.queue_state import SCHEDULE_RETRY_MS
+from sbctld.queue import Queue
+from sbctld.queue_state import DEAD_LETTER_DESCRIPTION, DEAD_LETTER_REASON, SCHEDULE_RETRY_MS
 from sbctld.results import RuleInfo, SubscriptionInfo, TopicInfo, TopicPartition
 from sbctld.storage.files import exists_verified, read_verified, write_atomic
 from sbctld.storage.log import State
