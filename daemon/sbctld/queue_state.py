@@ -1,5 +1,6 @@
 """What a queue's parts share: its attributes, and what it says about itself (counts,
-description, availability).
+description, availability) and about the messages it holds (which one a sequence number or a
+lock token names, which wait in a state, what a settlement would change).
 
 One :class:`QueueState` per :class:`sbctld.queue.Queue` (and so per topic and subscription),
 held by the queue as ``state`` and shared with the parts it owns: its timers
