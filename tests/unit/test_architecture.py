@@ -18,6 +18,12 @@ and under ``if TYPE_CHECKING`` included):
 - every module opens with a docstring saying what it owns (and, as h11's modules do, the
   rules it keeps).
 
+Ownership: a partition's store (its ``log``) is reached only through
+:class:`sbctld.partition.Partition` (no ``x.log`` outside ``sbctld.partition`` and
+``sbctld.storage``, but an object's own ``self.log``); a queue owns its parts (state, timers,
+sessions) and inherits none of them, so one object's state is not spread over base classes
+kept in other files to meet the size limit.
+
 Sizes: no module over :data:`MAX_LINES` lines and no function over cyclomatic complexity
 :data:`MAX_COMPLEXITY`, taking the higher of two measures: ``ruff check --select C901`` (which
 adds nested functions to their parent) and radon's ``cc`` (which adds each ``and``/``or``
@@ -78,6 +84,12 @@ ALLOWED_COMPLEX: dict[str, int] = {}
 # parameter, a callback or a function the caller calls itself.
 ALLOWED_CYCLES: list[frozenset[str]] = []
 
+
+# Who may reach into a partition's store (its ``log``): the partition and the storage layer.
+STORE_OWNERS = ("sbctld.partition", "sbctld.storage")
+
+# The parts a queue owns (``Queue.state``, ``.timers``, ``.sessions``), never its base classes.
+QUEUE_PARTS = frozenset({"QueueState", "QueueTimers", "QueueSessions"})
 
 # -- The import graph ------------------------------------------------------------------------
 
@@ -552,6 +564,55 @@ def test_a_lazy_or_typing_only_import_closes_a_cycle_too() -> None:
         "p.b -> p.c (lazy)",
         "p.c -> p.a (typing)",
     ]
+
+
+def store_reaches(tree: ast.AST) -> list[int]:
+    """Lines that read an attribute ``log`` off anything but ``self`` (or ``logging``)."""
+    return sorted(
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute)
+        and node.attr == "log"
+        and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "logging"))
+    )
+
+
+def test_only_the_partition_reaches_into_its_store(modules: dict[str, Module]) -> None:
+    wrong = [
+        f"{name}:{line}"
+        for name, module in sorted(modules.items())
+        if name.startswith("sbctld") and not name.startswith(STORE_OWNERS)
+        for line in store_reaches(module.tree)
+    ]
+    assert not wrong, "a partition's log is reached through Partition's methods:\n" + "\n".join(
+        wrong
+    )
+
+
+def test_the_store_scan_sees_a_reach_into_a_log() -> None:
+    source = "p.log.exp[0]\nq.partitions[0].log.record([])\nlog = part.log\nself.log.close()\n"
+    assert store_reaches(ast.parse(source)) == [1, 2, 3]
+
+
+def test_a_queue_owns_its_parts_and_inherits_none(modules: dict[str, Module]) -> None:
+    from sbctld.queue import Queue
+    from sbctld.topic import Subscription, Topic
+
+    wrong = [
+        f"{name}:{node.lineno} class {node.name}({', '.join(map(ast.unparse, node.bases))})"
+        for name, module in sorted(modules.items())
+        if name.startswith("sbctld")
+        for node in ast.walk(module.tree)
+        if isinstance(node, ast.ClassDef)
+        and any(ast.unparse(base).rsplit(".", 1)[-1] in QUEUE_PARTS for base in node.bases)
+    ]
+    wrong += [
+        f"{cls.__name__} inherits {part.__name__}"
+        for cls in (Queue, Topic, Subscription)
+        for part in cls.__mro__
+        if part.__name__ in QUEUE_PARTS
+    ]
+    assert not wrong, "a queue holds its parts, it does not inherit them:\n" + "\n".join(wrong)
 
 
 def test_modules_stay_under_the_size_limit(modules: dict[str, Module]) -> None:

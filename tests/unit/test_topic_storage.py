@@ -31,6 +31,7 @@ from sbctld.broker import DEFAULT_NAMESPACE, Broker
 from sbctld.clock import FakeClock
 from sbctld.storage.log import DEFAULT_SEGMENT_BYTES
 from sbctld.storage.sync import Syncer
+from sbctld.storage.topic import TopicLog
 from sbctld.topic import Topic
 
 NS = DEFAULT_NAMESPACE
@@ -146,8 +147,17 @@ def peek(b: Broker, path: str) -> dict[str, int]:
     return out
 
 
+def logs(t: Topic) -> list[TopicLog]:
+    """The topic's stores (a test may look inside them; the daemon goes through Partition)."""
+    out = []
+    for p in t.partitions:
+        assert isinstance(p.log, TopicLog)
+        out.append(p.log)
+    return out
+
+
 def files_of(t: Topic, suffix: str) -> list[Path]:
-    return sorted(f for log in t.logs() for f in log.directory.glob(f"*{suffix}"))
+    return sorted(f for log in logs(t) for f in log.directory.glob(f"*{suffix}"))
 
 
 def disk_bytes(t: Topic, suffix: str) -> int:
@@ -160,11 +170,11 @@ def record_bytes(*messages: Message) -> int:
 
 
 def segments(t: Topic, pid: int = 0) -> list[str]:
-    return sorted(p.name for p in t.logs()[pid].directory.glob(f"*{SEGMENT_SUFFIX}"))
+    return sorted(p.name for p in logs(t)[pid].directory.glob(f"*{SEGMENT_SUFFIX}"))
 
 
 def journal(t: Topic, pid: int = 0) -> Path:
-    (path,) = t.logs()[pid].directory.glob(f"*{JOURNAL_SUFFIX}")
+    (path,) = logs(t)[pid].directory.glob(f"*{JOURNAL_SUFFIX}")
     return path
 
 
@@ -270,7 +280,7 @@ def test_checkpoint_drops_segments_once_every_subscription_settled(brokers: Brok
     b.checkpoint()  # settled segments go one checkpoint later (generations)
     # m0, m1 settled everywhere; m2 deferred and m3 dead-lettered in "b" still count.
     assert segments(t) == [segment_name(k) for k in (3, 4, 5)]
-    assert CHECKPOINT in os.listdir(t.logs()[0].directory)
+    assert CHECKPOINT in os.listdir(logs(t)[0].directory)
     for crash in (True, False):
         b = brokers.restart(b, crash=crash)
         t = b.topic(NS, "t")
@@ -521,7 +531,7 @@ def test_torn_journal_tail_keeps_the_other_subscriptions_state(
         path.write_bytes(bytes(data))
 
     b = brokers.restart(b, crash=True, between=tear)
-    assert any("0 lost" in note for note in b.topic(NS, "t").logs()[0].notes)
+    assert any("0 lost" in note for note in logs(b.topic(NS, "t"))[0].notes)
     # Garbage after the journal is cut away; the other damage hits the journal's copy of
     # the last batch only ("a" defers m3): the mirror's copy applies.
     want_a = {"m2": ACTIVE, "m3": DEFERRED}
@@ -576,7 +586,7 @@ def test_torn_segment_tail(brokers: Brokers, with_checkpoint: bool, cut: int) ->
     settle(b, "complete", S("a"), recv(b, S("a")))
     if with_checkpoint:
         b.checkpoint()
-    seg = t.logs()[0].segments[-1].path
+    seg = logs(t)[0].segments[-1].path
     end_of_first = seg.stat().st_size
     b.send(NS, "t", [M("m2", props={"n": 2})])  # to "a" and "b"
     settle(b, "dead-letter", S("b"), take(b, S("b"), "m2"))  # about the torn message
@@ -588,7 +598,7 @@ def test_torn_segment_tail(brokers: Brokers, with_checkpoint: bool, cut: int) ->
 
     b = brokers.restart(b, crash=True, between=tear)
     t = b.topic(NS, "t")
-    notes = t.logs()[0].notes
+    notes = logs(t)[0].notes
     assert any("torn bytes" in note for note in notes), notes
     assert any("journal entries name messages lost" in note for note in notes), notes
     assert peek(b, S("a")) == {}

@@ -333,13 +333,13 @@ class BrokerCore:
         from_dlq: bool,
     ) -> list[Queue]:
         try:
-            message = decode_message(p.log.read_payload(seq))
+            message = decode_message(p.read_payload(seq))
         except CorruptRecord:
-            p.log.discard_corrupt(seq)
+            p.discard_corrupt(seq)
             return []
         hops = (message.transfer_hops or 0) + 1
         if from_dlq:
-            props = {**(message.application_properties or {}), **p.log.props.get(seq, {})}
+            props = {**(message.application_properties or {}), **(p.props_of(seq) or {})}
             message = msgspec.structs.replace(
                 message, application_properties=props or None, dead_letter_source=source.name
             )
@@ -366,7 +366,7 @@ class BrokerCore:
                     return []  # an unavailable store or a full disk: it stays, forwarded later
                 failure = (exc.code, exc.message)
         if failure is None:
-            p.log.set_state(seq, State.GONE)
+            p.set_state(seq, State.GONE)
             assert target is not None
             if isinstance(target, Topic):  # daemon/README.md §11.1: a topic fans it out
                 for sub in target.subscriptions.values():
@@ -378,7 +378,7 @@ class BrokerCore:
             return [target]
         if not from_dlq:  # daemon/README.md §4.6: the source's transfer dead-letter queue
             reason, description = failure
-            p.log.set_state(
+            p.set_state(
                 seq,
                 State.TRANSFER_DEADLETTERED,
                 {"DeadLetterReason": reason, "DeadLetterErrorDescription": description},

@@ -39,7 +39,6 @@ from sbctld.faults import KINDS, MAX_LATENCY_MS, Fault
 from sbctld.queue import Queue
 from sbctld.results import FaultInfo, FaultsCleared
 from sbctld.storage.files import exists_verified
-from sbctld.storage.log import PartitionLog
 from sbctld.storage.space import StorageError
 from sbctld.topic import (
     Topic,
@@ -55,12 +54,8 @@ class Housekeeping(BrokerCore):
         for ns in self.namespaces.values():
             for queue in [*ns.queues.values(), *ns.topics.values()]:
                 for p in queue.partitions:
-                    log = p.log
-                    if isinstance(log, PartitionLog):
-                        log.checkpoint_recovered()
-                        for note in log.notes[-1:] if log.notes else ():
-                            if "not checkpointed" in note:
-                                self.report(note)
+                    for note in p.checkpoint_recovered():
+                        self.report(note)
 
     def _load(self) -> None:
         for ns_dir in self._folders(self.root):
@@ -313,15 +308,11 @@ class Housekeeping(BrokerCore):
         for ns in self.namespaces.values():
             for queue in [*ns.queues.values(), *ns.topics.values()]:
                 for p in queue.partitions:
-                    log = p.log
-                    if log.changes_since_checkpoint >= min_changes or (
-                        (full or min_changes <= 1)
-                        and (log.changes_since_checkpoint or log.settled_segments)
-                    ):
+                    if p.checkpoint_due(min_changes, full):
                         try:
-                            log.checkpoint()
+                            p.checkpoint()
                         except StorageError as exc:
-                            self.report(f"checkpoint of {log.directory} not written: {exc}")
+                            self.report(f"checkpoint of {p.directory} not written: {exc}")
                             continue
                         done += 1
         return done
@@ -346,7 +337,7 @@ class Housekeeping(BrokerCore):
             "namespaces": len(self.namespaces),
             "entities": len(queues),
             "partitions": sum(len(q.partitions) for q in queues),
-            "messages": sum(p.log.message_count for q in queues for p in q.partitions),
+            "messages": sum(p.message_count for q in queues for p in q.partitions),
             # time travel (daemon/README.md §31): namespaces whose time is ahead, by how much
             **({"clock_offsets": _offsets(travelled)} if travelled else {}),
         }

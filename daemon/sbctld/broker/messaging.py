@@ -295,7 +295,7 @@ class Messaging(BrokerCore):
             message = queue.resubmittable(p, seq)
             # The copy is stored before the DLQ entry is retired: never lost, at worst twice.
             moved += target.send([message], now, detect_duplicates=False)
-            p.log.set_state(seq, State.GONE)
+            p.set_state(seq, State.GONE)
         if isinstance(target, Topic):
             self._fanned_out(target)
         self.flow(target)  # a forwarding target passes them on (daemon/README.md §11)
