@@ -26,9 +26,9 @@ from __future__ import annotations
 import json
 import random
 import tomllib
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import tomli_w
@@ -50,6 +50,7 @@ from sbctl.core.partitioning import partition_for_key
 from sbctl.core.records import Message, decode_message, encode_message
 from sbctld.config import MB, NOT_ON_BASIC
 from sbctld.credits import DATA_COST, MANAGEMENT_COST
+from sbctld.paired_host import PairingHost
 from sbctld.pairing import (
     BACKLOG_QUEUE_OPTIONS,
     FAILOVER_PROPERTIES,
@@ -68,18 +69,15 @@ from sbctld.pairing import (
 )
 from sbctld.queue import decode_batch
 from sbctld.queue_state import DEAD_LETTER_DESCRIPTION, DEAD_LETTER_REASON
-from sbctld.results import BacklogQueue, PairingStatus, QueueInfo
+from sbctld.results import BacklogQueue, PairingStatus
 from sbctld.storage.files import exists_verified, read_verified, remove_verified, write_atomic
 from sbctld.storage.log import State
 from sbctld.topic import Subscription
 
 if TYPE_CHECKING:
     from sbctld.broker.namespace import Namespace
-    from sbctld.clock import Clock
-    from sbctld.faults import FaultRegistry
     from sbctld.partition import Partition
     from sbctld.queue import Queue
-    from sbctld.storage.sync import Syncer
 
 SAVE_EVERY_MS = 1000  # counters reach pairing.toml at most this late
 SYPHON_BATCH = 200  # messages the syphon moves per tick, over every pairing
@@ -103,40 +101,6 @@ class _Pick(msgspec.Struct):
     seq: int
     path: str  # its destination (x-ms-path)
     message: Message  # as restored
-
-
-class PairingHost(Protocol):
-    """What the pairings use of the broker (:class:`sbctld.broker.Broker` is one): its
-    public operations and state, nothing private. The broker passes itself in; this
-    module never imports it."""
-
-    namespaces: dict[str, Namespace]  # read only: by key
-    clock: Clock
-    faults: FaultRegistry
-    syncer: Syncer
-    report: Callable[[str], None]
-
-    def namespace(self, name: str) -> Namespace: ...
-
-    def now_in(self, ns_key: str) -> int: ...
-
-    def queue_get(self, namespace: str, name: str) -> QueueInfo: ...
-
-    def queue_create(self, namespace: str, name: str, options: dict[str, Any]) -> QueueInfo: ...
-
-    def resolve(self, namespace: str, path: str) -> tuple[Queue, str]: ...
-
-    def send(
-        self,
-        namespace: str,
-        path: str,
-        messages: Sequence[Message | bytes | msgspec.Raw],
-        sender: SenderId | None = None,
-        *,
-        direct: bool = False,
-    ) -> list[int]: ...
-
-    def wake(self, key: tuple[str, str]) -> None: ...
 
 
 class PairedNamespaces:
@@ -246,9 +210,9 @@ class PairedNamespaces:
         for i in range(options.backlog_queue_count):
             name = backlog_name(options.primary, i)
             if entity_key(name) in s_ns.queues:
-                self.broker.queue_get(s_ns.name, name)
+                self.broker.management.queue_get(s_ns.name, name)
             else:
-                self.broker.queue_create(s_ns.name, name, wanted)
+                self.broker.management.queue_create(s_ns.name, name, wanted)
 
     def unpair(self, primary: str) -> dict[str, Any]:
         """Stop routing the primary's sends. The backlog queues and whatever they hold
@@ -379,7 +343,7 @@ class PairedNamespaces:
         st = pairing.failed_over(key)
         if st is None:
             try:
-                seqs = broker.send(namespace, path, messages, direct=True)
+                seqs = broker.messaging.send(namespace, path, messages, direct=True)
             except SbctlError as err:
                 if subqueue or not counts_for_failover(err):
                     raise
@@ -394,7 +358,8 @@ class PairedNamespaces:
                 pairing.send_succeeded(key)
                 return seqs
         if subqueue or isinstance(entity, Subscription):
-            return broker.send(namespace, path, messages, direct=True)  # names the mistake
+            # the broker's own send names the mistake
+            return broker.messaging.send(namespace, path, messages, direct=True)
         return self._divert(pairing, st, entity, path, messages, sender, now)
 
     def backlog_of(self, namespace: str, path: str, sender: SenderId | None) -> str | None:
@@ -429,7 +394,7 @@ class PairedNamespaces:
             index = pairing.backlog_for(st, sender)
             name = backlog_name(pairing.primary, index)
             try:
-                seqs = self.broker.send(pairing.secondary, name, copies, direct=True)
+                seqs = self.broker.messaging.send(pairing.secondary, name, copies, direct=True)
             except MessageSizeExceeded as err:
                 # daemon/README.md §0.3.3: the added properties can push a message over the limit.
                 raise MessageSizeExceeded(
@@ -562,7 +527,7 @@ class PairedNamespaces:
             if now < pairing.syphon_blocked.get(target_key, 0):
                 continue
             try:
-                broker.send(pairing.primary, pick.path, [pick.message], direct=True)
+                broker.messaging.send(pairing.primary, pick.path, [pick.message], direct=True)
             except SbctlError as err:
                 if err.code in UNDELIVERABLE:
                     self._dead_letter(pairing, p, pick.seq, err.code, err.message, now)

@@ -15,6 +15,8 @@ and under ``if TYPE_CHECKING`` included):
   where it must run daemon code itself, each such import listed in
   :data:`ALLOWED_CLIENT_TO_DAEMON` with the reason;
 - no import cycle between modules (a strongly connected component of the import graph);
+- the broker composes its concerns: no class of ``sbctld.broker`` inherits from another but
+  the broker from its state (:data:`BROKER_BASES`), no mixins;
 - every module opens with a docstring saying what it owns (and, as h11's modules do, the
   rules it keeps).
 
@@ -76,6 +78,12 @@ ALLOWED_OVERSIZE: dict[str, int] = {}
 
 # Functions over MAX_COMPLEXITY: "module:Class.function" -> its complexity today.
 ALLOWED_COMPLEX: dict[str, int] = {}
+
+# Classes of sbctld.broker with a base class: "module:Class" -> its bases. Only the broker
+# has one, its state: the concerns (management, messaging, housekeeping, time travel) are
+# objects the broker owns, each holding that state, and the state is a class of its own so
+# that they can name its type without importing the module that builds them (a cycle).
+BROKER_BASES: dict[str, list[str]] = {"sbctld.broker:Broker": ["BrokerState"]}
 
 # Import cycles allowed: none. A cycle closed by a lazy import (inside a function) or by one
 # under ``if TYPE_CHECKING`` counts too: the two modules still cannot be read, tested or
@@ -613,6 +621,39 @@ def test_a_queue_owns_its_parts_and_inherits_none(modules: dict[str, Module]) ->
         if part.__name__ in QUEUE_PARTS
     ]
     assert not wrong, "a queue holds its parts, it does not inherit them:\n" + "\n".join(wrong)
+
+
+def test_the_broker_composes_its_concerns(modules: dict[str, Module], tmp_path: Path) -> None:
+    """Composition, not layers to meet the line cap: in ``sbctld.broker`` no class inherits
+    but :class:`~sbctld.broker.Broker` from its state (:data:`BROKER_BASES`), and the broker
+    owns one object per concern, each holding the broker's state."""
+    from sbctld.broker import Broker
+    from sbctld.broker.core import BrokerState
+    from sbctld.broker.housekeeping import Housekeeping
+    from sbctld.broker.management import Management
+    from sbctld.broker.messaging import Messaging
+    from sbctld.broker.timetravel import TimeTravel
+    from sbctld.clock import FakeClock
+    from sbctld.storage.sync import Syncer
+
+    based = {
+        f"{name}:{node.name}": [ast.unparse(base) for base in node.bases]
+        for name, module in modules.items()
+        if name == "sbctld.broker" or name.startswith("sbctld.broker.")
+        for node in ast.walk(module.tree)
+        if isinstance(node, ast.ClassDef) and node.bases
+    }
+    assert based == BROKER_BASES
+    assert Broker.__mro__ == (Broker, BrokerState, object)
+    concerns = (Management, Messaging, Housekeeping, TimeTravel)
+    assert all(c.__mro__ == (c, object) for c in concerns)
+    broker = Broker(tmp_path / "data", FakeClock(), Syncer("os"))
+    try:
+        owned = [v for v in vars(broker).values() if isinstance(v, concerns)]
+        assert sorted(type(v).__name__ for v in owned) == sorted(c.__name__ for c in concerns)
+        assert all(v.state is broker for v in owned)
+    finally:
+        broker.housekeeping.close()
 
 
 def test_modules_stay_under_the_size_limit(modules: dict[str, Module]) -> None:
