@@ -2,7 +2,8 @@
 
 - :mod:`sbctl.cli.app` builds the command tree and is the one error boundary: every
   :class:`~sbctl.core.errors.SbctlError` becomes one line on stderr and its exit status
-  (:mod:`sbctl.cli.exit_codes`).
+  (:mod:`sbctl.cli.exit_codes`). The tree is lazy: only the command that runs has its
+  module imported and its click command built (the generated ``commands.json`` names them).
 - ``cmd_<noun>`` modules hold the commands; each command parses its flags, makes one client
   call and hands the result to :mod:`sbctl.cli.render`.
 - :mod:`sbctl.cli.render` is the only module that uses rich, and imports it lazily, so that
