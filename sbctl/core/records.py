@@ -31,7 +31,6 @@ relative sequence numbers and the CRC stay as written.
 
 from __future__ import annotations
 
-import logging
 import struct
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
@@ -226,6 +225,8 @@ def _repaired(payload: bytes | memoryview) -> Message:
             fields[i] = {k if type(k) is str else _key_text(k): v for k, v in fields[i].items()}
     message = msgspec.convert(fields, Message)
     if not _REPAIRS:
+        import logging  # here: the client never logs, and logging costs the CLI ~2 ms
+
         logging.getLogger("sbctld").warning(
             "a stored message has a property key that is not a string (stored by an older "
             "release): it is read with the key as text (logged once)"
