@@ -13,8 +13,6 @@ command that runs has its ``cmd_<module>`` imported and its click command built 
 are generated from); tests/unit/test_cli_static.py fails when the index is stale.
 """
 
-from __future__ import annotations
-
 import functools
 import importlib
 import json

@@ -1,8 +1,6 @@
 """``sbctl bench``: durable throughput and latency of the running daemon (:mod:`sbctl.bench`),
 beside this machine's raw fdatasync and Unix-socket rates measured in the same run."""
 
-from __future__ import annotations
-
 from typing import Annotated, Any
 
 import typer
