@@ -107,11 +107,11 @@ def measure(
     rows = []
     for label, _head, _expected in table:
         walls = [wall for wall, _cpu in samples[label]]
-        median = statistics.median(walls)
+        median = round(statistics.median(walls), 1)
         rows.append(
             {
                 "command": label,
-                "median_ms": round(median, 1),
+                "median_ms": median,
                 "min_ms": round(min(walls), 1),
                 "cpu_ms": round(statistics.median(cpu for _wall, cpu in samples[label]), 1),
                 "vs_target": round(median / TARGET_MS, 2),
