@@ -109,14 +109,14 @@ class Service:
             task.cancel()  # (nothing of a load is stored before its commit)
         self.purgatory.clear()
         await self.committer.drain()
-        self.broker.close()
+        self.broker.housekeeping.close()
         self.committer.close()
 
     async def _ticker(self) -> None:
         while not self.stopping.is_set():
             await asyncio.sleep(TICK_SECONDS)
             try:
-                for key in self.broker.tick() + list(self.broker.take_touched()):
+                for key in self.broker.housekeeping.tick() + list(self.broker.take_touched()):
                     self.wake(key)
             except Exception:
                 log.error("tick failed:\n%s", traceback.format_exc())
@@ -125,7 +125,7 @@ class Service:
         while not self.stopping.is_set():
             await asyncio.sleep(CHECKPOINT_SECONDS)
             try:
-                self.broker.checkpoint(min_changes=CHECKPOINT_MIN_CHANGES)
+                self.broker.housekeeping.checkpoint(min_changes=CHECKPOINT_MIN_CHANGES)
             except Exception:
                 log.error("checkpoint failed:\n%s", traceback.format_exc())
 
@@ -247,7 +247,7 @@ class Service:
 
     def namespaces(self) -> list[str]:
         """The namespaces' names (what a front-end serves at start)."""
-        return [ns.name for ns in self.broker.namespace_list()]
+        return [ns.name for ns in self.broker.management.namespace_list()]
 
     def max_message_bytes(self, namespace: str) -> int:
         """The largest message ``namespace`` takes (raises when it does not exist)."""
@@ -357,7 +357,7 @@ class Service:
             "commit_rounds": self.committer.rounds,
             # receives waiting for a message (tests poll this instead of sleeping)
             "parked_receives": self.purgatory.watched("receive"),
-            **self.broker.stats(),
+            **self.broker.housekeeping.stats(),
             **self.info,
         }
         info.update(self.process.read())
