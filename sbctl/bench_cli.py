@@ -60,7 +60,11 @@ COMMANDS: tuple[tuple[str, Args, int], ...] = (
     ("sbctl daemon status", lambda i: ["daemon", "status"], 0),
     ("sbctl daemon status -o json", lambda i: ["-o", "json", "daemon", "status"], 0),
     ("error: no such queue", lambda i: ["queue", "show", "missing"], 3),
-    ("error: no daemon", lambda i: ["--socket", "/nonexistent/sbctld.sock", "queue", "list"], 9),
+    (
+        "error: no daemon",
+        lambda i: ["--socket", "/nonexistent/sbctl-bench.sock", "queue", "list"],
+        9,
+    ),
 )
 
 

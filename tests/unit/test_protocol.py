@@ -17,6 +17,7 @@ from sbctl.core.protocol import (
     PROTOCOL_VERSION,
     ClockAdvance,
     ClockSet,
+    DeleteMessages,
     EntityCreate,
     EntityPath,
     EntityRef,
@@ -176,6 +177,10 @@ SAMPLES: dict[str, list[msgspec.Struct]] = {
     "load_status": [LoadRef("ns", "q", "load-1")],
     "purge": [EntityPath("ns", "q"), EntityPath("ns", "q/$deadletterqueue")],
     "dlq_resubmit": [Resubmit("ns", "q"), Resubmit("ns", "q", 10, "other")],
+    "delete_messages": [
+        DeleteMessages("ns", "q", 10),
+        DeleteMessages("ns", "q", 5000, 1_700_000_000_000, "s-1"),
+    ],
     "session_accept": [SessionAccept("ns", "q"), SessionAccept("ns", "q", "s-1")],
     "session_renew": [SessionToken("ns", "q", "8c2e0f3a-0000-4000-8000-000000000001")],
     "session_close": [SessionToken("ns", "q", "8c2e0f3a-0000-4000-8000-000000000001")],
