@@ -20,8 +20,6 @@ import random
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-import msgspec
-
 from sbctl.core.delivered import Delivered
 from sbctl.core.locks import lock_token_for
 from sbctl.core.records import NOT_SCHEDULED, RECORD_HEADER, StagedRecord
@@ -177,7 +175,7 @@ class Partition:
             log.exp[i],
             self.id,
             log.state[i],
-            msgspec.Raw(payload),
+            payload,
             log.props.get(seq),
         )
 
@@ -337,7 +335,7 @@ class Partition:
                         log.exp[i],
                         self.id,
                         st,
-                        msgspec.Raw(payload),
+                        payload,
                         log.props.get(seq),
                     )
                 )

@@ -194,7 +194,9 @@ _encoder = msgspec.msgpack.Encoder()
 _decoder = msgspec.msgpack.Decoder(Message, ext_hook=_ext_hook)
 
 
-def encode_message(message: Message) -> bytes:
+def encode_legacy(message: Message) -> bytes:
+    """A record as versions 1-3 wrote it (MessagePack); kept so that tests and tools can make
+    the records of an older data dir."""
     # (the scan is inlined: this is the hot path, and a call costs more than the loop)
     props = message.application_properties
     if props:
@@ -207,11 +209,11 @@ def encode_message(message: Message) -> bytes:
     return _encoder.encode(message)
 
 
-def decode_message(payload: bytes | memoryview) -> Message:
-    """A stored or delivered record (already checked when it was sent). A record an older
-    release stored with a property key that is not a string (a null key: the AMQP front-end
-    let one through) reads with that key as text, so it never blocks a queue's reads
-    (daemon/README.md §29.11); a record that does not decode even so raises as before."""
+def decode_legacy(payload: bytes | memoryview) -> Message:
+    """A record of versions 1-3 (a MessagePack array; checked when it was sent). A record
+    an older release stored with a property key that is not a string (a null key: the AMQP
+    front-end let one through) reads with that key as text, so it never blocks a queue's
+    reads (daemon/README.md §29.11); a record that does not decode even so raises."""
     try:
         return _decoder.decode(payload)
     except msgspec.ValidationError:

@@ -20,8 +20,10 @@ text for ``char`` and ``symbol``, the bytes in hex for the decimals.
 
 from __future__ import annotations
 
+import base64
 import math
 import struct
+import uuid
 from datetime import UTC, datetime
 from typing import Any
 
@@ -43,6 +45,7 @@ from sbctl.core.amqp.types import (
     ULong,
     UShort,
 )
+from sbctl.core.durations import format_instant, instant_ms
 
 # The integer types: class and range.
 INTEGERS: dict[str, tuple[type[int], int, int]] = {
@@ -173,3 +176,29 @@ def _from_json_other(name: str, raw: Any) -> Any:
         return raw
     what = {"char": "one character", "symbol": "ASCII text", "string": "text"}
     raise ValueError(f"a {name} is {what.get(name, 'true or false')}")
+
+
+def json_value(value: Any) -> Any:
+    """A property or annotation value for JSON output: typed values as
+    ``{"$type": ..., "value": ...}`` (a timestamp in ISO 8601 UTC, a UUID canonical, binary
+    base64, the AMQP types as :func:`sbctl.core.to_json` shows them), plain values as
+    they are."""
+    kind = type(value)
+    if value is None or kind in (str, int, float, bool):
+        return value
+    if kind in TYPED:
+        return to_json(value)
+    if isinstance(value, datetime):
+        return {"$type": "timestamp", "value": format_instant(instant_ms(value))}
+    if isinstance(value, uuid.UUID):
+        return {"$type": "uuid", "value": str(value)}
+    if isinstance(value, bytes | bytearray | memoryview):
+        return {"$type": "binary", "value": base64.b64encode(bytes(value)).decode()}
+    if isinstance(value, list):
+        return [json_value(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): json_value(v) for k, v in value.items()}
+    for base in (bool, int, float, str):  # subclasses (AMQP's Int, Timestamp...) as the base
+        if isinstance(value, base):
+            return base(value)
+    return str(value)

@@ -19,6 +19,7 @@ import pytest
 
 from sbctl.core.delivered import Delivered
 from sbctl.core.errors import SbctlError, ServiceTimeout
+from sbctl.core.message_form import decode as decode_message
 from sbctl.core.protocol import (
     LENGTH,
     EntityRef,
@@ -28,7 +29,7 @@ from sbctl.core.protocol import (
     decode_result,
     encode_request,
 )
-from sbctl.core.records import Message, decode_message
+from sbctl.core.records import Message
 from sbctld.broker import DEFAULT_NAMESPACE, Broker
 from sbctld.clock import FakeClock
 from sbctld.frontends.unix.connection import Connection

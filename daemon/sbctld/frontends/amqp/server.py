@@ -39,9 +39,11 @@ from sbctl.core.amqp.types import (
 from sbctl.core.amqp.types import Coordinator as CoordinatorTarget
 from sbctl.core.errors import SbctlError, ServiceTimeout
 from sbctl.core.limits import MAX_RECEIVE
+from sbctl.core.message_form import UNDECODABLE, intake_transfer
 from sbctl.core.names import entity_key
 from sbctl.core.operations import deletes_on_receive
-from sbctld.frontends.amqp import fastout, management
+from sbctl.core.splice import splice_all
+from sbctld.frontends.amqp import management
 from sbctld.frontends.amqp.cbs import token_problem
 from sbctld.frontends.amqp.connection import (
     RECEIVER,
@@ -50,9 +52,7 @@ from sbctld.frontends.amqp.connection import (
     Delivery,
     Link,
 )
-from sbctld.frontends.amqp.convert import UNDECODABLE
 from sbctld.frontends.amqp.errors import condition_of
-from sbctld.frontends.amqp.fastin import stored_messages
 from sbctld.frontends.amqp.replies import Replies
 from sbctld.frontends.amqp.session_filter import SESSION_FILTER, echoed, requested_session
 from sbctld.frontends.amqp.settlement import Settlement, lock_tags, settle_range
@@ -454,7 +454,7 @@ class AmqpConnection(asyncio.Protocol):
     def _send(self, link: Link, path: str, delivery: Delivery) -> None:
         service = self.frontend.service
         try:
-            messages = stored_messages(delivery.payload, delivery.message_format)
+            messages = intake_transfer(delivery.payload, delivery.message_format)
             if isinstance(delivery.state, TransactionalState):
                 txn = self.transactions.get(delivery.state.txn_id)
                 txn.entity(path)[0].extend(messages)
@@ -532,7 +532,7 @@ class AmqpConnection(asyncio.Protocol):
                 state.inflight -= len(got)
                 if link.detached or self.closed:
                     return
-                _, payloads, bad = fastout.renderable(got, received=True, lock=False)
+                _, payloads, bad = splice_all(got, received=True, lock=False)
                 self._unreadable(state, bad)
                 for payload in payloads:
                     self.conn.transfer(link, uuid.uuid4().bytes_le, payload, settled=True)
@@ -541,7 +541,7 @@ class AmqpConnection(asyncio.Protocol):
 
             service.acknowledge(req, done)
             return
-        got, payloads, bad = fastout.renderable(got, received=True, lock=lock)
+        got, payloads, bad = splice_all(got, received=True, lock=lock)
         self._unreadable(state, bad)
         tokens = [d.lock_token or str(uuid.uuid4()) for d in got]
         ids = self.conn.transfers(link, lock_tags(tokens), payloads, settled=False)

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from sbctl.core.amqp import codec
 from sbctl.core.amqp.types import Declare, Declared, Discharge, Error, Rejected, Symbol
 from sbctl.core.errors import SbctlError
-from sbctl.core.records import Message as Stored
+from sbctl.core.message_form import Sent
 
 if TYPE_CHECKING:
     from sbctld.frontends.amqp.connection import Delivery, Link
@@ -34,12 +34,12 @@ class Transaction:
 
     def __init__(self, link: Link) -> None:
         self.link = link  # the coordinator link that declared it
-        self.by_entity: dict[str, tuple[list[Stored], list[Settlement]]] = {}
+        self.by_entity: dict[str, tuple[list[Sent], list[Settlement]]] = {}
         # $management writes held until the commit, applied after the entities' sends and
         # settlements (daemon/README.md §29.7)
         self.later: list[Callable[[], Any]] = []
 
-    def entity(self, path: str) -> tuple[list[Stored], list[Settlement]]:
+    def entity(self, path: str) -> tuple[list[Sent], list[Settlement]]:
         return self.by_entity.setdefault(path, ([], []))
 
 

@@ -1,0 +1,111 @@
+"""The sections of an encoded AMQP message read and spliced as bytes (AMQP 1.0 §3.2).
+
+What :mod:`sbctl.core.message_form` and :mod:`sbctl.core.splice` need below the level of
+values: where a value ends from its constructor alone, the items of a list or map, a map
+made of encoded entries, a properties section with its message id set, and a fast reader of
+the values the SDKs send most (the others through the codec). Nothing here builds a message.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+from sbctl.core.amqp import codec
+from sbctl.core.amqp.codec import DECODERS
+from sbctl.core.amqp.types import Int, Symbol, Timestamp, UInt
+
+HEADER, DELIVERY_ANNOTATIONS, MESSAGE_ANNOTATIONS, PROPERTIES = 0x70, 0x71, 0x72, 0x73
+APPLICATION_PROPERTIES, DATA, AMQP_SEQUENCE, AMQP_VALUE, FOOTER = 0x74, 0x75, 0x76, 0x77, 0x78
+_U32 = struct.Struct(">I").unpack_from
+_U32X2 = struct.Struct(">II").unpack_from
+_I32 = struct.Struct(">i").unpack_from
+_I64 = struct.Struct(">q").unpack_from
+_F64 = struct.Struct(">d").unpack_from
+
+
+def read_value(buf: bytes, pos: int) -> tuple[Any, int]:
+    """The value at ``pos`` as ``codec.decode`` gives it: the SDKs' common encodings read
+    here, the others by the codec."""
+    code = buf[pos]
+    if code == 0x40:
+        return None, pos + 1
+    if code == 0xA1:
+        start = pos + 2
+        stop = start + buf[pos + 1]
+        return buf[start:stop].decode(), stop
+    if code == 0xA3:
+        start = pos + 2
+        stop = start + buf[pos + 1]
+        return Symbol(buf[start:stop].decode("ascii")), stop
+    if code == 0x52:
+        return UInt(buf[pos + 1]), pos + 2
+    if code == 0x71:
+        return Int(_I32(buf, pos + 1)[0]), pos + 5
+    if code == 0x83:
+        return Timestamp(_I64(buf, pos + 1)[0]), pos + 9
+    if code == 0x81:
+        return _I64(buf, pos + 1)[0], pos + 9
+    if code == 0x82:
+        return _F64(buf, pos + 1)[0], pos + 9
+    return DECODERS[code](buf, pos + 1)
+
+
+def skip(buf: bytes, pos: int) -> int:
+    """The end of the value at ``pos``, read from its constructor alone (AMQP 1.0 §1.2: the
+    constructor's high nibble gives the width of its fixed value or of its size)."""
+    code = buf[pos]
+    if code == 0x00:  # described: a descriptor, then the value
+        return skip(buf, skip(buf, pos + 1))
+    width = _WIDTHS[code >> 4]
+    if width >= 0:
+        return pos + 1 + width
+    if width == -1:
+        return pos + 2 + buf[pos + 1]
+    return pos + 5 + _U32(buf, pos + 1)[0]
+
+
+# value widths by the constructor's high nibble: -1 a one-byte size, -4 a four-byte size
+_WIDTHS = (-9, -9, -9, -9, 0, 1, 2, 4, 8, 16, -1, -4, -1, -4, -1, -4)
+
+
+def list_items(buf: bytes, pos: int, end: int) -> tuple[int, int, int]:
+    """(count, first item, end) of the list or map at ``pos`` (its constructor)."""
+    ctor = buf[pos]
+    if ctor == 0xC0 or ctor == 0xC1:
+        count, start, stop = buf[pos + 2], pos + 3, pos + 2 + buf[pos + 1]
+    elif ctor == 0xD0 or ctor == 0xD1:
+        size, count = _U32X2(buf, pos + 1)
+        start, stop = pos + 9, pos + 5 + size
+    elif ctor == 0x45 or ctor == 0x40:
+        return 0, pos + 1, pos + 1
+    else:
+        raise codec.DecodeError(f"a list or map was expected, not type 0x{ctor:02x}")
+    if stop > end or stop < start:
+        raise codec.DecodeError("a list or map overruns its message")
+    return count, start, stop
+
+
+def properties_with_id(value: bytes, message_id: str) -> bytes:
+    """A properties section whose value (a list, or empty for none) is ``value``, with
+    ``message_id`` as its first field: the other fields' bytes as they were."""
+    rest = b""
+    count = 1
+    if value:
+        n, item, stop = list_items(value, 0, len(value))
+        if n:
+            rest = value[skip(value, item) : stop]
+            count = n
+    body = codec.encode(message_id) + rest
+    n = len(body)
+    if n + 1 < 256 and count < 256:
+        return bytes((0x00, 0x53, 0x73, 0xC0, n + 1, count)) + body
+    return b"\x00\x53\x73\xd0" + struct.pack(">II", n + 4, count) + body
+
+
+def map_of(pairs: int, body: bytes) -> bytes:
+    """A map of ``pairs`` entries whose encoded keys and values are ``body``."""
+    n = len(body)
+    if n + 1 < 256 and 2 * pairs < 256:
+        return bytes((0xC1, n + 1, 2 * pairs)) + body
+    return b"\xd1" + struct.pack(">II", n + 4, 2 * pairs) + body

@@ -1,0 +1,727 @@
+"""One form for a message: the AMQP 1.0 encoding its sender sent (record version 4).
+
+A stored record's payload is an AMQP message (daemon/README.md §21): the sender's sections
+as it sent them. Every front-end hands the daemon that form (the AMQP front-end the bytes of
+a transfer, the Unix client and HTTP what :func:`encode` made of their fields), and the
+daemon reads each message once, at :func:`intake`, into the :class:`~sbctl.core.records.Message`
+fields the broker works with (ids, session, partition key, TTL, schedule, what filters
+read). Delivery splices the broker's facts in front of the stored bytes
+(:mod:`sbctl.core.splice`); nothing the sender sent is re-encoded on the way.
+
+The stored form is the sender's message with these changes, made once at intake and only
+when needed (an SDK's message is stored byte for byte):
+
+- delivery annotations are dropped (they are per hop); a record the broker writes itself
+  (forwarding, dead-lettering into another entity) carries its own facts there:
+  ``x-opt-enqueue-sequence-number``, ``x-opt-deadletter-source``, ``x-opt-sbctl-hops``
+  and, for a time to live a header cannot hold, ``x-opt-sbctl-ttl``;
+- message annotations only the broker sets (:data:`BROKER_ANNOTATIONS` but the partition
+  key and scheduled enqueue time) are dropped from the map;
+- sections come in the spec's order with the short descriptor form (§3.2); a section
+  given twice keeps its last copy.
+
+A payload of versions 1-3 (a MessagePack array, :mod:`sbctl.core.records`) never starts
+with 0x00, which every AMQP message does: :func:`decode` reads both, and :func:`stored_form`
+converts an older record once when it is read for delivery.
+"""
+
+from __future__ import annotations
+
+import struct
+import uuid
+from datetime import UTC, datetime
+from random import getrandbits
+from typing import Any, NamedTuple
+
+import msgspec
+
+from sbctl.core.amqp import codec
+from sbctl.core.amqp.sections import (
+    AMQP_SEQUENCE,
+    AMQP_VALUE,
+    APPLICATION_PROPERTIES,
+    DATA,
+    DELIVERY_ANNOTATIONS,
+    FOOTER,
+    HEADER,
+    MESSAGE_ANNOTATIONS,
+    PROPERTIES,
+    list_items,
+    map_of,
+    properties_with_id,
+    read_value,
+    skip,
+)
+from sbctl.core.amqp.types import Int, Long, Symbol, Timestamp, UInt, ULong
+from sbctl.core.errors import BadRequest
+from sbctl.core.records import Message, decode_legacy, decode_sent_message
+from sbctl.core.typed import LONG_MAX, TYPED, json_value
+
+UNDECODABLE = "undecodable AMQP message"
+INT32 = (-(2**31), 2**31 - 1)
+UINT_END = 2**32
+MAX_MS = 2**63 - 1  # what a stored record's millisecond fields hold
+VALUE_STRING, VALUE_BINARY = b"\xa1", b"\xa0"  # a v3 body_amqp: "the value is the body"
+# Annotations the broker sets on delivery: never stored as a sender sent them (the partition
+# key and scheduled enqueue time are the sender's, and stay).
+BROKER_ANNOTATIONS = frozenset(
+    (
+        "x-opt-sequence-number",
+        "x-opt-enqueued-time",
+        "x-opt-locked-until",
+        "x-opt-lock-token",
+        "x-opt-message-state",
+        "x-opt-partition-id",
+        "x-opt-partition-key",
+        "x-opt-scheduled-enqueue-time",
+        "x-opt-enqueue-sequence-number",
+        "x-opt-deadletter-source",
+    )
+)
+_SENDERS = frozenset(("x-opt-partition-key", "x-opt-scheduled-enqueue-time"))
+_DROPPED = BROKER_ANNOTATIONS - _SENDERS
+# The broker's facts of a record it wrote itself (delivery annotations of the stored form).
+ENQUEUED_SEQUENCE, DEAD_LETTER_SOURCE = "x-opt-enqueue-sequence-number", "x-opt-deadletter-source"
+HOPS, LONG_TTL = "x-opt-sbctl-hops", "x-opt-sbctl-ttl"
+# properties list index → Message field (group-id is the session id).
+_PROPERTY_FIELDS = (
+    "message_id",
+    None,  # user-id
+    "to",
+    "subject",
+    "reply_to",
+    "correlation_id",
+    "content_type",
+    None,  # content-encoding
+    None,  # absolute-expiry-time
+    None,  # creation-time
+    "session_id",  # group-id
+    None,  # group-sequence
+    "reply_to_session_id",  # reply-to-group-id
+)
+_ORDER = (HEADER, DELIVERY_ANNOTATIONS, MESSAGE_ANNOTATIONS, PROPERTIES, APPLICATION_PROPERTIES)
+_U32 = struct.Struct(">I").unpack_from
+_PLAIN = frozenset((str, float, bool, bytes, type(None), uuid.UUID))
+_KEPT = frozenset((bool, str, float, bytes, uuid.UUID, *TYPED))
+
+
+class Sent(NamedTuple):
+    """One message as the daemon takes it in: its fields, read once, and its stored form."""
+
+    message: Message
+    payload: bytes
+
+
+# What a send takes: fields, a message taken in already, or an encoded one.
+Sendable = Message | Sent | bytes | msgspec.Raw
+
+
+def is_amqp(payload: bytes | memoryview) -> bool:
+    """Whether a record's payload is the AMQP form (version 4), not a MessagePack array."""
+    return len(payload) > 0 and payload[0] == 0x00
+
+
+# ------------------------------------------------------------------ values
+
+
+def text(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, bytes):
+        return value.decode(errors="replace")
+    return str(value)
+
+
+def property_value(value: Any, what: str = "application property") -> Any:
+    """An AMQP value → the property value the broker and clients see, its AMQP type kept
+    (sbctl.core.typed): an ``int`` as a plain int, a ``long`` that fits 32 bits as a
+    ``Long``, a ``ulong`` beyond a long's range as a plain int, a timestamp as an aware
+    UTC datetime; the other types as the codec decoded them. BadRequest for a value that
+    is no property value (a list, a map)."""
+    kind = type(value)
+    if kind is ULong and value > LONG_MAX:
+        return int(value)  # (as a plain int beyond a long goes out)
+    if value is None or kind in _KEPT:
+        return value
+    if kind is int:
+        return Long(value) if INT32[0] <= value <= INT32[1] else value
+    if kind is Int:
+        return int(value)
+    if kind is Timestamp:
+        try:
+            return datetime.fromtimestamp(int(value) / 1000, tz=UTC)
+        except (ValueError, OverflowError, OSError):
+            raise BadRequest(
+                f"{what} timestamp {int(value)} is out of range (years 1 to 9999)"
+            ) from None
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value)
+    raise BadRequest(f"{what} value of type {kind.__name__} is not supported")
+
+
+def amqp_value(value: Any) -> Any:
+    """A property value → what goes on the wire (inverse of :func:`property_value`): a
+    plain int an ``int`` when it fits 32 bits, else a ``long``, else (from 2**63) a
+    ``ulong``; a datetime a timestamp."""
+    kind = type(value)
+    if kind is int:
+        if INT32[0] <= value <= INT32[1]:
+            return Int(value)
+        return ULong(value) if value > LONG_MAX else value
+    if kind is datetime:
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=UTC)
+        return Timestamp(round(value.timestamp() * 1000))
+    return value
+
+
+def milliseconds(value: Any, what: str) -> int:
+    """A count of milliseconds a message carries, as a stored integer; BadRequest naming
+    ``what`` when it is not a number or does not fit the record (0 to 2**63 - 1)."""
+    try:
+        ms = int(value)
+    except (TypeError, ValueError, OverflowError):
+        raise BadRequest(f"{what} must be a number of milliseconds, not {value!r}") from None
+    if not 0 <= ms <= MAX_MS:
+        raise BadRequest(f"{what} {value!r} is out of range (0 to {MAX_MS} milliseconds)")
+    return ms
+
+
+def new_message_id() -> str:
+    """A random version-4 UUID in hex, like ``uuid.uuid4().hex`` at a fifth of the cost (no
+    system call per message; an id is not a secret, 122 random bits keep it unique)."""
+    return "%032x" % (getrandbits(128) & _V4_CLEAR | _V4_SET)
+
+
+_V4_CLEAR = 0xFFFFFFFF_FFFF_0FFF_3FFF_FFFFFFFFFFFF
+_V4_SET = 0x00000000_0000_4000_8000_000000000000
+
+
+# ------------------------------------------------------------------ reading
+
+
+class _Read:
+    """What one pass over a message's sections found: the fields, and where each section
+    lies (its last copy), for the stored form."""
+
+    __slots__ = ("body", "facts", "fields", "kind", "new_id", "rewrite", "spans")
+
+    def __init__(self) -> None:
+        self.fields: dict[str, Any] = {}
+        self.spans: dict[int, tuple[int, int]] = {}  # section code → (value start, end)
+        self.body: list[tuple[int, int, int]] = []  # (code, value start, end)
+        self.kind = ""
+        self.rewrite = False  # the stored form differs from the bytes read
+        self.facts = False  # the delivery annotations hold the broker's facts (kept)
+        self.new_id: str | None = None  # a message id given at intake
+
+
+def _read(buf: bytes, pos: int, end: int, delivered: bool) -> _Read:
+    """One pass over the sections of the message in ``buf[pos:end]``. ``delivered``: a
+    message as delivered (the broker's annotations read, as a client reads them)."""
+    r = _Read()
+    fields = r.fields
+    last = -1
+    while pos < end:
+        if buf[pos] != 0x00:
+            raise codec.DecodeError("a message section must be a described value")
+        if pos + 2 < end and buf[pos + 1] == 0x53:
+            code = buf[pos + 2]
+            pos += 3
+        else:
+            descriptor, pos = codec.decode(buf, pos + 1)
+            if not isinstance(descriptor, int):
+                raise codec.DecodeError(f"unknown message section {descriptor!r}")
+            code = int(descriptor)
+            r.rewrite = True
+        if pos >= end:
+            raise codec.DecodeError("message section has no value")
+        if code >= DATA:
+            stop = _body_section(buf, pos, end, code, r)
+        elif code in _ORDER:
+            if code in r.spans or code < last or r.body:
+                r.rewrite = True
+            last = code
+            stop = _SECTION_READERS[code](buf, pos, end, fields, r, delivered)
+            r.spans[code] = (pos, stop)
+        else:
+            raise codec.DecodeError(f"unknown message section 0x{code:02x}")
+        if stop > end:
+            raise codec.DecodeError("a message section overruns its message")
+        pos = stop
+    return r
+
+
+def _body_section(buf: bytes, pos: int, end: int, code: int, r: _Read) -> int:
+    if code == FOOTER:
+        ctor = buf[pos]
+        if ctor != 0x40 and ctor != 0xC1 and ctor != 0xD1:
+            raise codec.DecodeError("message section 0x78 must be a map")
+        stop = skip(buf, pos)
+        if FOOTER in r.spans:
+            r.rewrite = True
+        r.spans[FOOTER] = (pos, stop)
+        return stop
+    if code > FOOTER:
+        raise codec.DecodeError(f"unknown message section 0x{code:02x}")
+    if FOOTER in r.spans:
+        r.rewrite = True
+    ctor = buf[pos]
+    if code == DATA:
+        if ctor == 0xA0:
+            stop = pos + 2 + buf[pos + 1]
+        elif ctor == 0xB0:
+            stop = pos + 5 + _U32(buf, pos + 1)[0]
+        else:
+            raise codec.DecodeError("a data section must hold binary")
+        r.kind = r.kind or "data"
+    elif code == AMQP_SEQUENCE:
+        if ctor != 0x45 and ctor != 0xC0 and ctor != 0xD0:
+            raise codec.DecodeError("an amqp-sequence section must hold a list")
+        stop = skip(buf, pos)
+        r.kind = r.kind or "sequence"
+    else:
+        stop = skip(buf, pos)
+        if r.kind == "value":
+            r.rewrite = True  # (the last value counts)
+        r.kind = "value"
+    if code != DATA and codec.decode(buf, pos)[1] != stop:  # (a value that does not decode)
+        raise codec.DecodeError("a body section's size is wrong")
+    r.body.append((code, pos, stop))
+    return stop
+
+
+def _header(buf: bytes, pos: int, end: int, fields: dict[str, Any], r: _Read, _: bool) -> int:
+    if buf[pos] not in (0x45, 0xC0, 0xD0):
+        raise codec.DecodeError("the header section must be a list")
+    count, pos, stop = list_items(buf, pos, end)
+    for i in range(count):
+        value, pos = read_value(buf, pos)
+        if i == 2 and value is not None:
+            fields["time_to_live_ms"] = milliseconds(value, "header ttl")
+    if pos != stop:
+        raise codec.DecodeError("the header section's size is wrong")
+    return stop
+
+
+def _map_pairs(buf: bytes, pos: int, end: int, what: int) -> tuple[list[Any], int]:
+    """A map section's keys and values, alternating."""
+    ctor = buf[pos]
+    if ctor == 0x40:
+        return [], pos + 1
+    if ctor != 0xC1 and ctor != 0xD1:
+        raise codec.DecodeError(f"message section 0x{what:02x} must be a map")
+    count, pos, stop = list_items(buf, pos, end)
+    if count % 2:
+        raise codec.DecodeError("a map has an odd number of items")
+    items: list[Any] = []
+    append = items.append
+    for _ in range(count):
+        value, pos = read_value(buf, pos)
+        append(value)
+    if pos != stop:
+        raise codec.DecodeError("a map's size is wrong")
+    return items, stop
+
+
+def _facts(buf: bytes, pos: int, end: int, fields: dict[str, Any], r: _Read, _: bool) -> int:
+    """Delivery annotations: dropped from the stored form, but for the broker's facts."""
+    items, stop = _map_pairs(buf, pos, end, DELIVERY_ANNOTATIONS)
+    for k, v in zip(items[::2], items[1::2], strict=True):
+        if v is None:
+            continue
+        if k == ENQUEUED_SEQUENCE:
+            fields["enqueued_sequence_number"] = int(v)
+        elif k == DEAD_LETTER_SOURCE:
+            fields["dead_letter_source"] = text(v)
+        elif k == HOPS:
+            fields["transfer_hops"] = int(v)
+        elif k == LONG_TTL:
+            fields["time_to_live_ms"] = fields[LONG_TTL] = milliseconds(v, LONG_TTL)
+        else:
+            continue
+        r.facts = True
+    if not r.facts:
+        r.rewrite = True  # (a sender's: dropped)
+    return stop
+
+
+def _annotations(
+    buf: bytes, pos: int, end: int, fields: dict[str, Any], r: _Read, delivered: bool
+) -> int:
+    items, stop = _map_pairs(buf, pos, end, MESSAGE_ANNOTATIONS)
+    kept: dict[str, Any] = {}
+    for k, v in zip(items[::2], items[1::2], strict=True):
+        if not isinstance(k, str):
+            continue
+        if k in BROKER_ANNOTATIONS:
+            if k == "x-opt-partition-key":
+                if v is not None:
+                    fields["partition_key"] = text(v)
+            elif k == "x-opt-scheduled-enqueue-time":
+                if v is not None:
+                    fields["scheduled_enqueue_time_ms"] = milliseconds(
+                        v, "x-opt-scheduled-enqueue-time"
+                    )
+            elif delivered and k == ENQUEUED_SEQUENCE and v is not None:
+                fields["enqueued_sequence_number"] = int(v)
+            elif delivered and k == DEAD_LETTER_SOURCE and v is not None:
+                fields["dead_letter_source"] = text(v)
+            elif not delivered:
+                r.rewrite = True  # (dropped from the stored form)
+            continue
+        try:
+            kept[str(k)] = property_value(v)
+        except BadRequest:
+            continue  # (kept in the stored form, not shown as a property value)
+    fields["message_annotations"] = kept or None
+    return stop
+
+
+def _properties(buf: bytes, pos: int, end: int, fields: dict[str, Any], r: _Read, _: bool) -> int:
+    if buf[pos] not in (0x45, 0xC0, 0xD0):
+        raise codec.DecodeError("the properties section must be a list")
+    count, pos, stop = list_items(buf, pos, end)
+    names = _PROPERTY_FIELDS
+    for i in range(count):
+        value, pos = read_value(buf, pos)
+        if value is not None and i < 13:
+            name = names[i]
+            if name is not None:
+                fields[name] = value if type(value) is str else text(value)
+    if pos != stop:
+        raise codec.DecodeError("the properties section's size is wrong")
+    return stop
+
+
+def _application_properties(
+    buf: bytes, pos: int, end: int, fields: dict[str, Any], r: _Read, _: bool
+) -> int:
+    items, stop = _map_pairs(buf, pos, end, APPLICATION_PROPERTIES)
+    if items:
+        plain = _PLAIN
+        props: dict[str, Any] = {}
+        for k, v in zip(items[::2], items[1::2], strict=True):
+            if type(k) is not str:
+                # AMQP restricts keys to strings (§3.2.5), and Service Bus refuses others.
+                raise codec.DecodeError(f"application property key {k!r} is not a string")
+            props[k] = v if type(v) in plain else property_value(v)
+        fields["application_properties"] = props
+    else:
+        fields.pop("application_properties", None)
+    return stop
+
+
+_SECTION_READERS = {
+    HEADER: _header,
+    DELIVERY_ANNOTATIONS: _facts,
+    MESSAGE_ANNOTATIONS: _annotations,
+    PROPERTIES: _properties,
+    APPLICATION_PROPERTIES: _application_properties,
+}
+
+
+def _message(buf: bytes, r: _Read) -> Message:
+    """The Message fields of a read message."""
+    fields = r.fields
+    fields.pop(LONG_TTL, None)
+    if r.kind in ("", "data"):
+        parts = [buf[s + 2 : e] if buf[s] == 0xA0 else buf[s + 5 : e] for c, s, e in r.body]
+        fields["body"] = parts[0] if len(parts) == 1 else b"".join(parts)
+        return Message(**fields)
+    fields["body_kind"] = r.kind
+    if r.kind == "value":
+        _, s, e = r.body[-1]
+        raw = buf[s:e]
+        value = codec.decode(raw)[0]
+        fields["body_amqp"] = raw
+        if isinstance(value, str | bytes):
+            fields["body"] = value.encode() if isinstance(value, str) else value
+            return Message(**fields)
+    else:
+        value = [codec.decode(buf[s:e])[0] for c, s, e in r.body if c == AMQP_SEQUENCE]
+        fields["body_amqp"] = codec.encode(value)
+    try:
+        fields["body"] = b"" if value is None else msgspec.json.encode(json_value(value))
+    except (TypeError, ValueError, OverflowError):
+        fields["body"] = b""
+    return Message(**fields)
+
+
+def _stored(buf: bytes, start: int, end: int, r: _Read) -> bytes:
+    """The stored form of a message read from ``buf[start:end]`` (see the module's rules)."""
+    if not r.rewrite:
+        return buf[start:end] if start or end != len(buf) else buf
+    parts: list[bytes] = []
+    if r.new_id is not None and PROPERTIES not in r.spans:
+        r.spans[PROPERTIES] = (0, 0)  # (none sent: one made for the id)
+    for code in _ORDER:
+        span = r.spans.get(code)
+        if span is None or (code == DELIVERY_ANNOTATIONS and not r.facts):
+            continue
+        s, e = span
+        if code == MESSAGE_ANNOTATIONS:
+            parts.append(_broker_keys_dropped(buf, s, e))
+        elif code == PROPERTIES and r.new_id is not None:
+            parts.append(properties_with_id(buf[s:e], r.new_id))
+        else:
+            parts.append(bytes((0x00, 0x53, code)) + buf[s:e])
+    kind = {"data": DATA, "sequence": AMQP_SEQUENCE, "value": AMQP_VALUE}.get(r.kind, DATA)
+    body = [(c, s, e) for c, s, e in r.body if c == kind]
+    for c, s, e in body[-1:] if kind == AMQP_VALUE else body:
+        parts.append(bytes((0x00, 0x53, c)) + buf[s:e])
+    if FOOTER in r.spans:
+        s, e = r.spans[FOOTER]
+        parts.append(b"\x00\x53\x78" + buf[s:e])
+    return b"".join(parts)
+
+
+def _broker_keys_dropped(buf: bytes, pos: int, end: int) -> bytes:
+    """The message-annotations section at ``pos`` without the keys only the broker sets:
+    the other entries' bytes as they were."""
+    count, item, _ = list_items(buf, pos, end)
+    kept: list[bytes] = []
+    for _ in range(count // 2):
+        key, after = read_value(buf, item)
+        value_end = skip(buf, after)
+        if not (isinstance(key, str) and key in _DROPPED):
+            kept.append(buf[item:value_end])
+        item = value_end
+    return b"\x00\x53\x72" + map_of(len(kept), b"".join(kept))
+
+
+def _intake_one(buf: bytes, start: int, end: int, give_id: bool = False) -> Sent:
+    try:
+        r = _read(buf, start, end, False)
+        if give_id and "message_id" not in r.fields:
+            r.fields["message_id"] = r.new_id = new_message_id()
+            r.rewrite = True
+        message = _message(buf, r)
+    except (ValueError, TypeError, IndexError, struct.error) as exc:
+        raise codec.DecodeError(f"{UNDECODABLE}: {exc}") from None
+    return Sent(message, _stored(buf, start, end, r))
+
+
+def intake(raw: bytes, *, give_id: bool = False) -> Sent:
+    """One message as a sender encoded it: its fields and its stored form (``give_id``: a
+    message id given when it has none, as :func:`intake_transfer` does). Raises
+    codec.DecodeError when it does not decode (or an application property's key is not a
+    string), BadRequest for a value sbctl cannot keep."""
+    if type(raw) is not bytes:
+        raw = bytes(raw)
+    return _intake_one(raw, 0, len(raw), give_id)
+
+
+def intake_sent(raw: bytes | memoryview | msgspec.Raw) -> Sent:
+    """One message of a Unix client's send: its AMQP form (as MessagePack binary), or the
+    fields of record version 3 an older client sent (a MessagePack array), encoded here."""
+    data = bytes(raw)
+    if is_amqp(data):
+        return intake(data)
+    if data[:1] in (b"\xc4", b"\xc5", b"\xc6"):
+        return intake(msgspec.msgpack.decode(data, type=bytes))
+    return intake(encode(decode_sent_message(data)))
+
+
+def intake_transfer(payload: bytes, message_format: int) -> list[Sent]:
+    """The messages of one incoming AMQP transfer: each message of a batch (format
+    0x80013700, each data section one encoded message) or the transfer's one message.
+    A message sent without a message id is given one, as Service Bus gives it (SDKs rely on
+    it: @azure/service-bus keys its lock renewal by message id)."""
+    if type(payload) is not bytes:
+        payload = bytes(payload)
+    if message_format != codec.BATCH_FORMAT:
+        return [_intake_one(payload, 0, len(payload), True)]
+    return [_intake_one(payload, s, e, True) for s, e in _batch(payload)]
+
+
+def _batch(buf: bytes) -> list[tuple[int, int]]:
+    """Where each message of a batch envelope lies (its data sections' values); the other
+    sections of the envelope (the SDKs copy the first message's properties there) are
+    checked and not used."""
+    out: list[tuple[int, int]] = []
+    pos, end = 0, len(buf)
+    try:
+        while pos < end:
+            if buf[pos] or buf[pos + 1] != 0x53:  # (another descriptor form: rare)
+                return [(s, s + len(c)) for s, c in _located(buf)]
+            code, ctor = buf[pos + 2], buf[pos + 3]
+            if code == DATA:
+                if ctor == 0xB0:
+                    start, stop = pos + 8, pos + 8 + _U32(buf, pos + 4)[0]
+                elif ctor == 0xA0:
+                    start, stop = pos + 5, pos + 5 + buf[pos + 4]
+                else:
+                    raise codec.DecodeError("a data section must hold binary")
+                if stop > end:
+                    raise codec.DecodeError("a data section overruns the transfer")
+                out.append((start, stop))
+                pos = stop
+            elif HEADER <= code <= APPLICATION_PROPERTIES or code == FOOTER:
+                pos = _checked(buf, pos + 3, code)
+            else:
+                raise codec.DecodeError(f"unknown message section 0x{code:02x}")
+    except (IndexError, struct.error) as exc:
+        raise codec.DecodeError(f"a batch that does not decode: {exc}") from None
+    return out
+
+
+def _checked(buf: bytes, pos: int, code: int) -> int:
+    """The end of an envelope section's value, which must decode as its kind."""
+    value, stop = codec.decode(buf, pos)
+    if code in (HEADER, PROPERTIES):
+        if not isinstance(value, list):
+            raise codec.DecodeError(f"message section 0x{code:02x} must be a list")
+    elif value is not None and not isinstance(value, dict):
+        raise codec.DecodeError(f"message section 0x{code:02x} must be a map")
+    return stop
+
+
+def _located(buf: bytes) -> list[tuple[int, bytes]]:
+    """The data sections of an envelope written with long descriptors (rare), copied."""
+    chunks = codec.decode_message(buf)
+    if chunks.body_kind != "data":
+        raise codec.DecodeError("a batch's messages must be data sections")
+    out = []
+    pos = 0
+    for chunk in chunks.body:
+        at = buf.index(chunk, pos)
+        out.append((at, chunk))
+        pos = at + len(chunk)
+    return out
+
+
+def decode(payload: bytes | memoryview | msgspec.Raw) -> Message:
+    """A stored record's payload (any version) or a delivered message → its fields."""
+    if type(payload) is msgspec.Raw:
+        payload = bytes(payload)
+    if not is_amqp(payload):
+        return decode_legacy(payload)
+    buf = bytes(payload)
+    try:
+        return _message(buf, _read(buf, 0, len(buf), True))
+    except (ValueError, TypeError, IndexError, struct.error) as exc:
+        raise msgspec.DecodeError(f"{UNDECODABLE}: {exc}") from None
+    except BadRequest as exc:
+        raise msgspec.DecodeError(str(exc)) from None
+
+
+def stored_form(payload: bytes | memoryview) -> bytes:
+    """A record's payload in the AMQP form: as it is, or (a record of versions 1-3)
+    converted once, as it is read."""
+    if is_amqp(payload):
+        return payload if type(payload) is bytes else bytes(payload)
+    return encode(decode_legacy(payload))
+
+
+# ------------------------------------------------------------------ writing
+
+
+def encode(m: Message) -> bytes:
+    """A message's fields → its AMQP form (a client's send, HTTP's, Spark staging, a record
+    the broker writes). ValueError naming the property when a typed value does not fit,
+    BadRequest for a number no AMQP type holds."""
+    try:
+        return _encode(m)
+    except (struct.error, OverflowError) as exc:
+        raise BadRequest(f"a number in the message is out of range: {exc}") from None
+
+
+def _encode(m: Message) -> bytes:
+    out = bytearray()
+    ttl = m.time_to_live_ms
+    if ttl is not None and 0 <= ttl < UINT_END:
+        out += b"\x00\x53\x70"
+        codec.encode_into([None, None, UInt(ttl)], out)
+    facts: dict[Any, Any] = {}
+    if m.enqueued_sequence_number is not None:
+        facts[Symbol(ENQUEUED_SEQUENCE)] = m.enqueued_sequence_number
+    if m.dead_letter_source is not None:
+        facts[Symbol(DEAD_LETTER_SOURCE)] = m.dead_letter_source
+    if m.transfer_hops is not None:
+        facts[Symbol(HOPS)] = Int(m.transfer_hops)
+    if ttl is not None and not 0 <= ttl < UINT_END:
+        facts[Symbol(LONG_TTL)] = ttl
+    if facts:
+        out += b"\x00\x53\x71"
+        codec.encode_into(facts, out)
+    # (annotation keys are symbols; one that is not ASCII, which no AMQP peer can send,
+    # goes as a string)
+    ann = {
+        Symbol(k) if k.isascii() else k: _typed(k, v)
+        for k, v in (m.message_annotations or {}).items()
+    }
+    if m.partition_key is not None:
+        ann[Symbol("x-opt-partition-key")] = m.partition_key
+    if m.scheduled_enqueue_time_ms is not None:
+        ann[Symbol("x-opt-scheduled-enqueue-time")] = Timestamp(m.scheduled_enqueue_time_ms)
+    if ann:
+        out += b"\x00\x53\x72"
+        codec.encode_into(ann, out)
+    props = [
+        m.message_id,
+        None,
+        m.to,
+        m.subject,
+        m.reply_to,
+        m.correlation_id,
+        Symbol(m.content_type) if m.content_type is not None else None,
+        None,
+        None,
+        None,
+        m.session_id,
+        None,
+        m.reply_to_session_id,
+    ]
+    while props and props[-1] is None:
+        props.pop()
+    out += b"\x00\x53\x73"
+    codec.encode_into(props, out)
+    if m.application_properties:
+        out += b"\x00\x53\x74"
+        codec.encode_into({k: _typed(k, v) for k, v in m.application_properties.items()}, out)
+    _encode_body(m, out)
+    return bytes(out)
+
+
+def _typed(key: str, value: Any) -> Any:
+    """A property value for the wire; ValueError naming the property when a typed value
+    does not fit its type (a ``Short(70000)``)."""
+    value = amqp_value(value)
+    if type(value) in TYPED:
+        try:
+            raw = codec.encode(value)
+            codec.decode_all(raw)
+        except (struct.error, TypeError, ValueError, OverflowError):
+            raise ValueError(
+                f"property {key!r}: {value!r} is not a valid {TYPED[type(value)]}"
+            ) from None
+    return value
+
+
+def _encode_body(m: Message, out: bytearray) -> None:
+    amqp = m.body_amqp
+    if m.body_kind == "value" and amqp is not None:
+        try:
+            value = m.body.decode() if amqp == VALUE_STRING else m.body
+        except UnicodeDecodeError:  # (a v3 record's text that is not UTF-8: sent as data)
+            amqp = None
+        if amqp is not None:
+            out += b"\x00\x53\x77"
+            if amqp in (VALUE_STRING, VALUE_BINARY):
+                codec.encode_into(value, out)
+            else:
+                out += amqp
+            return
+    if m.body_kind == "sequence" and amqp is not None:
+        try:
+            sequences = codec.decode_all(amqp)
+        except codec.DecodeError:
+            sequences = None
+        if isinstance(sequences, list) and all(isinstance(s, list) for s in sequences):
+            for s in sequences:
+                out += b"\x00\x53\x76"
+                codec.encode_into(s, out)
+            return
+    out += b"\x00\x53\x75"
+    codec.encode_into(m.body, out)

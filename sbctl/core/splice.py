@@ -1,0 +1,218 @@
+"""A delivery: the broker's facts spliced in front of the stored AMQP message.
+
+A stored message is the AMQP encoding its sender sent (:mod:`sbctl.core.message_form`).
+What the broker owns (sequence number, enqueued time, state, lock, delivery count,
+partition, a forwarded message's origin) lives in the index and the journal and goes out as
+two sections built here per delivery: the header (the sender's durable, priority, ttl and
+first-acquirer fields as they were sent, then the delivery count) and the message
+annotations (the broker's entries, then the sender's entries as they were sent). The
+properties, application properties, body and footer follow byte for byte as stored.
+
+Two exceptions, both rare, rebuild a section: properties modified by an abandon, defer or
+dead-letter (``Delivered.changes``) rebuild the application properties; a message stored
+without a message id (sent over the Unix socket without one) gets a stable id derived from
+its place, so that peeks and redeliveries agree (SDKs need one: @azure/service-bus keys its
+lock renewal by message id).
+
+The header's delivery-count is the number of *earlier* deliveries (AMQP), so a received
+message carries the broker's count minus one, a peeked one the count as is.
+"""
+
+from __future__ import annotations
+
+import struct
+import uuid
+from hashlib import sha1
+from typing import Any
+
+from sbctl.core.amqp import codec
+from sbctl.core.amqp.sections import map_of, properties_with_id, skip
+from sbctl.core.delivered import Delivered
+from sbctl.core.message_form import DEAD_LETTER_SOURCE, ENQUEUED_SEQUENCE, amqp_value, stored_form
+
+_q = struct.Struct(">q").pack
+_I = struct.Struct(">I").pack
+_h = struct.Struct(">h").pack
+# sbctl's stored states → x-opt-message-state (0 active, 1 deferred, 2 scheduled).
+MESSAGE_STATE = {1: 0, 2: 1, 3: 2, 4: 0, 5: 0}
+_NO_ID = uuid.UUID("5b1c7d2e-0000-4000-8000-5bc71d000000")  # namespace of stable message ids
+_NO_ID_BYTES = _NO_ID.bytes
+
+
+def _sym(name: str) -> bytes:
+    raw = name.encode("ascii")
+    return bytes((0xA3, len(raw))) + raw
+
+
+_SEQUENCE = _sym("x-opt-sequence-number") + b"\x81"
+_ENQUEUED = _sym("x-opt-enqueued-time") + b"\x83"
+_STATE = {
+    state: _sym("x-opt-message-state") + bytes((0x54, amqp))
+    for state, amqp in {0: 0, **MESSAGE_STATE}.items()
+}
+_LOCKED = _sym("x-opt-locked-until") + b"\x83"
+_ENQUEUE_SEQUENCE = _sym(ENQUEUED_SEQUENCE) + b"\x81"
+_DEADLETTER_SOURCE = _sym(DEAD_LETTER_SOURCE)
+# The partition id is an AMQP short, as Service Bus sends it: the .NET SDKs unbox it as one
+# (``(short)pair.Value``), and a long there fails every receive (daemon/README.md §29).
+_PARTITION_ID = _sym("x-opt-partition-id") + b"\x61"
+_NULLS = (b"", b"\x40", b"\x40\x40", b"\x40\x40\x40", b"\x40\x40\x40\x40")
+_COUNTS = tuple(b"\x43" if n == 0 else bytes((0x52, n)) for n in range(256))
+_UINT_END = 2**32
+
+
+def stable_message_id(partition_id: int | None, sequence_number: int) -> str:
+    """``uuid.uuid5(_NO_ID, f"{partition_id}:{sequence_number}").hex`` without the UUID
+    objects: the id a message stored without one is given."""
+    digest = sha1(_NO_ID_BYTES + f"{partition_id}:{sequence_number}".encode()).digest()
+    n = int.from_bytes(digest[:16], "big")
+    n = n & ~(0xC000 << 48) | 0x8000 << 48  # variant RFC 4122
+    n = n & ~(0xF000 << 64) | 5 << 76  # version 5
+    return f"{n:032x}"
+
+
+def _list_items(buf: bytes, pos: int) -> tuple[int, int, int]:
+    """(count, first item, end) of the list or map whose constructor is at ``pos``."""
+    ctor = buf[pos]
+    if ctor == 0xC0 or ctor == 0xC1:
+        return buf[pos + 2], pos + 3, pos + 2 + buf[pos + 1]
+    if ctor == 0xD0 or ctor == 0xD1:
+        size, count = struct.unpack_from(">II", buf, pos + 1)
+        return count, pos + 9, pos + 5 + size
+    return 0, pos + 1, pos + 1  # list0, null
+
+
+def splice(d: Delivered, *, received: bool, lock: bool, sdk: bool = True) -> bytes:
+    """A peeked or received message → the AMQP message sent to its client. ``lock``: the
+    locked-until annotation is sent (a peek-lock receive outside a session). ``sdk``: for
+    an AMQP client, a message stored without an id is given its stable one; else (sbctl's
+    own client, which shows a message as it was sent) the broker's stored facts are kept as
+    delivery annotations (a forwarded message's hops, a time to live beyond the header's)."""
+    buf = stored_form(d.payload)
+    pos = 0
+    # the header: the sender's first four fields, then the delivery count
+    sent = b""
+    n_sent = 0
+    if buf[2] == 0x70:
+        count, item, stop = _list_items(buf, 3)
+        end = item
+        n_sent = min(count, 4)
+        for _ in range(n_sent):
+            end = skip(buf, end)
+        sent = buf[item:end]
+        pos = stop
+    n = d.delivery_count - 1 if received else d.delivery_count
+    n = min(max(n, 0), _UINT_END - 1)
+    fields = sent + _NULLS[4 - n_sent] + (_COUNTS[n] if n < 256 else b"\x70" + _I(n))
+    size = len(fields) + 1
+    header = (
+        bytes((0x00, 0x53, 0x70, 0xC0, size, 5))
+        if size < 256
+        else b"\x00\x53\x70\xd0" + _I(size + 3) + _I(5)
+    ) + fields
+    # the broker's facts of a record it wrote (delivery annotations: not sent)
+    facts: dict[Any, Any] = {}
+    kept = b""
+    if buf[pos + 2 : pos + 3] == b"\x71":
+        start = pos
+        value, pos = codec.decode(buf, pos + 3)
+        facts = value or {}
+        if not sdk:
+            kept = buf[start:pos]
+    # the message annotations: the broker's entries, then the sender's
+    seq = d.sequence_number
+    enqueued = _q(d.enqueued_time_ms)
+    ann = [_SEQUENCE, _q(seq), _ENQUEUED, enqueued, _STATE.get(d.state, _STATE[0])]
+    pairs = 3
+    if lock and d.locked_until_ms is not None:
+        ann += (_LOCKED, _q(d.locked_until_ms))
+        pairs += 1
+    if facts:
+        pairs += _facts(facts, ann)
+    if d.partition_id is not None:
+        ann += (_PARTITION_ID, _h(d.partition_id))
+        pairs += 1
+    if buf[pos + 2 : pos + 3] == b"\x72":
+        count, item, stop = _list_items(buf, pos + 3)
+        ann.append(buf[item:stop])
+        pairs += count // 2
+        pos = stop
+    rest = buf[pos:] if pos else buf
+    if d.changes or (sdk and not _has_message_id(rest)):
+        rest = _rebuilt(d, rest, sdk)
+    return b"".join((header, kept, b"\x00\x53\x72", map_of(pairs, b"".join(ann)), rest))
+
+
+def _facts(facts: dict[Any, Any], ann: list[bytes]) -> int:
+    """The broker's annotations of a forwarded or dead-lettered message, added to ``ann``;
+    returns how many."""
+    added = 0
+    seq = facts.get(ENQUEUED_SEQUENCE)
+    if seq is not None:
+        ann += (_ENQUEUE_SEQUENCE, _q(int(seq)))
+        added += 1
+    source = facts.get(DEAD_LETTER_SOURCE)
+    if source is not None:
+        ann += (_DEADLETTER_SOURCE, codec.encode(str(source)))
+        added += 1
+    return added
+
+
+def _has_message_id(rest: bytes) -> bool:
+    """Whether the properties section (at the start of ``rest`` when there is one) holds a
+    message id."""
+    if rest[:3] != b"\x00\x53\x73":
+        return False
+    count, item, _ = _list_items(rest, 3)
+    return count > 0 and rest[item] != 0x40
+
+
+def _rebuilt(d: Delivered, rest: bytes, fill_id: bool) -> bytes:
+    """``rest`` (properties onwards) with the message id filled in and the properties the
+    broker modified merged into the application properties (the rare cases)."""
+    pos = skip(rest, 3) if rest[:3] == b"\x00\x53\x73" else 0
+    props = rest[:pos]
+    if fill_id and not _has_message_id(props):
+        props = properties_with_id(props[3:], stable_message_id(d.partition_id, d.sequence_number))
+    if not d.changes:
+        return props + rest[pos:]
+    app: dict[Any, Any] = {}
+    if rest[pos : pos + 3] == b"\x00\x53\x74":
+        value, pos = codec.decode(rest, pos + 3)
+        app = dict(value or {})
+    app.update((k, amqp_value(v)) for k, v in d.changes.items())
+    section = bytearray(b"\x00\x53\x74")
+    codec.encode_into(app, section)
+    return props + bytes(section) + rest[pos:]
+
+
+def splice_all(
+    got: list[Delivered], *, received: bool, lock: bool
+) -> tuple[list[Delivered], list[bytes], list[tuple[Delivered, str]]]:
+    """:func:`splice` of a batch that may hold a record that cannot be read (stored
+    damaged, or by a release with a bug): (the deliveries that splice, their bytes, the
+    others with why). One such record never blocks the others (daemon/README.md §29.11)."""
+    good: list[Delivered] = []
+    out: list[bytes] = []
+    bad: list[tuple[Delivered, str]] = []
+    for d in got:
+        try:
+            out.append(splice(d, received=received, lock=lock))
+            good.append(d)
+        except Exception as exc:
+            bad.append((d, f"{type(exc).__name__}: {exc}"[:200]))
+    return good, out, bad
+
+
+# delivery-annotations {x-opt-lock-token: uuid} (map8: size 36, 2 items; sym8; uuid)
+_LOCK_TOKEN_SECTION = b"\x00\x53\x71\xc1\x24\x02\xa3\x10x-opt-lock-token\x98"
+
+
+def with_lock_token(encoded: bytes, lock_token: str) -> bytes:
+    """A spliced message (a header first, never delivery annotations) with the delivery
+    annotation ``x-opt-lock-token`` placed after the header as AMQP orders sections: how
+    Service Bus returns a deferred message received by sequence number (the Go and .NET
+    SDKs take its lock token from there)."""
+    end = skip(encoded, 3)
+    section = _LOCK_TOKEN_SECTION + uuid.UUID(lock_token).bytes
+    return b"".join((encoded[:end], section, encoded[end:]))
