@@ -200,14 +200,28 @@ _V4_SET = 0x00000000_0000_4000_8000_000000000000
 # ------------------------------------------------------------------ reading
 
 
-class _Read:
-    """What one pass over a message's sections found: the fields, and where each section
-    lies (its last copy), for the stored form."""
+# Where each field lies in a Message (array-like: its order is the record's).
+_AT = {name: i for i, name in enumerate(Message.__struct_fields__)}
+_BODY, _TTL, _SCHEDULED = _AT["body"], _AT["time_to_live_ms"], _AT["scheduled_enqueue_time_ms"]
+_APP, _ANN, _KIND, _AMQP = (
+    _AT["application_properties"],
+    _AT["message_annotations"],
+    _AT["body_kind"],
+    _AT["body_amqp"],
+)
+_MESSAGE_ID = _AT["message_id"]
+_PROPERTY_AT = tuple(None if n is None else _AT[n] for n in _PROPERTY_FIELDS)
+_UNSET = [None] * len(_AT)
 
-    __slots__ = ("body", "facts", "fields", "kind", "new_id", "rewrite", "spans")
+
+class _Read:
+    """What one pass over a message's sections found: the Message's fields in order, and
+    where each section lies (its last copy), for the stored form."""
+
+    __slots__ = ("body", "f", "facts", "kind", "new_id", "rewrite", "spans")
 
     def __init__(self) -> None:
-        self.fields: dict[str, Any] = {}
+        self.f: list[Any] = _UNSET.copy()
         self.spans: dict[int, tuple[int, int]] = {}  # section code → (value start, end)
         self.body: list[tuple[int, int, int]] = []  # (code, value start, end)
         self.kind = ""
@@ -220,30 +234,35 @@ def _read(buf: bytes, pos: int, end: int, delivered: bool) -> _Read:
     """One pass over the sections of the message in ``buf[pos:end]``. ``delivered``: a
     message as delivered (the broker's annotations read, as a client reads them)."""
     r = _Read()
-    fields = r.fields
+    spans = r.spans
     last = -1
     while pos < end:
-        if buf[pos] != 0x00:
-            raise codec.DecodeError("a message section must be a described value")
-        if pos + 2 < end and buf[pos + 1] == 0x53:
+        if buf[pos] == 0x00 and pos + 2 < end and buf[pos + 1] == 0x53:
             code = buf[pos + 2]
             pos += 3
         else:
-            descriptor, pos = codec.decode(buf, pos + 1)
-            if not isinstance(descriptor, int):
-                raise codec.DecodeError(f"unknown message section {descriptor!r}")
-            code = int(descriptor)
+            code, pos = _descriptor(buf, pos)
             r.rewrite = True
         if pos >= end:
             raise codec.DecodeError("message section has no value")
-        if code >= DATA:
-            stop = _body_section(buf, pos, end, code, r)
-        elif code in _ORDER:
-            if code in r.spans or code < last or r.body:
+        if code == DATA and r.kind != "value" and r.kind != "sequence" and FOOTER not in spans:
+            ctor = buf[pos]
+            if ctor == 0xB0:
+                stop = pos + 5 + _U32(buf, pos + 1)[0]
+            elif ctor == 0xA0:
+                stop = pos + 2 + buf[pos + 1]
+            else:
+                raise codec.DecodeError("a data section must hold binary")
+            r.kind = "data"
+            r.body.append((DATA, pos, stop))
+        elif code >= DATA:
+            stop = _body_section(buf, pos, code, r)
+        elif HEADER <= code <= APPLICATION_PROPERTIES:
+            if code in spans or code < last or r.body:
                 r.rewrite = True
             last = code
-            stop = _SECTION_READERS[code](buf, pos, end, fields, r, delivered)
-            r.spans[code] = (pos, stop)
+            stop = _SECTION_READERS[code](buf, pos, end, r, delivered)
+            spans[code] = (pos, stop)
         else:
             raise codec.DecodeError(f"unknown message section 0x{code:02x}")
         if stop > end:
@@ -252,36 +271,40 @@ def _read(buf: bytes, pos: int, end: int, delivered: bool) -> _Read:
     return r
 
 
-def _body_section(buf: bytes, pos: int, end: int, code: int, r: _Read) -> int:
+def _descriptor(buf: bytes, pos: int) -> tuple[int, int]:
+    """A section's descriptor in its long form (a ulong, not the small one): its code."""
+    if buf[pos] != 0x00:
+        raise codec.DecodeError("a message section must be a described value")
+    descriptor, pos = codec.decode(buf, pos + 1)
+    if not isinstance(descriptor, int):
+        raise codec.DecodeError(f"unknown message section {descriptor!r}")
+    return int(descriptor), pos
+
+
+def _body_section(buf: bytes, pos: int, code: int, r: _Read) -> int:
+    """A body section other than the usual data sections, or the footer."""
+    if code > FOOTER:
+        raise codec.DecodeError(f"unknown message section 0x{code:02x}")
+    ctor = buf[pos]
+    stop = skip(buf, pos)
     if code == FOOTER:
-        ctor = buf[pos]
         if ctor != 0x40 and ctor != 0xC1 and ctor != 0xD1:
             raise codec.DecodeError("message section 0x78 must be a map")
-        stop = skip(buf, pos)
         if FOOTER in r.spans:
             r.rewrite = True
         r.spans[FOOTER] = (pos, stop)
         return stop
-    if code > FOOTER:
-        raise codec.DecodeError(f"unknown message section 0x{code:02x}")
     if FOOTER in r.spans:
         r.rewrite = True
-    ctor = buf[pos]
     if code == DATA:
-        if ctor == 0xA0:
-            stop = pos + 2 + buf[pos + 1]
-        elif ctor == 0xB0:
-            stop = pos + 5 + _U32(buf, pos + 1)[0]
-        else:
+        if ctor != 0xA0 and ctor != 0xB0:
             raise codec.DecodeError("a data section must hold binary")
         r.kind = r.kind or "data"
     elif code == AMQP_SEQUENCE:
         if ctor != 0x45 and ctor != 0xC0 and ctor != 0xD0:
             raise codec.DecodeError("an amqp-sequence section must hold a list")
-        stop = skip(buf, pos)
         r.kind = r.kind or "sequence"
     else:
-        stop = skip(buf, pos)
         if r.kind == "value":
             r.rewrite = True  # (the last value counts)
         r.kind = "value"
@@ -291,14 +314,14 @@ def _body_section(buf: bytes, pos: int, end: int, code: int, r: _Read) -> int:
     return stop
 
 
-def _header(buf: bytes, pos: int, end: int, fields: dict[str, Any], r: _Read, _: bool) -> int:
+def _header(buf: bytes, pos: int, end: int, r: _Read, _: bool) -> int:
     if buf[pos] not in (0x45, 0xC0, 0xD0):
         raise codec.DecodeError("the header section must be a list")
     count, pos, stop = list_items(buf, pos, end)
     for i in range(count):
         value, pos = read_value(buf, pos)
         if i == 2 and value is not None:
-            fields["time_to_live_ms"] = milliseconds(value, "header ttl")
+            r.f[_TTL] = milliseconds(value, "header ttl")
     if pos != stop:
         raise codec.DecodeError("the header section's size is wrong")
     return stop
@@ -324,91 +347,110 @@ def _map_pairs(buf: bytes, pos: int, end: int, what: int) -> tuple[list[Any], in
     return items, stop
 
 
-def _facts(buf: bytes, pos: int, end: int, fields: dict[str, Any], r: _Read, _: bool) -> int:
+_FACTS = {
+    ENQUEUED_SEQUENCE: (_AT["enqueued_sequence_number"], int),
+    DEAD_LETTER_SOURCE: (_AT["dead_letter_source"], text),
+    HOPS: (_AT["transfer_hops"], int),
+    LONG_TTL: (_TTL, lambda v: milliseconds(v, LONG_TTL)),
+}
+
+
+def _facts(buf: bytes, pos: int, end: int, r: _Read, _: bool) -> int:
     """Delivery annotations: dropped from the stored form, but for the broker's facts."""
     items, stop = _map_pairs(buf, pos, end, DELIVERY_ANNOTATIONS)
     for k, v in zip(items[::2], items[1::2], strict=True):
-        if v is None:
-            continue
-        if k == ENQUEUED_SEQUENCE:
-            fields["enqueued_sequence_number"] = int(v)
-        elif k == DEAD_LETTER_SOURCE:
-            fields["dead_letter_source"] = text(v)
-        elif k == HOPS:
-            fields["transfer_hops"] = int(v)
-        elif k == LONG_TTL:
-            fields["time_to_live_ms"] = fields[LONG_TTL] = milliseconds(v, LONG_TTL)
-        else:
-            continue
-        r.facts = True
+        fact = _FACTS.get(k) if isinstance(k, str) else None
+        if fact is not None and v is not None:
+            r.f[fact[0]] = fact[1](v)
+            r.facts = True
     if not r.facts:
         r.rewrite = True  # (a sender's: dropped)
     return stop
 
 
-def _annotations(
-    buf: bytes, pos: int, end: int, fields: dict[str, Any], r: _Read, delivered: bool
-) -> int:
+def _annotations(buf: bytes, pos: int, end: int, r: _Read, delivered: bool) -> int:
     items, stop = _map_pairs(buf, pos, end, MESSAGE_ANNOTATIONS)
     kept: dict[str, Any] = {}
+    f = r.f
     for k, v in zip(items[::2], items[1::2], strict=True):
         if not isinstance(k, str):
             continue
         if k in BROKER_ANNOTATIONS:
-            if k == "x-opt-partition-key":
-                if v is not None:
-                    fields["partition_key"] = text(v)
+            if v is None:
+                pass
+            elif k == "x-opt-partition-key":
+                f[_AT["partition_key"]] = text(v)
             elif k == "x-opt-scheduled-enqueue-time":
-                if v is not None:
-                    fields["scheduled_enqueue_time_ms"] = milliseconds(
-                        v, "x-opt-scheduled-enqueue-time"
-                    )
-            elif delivered and k == ENQUEUED_SEQUENCE and v is not None:
-                fields["enqueued_sequence_number"] = int(v)
-            elif delivered and k == DEAD_LETTER_SOURCE and v is not None:
-                fields["dead_letter_source"] = text(v)
-            elif not delivered:
+                f[_SCHEDULED] = milliseconds(v, "x-opt-scheduled-enqueue-time")
+            elif delivered and k in (ENQUEUED_SEQUENCE, DEAD_LETTER_SOURCE):
+                at, read = _FACTS[k]
+                f[at] = read(v)
+            if not delivered and k in _DROPPED:
                 r.rewrite = True  # (dropped from the stored form)
             continue
         try:
             kept[str(k)] = property_value(v)
         except BadRequest:
             continue  # (kept in the stored form, not shown as a property value)
-    fields["message_annotations"] = kept or None
+    f[_ANN] = kept or None
     return stop
 
 
-def _properties(buf: bytes, pos: int, end: int, fields: dict[str, Any], r: _Read, _: bool) -> int:
-    if buf[pos] not in (0x45, 0xC0, 0xD0):
+def _properties(buf: bytes, pos: int, end: int, r: _Read, _: bool) -> int:
+    ctor = buf[pos]
+    if ctor == 0xC0:
+        count, p, stop = buf[pos + 2], pos + 3, pos + 2 + buf[pos + 1]
+    elif ctor == 0xD0 or ctor == 0x45:
+        count, p, stop = list_items(buf, pos, end)
+    else:
         raise codec.DecodeError("the properties section must be a list")
-    count, pos, stop = list_items(buf, pos, end)
-    names = _PROPERTY_FIELDS
+    f = r.f
+    at = _PROPERTY_AT
     for i in range(count):
-        value, pos = read_value(buf, pos)
-        if value is not None and i < 13:
-            name = names[i]
-            if name is not None:
-                fields[name] = value if type(value) is str else text(value)
-    if pos != stop:
+        code = buf[p]
+        field = at[i] if i < 13 else None
+        if code == 0x40 or field is None:
+            p = skip(buf, p)
+        elif code == 0xA1:
+            start = p + 2
+            p = start + buf[p + 1]
+            f[field] = buf[start:p].decode()
+        else:
+            value, p = read_value(buf, p)
+            f[field] = value if type(value) is str else text(value)
+    if p != stop:
         raise codec.DecodeError("the properties section's size is wrong")
     return stop
 
 
-def _application_properties(
-    buf: bytes, pos: int, end: int, fields: dict[str, Any], r: _Read, _: bool
-) -> int:
-    items, stop = _map_pairs(buf, pos, end, APPLICATION_PROPERTIES)
-    if items:
-        plain = _PLAIN
-        props: dict[str, Any] = {}
-        for k, v in zip(items[::2], items[1::2], strict=True):
-            if type(k) is not str:
-                # AMQP restricts keys to strings (§3.2.5), and Service Bus refuses others.
-                raise codec.DecodeError(f"application property key {k!r} is not a string")
-            props[k] = v if type(v) in plain else property_value(v)
-        fields["application_properties"] = props
+def _application_properties(buf: bytes, pos: int, end: int, r: _Read, _: bool) -> int:
+    ctor = buf[pos]
+    if ctor == 0xC1:
+        count, p, stop = buf[pos + 2], pos + 3, pos + 2 + buf[pos + 1]
+    elif ctor == 0xD1 or ctor == 0x40:
+        count, p, stop = list_items(buf, pos, end)
     else:
-        fields.pop("application_properties", None)
+        raise codec.DecodeError("message section 0x74 must be a map")
+    if count % 2:
+        raise codec.DecodeError("a map has an odd number of items")
+    props: dict[str, Any] = {}
+    plain = _PLAIN
+    for _ in range(count // 2):
+        if buf[p] == 0xA1:
+            start = p + 2
+            p = start + buf[p + 1]
+            key = buf[start:p].decode()
+        else:
+            key, p = read_value(buf, p)
+            if not isinstance(key, str):
+                # AMQP restricts keys to strings (§3.2.5), and Service Bus refuses others.
+                raise codec.DecodeError(f"application property key {key!r} is not a string")
+            key = str(key)
+        value, p = read_value(buf, p)
+        props[key] = value if type(value) in plain else property_value(value)
+    if p != stop:
+        raise codec.DecodeError("a map's size is wrong")
+    r.f[_APP] = props or None
     return stop
 
 
@@ -422,35 +464,43 @@ _SECTION_READERS = {
 
 
 def _message(buf: bytes, r: _Read) -> Message:
-    """The Message fields of a read message."""
-    fields = r.fields
-    fields.pop(LONG_TTL, None)
-    if r.kind in ("", "data"):
-        parts = [buf[s + 2 : e] if buf[s] == 0xA0 else buf[s + 5 : e] for c, s, e in r.body]
-        fields["body"] = parts[0] if len(parts) == 1 else b"".join(parts)
-        return Message(**fields)
-    fields["body_kind"] = r.kind
-    if r.kind == "value":
+    """The Message of a read message."""
+    f = r.f
+    kind = r.kind
+    if kind == "data" or not kind:
+        body = r.body
+        if len(body) == 1:
+            _, s, e = body[0]
+            f[_BODY] = buf[s + 2 : e] if buf[s] == 0xA0 else buf[s + 5 : e]
+        else:
+            f[_BODY] = b"".join(
+                buf[s + 2 : e] if buf[s] == 0xA0 else buf[s + 5 : e] for _, s, e in body
+            )
+        return Message(*f)
+    f[_KIND] = kind
+    if kind == "value":
         _, s, e = r.body[-1]
         raw = buf[s:e]
         value = codec.decode(raw)[0]
-        fields["body_amqp"] = raw
+        f[_AMQP] = raw
         if isinstance(value, str | bytes):
-            fields["body"] = value.encode() if isinstance(value, str) else value
-            return Message(**fields)
+            f[_BODY] = value.encode() if isinstance(value, str) else value
+            return Message(*f)
     else:
         value = [codec.decode(buf[s:e])[0] for c, s, e in r.body if c == AMQP_SEQUENCE]
-        fields["body_amqp"] = codec.encode(value)
+        f[_AMQP] = codec.encode(value)
     try:
-        fields["body"] = b"" if value is None else msgspec.json.encode(json_value(value))
+        f[_BODY] = b"" if value is None else msgspec.json.encode(json_value(value))
     except (TypeError, ValueError, OverflowError):
-        fields["body"] = b""
-    return Message(**fields)
+        f[_BODY] = b""
+    return Message(*f)
 
 
 def _stored(buf: bytes, start: int, end: int, r: _Read) -> bytes:
     """The stored form of a message read from ``buf[start:end]`` (see the module's rules)."""
     if not r.rewrite:
+        if r.new_id is not None:
+            return _with_id(buf, start, end, r, r.new_id)
         return buf[start:end] if start or end != len(buf) else buf
     parts: list[bytes] = []
     if r.new_id is not None and PROPERTIES not in r.spans:
@@ -476,6 +526,22 @@ def _stored(buf: bytes, start: int, end: int, r: _Read) -> bytes:
     return b"".join(parts)
 
 
+def _with_id(buf: bytes, start: int, end: int, r: _Read, message_id: str) -> bytes:
+    """A message in the spec's order with ``message_id`` put in its properties."""
+    span = r.spans.get(PROPERTIES)
+    if span is not None:
+        s, e = span
+        return b"".join((buf[start : s - 3], properties_with_id(buf[s:e], message_id), buf[e:end]))
+    spans = r.spans
+    after = spans.get(APPLICATION_PROPERTIES) or (r.body[0][1:] if r.body else spans.get(FOOTER))
+    at = end if after is None else after[0] - 3
+    raw = message_id.encode()
+    section = bytes((0x00, 0x53, 0x73, 0xC0, len(raw) + 3, 1, 0xA1, len(raw))) + raw
+    if len(raw) > 250:
+        section = properties_with_id(b"", message_id)
+    return b"".join((buf[start:at], section, buf[at:end]))
+
+
 def _broker_keys_dropped(buf: bytes, pos: int, end: int) -> bytes:
     """The message-annotations section at ``pos`` without the keys only the broker sets:
     the other entries' bytes as they were."""
@@ -493,9 +559,8 @@ def _broker_keys_dropped(buf: bytes, pos: int, end: int) -> bytes:
 def _intake_one(buf: bytes, start: int, end: int, give_id: bool = False) -> Sent:
     try:
         r = _read(buf, start, end, False)
-        if give_id and "message_id" not in r.fields:
-            r.fields["message_id"] = r.new_id = new_message_id()
-            r.rewrite = True
+        if give_id and r.f[_MESSAGE_ID] is None:
+            r.f[_MESSAGE_ID] = r.new_id = new_message_id()
         message = _message(buf, r)
     except (ValueError, TypeError, IndexError, struct.error) as exc:
         raise codec.DecodeError(f"{UNDECODABLE}: {exc}") from None

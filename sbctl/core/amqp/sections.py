@@ -53,20 +53,35 @@ def read_value(buf: bytes, pos: int) -> tuple[Any, int]:
 
 def skip(buf: bytes, pos: int) -> int:
     """The end of the value at ``pos``, read from its constructor alone (AMQP 1.0 §1.2: the
-    constructor's high nibble gives the width of its fixed value or of its size)."""
+    constructor gives the width of its fixed value or of its size); DecodeError for a byte
+    that is no constructor."""
     code = buf[pos]
     if code == 0x00:  # described: a descriptor, then the value
         return skip(buf, skip(buf, pos + 1))
-    width = _WIDTHS[code >> 4]
+    width = _WIDTHS[code]
     if width >= 0:
         return pos + 1 + width
     if width == -1:
         return pos + 2 + buf[pos + 1]
-    return pos + 5 + _U32(buf, pos + 1)[0]
+    if width == -4:
+        return pos + 5 + _U32(buf, pos + 1)[0]
+    raise codec.DecodeError(f"unknown AMQP type code 0x{code:02x}")
 
 
-# value widths by the constructor's high nibble: -1 a one-byte size, -4 a four-byte size
-_WIDTHS = (-9, -9, -9, -9, 0, 1, 2, 4, 8, 16, -1, -4, -1, -4, -1, -4)
+# Each constructor's fixed width, or -1 / -4 for a one- / four-byte size; -9: none.
+_WIDTHS = [-9] * 256
+for _codes, _width in (
+    ((0x40, 0x41, 0x42, 0x43, 0x44, 0x45), 0),
+    ((0x50, 0x51, 0x52, 0x53, 0x54, 0x55, 0x56), 1),
+    ((0x60, 0x61), 2),
+    ((0x70, 0x71, 0x72, 0x73, 0x74), 4),
+    ((0x80, 0x81, 0x82, 0x83, 0x84), 8),
+    ((0x94, 0x98), 16),
+    ((0xA0, 0xA1, 0xA3, 0xC0, 0xC1, 0xE0), -1),
+    ((0xB0, 0xB1, 0xB3, 0xD0, 0xD1, 0xF0), -4),
+):
+    for _code in _codes:
+        _WIDTHS[_code] = _width
 
 
 def list_items(buf: bytes, pos: int, end: int) -> tuple[int, int, int]:
