@@ -27,11 +27,12 @@ converts an older record once when it is read for delivery.
 
 from __future__ import annotations
 
+import functools
 import struct
 import uuid
-from datetime import UTC, datetime
+from collections.abc import Callable
 from random import getrandbits
-from typing import Any, NamedTuple
+from typing import Any
 
 import msgspec
 
@@ -52,15 +53,20 @@ from sbctl.core.amqp.sections import (
     read_value,
     skip,
 )
-from sbctl.core.amqp.types import Int, Long, Symbol, Timestamp, UInt, ULong
+from sbctl.core.amqp.types import Int, Symbol, Timestamp, UInt
 from sbctl.core.errors import BadRequest
 from sbctl.core.records import Message, decode_legacy, decode_sent_message
-from sbctl.core.typed import LONG_MAX, TYPED, json_value
+from sbctl.core.typed import (
+    TYPED,
+    amqp_value,
+    json_value,
+    milliseconds,
+    property_value,
+    text,
+)
 
 UNDECODABLE = "undecodable AMQP message"
-INT32 = (-(2**31), 2**31 - 1)
 UINT_END = 2**32
-MAX_MS = 2**63 - 1  # what a stored record's millisecond fields hold
 VALUE_STRING, VALUE_BINARY = b"\xa1", b"\xa0"  # a v3 body_amqp: "the value is the body"
 # Annotations the broker sets on delivery: never stored as a sender sent them (the partition
 # key and scheduled enqueue time are the sender's, and stay).
@@ -102,10 +108,9 @@ _PROPERTY_FIELDS = (
 _ORDER = (HEADER, DELIVERY_ANNOTATIONS, MESSAGE_ANNOTATIONS, PROPERTIES, APPLICATION_PROPERTIES)
 _U32 = struct.Struct(">I").unpack_from
 _PLAIN = frozenset((str, float, bool, bytes, type(None), uuid.UUID))
-_KEPT = frozenset((bool, str, float, bytes, uuid.UUID, *TYPED))
 
 
-class Sent(NamedTuple):
+class Sent(msgspec.Struct, array_like=True, gc=False):
     """One message as the daemon takes it in: its fields, read once, and its stored form."""
 
     message: Message
@@ -124,73 +129,27 @@ def is_amqp(payload: bytes | memoryview) -> bool:
 # ------------------------------------------------------------------ values
 
 
-def text(value: Any) -> str | None:
-    if value is None:
-        return None
-    if isinstance(value, bytes):
-        return value.decode(errors="replace")
-    return str(value)
-
-
-def property_value(value: Any, what: str = "application property") -> Any:
-    """An AMQP value → the property value the broker and clients see, its AMQP type kept
-    (sbctl.core.typed): an ``int`` as a plain int, a ``long`` that fits 32 bits as a
-    ``Long``, a ``ulong`` beyond a long's range as a plain int, a timestamp as an aware
-    UTC datetime; the other types as the codec decoded them. BadRequest for a value that
-    is no property value (a list, a map)."""
-    kind = type(value)
-    if kind is ULong and value > LONG_MAX:
-        return int(value)  # (as a plain int beyond a long goes out)
-    if value is None or kind in _KEPT:
-        return value
-    if kind is int:
-        return Long(value) if INT32[0] <= value <= INT32[1] else value
-    if kind is Int:
-        return int(value)
-    if kind is Timestamp:
-        try:
-            return datetime.fromtimestamp(int(value) / 1000, tz=UTC)
-        except (ValueError, OverflowError, OSError):
-            raise BadRequest(
-                f"{what} timestamp {int(value)} is out of range (years 1 to 9999)"
-            ) from None
-    if isinstance(value, bytes | bytearray | memoryview):
-        return bytes(value)
-    raise BadRequest(f"{what} value of type {kind.__name__} is not supported")
-
-
-def amqp_value(value: Any) -> Any:
-    """A property value → what goes on the wire (inverse of :func:`property_value`): a
-    plain int an ``int`` when it fits 32 bits, else a ``long``, else (from 2**63) a
-    ``ulong``; a datetime a timestamp."""
-    kind = type(value)
-    if kind is int:
-        if INT32[0] <= value <= INT32[1]:
-            return Int(value)
-        return ULong(value) if value > LONG_MAX else value
-    if kind is datetime:
-        if value.tzinfo is None:
-            value = value.replace(tzinfo=UTC)
-        return Timestamp(round(value.timestamp() * 1000))
-    return value
-
-
-def milliseconds(value: Any, what: str) -> int:
-    """A count of milliseconds a message carries, as a stored integer; BadRequest naming
-    ``what`` when it is not a number or does not fit the record (0 to 2**63 - 1)."""
-    try:
-        ms = int(value)
-    except (TypeError, ValueError, OverflowError):
-        raise BadRequest(f"{what} must be a number of milliseconds, not {value!r}") from None
-    if not 0 <= ms <= MAX_MS:
-        raise BadRequest(f"{what} {value!r} is out of range (0 to {MAX_MS} milliseconds)")
-    return ms
-
-
 def new_message_id() -> str:
     """A random version-4 UUID in hex, like ``uuid.uuid4().hex`` at a fifth of the cost (no
     system call per message; an id is not a secret, 122 random bits keep it unique)."""
     return "%032x" % (getrandbits(128) & _V4_CLEAR | _V4_SET)
+
+
+def new_message_ids(n: int) -> list[str]:
+    """``n`` ids as :func:`new_message_id` makes them, from one draw of random bits."""
+    if n == 0:
+        return []
+    clear, set_, slices = _id_masks(n)
+    text = (getrandbits(128 * n) & clear | set_).to_bytes(16 * n, "big").hex()
+    return list(map(text.__getitem__, slices))
+
+
+@functools.lru_cache(maxsize=64)
+def _id_masks(n: int) -> tuple[int, int, list[slice]]:
+    """The version-4 bit masks for ``n`` ids side by side, and where each id lies."""
+    clear = int(f"{_V4_CLEAR:032x}" * n, 16)
+    set_ = int(f"{_V4_SET:032x}" * n, 16)
+    return clear, set_, [slice(i, i + 32) for i in range(0, 32 * n, 32)]
 
 
 _V4_CLEAR = 0xFFFFFFFF_FFFF_0FFF_3FFF_FFFFFFFFFFFF
@@ -347,7 +306,7 @@ def _map_pairs(buf: bytes, pos: int, end: int, what: int) -> tuple[list[Any], in
     return items, stop
 
 
-_FACTS = {
+_FACTS: dict[str, tuple[int, Callable[[Any], Any]]] = {
     ENQUEUED_SEQUENCE: (_AT["enqueued_sequence_number"], int),
     DEAD_LETTER_SOURCE: (_AT["dead_letter_source"], text),
     HOPS: (_AT["transfer_hops"], int),
@@ -435,7 +394,7 @@ def _application_properties(buf: bytes, pos: int, end: int, r: _Read, _: bool) -
         raise codec.DecodeError("a map has an odd number of items")
     props: dict[str, Any] = {}
     plain = _PLAIN
-    for _ in range(count // 2):
+    for _pair in range(count // 2):
         if buf[p] == 0xA1:
             start = p + 2
             p = start + buf[p + 1]
@@ -498,10 +457,6 @@ def _message(buf: bytes, r: _Read) -> Message:
 
 def _stored(buf: bytes, start: int, end: int, r: _Read) -> bytes:
     """The stored form of a message read from ``buf[start:end]`` (see the module's rules)."""
-    if not r.rewrite:
-        if r.new_id is not None:
-            return _with_id(buf, start, end, r, r.new_id)
-        return buf[start:end] if start or end != len(buf) else buf
     parts: list[bytes] = []
     if r.new_id is not None and PROPERTIES not in r.spans:
         r.spans[PROPERTIES] = (0, 0)  # (none sent: one made for the id)
@@ -524,6 +479,15 @@ def _stored(buf: bytes, start: int, end: int, r: _Read) -> bytes:
         s, e = r.spans[FOOTER]
         parts.append(b"\x00\x53\x78" + buf[s:e])
     return b"".join(parts)
+
+
+_DATA = b"\x00\x53\x75"  # a data section
+_EMPTY_PROPERTIES = b"\x00\x53\x73\x45"  # a properties section with no field
+
+
+def _id_properties(raw: bytes) -> bytes:
+    """A properties section holding only a message id (``raw``, UTF-8, < 250 bytes)."""
+    return bytes((0x00, 0x53, 0x73, 0xC0, len(raw) + 3, 1, 0xA1, len(raw))) + raw
 
 
 def _with_id(buf: bytes, start: int, end: int, r: _Read, message_id: str) -> bytes:
@@ -556,15 +520,35 @@ def _broker_keys_dropped(buf: bytes, pos: int, end: int) -> bytes:
     return b"\x00\x53\x72" + map_of(len(kept), b"".join(kept))
 
 
-def _intake_one(buf: bytes, start: int, end: int, give_id: bool = False) -> Sent:
+def _intake_one(buf: bytes, start: int, end: int, new_id: str | None = None) -> Sent:
+    """One message read; ``new_id``: the id it is given if it has none. A message that is
+    a body alone (one data section, maybe after empty properties: the bare form a client
+    sends) is recognised by its first bytes; any other goes through :func:`_read`."""
+    data = start + 4 if buf.startswith(_EMPTY_PROPERTIES, start) else start
+    if buf.startswith(_DATA, data):
+        ctor = buf[data + 3]
+        at = -1
+        if ctor == 0xB0 and end - data >= 8 and data + 8 + _U32(buf, data + 4)[0] == end:
+            at = data + 8
+        elif ctor == 0xA0 and end - data >= 5 and data + 5 + buf[data + 4] == end:
+            at = data + 5
+        if at >= 0:
+            if new_id is None:
+                return Sent(Message(buf[at:end]), buf[start:end])
+            raw = new_id.encode()
+            return Sent(Message(buf[at:end], new_id), _id_properties(raw) + buf[data:end])
     try:
         r = _read(buf, start, end, False)
-        if give_id and r.f[_MESSAGE_ID] is None:
-            r.f[_MESSAGE_ID] = r.new_id = new_message_id()
+        if new_id is not None and r.f[_MESSAGE_ID] is None:
+            r.f[_MESSAGE_ID] = r.new_id = new_id
         message = _message(buf, r)
     except (ValueError, TypeError, IndexError, struct.error) as exc:
         raise codec.DecodeError(f"{UNDECODABLE}: {exc}") from None
-    return Sent(message, _stored(buf, start, end, r))
+    if r.rewrite:
+        return Sent(message, _stored(buf, start, end, r))
+    if r.new_id is not None:
+        return Sent(message, _with_id(buf, start, end, r, r.new_id))
+    return Sent(message, buf[start:end] if start or end != len(buf) else buf)
 
 
 def intake(raw: bytes, *, give_id: bool = False) -> Sent:
@@ -574,18 +558,19 @@ def intake(raw: bytes, *, give_id: bool = False) -> Sent:
     string), BadRequest for a value sbctl cannot keep."""
     if type(raw) is not bytes:
         raw = bytes(raw)
-    return _intake_one(raw, 0, len(raw), give_id)
+    return _intake_one(raw, 0, len(raw), new_message_id() if give_id else None)
 
 
 def intake_sent(raw: bytes | memoryview | msgspec.Raw) -> Sent:
     """One message of a Unix client's send: its AMQP form (as MessagePack binary), or the
     fields of record version 3 an older client sent (a MessagePack array), encoded here."""
-    data = bytes(raw)
-    if is_amqp(data):
-        return intake(data)
-    if data[:1] in (b"\xc4", b"\xc5", b"\xc6"):
-        return intake(msgspec.msgpack.decode(data, type=bytes))
-    return intake(encode(decode_sent_message(data)))
+    first = memoryview(raw)[:1].tobytes()
+    if first in (b"\xc4", b"\xc5", b"\xc6"):
+        data: bytes = msgspec.msgpack.decode(raw, type=bytes)
+        return _intake_one(data, 0, len(data))
+    if first == b"\x00":
+        return intake(bytes(raw))
+    return intake(encode(decode_sent_message(raw)))
 
 
 def intake_transfer(payload: bytes, message_format: int) -> list[Sent]:
@@ -596,8 +581,10 @@ def intake_transfer(payload: bytes, message_format: int) -> list[Sent]:
     if type(payload) is not bytes:
         payload = bytes(payload)
     if message_format != codec.BATCH_FORMAT:
-        return [_intake_one(payload, 0, len(payload), True)]
-    return [_intake_one(payload, s, e, True) for s, e in _batch(payload)]
+        return [_intake_one(payload, 0, len(payload), new_message_id())]
+    spans = _batch(payload)
+    ids = new_message_ids(len(spans))
+    return [_intake_one(payload, s, e, i) for (s, e), i in zip(spans, ids, strict=True)]
 
 
 def _batch(buf: bytes) -> list[tuple[int, int]]:

@@ -28,7 +28,8 @@ from typing import Any
 from sbctl.core.amqp import codec
 from sbctl.core.amqp.sections import map_of, properties_with_id, skip
 from sbctl.core.delivered import Delivered
-from sbctl.core.message_form import DEAD_LETTER_SOURCE, ENQUEUED_SEQUENCE, amqp_value, stored_form
+from sbctl.core.message_form import DEAD_LETTER_SOURCE, ENQUEUED_SEQUENCE, stored_form
+from sbctl.core.typed import amqp_value
 
 _q = struct.Struct(">q").pack
 _I = struct.Struct(">I").pack
@@ -44,7 +45,7 @@ def _sym(name: str) -> bytes:
     return bytes((0xA3, len(raw))) + raw
 
 
-_SEQUENCE = _sym("x-opt-sequence-number") + b"\x81"
+_SEQUENCE = _sym("x-opt-sequence-number") + b"\x81"  # (then the number: a long)
 _ENQUEUED = _sym("x-opt-enqueued-time") + b"\x83"
 _STATE = {
     state: _sym("x-opt-message-state") + bytes((0x54, amqp))
@@ -82,65 +83,91 @@ def _list_items(buf: bytes, pos: int) -> tuple[int, int, int]:
     return 0, pos + 1, pos + 1  # list0, null
 
 
-def splice(d: Delivered, *, received: bool, lock: bool, sdk: bool = True) -> bytes:
+def splice(d: Delivered, *, received: bool, lock: bool) -> bytes:
     """A peeked or received message → the AMQP message sent to its client. ``lock``: the
-    locked-until annotation is sent (a peek-lock receive outside a session). ``sdk``: for
-    an AMQP client, a message stored without an id is given its stable one; else (sbctl's
-    own client, which shows a message as it was sent) the broker's stored facts are kept as
-    delivery annotations (a forwarded message's hops, a time to live beyond the header's)."""
-    buf = stored_form(d.payload)
-    pos = 0
-    # the header: the sender's first four fields, then the delivery count
-    sent = b""
-    n_sent = 0
-    if buf[2] == 0x70:
-        count, item, stop = _list_items(buf, 3)
-        end = item
-        n_sent = min(count, 4)
-        for _ in range(n_sent):
-            end = skip(buf, end)
-        sent = buf[item:end]
-        pos = stop
+    locked-until annotation is sent (a peek-lock receive outside a session)."""
+    buf = d.payload
+    if not buf or buf[0] != 0x00:
+        buf = stored_form(buf)
     n = d.delivery_count - 1 if received else d.delivery_count
-    n = min(max(n, 0), _UINT_END - 1)
-    fields = sent + _NULLS[4 - n_sent] + (_COUNTS[n] if n < 256 else b"\x70" + _I(n))
-    size = len(fields) + 1
-    header = (
-        bytes((0x00, 0x53, 0x70, 0xC0, size, 5))
-        if size < 256
-        else b"\x00\x53\x70\xd0" + _I(size + 3) + _I(5)
-    ) + fields
+    if buf[2] == 0x70:  # the header: the sender's first four fields, then the count
+        count, item, pos = _list_items(buf, 3)
+        end = item
+        for _ in range(min(count, 4)):
+            end = skip(buf, end)
+        header = _header(buf[item:end], min(count, 4), n)
+    else:
+        header = _HEADERS[n] if 0 <= n < 256 else _header(b"", 0, n)
+        pos = 0
     # the broker's facts of a record it wrote (delivery annotations: not sent)
-    facts: dict[Any, Any] = {}
-    kept = b""
-    if buf[pos + 2 : pos + 3] == b"\x71":
-        start = pos
-        value, pos = codec.decode(buf, pos + 3)
-        facts = value or {}
-        if not sdk:
-            kept = buf[start:pos]
+    facts: dict[Any, Any] | None = None
+    if buf[pos + 2] == 0x71:
+        facts, pos = codec.decode(buf, pos + 3)
     # the message annotations: the broker's entries, then the sender's
-    seq = d.sequence_number
-    enqueued = _q(d.enqueued_time_ms)
-    ann = [_SEQUENCE, _q(seq), _ENQUEUED, enqueued, _STATE.get(d.state, _STATE[0])]
-    pairs = 3
-    if lock and d.locked_until_ms is not None:
-        ann += (_LOCKED, _q(d.locked_until_ms))
-        pairs += 1
+    locked = d.locked_until_ms if lock else None
+    pid = d.partition_id
+    ann = [
+        _BROKER[locked is not None, pid is not None](
+            d.sequence_number,
+            d.enqueued_time_ms,
+            _STATE.get(d.state, _STATE[0]),
+            locked or 0,
+            pid or 0,
+        )
+    ]
+    pairs = 3 + (locked is not None) + (pid is not None)
     if facts:
         pairs += _facts(facts, ann)
-    if d.partition_id is not None:
-        ann += (_PARTITION_ID, _h(d.partition_id))
-        pairs += 1
-    if buf[pos + 2 : pos + 3] == b"\x72":
+    if buf[pos + 2] == 0x72:
         count, item, stop = _list_items(buf, pos + 3)
         ann.append(buf[item:stop])
         pairs += count // 2
         pos = stop
-    rest = buf[pos:] if pos else buf
-    if d.changes or (sdk and not _has_message_id(rest)):
-        rest = _rebuilt(d, rest, sdk)
-    return b"".join((header, kept, b"\x00\x53\x72", map_of(pairs, b"".join(ann)), rest))
+    if d.changes or not _has_message_id(buf, pos):
+        rest: bytes | memoryview = _rebuilt(d, buf[pos:])
+    else:
+        rest = memoryview(buf)[pos:]
+    return b"".join((header, b"\x00\x53\x72", map_of(pairs, b"".join(ann)), rest))
+
+
+def _header(sent: bytes, n_sent: int, count: int) -> bytes:
+    """The header section: the sender's first ``n_sent`` fields (``sent``), nulls for the
+    others, then the delivery count (a uint)."""
+    count = min(max(count, 0), _UINT_END - 1)
+    fields = sent + _NULLS[4 - n_sent] + (_COUNTS[count] if count < 256 else b"\x70" + _I(count))
+    size = len(fields) + 1
+    if size < 256:
+        return bytes((0x00, 0x53, 0x70, 0xC0, size, 5)) + fields
+    return b"\x00\x53\x70\xd0" + _I(size + 3) + _I(5) + fields
+
+
+_HEADERS = [_header(b"", 0, n) for n in range(256)]
+
+
+def _broker_entries(locked: bool, partitioned: bool) -> Any:
+    """How the broker's entries are packed: sequence number, enqueued time, state, maybe
+    the locked-until time and the partition id (a function of all five)."""
+    fmt = f">{len(_SEQUENCE)}sq{len(_ENQUEUED)}sq{len(_STATE[0])}s"
+    if locked:
+        fmt += f"{len(_LOCKED)}sq"
+    if partitioned:
+        fmt += f"{len(_PARTITION_ID)}sh"
+    pack = struct.Struct(fmt).pack
+
+    def entries(seq: int, enqueued: int, state: bytes, until: int, pid: int) -> bytes:
+        args: list[Any] = [_SEQUENCE, seq, _ENQUEUED, enqueued, state]
+        if locked:
+            args += (_LOCKED, until)
+        if partitioned:
+            args += (_PARTITION_ID, pid)
+        return pack(*args)
+
+    return entries
+
+
+_BROKER = {
+    (lock, part): _broker_entries(lock, part) for lock in (False, True) for part in (False, True)
+}
 
 
 def _facts(facts: dict[Any, Any], ann: list[bytes]) -> int:
@@ -158,21 +185,20 @@ def _facts(facts: dict[Any, Any], ann: list[bytes]) -> int:
     return added
 
 
-def _has_message_id(rest: bytes) -> bool:
-    """Whether the properties section (at the start of ``rest`` when there is one) holds a
-    message id."""
-    if rest[:3] != b"\x00\x53\x73":
+def _has_message_id(buf: bytes, pos: int = 0) -> bool:
+    """Whether the properties section (at ``pos`` when there is one) holds a message id."""
+    if not buf.startswith(b"\x00\x53\x73", pos):
         return False
-    count, item, _ = _list_items(rest, 3)
-    return count > 0 and rest[item] != 0x40
+    count, item, _ = _list_items(buf, pos + 3)
+    return count > 0 and buf[item] != 0x40
 
 
-def _rebuilt(d: Delivered, rest: bytes, fill_id: bool) -> bytes:
+def _rebuilt(d: Delivered, rest: bytes) -> bytes:
     """``rest`` (properties onwards) with the message id filled in and the properties the
     broker modified merged into the application properties (the rare cases)."""
     pos = skip(rest, 3) if rest[:3] == b"\x00\x53\x73" else 0
     props = rest[:pos]
-    if fill_id and not _has_message_id(props):
+    if not _has_message_id(props):
         props = properties_with_id(props[3:], stable_message_id(d.partition_id, d.sequence_number))
     if not d.changes:
         return props + rest[pos:]

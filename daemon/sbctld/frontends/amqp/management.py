@@ -9,7 +9,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from sbctl.core import message_form, splice
+from sbctl.core import message_form, splice, typed
 from sbctl.core.amqp import codec
 from sbctl.core.amqp.types import Array, Timestamp
 from sbctl.core.delivered import Delivered
@@ -185,9 +185,7 @@ def _disposition(args: Args) -> Disposition:
         raise BadRequest(f"unknown disposition-status {status!r}")
     tokens = args.tokens("lock-tokens")
     props = args.map("properties-to-modify")
-    props = (
-        {text_of(k): message_form.property_value(v) for k, v in props.items()} if props else None
-    )
+    props = {text_of(k): typed.property_value(v) for k, v in props.items()} if props else None
     reason = args.text("deadletter-reason")
     description = args.text("deadletter-description")
     return (op, tokens, props, reason or None, description or None)
@@ -241,7 +239,7 @@ def batch_delete_messages(conn: Host, path: str, args: Args, respond: Respond) -
     if not isinstance(count, int) or isinstance(count, bool):
         raise BadRequest(f"message-count must be an integer, not {count!r}")
     cutoff = args.get("enqueued-time-utc")
-    before = None if cutoff is None else message_form.milliseconds(cutoff, "enqueued-time-utc")
+    before = None if cutoff is None else typed.milliseconds(cutoff, "enqueued-time-utc")
     deleted = conn.broker.delete_messages(conn.namespace, path, count, before, _session(args))
     ok_when_durable(conn, respond, {"message-count": deleted})
 

@@ -15,7 +15,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from sbctl.core import message_form
+from sbctl.core import typed
 from sbctl.core.amqp.types import Described, Timestamp, ULong
 from sbctl.core.errors import BadRequest
 from sbctl.core.names import parse_entity_path
@@ -67,7 +67,7 @@ def _correlation_value(value: Any) -> Any:
     and a UUID or binary value its text."""
     if isinstance(value, bytes):
         return _text(value)
-    kept = plain(message_form.property_value(value, "correlation filter property"))
+    kept = plain(typed.property_value(value, "correlation filter property"))
     if isinstance(kept, datetime):
         return kept.isoformat(timespec="milliseconds").replace("+00:00", "Z")
     if isinstance(kept, uuid.UUID):

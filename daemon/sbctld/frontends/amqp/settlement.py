@@ -13,7 +13,7 @@ from __future__ import annotations
 import struct
 from typing import TYPE_CHECKING, Any
 
-from sbctl.core import message_form
+from sbctl.core import typed
 from sbctl.core.amqp.types import (
     Accepted,
     Error,
@@ -92,9 +92,7 @@ class Settlement:
         try:
             # typed values (an unsigned int, a timestamp, ...) stored as the management
             # path stores them (daemon/README.md §29)
-            props = {
-                str(k): message_form.property_value(v, "property to modify") for k, v in raw.items()
-            }
+            props = {str(k): typed.property_value(v, "property to modify") for k, v in raw.items()}
         except SbctlError as err:
             self.error, props = err, {}
         self.props = props or None

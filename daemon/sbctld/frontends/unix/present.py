@@ -5,11 +5,12 @@ Rules kept here: the output is exactly the wire form the client has always read 
 public, ``sbctl … -o json`` prints it): a duration field ``x_ms`` becomes ``x`` as an
 ISO 8601 duration (``PT1M``), an instant ``x_ms`` becomes ``x_utc`` as ISO 8601 UTC with
 milliseconds, an UNSET field is left out, the field order is kept. A result may stand
-alone, in a list, or in a field of a result; delivered messages go out as their AMQP form
-with the broker's facts spliced in (sbctl.core.splice; the client decodes it with
-sbctl.core.message_form); anything else (sequence numbers, plain dicts) passes as it is,
-without a look at each item, so the data plane's replies cost one check. Called once,
-where a reply is encoded (sbctld.frontends.unix.connection).
+alone, in a list, or in a field of a result; a delivered message goes out in its stored
+AMQP form (sbctl.core.message_form, which the client decodes; a record of an older version
+is converted as it is read) beside the broker's facts Delivered carries; anything else
+(sequence numbers, plain dicts) passes as it is, without a look at each item, so the data
+plane's replies cost one check. Called once, where a reply is encoded
+(sbctld.frontends.unix.connection).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from msgspec.structs import replace
 from sbctl.core.delivered import Delivered
 from sbctl.core.durations import format_duration_iso, format_instant
 from sbctl.core.errors import SbctlError
-from sbctl.core.splice import splice
+from sbctl.core.message_form import is_amqp, stored_form
 from sbctl.core.wire_errors import error_to_wire
 from sbctld.results import EntityOverview, Result
 
@@ -40,12 +41,18 @@ def present(result: Any) -> Any:
     if type(result) is list and result:
         first = type(result[0])
         if first is Delivered:
-            return [
-                replace(d, payload=splice(d, received=False, lock=False, sdk=False)) for d in result
-            ]
+            return [d if is_amqp(d.payload) else _converted(d) for d in result]
         if issubclass(first, Result):
             return [_struct(v) for v in result]  # settlement results: one per lock token
     return result
+
+
+def _converted(d: Delivered) -> Delivered:
+    """A delivery of a record of versions 1-3, its payload in the AMQP form."""
+    try:
+        return replace(d, payload=stored_form(d.payload))
+    except Exception:  # (a damaged record: the client shows why, never blocking the rest)
+        return d
 
 
 def _show(value: Any) -> Any:
