@@ -53,7 +53,7 @@ from sbctl.core.amqp.sections import (
     read_value,
     skip,
 )
-from sbctl.core.amqp.types import Int, Symbol, Timestamp, UInt
+from sbctl.core.amqp.types import Int, Symbol, Timestamp, UInt, ULong
 from sbctl.core.errors import BadRequest
 from sbctl.core.records import Message, decode_legacy, decode_sent_message
 from sbctl.core.typed import (
@@ -676,7 +676,7 @@ def encode(m: Message) -> bytes:
     try:
         return _encode(m)
     except (struct.error, OverflowError) as exc:
-        raise BadRequest(f"a number in the message is out of range: {exc}") from None
+        raise BadRequest(f"a number in the message is too large for its AMQP type: {exc}") from None
 
 
 def _encode(m: Message) -> bytes:
@@ -740,6 +740,8 @@ def _typed(key: str, value: Any) -> Any:
     """A property value for the wire; ValueError naming the property when a typed value
     does not fit its type (a ``Short(70000)``)."""
     value = amqp_value(value)
+    if type(value) is ULong and value >= 2**64:
+        raise OverflowError(f"property {key!r}: {value} is more than 2**64 - 1")
     if type(value) in TYPED:
         try:
             raw = codec.encode(value)

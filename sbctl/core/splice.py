@@ -90,7 +90,9 @@ def splice(d: Delivered, *, received: bool, lock: bool) -> bytes:
     if not buf or buf[0] != 0x00:
         buf = stored_form(buf)
     n = d.delivery_count - 1 if received else d.delivery_count
-    if buf[2] == 0x70:  # the header: the sender's first four fields, then the count
+    if buf.startswith(
+        b"\x00\x53\x70"
+    ):  # the header: the sender's first four fields, then the count
         count, item, pos = _list_items(buf, 3)
         end = item
         for _ in range(min(count, 4)):
@@ -101,7 +103,7 @@ def splice(d: Delivered, *, received: bool, lock: bool) -> bytes:
         pos = 0
     # the broker's facts of a record it wrote (delivery annotations: not sent)
     facts: dict[Any, Any] | None = None
-    if buf[pos + 2] == 0x71:
+    if buf.startswith(b"\x00\x53\x71", pos):
         facts, pos = codec.decode(buf, pos + 3)
     # the message annotations: the broker's entries, then the sender's
     locked = d.locked_until_ms if lock else None
@@ -118,12 +120,19 @@ def splice(d: Delivered, *, received: bool, lock: bool) -> bytes:
     pairs = 3 + (locked is not None) + (pid is not None)
     if facts:
         pairs += _facts(facts, ann)
-    if buf[pos + 2] == 0x72:
+    if buf.startswith(b"\x00\x53\x72", pos):
         count, item, stop = _list_items(buf, pos + 3)
         ann.append(buf[item:stop])
         pairs += count // 2
         pos = stop
-    if d.changes or not _has_message_id(buf, pos):
+    plain = (  # (the usual properties: a list8 whose first field, the id, is set)
+        len(buf) > pos + 6
+        and buf[pos + 3] == 0xC0
+        and buf[pos + 2] == 0x73
+        and buf[pos + 5]
+        and buf[pos + 6] != 0x40
+    )
+    if d.changes or not (plain or _has_message_id(buf, pos)):
         rest: bytes | memoryview = _rebuilt(d, buf[pos:])
     else:
         rest = memoryview(buf)[pos:]

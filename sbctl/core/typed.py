@@ -223,12 +223,9 @@ def text(value: Any) -> str | None:
 def property_value(value: Any, what: str = "application property") -> Any:
     """An AMQP value → the property value the broker and clients see, its AMQP type kept
     (sbctl.core.typed): an ``int`` as a plain int, a ``long`` that fits 32 bits as a
-    ``Long``, a ``ulong`` beyond a long's range as a plain int, a timestamp as an aware
-    UTC datetime; the other types as the codec decoded them. BadRequest for a value that
-    is no property value (a list, a map)."""
+    ``Long``, a timestamp as an aware UTC datetime; the other types as the codec decoded
+    them. BadRequest for a value that is no property value (a list, a map)."""
     kind = type(value)
-    if kind is ULong and value > LONG_MAX:
-        return int(value)  # (as a plain int beyond a long goes out)
     if value is None or kind in _KEPT:
         return value
     if kind is int:
