@@ -33,7 +33,7 @@ _sbctl_options() {
         "purge") echo "--dlq -h --help" ;;
         "spark-load") echo "--entity --format --option --body-column --message-id-column --session-id-column --partition-key-column --correlation-id-column --subject-column --content-type-column --ttl-column --scheduled-enqueue-time-column --property-columns --all-other-columns-as-properties --body-format --master --spark-conf --staging-dir --load-id --max-rejects --rejects-file -h --help" ;;
         "spark-export") echo "--to --format --master --spark-conf -h --help" ;;
-        "bench") echo "--messages --size --batch --clients --entity --partitioned --workers --skip-raw --skip-start --topic --subscriptions --stored --amqp --connections -h --help" ;;
+        "bench") echo "--messages --size --batch --clients --entity --partitioned --workers --skip-raw --skip-start --topic --subscriptions --stored --amqp --connections --cli --runs -h --help" ;;
         "top") echo "--once --interval --sort --reverse --filter -h --help" ;;
         "explorer") echo "--no-open -h --help" ;;
         "help") echo "--raw -h --help" ;;
@@ -113,7 +113,7 @@ _sbctl_value_options() {
         "schedule") echo "--at --body --body-file --input --message-id --session-id --partition-key --correlation-id --subject --content-type --to --reply-to --reply-to-session-id --time-to-live -p --property --repeat --batch-size" ;;
         "spark-load") echo "--entity --format --option --body-column --message-id-column --session-id-column --partition-key-column --correlation-id-column --subject-column --content-type-column --ttl-column --scheduled-enqueue-time-column --property-columns --body-format --master --spark-conf --staging-dir --load-id --max-rejects --rejects-file" ;;
         "spark-export") echo "--to --format --master --spark-conf" ;;
-        "bench") echo "--messages --size --batch --clients --entity --workers --subscriptions --stored --connections" ;;
+        "bench") echo "--messages --size --batch --clients --entity --workers --subscriptions --stored --connections --runs" ;;
         "top") echo "--interval --sort --filter" ;;
         "daemon start") echo "--data-dir --socket --durability --default-credits-per-second --wait-timeout --reply-buffer-mb --amqp-port --amqp-host --http-port --http-host" ;;
         "daemon stop") echo "--data-dir --socket" ;;
@@ -225,6 +225,7 @@ _sbctl_option_values() {
         "bench --subscriptions") COMPREPLY=() ;;
         "bench --stored") COMPREPLY=() ;;
         "bench --connections") COMPREPLY=() ;;
+        "bench --runs") COMPREPLY=() ;;
         "top --interval") COMPREPLY=() ;;
         "top --sort") COMPREPLY=() ;;
         "top --filter") COMPREPLY=() ;;

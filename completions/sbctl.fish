@@ -121,7 +121,7 @@ function __sbctl_value_options
         case 'spark-export'
             printf '%s\n' --to --format --master --spark-conf
         case 'bench'
-            printf '%s\n' --messages --size --batch --clients --entity --workers --subscriptions --stored --connections
+            printf '%s\n' --messages --size --batch --clients --entity --workers --subscriptions --stored --connections --runs
         case 'top'
             printf '%s\n' --interval --sort --filter
         case 'explorer'
@@ -373,6 +373,8 @@ complete -c sbctl -n '__sbctl_using \'bench\'' -l subscriptions -x -d 'Subscript
 complete -c sbctl -n '__sbctl_using \'bench\'' -l stored -x -d 'Instead: fill a private daemon with this many messages of --size bytes and report its memory above idle and its restart times (clean, and after SIGKILL with no checkpoint)'
 complete -c sbctl -n '__sbctl_using \'bench\'' -l amqp -d 'Instead: the same send and receive + complete through the AMQP endpoint and through the Unix socket, batches of --batch, with the daemon\'s CPU per message for each (each figure the median of 3 interleaved rounds)'
 complete -c sbctl -n '__sbctl_using \'bench\'' -l connections -x -d 'With --amqp: also hold this many AMQP connections at once (each with a token and a link) and report the daemon\'s memory growth'
+complete -c sbctl -n '__sbctl_using \'bench\'' -l cli -d 'Instead: time sbctl\'s own commands, each run --runs times in a fresh process against the running daemon; the median wall time per command beside the 100 ms target'
+complete -c sbctl -n '__sbctl_using \'bench\'' -l runs -x -d 'With --cli: runs per command'
 complete -c sbctl -n '__sbctl_using \'bench\'' -s h -l help -d 'Show this message and exit'
 complete -c sbctl -n '__sbctl_using \'top\'' -l once -d 'Print one snapshot (table, or JSON with -o json) and exit'
 complete -c sbctl -n '__sbctl_using \'top\'' -l interval -x -d 'Refresh period; with --once, the time between the two samples its rates come from'

@@ -111,7 +111,7 @@ def broker(tmp_path: Path, clock: FakeClock) -> Iterator[Broker]:
     # Credits off (issue 5, point 6): tests about throttling make their own namespaces.
     b = Broker(tmp_path / "data", clock, Syncer("fsync"), default_credits_per_second=0)
     yield b
-    b.close()
+    b.housekeeping.close()
 
 
 def crash(b: Broker) -> None:
@@ -139,7 +139,7 @@ def open_broker(tmp_path: Path, clock: FakeClock) -> Iterator[Callable[[], Broke
     yield opener
     for b in made:
         with contextlib.suppress(Exception):
-            b.close()
+            b.housekeeping.close()
 
 
 Reopen = Callable[..., Broker]
@@ -162,7 +162,7 @@ def reopen(broker: Broker, clock: FakeClock) -> Iterator[Reopen]:
             old.syncer.sync_now()
             old.namespaces.clear()  # so the fixture's close() writes nothing
         else:
-            old.close()
+            old.housekeeping.close()
         new = Broker(old.data_dir, clock, Syncer("fsync"))
         opened.append(new)
         current[0] = new
@@ -170,7 +170,7 @@ def reopen(broker: Broker, clock: FakeClock) -> Iterator[Reopen]:
 
     yield do
     for b in opened:
-        b.close()
+        b.housekeeping.close()
 
 
 @pytest.fixture(params=[False, True], ids=["plain", "partitioned"])

@@ -40,8 +40,8 @@ MODULE = "sbctl.cli.app"
 
 def _prepare() -> Any:  # pragma: no cover - runs in the zygote
     """Import what any command imports, and build the click command tree once (typer
-    rebuilds it from the function signatures on every ``main()``: ~0.2 s). Returns the
-    CLI's ``main``."""
+    rebuilds it from the function signatures on every ``main()``; the CLI loads each command
+    only when it runs). Returns the CLI's ``main``."""
     import gc
     import importlib
 
@@ -72,7 +72,9 @@ def _prepare() -> Any:  # pragma: no cover - runs in the zygote
         return built[key][1]
 
     typer.main.get_command = get_command
-    get_command(app.app)
+    root = app.command_tree()  # the root, cached above; then every command it loads lazily
+    for name in list(root.commands):
+        root.load(name)
     gc.freeze()  # children never collect what the zygote built: less to copy and scan
     return app.main
 

@@ -17,9 +17,14 @@ import pytest
 from sbctld.broker import Broker
 from sbctld.frontends.unix.present import present
 
+# What the broker holds whose methods' results are presented too: its pairings, and its
+# concern objects (sbctld.broker: ``broker.messaging.send(...)``).
+WRAPPED = frozenset({"pairings", "management", "messaging", "housekeeping", "time_travel"})
+
 
 class Presented:
-    """Everything of the broker, its methods' and its pairings' results presented."""
+    """Everything of the broker, its methods' results, its pairings' and its concerns'
+    presented."""
 
     def __init__(self, target: Any) -> None:
         object.__setattr__(self, "_target", target)
@@ -31,7 +36,7 @@ class Presented:
 
     def __getattr__(self, name: str) -> Any:
         value = getattr(self._target, name)
-        if name == "pairings":
+        if name in WRAPPED:
             return Presented(value)
         if callable(value) and not isinstance(value, type) and not name.startswith("_"):
 

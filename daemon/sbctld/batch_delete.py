@@ -51,7 +51,7 @@ def delete_oldest(
     for p in queue.partitions:
         seqs = chosen.get(p.id)
         if seqs:
-            p.log.record(Entry(OP_STATE, seq, State.GONE, b"") for seq in seqs)
+            p.record(Entry(OP_STATE, seq, State.GONE, b"") for seq in seqs)
     return sum(len(seqs) for seqs in chosen.values())
 
 
@@ -64,11 +64,10 @@ def _eligible(
 ) -> Iterator[tuple[int, int, int]]:
     """(enqueued time, partition, sequence number) of ``p``'s eligible messages, in sequence
     order (which is enqueue order, but for messages that were scheduled)."""
-    log = p.log
-    for seq in heapq.merge(*(log.seqs_in(st) for st in states)):
+    for seq in heapq.merge(*(p.seqs_in(st) for st in states)):
         if seq in p.locks:
             continue
-        enqueued = log.enq[seq - log.base]
+        enqueued = p.enqueued_at(seq)
         if enqueued >= before_ms:
             continue
         if session_id is not None and not queue.in_session(p, seq, session_id):

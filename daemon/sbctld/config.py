@@ -21,7 +21,6 @@ T = TypeVar("T", bound=msgspec.Struct)
 MB = 1024 * 1024
 DAY_MS = 86_400_000
 INT32_MAX = 2**31 - 1  # MaxDeliveryCount is an Int32 in Azure's API
-BASIC_TTL_MS = 14 * DAY_MS  # daemon/README.md §6.1, §15.1
 STATUSES = ("Active", "Disabled", "SendDisabled", "ReceiveDisabled")
 SKUS = ("basic", "standard", "premium")
 STANDARD_SIZES_MB = (1024, 2048, 3072, 4096, 5120)  # daemon/README.md §14.7

@@ -25,7 +25,6 @@ DEFAULT_CREDITS_PER_SECOND = 1000  # daemon/README.md §0.2.1
 DEFAULT_OPS_PER_UNIT = 2000  # emulated capacity of one premium messaging unit (ops/s)
 DATA_COST = 1  # per message sent, received or peeked
 MANAGEMENT_COST = 10  # per create/read/update/delete of an entity
-FILTER_COST = 1  # per filter evaluated on a topic send
 KINDS = ("data", "management", "filter")
 THROTTLED_TEXT = (
     "The request was terminated because the entity is being throttled. "

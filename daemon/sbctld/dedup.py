@@ -20,10 +20,11 @@ class DuplicateHistory:
 
     @classmethod
     def open(cls, directory: Path, syncer: Syncer, window_ms: int, now: int) -> DuplicateHistory:
-        history = cls(KeyedLog.open(directory, syncer))
+        log = KeyedLog.open(directory, syncer)
+        history = cls(log)
         history.prune(now, window_ms)
-        if history.log.items or directory.exists():
-            history.log.rewrite()  # start from a file holding only the live window
+        if log.items or directory.exists():
+            log.rewrite()  # start from a file holding only the live window
         return history
 
     def prune(self, now: int, window_ms: int) -> None:

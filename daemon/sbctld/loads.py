@@ -38,18 +38,11 @@ from sbctl.core import layout
 from sbctl.core.errors import BadRequest, MessagingEntityDisabled, QuotaExceeded
 from sbctld import staged
 from sbctld.config import MB
+from sbctld.partition import Partition
 from sbctld.queue import Queue
 from sbctld.staged import CheckedFile
-from sbctld.storage.adoption import (
-    AdoptionError,
-    StagedSegment,
-    commit_adoption,
-    link_adoption,
-    rollback_adoption,
-)
+from sbctld.storage.adoption import AdoptionError, StagedSegment, rollback_adoption
 from sbctld.storage.files import read_verified, remove_verified, write_atomic
-from sbctld.storage.log import PartitionLog
-from sbctld.storage.topic import TopicLog
 
 MAX_LOAD_ID = 128
 # Test hook: seconds to stop for after the first partition's files are linked and before the
@@ -116,7 +109,7 @@ def status(queue: Queue, load_id: str) -> dict[str, Any]:
 class Prepared(NamedTuple):
     """A load checked and numbered off the loop, waiting for :func:`commit`."""
 
-    logs: dict[int, PartitionLog]
+    partitions: dict[int, Partition]
     files: dict[int, list[CheckedFile]]
     segments: dict[int, list[StagedSegment]]
     ids: dict[int, list[tuple[int, int, int, int]]]
@@ -126,7 +119,7 @@ class Prepared(NamedTuple):
 
 def _start(
     queue: Queue, load_id: str, files: Sequence[tuple[int, str]]
-) -> dict[str, Any] | tuple[dict[int, PartitionLog], dict[int, list[Path]]]:
+) -> dict[str, Any] | tuple[dict[int, Partition], dict[int, list[Path]]]:
     """Validate the request; the earlier result when this load id already committed."""
     check_load_id(load_id)
     cfg = queue.config
@@ -135,11 +128,8 @@ def _start(
         return {**done.result, "load_id": load_id, "adopted": False}
     if cfg.status in ("Disabled", "SendDisabled"):
         raise MessagingEntityDisabled(f"queue {cfg.name!r} is {cfg.status}: loads are refused")
-    logs: list[PartitionLog] = []
-    for p in queue.partitions:
-        if not isinstance(p.log, PartitionLog) or isinstance(p.log, TopicLog):
-            raise BadRequest("spark-load loads into queues only, not topics or subscriptions")
-        logs.append(p.log)
+    if not all(p.takes_loads for p in queue.partitions):
+        raise BadRequest("spark-load loads into queues only, not topics or subscriptions")
     by_partition: dict[int, list[Path]] = {}
     for pid, name in files:
         if not 0 <= pid < len(queue.partitions):
@@ -148,7 +138,7 @@ def _start(
         if not path.is_absolute() or not path.is_file():
             raise BadRequest(f"staged file {name!r} is not a file the daemon can read")
         by_partition.setdefault(pid, []).append(path)
-    return {pid: logs[pid] for pid in by_partition}, by_partition
+    return {pid: queue.partitions[pid] for pid in by_partition}, by_partition
 
 
 def _refused(load_id: str, exc: Exception) -> BadRequest:
@@ -163,23 +153,23 @@ def adopt(
     started = _start(queue, load_id, files)
     if isinstance(started, dict):
         return started
-    logs, by_partition = started
+    parts, by_partition = started
     try:
         checked = {
             pid: [staged.check_now(path, queue.max_message_bytes) for path in paths]
             for pid, paths in by_partition.items()
         }
         numbered = {
-            pid: staged.number_now(fs, logs[pid].next_seq, now_ms) for pid, fs in checked.items()
+            pid: staged.number_now(fs, parts[pid].next_seq, now_ms) for pid, fs in checked.items()
         }
     except (AdoptionError, OSError) as exc:
         raise _refused(load_id, exc) from None
     prepared = Prepared(
-        logs,
+        parts,
         checked,
         {pid: segs for pid, (segs, _ids) in numbered.items()},
         {pid: ids for pid, (_segs, ids) in numbered.items()},
-        {pid: logs[pid].next_seq for pid in checked},
+        {pid: parts[pid].next_seq for pid in checked},
         now_ms,
     )
     return commit(queue, load_id, prepared)
@@ -196,19 +186,19 @@ async def check(
     started = _start(queue, load_id, files)
     if isinstance(started, dict):
         return started
-    logs, by_partition = started
+    parts, by_partition = started
     try:
         checked: dict[int, list[CheckedFile]] = {}
         for pid, paths in by_partition.items():
             checked[pid] = [await staged.check(path, queue.max_message_bytes) for path in paths]
         now_ms = clock()
-        bases = {pid: logs[pid].next_seq for pid in checked}
+        bases = {pid: parts[pid].next_seq for pid in checked}
         segments, ids = {}, {}
         for pid, fs in checked.items():
             segments[pid], ids[pid] = await staged.number_in_thread(fs, bases[pid], now_ms)
     except (AdoptionError, OSError) as exc:
         raise _refused(load_id, exc) from None
-    return Prepared(logs, checked, segments, ids, bases, now_ms)
+    return Prepared(parts, checked, segments, ids, bases, now_ms)
 
 
 def commit(queue: Queue, load_id: str, prepared: Prepared) -> dict[str, Any]:
@@ -219,10 +209,10 @@ def commit(queue: Queue, load_id: str, prepared: Prepared) -> dict[str, Any]:
         return started  # the same load id committed meanwhile
     cfg = queue.config
     now_ms = prepared.now_ms
-    logs = prepared.logs
+    parts = prepared.partitions
     segments = dict(prepared.segments)
-    for pid, log in logs.items():
-        if queue.partitions[pid].log is not log:
+    for pid, p in parts.items():
+        if queue.partitions[pid] is not p:
             raise BadRequest(
                 f"load {load_id!r} refused, nothing adopted: queue {cfg.name!r} changed while "
                 f"the load was being checked"
@@ -232,15 +222,15 @@ def commit(queue: Queue, load_id: str, prepared: Prepared) -> dict[str, Any]:
             for f, before in zip(fs, prepared.ids[pid], strict=True):
                 if staged.identity(f.source) != before:
                     raise AdoptionError(f"{f.source}: changed while the load was being checked")
-            if logs[pid].next_seq != prepared.bases[pid]:
-                segments[pid] = staged.number_now(fs, logs[pid].next_seq, now_ms)[0]
+            if parts[pid].next_seq != prepared.bases[pid]:
+                segments[pid] = staged.number_now(fs, parts[pid].next_seq, now_ms)[0]
     except (AdoptionError, OSError) as exc:
         raise _refused(load_id, exc) from None
     manifest_path = _path(queue.directory, load_id)
     quota = cfg.max_size_in_megabytes * MB
     for pid, segs in segments.items():
         added = sum(st.payload_bytes for st in segs)
-        if queue.partitions[pid].log.live_bytes + added > quota:
+        if parts[pid].live_bytes + added > quota:
             # daemon/README.md §0.1.3: each partition holds up to the entity's max size.
             raise QuotaExceeded(
                 f"load {load_id!r} would take partition {pid} of queue {cfg.name!r} over its "
@@ -248,11 +238,11 @@ def commit(queue: Queue, load_id: str, prepared: Prepared) -> dict[str, Any]:
             )
 
     # 2-3. Record where each partition stood, then link the files in.
-    next_seq = {logs[pid].directory.name: logs[pid].next_seq for pid in segments}
+    next_seq = {parts[pid].directory.name: parts[pid].next_seq for pid in segments}
     _write(manifest_path, Manifest(load_id=load_id, state="adopting", next_seq=next_seq))
     pause = float(os.environ.get(PAUSE_ENV) or 0)
     for k, (pid, segs) in enumerate(segments.items()):
-        link_adoption(logs[pid], segs)
+        parts[pid].link_adoption(segs)
         if k == 0 and pause:
             time.sleep(pause)
 
@@ -269,8 +259,6 @@ def commit(queue: Queue, load_id: str, prepared: Prepared) -> dict[str, Any]:
         Manifest(load_id=load_id, state="committed", next_seq=next_seq, result=result),
     )
     for pid, segs in segments.items():
-        p = queue.partitions[pid]
-        for when, seq in commit_adoption(logs[pid], segs, now_ms):
-            p.schedule(when, seq)
+        parts[pid].commit_adoption(segs, now_ms)
     queue.accessed_at_ms = now_ms
     return {**result, "load_id": load_id, "adopted": True}

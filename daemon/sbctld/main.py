@@ -125,7 +125,9 @@ async def _serve(settings: DaemonSettings, tell: Callable[[str], None], t0: floa
         data_dir, SystemClock(), syncer, report=log.warning, default_credits_per_second=credits
     )
     # A data dir from before SQL parameters were part of a rule: its side file, once.
-    sqlparams.migrate(data_dir, broker.rule_get, broker.rule_restore, log.warning)
+    sqlparams.migrate(
+        data_dir, broker.management.rule_get, broker.management.rule_restore, log.warning
+    )
     service = Service(broker, syncer)
     service.key_store(data_dir)  # one set of SAS keys for AMQP and HTTP
     unix = UnixFrontend(
@@ -192,7 +194,7 @@ async def _serve(settings: DaemonSettings, tell: Callable[[str], None], t0: floa
         settings.durability,
         settings.reply_buffer_bytes // MB,
         time.perf_counter() - t0,
-        broker.stats(),
+        broker.housekeeping.stats(),
     )
     tell(f"ok {os.getpid()}")
     await service.stopping.wait()

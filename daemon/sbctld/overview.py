@@ -41,6 +41,6 @@ def overview(broker: Broker, namespace: str) -> Overview:
         # at the namespace's own time (daemon/README.md §31)
         credits=ns.credits(broker.now_in(entity_key(ns.name))),
         entities=entities,
-        faults=broker.fault_list(ns.name),
+        faults=broker.housekeeping.fault_list(ns.name),
         pairing=pairing,
     )

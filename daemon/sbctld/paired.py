@@ -26,9 +26,9 @@ from __future__ import annotations
 import json
 import random
 import tomllib
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import tomli_w
@@ -53,6 +53,7 @@ from sbctl.core.partitioning import partition_for_key
 from sbctl.core.records import Message
 from sbctld.config import MB, NOT_ON_BASIC
 from sbctld.credits import DATA_COST, MANAGEMENT_COST
+from sbctld.paired_host import PairingHost
 from sbctld.pairing import (
     BACKLOG_QUEUE_OPTIONS,
     FAILOVER_PROPERTIES,
@@ -69,20 +70,17 @@ from sbctld.pairing import (
     divert_message,
     restore_message,
 )
-from sbctld.queue import DEAD_LETTER_DESCRIPTION, DEAD_LETTER_REASON, decode_batch
-from sbctld.results import BacklogQueue, PairingStatus, QueueInfo
+from sbctld.queue import decode_batch
+from sbctld.queue_state import DEAD_LETTER_DESCRIPTION, DEAD_LETTER_REASON
+from sbctld.results import BacklogQueue, PairingStatus
 from sbctld.storage.files import exists_verified, read_verified, remove_verified, write_atomic
 from sbctld.storage.log import State
-from sbctld.storage.space import CorruptRecord
 from sbctld.topic import Subscription
 
 if TYPE_CHECKING:
     from sbctld.broker.namespace import Namespace
-    from sbctld.clock import Clock
-    from sbctld.faults import FaultRegistry
     from sbctld.partition import Partition
     from sbctld.queue import Queue
-    from sbctld.storage.sync import Syncer
 
 SAVE_EVERY_MS = 1000  # counters reach pairing.toml at most this late
 SYPHON_BATCH = 200  # messages the syphon moves per tick, over every pairing
@@ -106,40 +104,6 @@ class _Pick(msgspec.Struct):
     seq: int
     path: str  # its destination (x-ms-path)
     message: Message  # as restored
-
-
-class PairingHost(Protocol):
-    """What the pairings use of the broker (:class:`sbctld.broker.Broker` is one): its
-    public operations and state, nothing private. The broker passes itself in; this
-    module never imports it."""
-
-    namespaces: dict[str, Namespace]  # read only: by key
-    clock: Clock
-    faults: FaultRegistry
-    syncer: Syncer
-    report: Callable[[str], None]
-
-    def namespace(self, name: str) -> Namespace: ...
-
-    def now_in(self, ns_key: str) -> int: ...
-
-    def queue_get(self, namespace: str, name: str) -> QueueInfo: ...
-
-    def queue_create(self, namespace: str, name: str, options: dict[str, Any]) -> QueueInfo: ...
-
-    def resolve(self, namespace: str, path: str) -> tuple[Queue, str]: ...
-
-    def send(
-        self,
-        namespace: str,
-        path: str,
-        messages: Sequence[Sendable],
-        sender: SenderId | None = None,
-        *,
-        direct: bool = False,
-    ) -> list[int]: ...
-
-    def wake(self, key: tuple[str, str]) -> None: ...
 
 
 class PairedNamespaces:
@@ -249,9 +213,9 @@ class PairedNamespaces:
         for i in range(options.backlog_queue_count):
             name = backlog_name(options.primary, i)
             if entity_key(name) in s_ns.queues:
-                self.broker.queue_get(s_ns.name, name)
+                self.broker.management.queue_get(s_ns.name, name)
             else:
-                self.broker.queue_create(s_ns.name, name, wanted)
+                self.broker.management.queue_create(s_ns.name, name, wanted)
 
     def unpair(self, primary: str) -> dict[str, Any]:
         """Stop routing the primary's sends. The backlog queues and whatever they hold
@@ -382,7 +346,7 @@ class PairedNamespaces:
         st = pairing.failed_over(key)
         if st is None:
             try:
-                seqs = broker.send(namespace, path, messages, direct=True)
+                seqs = broker.messaging.send(namespace, path, messages, direct=True)
             except SbctlError as err:
                 if subqueue or not counts_for_failover(err):
                     raise
@@ -397,7 +361,8 @@ class PairedNamespaces:
                 pairing.send_succeeded(key)
                 return seqs
         if subqueue or isinstance(entity, Subscription):
-            return broker.send(namespace, path, messages, direct=True)  # names the mistake
+            # the broker's own send names the mistake
+            return broker.messaging.send(namespace, path, messages, direct=True)
         return self._divert(pairing, st, entity, path, messages, sender, now)
 
     def backlog_of(self, namespace: str, path: str, sender: SenderId | None) -> str | None:
@@ -432,7 +397,7 @@ class PairedNamespaces:
             index = pairing.backlog_for(st, sender)
             name = backlog_name(pairing.primary, index)
             try:
-                seqs = self.broker.send(pairing.secondary, name, copies, direct=True)
+                seqs = self.broker.messaging.send(pairing.secondary, name, copies, direct=True)
             except MessageSizeExceeded as err:
                 # daemon/README.md §0.3.3: the added properties can push a message over the limit.
                 raise MessageSizeExceeded(
@@ -559,13 +524,13 @@ class PairedNamespaces:
             if queue is None:
                 continue
             p = queue.partitions[pick.partition]
-            if p.log.state_of(pick.seq) != State.ACTIVE or pick.seq in p.locks:
+            if p.state_of(pick.seq) != State.ACTIVE or pick.seq in p.locks:
                 continue
             target_key = entity_key(pick.path)
             if now < pairing.syphon_blocked.get(target_key, 0):
                 continue
             try:
-                broker.send(pairing.primary, pick.path, [pick.message], direct=True)
+                broker.messaging.send(pairing.primary, pick.path, [pick.message], direct=True)
             except SbctlError as err:
                 if err.code in UNDELIVERABLE:
                     self._dead_letter(pairing, p, pick.seq, err.code, err.message, now)
@@ -575,7 +540,7 @@ class PairedNamespaces:
                     pairing.syphon_blocked[target_key] = now + SYPHON_RETRY_MS
                     pairing.note_error(f"syphon to {pick.path}: {err.message}", now)
                 continue
-            p.log.set_state(pick.seq, State.GONE)
+            p.set_state(pick.seq, State.GONE)
             s_ns.meter.record("data", DATA_COST, now)
             pairing.counters.moved += 1
             pairing.dirty = True
@@ -614,7 +579,7 @@ class PairedNamespaces:
                 first = i == start_q and p.id == start_pid
                 if (i == start_q and p.id < start_pid) or (p.fault is not None and p.fault.down):
                     continue  # daemon/README.md §0.1.6: the available partitions answer
-                for seq in p.log.seqs_in(State.ACTIVE, start_seq if first and start_seq else None):
+                for seq in p.seqs_in(State.ACTIVE, start_seq if first and start_seq else None):
                     if scanned >= SYPHON_SCAN or len(picks) >= budget:
                         pairing.syphon_resume = (i, p.id, seq)
                         return picks, False
@@ -637,7 +602,7 @@ class PairedNamespaces:
         self, pairing: Pairing, p: Partition, index: int, seq: int, now: int
     ) -> _Pick | None:
         try:
-            m = decode_message(p.log.read_payload(seq))
+            m = decode_message(p.read_payload(seq))
             path, restored = restore_message(m)
         except (msgspec.DecodeError, ValueError) as exc:
             self._dead_letter(pairing, p, seq, "InvalidBacklogMessage", str(exc), now)
@@ -649,7 +614,7 @@ class PairedNamespaces:
     ) -> None:
         """A backlog message that can never reach its destination stays in the backlog
         queue's dead-letter queue, for its owner to look at."""
-        p.log.set_state(
+        p.set_state(
             seq,
             State.DEADLETTERED,
             {DEAD_LETTER_REASON: reason, DEAD_LETTER_DESCRIPTION: f"syphon: {why}"},
@@ -673,7 +638,7 @@ class PairedNamespaces:
                 entity, _sub = broker.resolve(pairing.primary, pick.path)
             except SbctlError:
                 continue  # the send will say why (and the message is dead-lettered)
-            marks[target_key] = [p.log.next_seq for p in entity.partitions]
+            marks[target_key] = [p.next_seq for p in entity.partitions]
         data = {
             "moves": [[pk.queue, pk.partition, pk.seq] for pk in picks],
             "marks": marks,
@@ -724,10 +689,10 @@ class PairedNamespaces:
             if queue is None or not 0 <= pid < len(queue.partitions):
                 continue
             p = queue.partitions[pid]
-            if p.log.state_of(seq) != State.ACTIVE:
+            if p.state_of(seq) != State.ACTIVE:
                 continue  # moved (or dead-lettered) before the crash, durably
             try:
-                target_path, restored = restore_message(decode_message(p.log.read_payload(seq)))
+                target_path, restored = restore_message(decode_message(p.read_payload(seq)))
             except (msgspec.DecodeError, ValueError):
                 continue
             target = p_ns.queues.get(entity_key(target_path)) or p_ns.topics.get(
@@ -737,7 +702,7 @@ class PairedNamespaces:
             if target is None or mark is None:
                 continue
             if _landed(target, mark, encode_message(restored)):
-                p.log.set_state(seq, State.GONE)  # its copy is in the primary: done
+                p.set_state(seq, State.GONE)  # its copy is in the primary: done
                 pairing.counters.moved += 1
                 finished += 1
         if finished:
@@ -752,21 +717,16 @@ class PairedNamespaces:
 
 def _landed(target: Queue, marks: list[int], payload: bytes) -> bool:
     """Is a record with exactly this payload in ``target`` at or after the marks?"""
-    for p, start in zip(target.partitions, marks, strict=False):
-        log = p.log
-        for seq in range(max(start, log.base), log.next_seq):
-            try:
-                if log.read_payload(seq) == payload:
-                    return True
-            except (IndexError, OSError, CorruptRecord):
-                continue
-    return False
+    return any(
+        p.has_payload_since(start, payload)
+        for p, start in zip(target.partitions, marks, strict=False)
+    )
 
 
 def _check_for_primary(entity: Queue, m: Message, size: int) -> None:
     """What the primary entity would refuse a message for, checked before it is diverted
     (so the syphon never carries a message its destination cannot take)."""
-    entity._check(m, size)  # ids, TTL, schedule, sessions, header size (sbctl.core.send_rules)
+    entity.check_message(m, size)  # ids, TTL, schedule, sessions, header size (send_rules)
     send_rules.check_not_broker_set(m)
     send_rules.check_size(size, entity.max_message_bytes)
 
@@ -780,7 +740,7 @@ def _probe(entity: Queue, session_id: str) -> None:
     p = entity.partitions[partition_for_key(session_id, n) if n > 1 else 0]
     if p.fault is not None and p.fault.down:
         raise p.fault.error()
-    if p.log.live_bytes + PING_BYTES > cfg.max_size_in_megabytes * MB:
+    if p.live_bytes + PING_BYTES > cfg.max_size_in_megabytes * MB:
         raise QuotaExceeded(
             f"the maximum entity size has been reached or exceeded for {entity.name!r}"
         )

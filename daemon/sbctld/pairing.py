@@ -69,8 +69,6 @@ FAILOVER_PROPERTIES = (
     SCHEDULED_PROPERTY,
     PATH_PROPERTY,
 )
-PING_CONTENT_TYPE = "application/vnd.ms-servicebus-ping"  # daemon/README.md §19.4
-PING_TTL_MS = MS_PER_SECOND
 
 # daemon/README.md §0.3.1: the backlog queues' description (the SDK's QueueDescription names).
 BACKLOG_QUEUE_OPTIONS: dict[str, Any] = {

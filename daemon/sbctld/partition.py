@@ -11,22 +11,29 @@ needs no token table (:func:`sbctl.core.locks.lock_token_for`).
 
 ``fault`` is None while the store is healthy, else what an injected fault does to it
 (sbctld.faults); the queue checks it only when its ``faulty`` flag is up.
+
+A partition is the only way into its store (``log``: a queue's or a topic's
+:class:`~sbctld.storage.log.PartitionLog`, or a subscription's
+:class:`~sbctld.storage.topic.SubLog` view): queues, topics, the broker and the tools call
+the methods below, never the log (tests/unit/test_architecture.py).
 """
 
 from __future__ import annotations
 
 import heapq
 import random
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from sbctl.core.delivered import Delivered
 from sbctl.core.locks import lock_token_for
 from sbctl.core.records import NOT_SCHEDULED, RECORD_HEADER, StagedRecord
+from sbctld.storage.adoption import StagedSegment, commit_adoption, link_adoption
 from sbctld.storage.journal import Entry
-from sbctld.storage.log import OP_DELIVERY, OP_STATE, PartitionLog, State
+from sbctld.storage.log import OP_DELIVERY, OP_STATE, PartitionLog, Staged, State
 from sbctld.storage.space import CorruptRecord, StorageError
-from sbctld.storage.topic import SubLog
+from sbctld.storage.topic import SubLog, TopicLog
 
 if TYPE_CHECKING:
     from sbctld.faults import StoreFault
@@ -277,10 +284,6 @@ class Partition:
         ttl = RECORD_HEADER.unpack_from(raw)[2]
         return StagedRecord(raw[RECORD_HEADER.size :], ttl, NOT_SCHEDULED)
 
-    def due_scheduled(self, now: int) -> list[int]:
-        """Scheduled messages whose time has come (daemon/README.md §7.2), oldest first."""
-        return [seq for _when, seq in self.due_scheduled_at(now)]
-
     def due_scheduled_at(self, now: int) -> list[tuple[int, int]]:
         """(scheduled time, sequence number) of the scheduled messages due by ``now``, in
         the order of their times."""
@@ -341,8 +344,196 @@ class Partition:
                 )
             seq += 1
 
-    def has_peekable(self, subqueue: str) -> bool:
-        counts = self.log.counts
-        if subqueue:
-            return counts[self.view(subqueue).state] > 0
-        return any(counts[s] for s in PEEKABLE)
+    # ------------------------------------------------------------ the store
+    # Every other module reads and changes the partition's store through what follows
+    # (tests/unit/test_architecture.py): which store it is (a queue's, a topic's, a
+    # subscription's view of a topic's) and how it lays messages out stay this class's.
+
+    @property
+    def counts(self) -> list[int]:
+        """Messages per State (read only)."""
+        return self.log.counts
+
+    @property
+    def next_seq(self) -> int:
+        """The local sequence number the next message stored here gets."""
+        return self.log.next_seq
+
+    @property
+    def live_bytes(self) -> int:
+        return self.log.live_bytes
+
+    @property
+    def corrupt_count(self) -> int:
+        """Records that failed their CRC check, never served (daemon/README.md §0.4)."""
+        return self.log.corrupt_count
+
+    @property
+    def message_count(self) -> int:
+        return self.log.message_count
+
+    @property
+    def directory(self) -> Path:
+        return self.log.directory
+
+    def state_of(self, seq: int) -> State:
+        return self.log.state_of(seq)
+
+    def seqs_in(self, state: State, start: int | None = None) -> Iterator[int]:
+        """Local sequence numbers in ``state`` from ``start`` on, ascending."""
+        return self.log.seqs_in(state, start)
+
+    def read_payload(self, seq: int) -> bytes:
+        """The stored message (CorruptRecord when its record fails its CRC)."""
+        return self.log.read_payload(seq)
+
+    def discard_corrupt(self, seq: int) -> None:
+        self.log.discard_corrupt(seq)
+
+    def props_of(self, seq: int) -> dict[str, Any] | None:
+        """Property changes made after the message was stored (abandon, dead-letter)."""
+        return self.log.props.get(seq)
+
+    def delivery_count(self, seq: int) -> int:
+        log = self.log
+        return log.dc[seq - log.base]
+
+    def enqueued_at(self, seq: int) -> int:
+        log = self.log
+        return log.enq[seq - log.base]
+
+    def expired(self, seq: int, now: int) -> bool:
+        """Has the message's time to live run out by ``now`` (daemon/README.md §6.2)?"""
+        log = self.log
+        return log.exp[seq - log.base] <= now
+
+    def expired_unlocked(self, now: int) -> list[int]:
+        """Active, unlocked messages whose time to live ran out by ``now``."""
+        log, locks = self.log, self.locks
+        exp, base = log.exp, log.base
+        return [s for s in log.seqs_in(State.ACTIVE) if exp[s - base] <= now and s not in locks]
+
+    def set_state(self, seq: int, state: State, changes: dict[str, Any] | None = None) -> None:
+        """Move a message to ``state`` with these property changes, journaled."""
+        self.log.set_state(seq, state, changes)
+
+    def record(self, entries: Iterable[Entry]) -> None:
+        """Journal changes to stored messages (then apply them)."""
+        self.log.record(entries)
+
+    def append(self, records: Sequence[StagedRecord], now: int) -> int:
+        """Store messages enqueued at ``now``; returns the first one's sequence number."""
+        return self.log.append(records, now)
+
+    def has_payload_since(self, start: int, payload: bytes) -> bool:
+        """Is a message with exactly ``payload`` stored at or after ``start``? (Records
+        that cannot be read are passed over.)"""
+        log = self.log
+        for seq in range(max(start, log.base), log.next_seq):
+            try:
+                if log.read_payload(seq) == payload:
+                    return True
+            except (IndexError, OSError, CorruptRecord):
+                continue
+        return False
+
+    def close(self) -> None:
+        self.log.close()
+
+    # ------------------------------------------------------------ checkpoints
+
+    def checkpoint_recovered(self) -> list[str]:
+        """Checkpoint what recovery rebuilt (a queue's or topic's store); returns the
+        trouble to report."""
+        log = self.log
+        if not isinstance(log, PartitionLog):
+            return []
+        log.checkpoint_recovered()
+        return [note for note in log.notes[-1:] if "not checkpointed" in note]
+
+    def checkpoint_due(self, min_changes: int, full: bool) -> bool:
+        """At least ``min_changes`` changes; or, on a full disk or for ``min_changes`` 1,
+        any change or a settled segment to delete."""
+        log = self.log
+        changes = log.changes_since_checkpoint
+        return changes >= min_changes or (
+            (full or min_changes <= 1) and bool(changes or log.settled_segments)
+        )
+
+    def checkpoint(self) -> None:
+        self.log.checkpoint()
+
+    # ------------------------------------------------------------ topics and loads
+
+    def _topic_log(self) -> TopicLog:
+        log = self.log
+        assert isinstance(log, TopicLog), "a topic's partition"
+        return log
+
+    def subscription(self, sub_id: int, partitioned: bool) -> Partition:
+        """The partition of subscription ``sub_id`` over this topic partition's store."""
+        return Partition(self._topic_log().subs[sub_id], self.id, partitioned)
+
+    def add_subscription(self, sub_id: int, ttl_cap_ms: int | None) -> None:
+        self._topic_log().add_sub(sub_id, ttl_cap_ms)
+
+    def remove_subscription(self, sub_id: int) -> None:
+        self._topic_log().remove_sub(sub_id)
+
+    def set_ttl_cap(self, ttl_cap_ms: int | None) -> None:
+        """A subscription's default TTL below its topic's caps what it sees (§1.6)."""
+        log = self.log
+        assert isinstance(log, SubLog), "a subscription's partition"
+        if log.ttl_cap_ms != ttl_cap_ms:
+            log.set_ttl_cap(ttl_cap_ms)
+
+    def stage_routed(
+        self,
+        records: Sequence[StagedRecord],
+        now: int,
+        routes: dict[int, bytes],
+        props: Sequence[tuple[int, int, dict[str, Any]]],
+    ) -> tuple[Staged, list[Entry], int]:
+        """A topic's batch and its routes written, not applied (sbctld.storage.topic)."""
+        return self._topic_log().stage_routed(records, now, routes, props)
+
+    def unstage_routed(self, staged: tuple[Staged, list[Entry], int]) -> None:
+        self._topic_log().unstage_routed(staged)
+
+    def commit_routed(self, staged: tuple[Staged, list[Entry], int]) -> int:
+        return self._topic_log().commit_routed(staged)
+
+    @property
+    def takes_loads(self) -> bool:
+        """Spark loads adopt segments into a queue's store only (sbctld.loads)."""
+        return isinstance(self.log, PartitionLog) and not isinstance(self.log, TopicLog)
+
+    def link_adoption(self, segments: Sequence[StagedSegment]) -> None:
+        assert isinstance(self.log, PartitionLog)
+        link_adoption(self.log, segments)
+
+    def commit_adoption(self, segments: Sequence[StagedSegment], now: int) -> None:
+        """Index linked segments (their messages become visible) and time the scheduled."""
+        assert isinstance(self.log, PartitionLog)
+        for when, seq in commit_adoption(self.log, segments, now):
+            self.schedule(when, seq)
+
+
+def append_all(batches: list[tuple[Partition, Sequence[StagedRecord]]], now: int) -> list[int]:
+    """Store each partition's records, all or nothing (daemon/README.md §0.4: a send that
+    cannot be written fails whole, on every partition of the batch); returns each
+    partition's first sequence number."""
+    if len(batches) == 1:  # one write: all or nothing by itself (a subscription's too)
+        ((p, records),) = batches
+        return [p.log.append(records, now)]
+    staged = []
+    try:
+        for p, records in batches:
+            log = p.log
+            assert isinstance(log, PartitionLog)
+            staged.append((log, log.stage(records, now)))
+    except StorageError:
+        for log, batch in staged:
+            log.unstage(batch)
+        raise
+    return [log.commit(batch) for log, batch in staged]

@@ -1,7 +1,15 @@
-"""A queue: its description, its partitions, and the data-plane rules that apply to it.
+"""A queue: the data-plane rules that apply to it (send, receive, peek, settle, transact,
+deferred and scheduled messages, purge), over the parts it owns.
+
+A :class:`Queue` holds ``state`` (:class:`~sbctld.queue_state.QueueState`: its attributes,
+counts, description and availability), ``timers`` (:class:`~sbctld.queue_timers.QueueTimers`)
+and ``sessions`` (:class:`~sbctld.queue_sessions.QueueSessions`), the last two over that one
+state; what the broker asks of a part it asks of the queue, which answers through the part
+(the end of the class). A topic and a subscription are queues (:mod:`sbctld.topic`).
 
 Pure and synchronous: every method takes ``now`` from the broker's clock and only writes
-through the partition logs; the server awaits durability before acknowledging.
+through its partitions (:class:`sbctld.partition.Partition`); the server awaits durability
+before acknowledging.
 """
 
 from __future__ import annotations
@@ -22,47 +30,41 @@ from sbctl.core.errors import (
     MessageLockLost,
     MessageNotFound,
     MessageSizeExceeded,
-    MessagingEntityDisabled,
     QuotaExceeded,
     SessionLockLost,
 )
-from sbctl.core.limits import (
-    MAX_TRANSACTION,
-)
-from sbctl.core.locks import parse_lock_token
+from sbctl.core.limits import MAX_TRANSACTION
 from sbctl.core.message_form import Sendable, Sent, intake, intake_sent
-from sbctl.core.message_form import decode as decode_message
 from sbctl.core.message_form import encode as encode_message
 from sbctl.core.partitioning import partition_for_key, partition_key_of
 from sbctl.core.records import NOT_SCHEDULED, Message, StagedRecord
-from sbctl.core.typed import plain
 from sbctld.config import MB, QueueConfig, save_toml
 from sbctld.dedup import DuplicateHistory
 from sbctld.faults import all_down
-from sbctld.partition import Partition
+from sbctld.partition import Partition, append_all
 from sbctld.queue_sessions import QueueSessions
 from sbctld.queue_state import (
-    DEAD_LETTER_DESCRIPTION,
-    DEAD_LETTER_REASON,
-    DEAD_LETTER_SOURCE,
     DUPLICATE_IN_BATCH,
     DUPLICATE_OF_SEQ,
-    LOCAL_MASK,
-    LOCK_LOST,
+    NOT_RECEIVING,
+    NOT_SENDING,
     PURGE_CHUNK,
     PURGEABLE,
-    SETTLEMENTS,
+    QueueState,
 )
-from sbctld.results import LockRenewed, Settled, SettleFailed, SettleResult, Transacted
-from sbctld.sessions import SESSION_LOCK_LOST, Sessions
+from sbctld.queue_timers import QueueTimers
+from sbctld.results import (
+    LockRenewed,
+    QueueInfo,
+    SessionEntry,
+    SessionLock,
+    Settled,
+    SettleFailed,
+    SettleResult,
+    Transacted,
+)
 from sbctld.storage.journal import Entry
-from sbctld.storage.log import (
-    OP_PROPS,
-    OP_STATE,
-    PartitionLog,
-    State,
-)
-from sbctld.storage.space import StorageError
+from sbctld.storage.log import OP_PROPS, OP_STATE, PartitionLog, State
 from sbctld.storage.sync import Syncer
 
 
@@ -88,7 +90,29 @@ def decode_batch(
     return messages, payloads
 
 
-class Queue(QueueSessions):
+class Queue:
+    """A queue: it owns its shared state (``state``), its timers (``timers``) and its
+    sessions (``sessions``), and keeps the data-plane rules (see the module docstring)."""
+
+    kind = "queue"  # how errors name it (a Topic and a Subscription say so)
+    sessions_span_partitions = False  # see QueueSessions.receive_session
+
+    def __init__(
+        self,
+        directory: Path,
+        config: QueueConfig,
+        partitions: list[Partition],
+        *,
+        max_message_bytes: int,
+    ) -> None:
+        self.state = QueueState(
+            directory, config, partitions, max_message_bytes=max_message_bytes, kind=self.kind
+        )
+        self.timers = QueueTimers(self.state)
+        self.sessions = QueueSessions(
+            self.state, self.timers, span_partitions=self.sessions_span_partitions
+        )
+
     @classmethod
     def open(
         cls,
@@ -110,37 +134,27 @@ class Queue(QueueSessions):
         queue = cls(directory, config, parts, max_message_bytes=max_message_bytes)
         # The idle clock restarts with the daemon: time it was down is not idleness.
         queue.accessed_at_ms = max(config.updated_at_ms, now)
-        queue.open_sessions(syncer)
+        queue.sessions.open(syncer)
         if config.requires_duplicate_detection:
             window = config.duplicate_detection_history_time_window
             queue.dedup = DuplicateHistory.open(layout.dedup_dir(directory), syncer, window, now)
         return queue
 
-    def open_sessions(self, syncer: Syncer) -> None:
-        """Session-enabled: open the session states and index the stored messages."""
-        if not self.config.requires_session:
-            return
-        self.sessions = Sessions(layout.sessions_dir(self.directory), syncer)
-        for p in self.partitions:
-            for seq in p.log.seqs_in(State.ACTIVE):
-                session_id = decode_message(p.log.read_payload(seq)).session_id
-                if session_id is not None:
-                    p.index_session(seq, session_id)
-
     def save(self) -> None:
-        save_toml(layout.queue_file(self.directory), self.config)
+        save_toml(layout.queue_file(self.state.directory), self.state.config)
 
     def close(self) -> None:
-        for p in self.partitions:
-            p.log.close()
-        if self.dedup is not None:
-            self.dedup.close()
-        if self.sessions is not None:
-            self.sessions.close_files()
+        state = self.state
+        for p in state.partitions:
+            p.close()
+        if state.dedup is not None:
+            state.dedup.close()
+        if state.session_store is not None:
+            state.session_store.close_files()
 
     def destroy(self) -> None:
         self.close()
-        shutil.rmtree(self.directory, ignore_errors=True)
+        shutil.rmtree(self.state.directory, ignore_errors=True)
 
     # ------------------------------------------------------------ sending
 
@@ -161,15 +175,13 @@ class Queue(QueueSessions):
         dropped) gets the number of the message it duplicates.
         """
         messages, payloads = decode_batch(batch)
-        cfg = self.config
-        if cfg.status in ("Disabled", "SendDisabled"):
-            raise MessagingEntityDisabled(
-                f"{self.kind} {cfg.name!r} is {cfg.status}: sends are refused"
-            )
+        state = self.state
+        cfg = state.config
+        state.refuse_if(NOT_SENDING, "sends are refused")
         if not messages:
             raise BadRequest("a send needs at least one message")
-        limit = self.max_message_bytes
-        count = len(self.partitions)
+        limit = state.max_message_bytes
+        count = len(state.partitions)
         default_ttl = cfg.default_message_time_to_live
         groups: dict[int, list[StagedRecord]] = {}
         group_msgs: dict[int, list[Message]] = {}
@@ -178,13 +190,13 @@ class Queue(QueueSessions):
         scheduled: list[tuple[int, int, int]] = []  # (partition, index in group, when)
         in_session: list[tuple[int, int, str]] = []  # (partition, index in group, session)
         total = 0
-        rr = self._rr_send
-        dedup = self.dedup if detect_duplicates else None
+        rr = state.rr_send
+        dedup = state.dedup if detect_duplicates else None
         window = cfg.duplicate_detection_history_time_window
         if dedup is not None:
             dedup.prune(now, window)
         fresh: dict[str, int] = {}  # duplicate-detection key -> index in ``order``
-        faulty = self.faulty
+        faulty = state.faulty
         requires_session = cfg.requires_session
         keyed_by_id = cfg.requires_duplicate_detection
         for m, payload in zip(messages, payloads, strict=True):
@@ -221,11 +233,11 @@ class Queue(QueueSessions):
         self._check_room(total, len(messages), sizes)
         firsts = self._store(groups, group_msgs, now, charge)
         for pid, k, session_id in in_session:
-            self.partitions[pid].index_session(firsts[pid] + k, session_id)
+            state.partitions[pid].index_session(firsts[pid] + k, session_id)
         for pid, k, when in scheduled:
-            self.partitions[pid].schedule(when, firsts[pid] + k)
-        self._rr_send = rr
-        self.accessed_at_ms = now
+            state.partitions[pid].schedule(when, firsts[pid] + k)
+        state.rr_send = rr
+        state.accessed_at_ms = now
         if count == 1 and not fresh and len(order) == len(messages) and groups:
             return list(range(firsts[0], firsts[0] + len(messages)))
         seqs = self._sequence_numbers(order, firsts)
@@ -245,8 +257,8 @@ class Queue(QueueSessions):
         """Whether a message is a duplicate (then its place in ``order`` says of what);
         else it is noted in ``fresh`` (daemon/README.md §8.3: MessageId, plus the partition key on
         partitioned entities)."""
-        dkey = message_id if len(self.partitions) == 1 else f"{message_id}\x00{key}"
-        prior = dedup.get(dkey, now, self.config.duplicate_detection_history_time_window)
+        dkey = message_id if len(self.state.partitions) == 1 else f"{message_id}\x00{key}"
+        prior = dedup.get(dkey, now, self.state.config.duplicate_detection_history_time_window)
         if prior is not None:
             order.append((DUPLICATE_OF_SEQ, prior))
             return True
@@ -271,13 +283,13 @@ class Queue(QueueSessions):
         if sched is not None and sched > now:
             scheduled.append((pid, k, sched))
             return sched
-        if self.sessions is not None and m.session_id is not None:
+        if self.state.session_store is not None and m.session_id is not None:
             in_session.append((pid, k, m.session_id))
         return NOT_SCHEDULED
 
     def _partition_of(self, key: str | None, via_partition: int | None, rr: int) -> tuple[int, int]:
         """The partition a message goes to, and the round-robin counter after it."""
-        count = len(self.partitions)
+        count = len(self.state.partitions)
         if count == 1:
             pid = 0
         elif via_partition is not None:
@@ -287,14 +299,14 @@ class Queue(QueueSessions):
         else:
             pid = rr % count  # keyless: round-robin
             rr += 1
-        if self.faulty:
+        if self.state.faulty:
             pid = self._writable(pid, keyless=key is None and via_partition is None)
         return pid, rr
 
     def _check_room(self, total: int, messages: int, sizes: dict[int, int]) -> None:
         """The batch fits the tier's size limit and each partition's quota."""
-        cfg = self.config
-        limit = self.max_message_bytes
+        cfg = self.state.config
+        limit = self.state.max_message_bytes
         if total > limit and messages > 1:
             raise MessageSizeExceeded(
                 f"the batch of {total} bytes is larger than the {limit // 1024} KB allowed "
@@ -302,7 +314,7 @@ class Queue(QueueSessions):
             )
         quota = cfg.max_size_in_megabytes * MB
         for pid, size in sizes.items():
-            if self.partitions[pid].log.live_bytes + size > quota:
+            if self.state.partitions[pid].live_bytes + size > quota:
                 # daemon/README.md §0.1.3: each partition holds up to the entity's max size.
                 raise QuotaExceeded(
                     f"the maximum entity size has been reached or exceeded for queue "
@@ -318,21 +330,21 @@ class Queue(QueueSessions):
             elif pid == DUPLICATE_IN_BATCH:
                 seqs.append(seqs[k])
             else:
-                seqs.append(self.partitions[pid].shift | (firsts[pid] + k))
+                seqs.append(self.state.partitions[pid].shift | (firsts[pid] + k))
         return seqs
 
     def _writable(self, pid: int, *, keyless: bool) -> int:
         """The partition a message chosen for ``pid`` is written to, with faults
         (daemon/README.md §0.1.5): a keyless message skips unavailable partitions, a keyed
         one fails."""
-        fault = self.partitions[pid].fault
+        fault = self.state.partitions[pid].fault
         if fault is None or fault.reachable():
             return pid
-        n = len(self.partitions)
+        n = len(self.state.partitions)
         if not keyless or n == 1:
             raise fault.error()
         for k in range(1, n):
-            p = self.partitions[(pid + k) % n]
+            p = self.state.partitions[(pid + k) % n]
             if p.fault is None or p.fault.reachable():
                 return p.id
         raise all_down(self)
@@ -347,28 +359,14 @@ class Queue(QueueSessions):
         """Append each partition's records; returns each partition's first sequence number.
         (A topic routes them to its subscriptions here: sbctld.topic.)"""
         del messages, charge
-        logs = {pid: self.partitions[pid].log for pid in groups}
-        if len(logs) == 1:  # one write: all or nothing by itself (a subscription's too)
-            ((pid, log1),) = logs.items()
-            return {pid: log1.append(groups[pid], now)}
-        staged = []
-        try:
-            for pid, recs in groups.items():
-                log = logs[pid]
-                assert isinstance(log, PartitionLog)
-                staged.append((log, log.stage(recs, now)))
-        except StorageError:
-            # daemon/README.md §0.4: a send that cannot be written fails whole, on every
-            # partition of the batch.
-            for log, batch in staged:
-                log.unstage(batch)
-            raise
-        return {pid: log.commit(batch) for pid, (log, batch) in zip(groups, staged, strict=True)}
+        partitions = self.state.partitions
+        firsts = append_all([(partitions[pid], recs) for pid, recs in groups.items()], now)
+        return dict(zip(groups, firsts, strict=True))
 
-    def _check(self, m: Message, size: int) -> str | None:
+    def check_message(self, m: Message, size: int) -> str | None:
         """Per-message rules (sbctl.core.send_rules, shared with the Spark loader); returns the
         partition key."""
-        cfg = self.config
+        cfg = self.state.config
         return send_rules.check_message(
             m,
             size,
@@ -380,23 +378,24 @@ class Queue(QueueSessions):
 
     def receive(self, count: int, now: int, *, delete: bool, subqueue: str) -> list[Delivered]:
         """daemon/README.md §0.1.6: ask every partition, starting with a different one each time."""
-        self.check_receive(subqueue)
+        state = self.state
+        state.check_receive(subqueue)
         out: list[Delivered] = []
-        lock_ms = None if delete else self.config.lock_duration
-        n = len(self.partitions)
-        start = self._rr_receive
-        self._rr_receive = (start + 1) % n
-        faulty = self.faulty
+        lock_ms = None if delete else state.config.lock_duration
+        n = len(state.partitions)
+        start = state.rr_receive
+        state.rr_receive = (start + 1) % n
+        faulty = state.faulty
         if faulty:
-            self.check_reachable()
+            state.check_reachable()
         for k in range(n):
-            p = self.partitions[(start + k) % n]
+            p = state.partitions[(start + k) % n]
             if faulty and p.fault is not None and not p.fault.reachable():
                 continue  # daemon/README.md §0.1.6: the available partitions answer
-            p.take(p.view(subqueue), count, now, lock_ms, out, self._expire)
+            p.take(p.view(subqueue), count, now, lock_ms, out, self.timers.expire)
             if len(out) >= count:
                 break
-        self.accessed_at_ms = now
+        state.accessed_at_ms = now
         return out
 
     def peek(self, count: int, from_sequence: int | None, *, subqueue: str) -> list[Delivered]:
@@ -404,17 +403,15 @@ class Queue(QueueSessions):
         lowest held without one), walking on across partitions (the partition id is the top
         16 bits, so partition order is sequence-number order); a down partition other than
         the one ``from_sequence`` names is passed over."""
-        if self.config.status in ("Disabled", "ReceiveDisabled"):
-            raise MessagingEntityDisabled(
-                f"{self.kind} {self.config.name!r} is {self.config.status}: peeks are refused"
-            )
-        pid, local = self._peek_start(from_sequence)
+        state = self.state
+        state.refuse_if(NOT_RECEIVING, "peeks are refused")
+        pid, local = state.peek_start(from_sequence)
         named = pid if from_sequence is not None else -1
-        faulty = self.faulty
+        faulty = state.faulty
         if faulty:
-            self.check_reachable()
+            state.check_reachable()
         out: list[Delivered] = []
-        for p in self.partitions[pid:]:
+        for p in state.partitions[pid:]:
             if p.fault is not None:
                 if p.id == named:
                     p.fault.touch()  # the partition asked for answers or fails
@@ -425,17 +422,6 @@ class Queue(QueueSessions):
                 break
             local = 0
         return out
-
-    def _peek_start(self, from_sequence: int | None) -> tuple[int, int]:
-        """(partition, local sequence number) a peek starts at."""
-        if from_sequence is None:
-            return 0, 0
-        if not self.partitioned:
-            return 0, from_sequence
-        pid, local = from_sequence >> 48, from_sequence & LOCAL_MASK
-        if pid >= len(self.partitions):
-            raise BadRequest(f"sequence number {from_sequence} names no partition of this queue")
-        return pid, local
 
     # ------------------------------------------------------------ settling
 
@@ -449,9 +435,10 @@ class Queue(QueueSessions):
         description: str | None = None,
     ) -> list[SettleResult]:
         """Settle by lock token (daemon/README.md §3.4, §3.6, §4); one result per token."""
-        changes = self._settlement_changes(op, properties, reason, description)
-        if self.faulty:
-            self._reach_tokens(tokens)  # all or nothing: the client retries the request
+        state = self.state
+        changes = self.state.settlement_changes(op, properties, reason, description)
+        if state.faulty:
+            state.reach_tokens(tokens)  # all or nothing: the client retries the request
         extra = msgspec.msgpack.encode(changes) if changes else b""
         results: list[SettleResult] = []
         journals: dict[int, list[Entry]] = {}
@@ -464,12 +451,12 @@ class Queue(QueueSessions):
                 continue
             if op == "renew-lock":
                 # daemon/README.md §3.6: LockDuration more, counted from now.
-                until = p.lock(seq, now + self.config.lock_duration, p.locks[seq][0])
+                until = p.lock(seq, now + state.config.lock_duration, p.locks[seq][0])
                 results.append(LockRenewed(lock_token=token, locked_until_ms=until))
                 continue
             del p.locks[seq]
-            if self.sessions is not None:
-                self.sessions.disown((p.id, seq))
+            if state.session_store is not None:
+                state.session_store.disown((p.id, seq))
             if op != "abandon":
                 p.session_of.pop(seq, None)
             entries = journals.setdefault(p.id, [])
@@ -486,9 +473,9 @@ class Queue(QueueSessions):
                 released.append((p, seq))
             results.append(Settled(lock_token=token))
         for pid, entries in journals.items():
-            self.partitions[pid].log.record(entries)
+            state.partitions[pid].record(entries)
         for p, seq in released:
-            self.release(p, seq)
+            self.timers.release(p, seq)
         return results
 
     def transact(
@@ -506,7 +493,7 @@ class Queue(QueueSessions):
             raise QuotaExceeded("Can't send more than 100 messages in a single transaction")
         messages, _payloads = decode_batch(batch)
         partitions: set[int] = set()
-        if self.partitioned:
+        if self.state.partitioned:
             keys: set[str] = set()
             sessions: set[str] = set()
             for m in messages:
@@ -528,12 +515,12 @@ class Queue(QueueSessions):
                     "all messages of a transaction on a partitioned entity must share one "
                     f"partition key, not {len(keys)}"
                 )
-            partitions = {partition_for_key(k, len(self.partitions)) for k in keys}
+            partitions = {partition_for_key(k, len(self.state.partitions)) for k in keys}
         tokens: set[str] = set()
         for op, token, props, reason, description in settlements:
             if op == "renew-lock":
                 raise BadRequest("renew-lock cannot be part of a transaction")
-            self._settlement_changes(op, props, reason, description)
+            self.state.settlement_changes(op, props, reason, description)
             p, _seq = self._settleable(op, token, now)  # raises: nothing is applied
             if token in tokens:
                 raise InvalidOperation(f"lock token {token} is settled twice in the transaction")
@@ -544,7 +531,7 @@ class Queue(QueueSessions):
                 "a transaction on a partitioned entity works within one partition; these "
                 f"operations touch {len(partitions)}"
             )
-        via = next(iter(partitions)) if self.partitioned and partitions else None
+        via = next(iter(partitions)) if self.state.partitioned and partitions else None
         seqs = self.send(batch, now, via_partition=via) if batch else []
         results = [
             self.settle(op, [token], now, props, reason, description)[0]
@@ -552,39 +539,10 @@ class Queue(QueueSessions):
         ]
         return Transacted(sequence_numbers=seqs, settlements=results)
 
-    def _settlement_changes(
-        self,
-        op: str,
-        properties: dict[str, Any] | None,
-        reason: str | None,
-        description: str | None,
-    ) -> dict[str, Any]:
-        """Check a settlement's arguments; returns the property changes it makes."""
-        if op not in SETTLEMENTS:
-            raise BadRequest(f"unknown settlement {op!r}: use {', '.join(SETTLEMENTS)}")
-        if self.config.status in ("Disabled", "ReceiveDisabled"):
-            # Settling is the receiver's side (daemon/README.md §17).
-            raise MessagingEntityDisabled(
-                f"{self.kind} {self.config.name!r} is {self.config.status}: settlements are refused"
-            )
-        # Property changes are kept as plain values (a short as an int...): the journal and
-        # checkpoints store them as plain MessagePack (daemon/README.md §1.5).
-        changes = {k: plain(v) for k, v in properties.items()} if properties else {}
-        if changes and op not in ("abandon", "defer", "dead-letter"):
-            raise BadRequest(f"{op} takes no property changes")
-        if op == "dead-letter":
-            if reason is not None:
-                changes[DEAD_LETTER_REASON] = reason
-            if description is not None:
-                changes[DEAD_LETTER_DESCRIPTION] = description
-        elif reason is not None or description is not None:
-            raise BadRequest("only dead-letter takes a reason and a description")
-        return changes
-
     def _settleable(self, op: str, token: str, now: int) -> tuple[Partition, int]:
         """The locked message ``token`` names, if ``op`` may settle it; raises otherwise."""
-        p, seq = self._locked(token, now)
-        if op in ("dead-letter", "defer") and p.log.state_of(seq) == State.DEADLETTERED:
+        p, seq = self.state.locked(token, now)
+        if op in ("dead-letter", "defer") and p.state_of(seq) == State.DEADLETTERED:
             # daemon/README.md §4.3: a DLQ message cannot be dead-lettered again (nor deferred out
             # of it).
             raise InvalidOperation(
@@ -593,12 +551,6 @@ class Queue(QueueSessions):
                 else "a dead-lettered message cannot be deferred"
             )
         return p, seq
-
-    def _split(self, public: int) -> tuple[Partition, int]:
-        pid, seq = (public >> 48, public & LOCAL_MASK) if self.partitioned else (0, public)
-        if pid >= len(self.partitions) or seq <= 0:
-            raise MessageNotFound(f"no message with sequence number {public} in {self.name!r}")
-        return self.partitions[pid], seq
 
     def receive_deferred(
         self,
@@ -612,149 +564,202 @@ class Queue(QueueSessions):
         must name a deferred, unlocked message (of the session ``session_token`` holds, on a
         session-enabled entity: daemon/README.md §9.7) else MessageNotFound and nothing is
         taken; one that expired meanwhile is expired now and left out."""
-        session_id, until = self._deferred_receiver(session_token, now)
+        session_id, until = self.sessions.deferred_receiver(session_token, now)
         found = []
         for public in sequence_numbers:
-            p, seq = self._split(public)
+            p, seq = self.state.split(public)
             if p.fault is not None:
                 p.fault.touch()
             if (
-                p.log.state_of(seq) != State.DEFERRED
+                p.state_of(seq) != State.DEFERRED
                 or seq in p.locks
-                or not self.in_session(p, seq, session_id)
+                or not self.sessions.in_session(p, seq, session_id)
             ):
                 raise MessageNotFound(
-                    f"no deferred message with sequence number {public} in {self.name!r}"
+                    f"no deferred message with sequence number {public} in {self.state.name!r}"
                 )
             found.append((p, seq))
         out: list[Delivered] = []
-        lock_ms = None if delete else self.config.lock_duration
+        lock_ms = None if delete else self.state.config.lock_duration
         journals: dict[int, list[Entry]] = {}
         for p, seq in found:
-            if p.log.exp[seq - p.log.base] <= now:
-                self._expire(p, seq)
+            if p.expired(seq, now):
+                self.timers.expire(p, seq)
                 continue
             got = p.deliver(seq, now, lock_ms, journals.setdefault(p.id, []), until)
             if got is not None:
                 out.append(got)
         for pid, entries in journals.items():
-            self.partitions[pid].record_delivered(entries)
-        self._own_deferred(session_token, out, delete)
-        self.accessed_at_ms = now
+            self.state.partitions[pid].record_delivered(entries)
+        self.sessions.own_deferred(session_token, out, delete)
+        self.state.accessed_at_ms = now
         return out
 
     def cancel_scheduled(self, sequence_numbers: Sequence[int]) -> int:
         """daemon/README.md §7.2: cancelling deletes a scheduled message. All or nothing."""
-        if self.config.status in ("Disabled", "SendDisabled"):
-            # Cancelling is a sender's operation (daemon/README.md §17).
-            raise MessagingEntityDisabled(
-                f"{self.kind} {self.config.name!r} is {self.config.status}: cancelling is refused"
-            )
+        # Cancelling is a sender's operation (daemon/README.md §17).
+        self.state.refuse_if(NOT_SENDING, "cancelling is refused")
         found = []
         for public in sequence_numbers:
-            p, seq = self._split(public)
+            p, seq = self.state.split(public)
             if p.fault is not None:
                 p.fault.touch()
-            if p.log.state_of(seq) != State.SCHEDULED:
+            if p.state_of(seq) != State.SCHEDULED:
                 raise MessageNotFound(
-                    f"no scheduled message with sequence number {public} in {self.name!r}"
+                    f"no scheduled message with sequence number {public} in {self.state.name!r}"
                 )
             found.append((p, seq))
         for p, seq in found:
-            p.log.set_state(seq, State.GONE)
+            p.set_state(seq, State.GONE)
         return len(found)
-
-    def waiting(self, state: State, count: int | None = None) -> list[tuple[Partition, int]]:
-        """Unlocked messages in ``state``, partition by partition, oldest first."""
-        out: list[tuple[Partition, int]] = []
-        for p in self.partitions:
-            if p.fault is not None and not p.fault.reachable():
-                continue  # forwarding and resubmitting wait for the store
-            for seq in p.log.seqs_in(state):
-                if count is not None and len(out) >= count:
-                    return out
-                if seq not in p.locks:
-                    out.append((p, seq))
-        return out
-
-    def resubmittable(self, p: Partition, seq: int) -> Message:
-        """A dead-lettered message as it was sent, with later property changes kept and
-        the dead-letter properties stripped."""
-        message = decode_message(p.log.read_payload(seq))
-        props = {**(message.application_properties or {}), **p.log.props.get(seq, {})}
-        for name in (DEAD_LETTER_REASON, DEAD_LETTER_DESCRIPTION, DEAD_LETTER_SOURCE):
-            props.pop(name, None)
-        return msgspec.structs.replace(
-            message,
-            application_properties=props or None,
-            enqueued_sequence_number=None,
-            transfer_hops=None,
-            dead_letter_source=None,
-        )
 
     def purge(self, *, subqueue: str) -> int:
         """Delete every message of the queue (or of its DLQ), locked ones included."""
-        states = (self.partitions[0].view(subqueue).state,) if subqueue else PURGEABLE
-        self.reach_all()  # every message or none
+        states = (self.state.partitions[0].view(subqueue).state,) if subqueue else PURGEABLE
+        self.state.reach_all()  # every message or none
         total = 0
-        for p in self.partitions:
-            seqs = sorted(seq for st in states for seq in p.log.seqs_in(st))
+        for p in self.state.partitions:
+            seqs = sorted(seq for st in states for seq in p.seqs_in(st))
             for k in range(0, len(seqs), PURGE_CHUNK):
                 chunk = seqs[k : k + PURGE_CHUNK]
                 for seq in chunk:
                     p.locks.pop(seq, None)
-                p.log.record(Entry(OP_STATE, seq, State.GONE, b"") for seq in chunk)
+                p.record(Entry(OP_STATE, seq, State.GONE, b"") for seq in chunk)
             total += len(seqs)
         return total
 
-    def release(self, p: Partition, seq: int) -> None:
-        """A lock ended without settlement (abandon, expiry): redeliver or dead-letter."""
-        log = p.log
-        if (
-            log.state_of(seq) == State.ACTIVE
-            and log.dc[seq - log.base] >= self.config.max_delivery_count
-        ):
-            # daemon/README.md §3.8
-            log.set_state(
-                seq,
-                State.DEADLETTERED,
-                {
-                    DEAD_LETTER_REASON: "MaxDeliveryCountExceeded",
-                    DEAD_LETTER_DESCRIPTION: "Message could not be consumed after "
-                    f"{self.config.max_delivery_count} delivery attempts.",
-                },
-            )
-        p.give_back(seq)
+    # ------------------------------------------------------------ the parts, read through
+    # What the broker, topics and tools ask of a queue, answered by the part that owns it.
 
-    def _locked(self, token: str, now: int) -> tuple[Partition, int]:
-        public, nonce = parse_lock_token(token)
-        pid, seq = (public >> 48, public & (2**48 - 1)) if self.partitioned else (0, public)
-        if pid >= len(self.partitions):
-            raise MessageLockLost(LOCK_LOST)
-        p = self.partitions[pid]
-        if p.fault is not None:
-            p.fault.touch()
-        session_id = p.session_of.get(seq)
-        sessions = self.sessions
-        if (
-            session_id is not None
-            and sessions is not None
-            and not sessions.holds_message(session_id, (pid, seq), now)
-        ):
-            # daemon/README.md §9.7: a session's messages are held by its session lock.
-            raise SessionLockLost(SESSION_LOCK_LOST)
-        held = p.locks.get(seq)
-        if held is None or held[0] != nonce or held[1] <= now:
-            raise MessageLockLost(LOCK_LOST)
-        return p, seq
+    @property
+    def config(self) -> QueueConfig:
+        return self.state.config
+
+    @config.setter
+    def config(self, config: QueueConfig) -> None:
+        self.state.config = config
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """(namespace key, entity key), set by the broker."""
+        return self.state.key
+
+    @key.setter
+    def key(self, key: tuple[str, str]) -> None:
+        self.state.key = key
+
+    @property
+    def accessed_at_ms(self) -> int:
+        return self.state.accessed_at_ms
+
+    @accessed_at_ms.setter
+    def accessed_at_ms(self, when: int) -> None:
+        self.state.accessed_at_ms = when
+
+    @property
+    def faulty(self) -> bool:
+        return self.state.faulty
+
+    @faulty.setter
+    def faulty(self, faulty: bool) -> None:
+        self.state.faulty = faulty
+
+    @property
+    def dedup(self) -> DuplicateHistory | None:
+        return self.state.dedup
+
+    @dedup.setter
+    def dedup(self, dedup: DuplicateHistory | None) -> None:
+        self.state.dedup = dedup
+
+    @property
+    def name(self) -> str:
+        return self.state.config.name
+
+    @property
+    def directory(self) -> Path:
+        return self.state.directory
+
+    @property
+    def partitions(self) -> list[Partition]:
+        return self.state.partitions
+
+    @property
+    def partitioned(self) -> bool:
+        return self.state.partitioned
+
+    @property
+    def max_message_bytes(self) -> int:
+        return self.state.max_message_bytes
+
+    @property
+    def availability_status(self) -> str:
+        return self.state.availability_status
+
+    def counts(self) -> dict[str, int]:
+        return self.state.counts()
+
+    def describe(self, *, partitions: bool = True) -> QueueInfo:
+        return self.state.describe(partitions=partitions)
+
+    def check_reachable(self) -> None:
+        self.state.check_reachable()
+
+    def reach_all(self) -> None:
+        self.state.reach_all()
+
+    def unavailable(self) -> list[int]:
+        return self.state.unavailable()
+
+    def waiting(self, state: State, count: int | None = None) -> list[tuple[Partition, int]]:
+        return self.state.waiting(state, count)
+
+    def resubmittable(self, p: Partition, seq: int) -> Message:
+        return self.state.resubmittable(p, seq)
+
+    def in_session(self, p: Partition, seq: int, session_id: str | None) -> bool:
+        return self.sessions.in_session(p, seq, session_id)
+
+    def accept_session(self, session_id: str | None, now: int) -> SessionLock:
+        return self.sessions.accept_session(session_id, now)
+
+    def receive_session(self, token: str, count: int, now: int, *, delete: bool) -> list[Delivered]:
+        return self.sessions.receive_session(token, count, now, delete=delete)
+
+    def renew_session(self, token: str, now: int) -> SessionLock:
+        return self.sessions.renew_session(token, now)
+
+    def close_session(self, token: str, now: int) -> dict[str, Any]:
+        return self.sessions.close_session(token, now)
+
+    def list_sessions(self, now: int) -> list[SessionEntry]:
+        return self.sessions.list_sessions(now)
+
+    def get_session_state(self, session_id: str) -> bytes | None:
+        return self.sessions.get_session_state(session_id)
+
+    def set_session_state(self, session_id: str, state: bytes | None) -> None:
+        self.sessions.set_session_state(session_id, state)
+
+    def activate_scheduled(self, now: int, *, own_times: bool = False) -> bool:
+        return self.timers.activate_scheduled(now, own_times=own_times)
 
     def expire_locks(self, now: int) -> bool:
-        """Release every lock that ran out; True when something became available."""
-        freed = False
-        for p in self.partitions:
-            if p.fault is not None and p.fault.down:
-                continue  # its timers wait for the store (the broker revisits on clear)
-            for seq in p.expired_locks(now):
-                self.release(p, seq)  # daemon/README.md §3.5: delivery count already counts it
-                freed = True
-        return freed
+        return self.timers.expire_locks(now)
+
+    def expire_due(self, now: int) -> int:
+        return self.timers.expire_due(now)
+
+    def idle(self, now: int) -> bool:
+        return self.timers.idle(now)
+
+    def next_scheduled(self) -> int | None:
+        return self.timers.next_scheduled()
+
+    @property
+    def scheduled_pending(self) -> bool:
+        return self.timers.scheduled_pending
+
+    @property
+    def scheduled_count(self) -> int:
+        return self.timers.scheduled_count

@@ -1,8 +1,11 @@
-"""A queue's state and what it says about itself: counts, description, availability.
+"""What a queue's parts share: its attributes, and what it says about itself (counts,
+description, availability) and about the messages it holds (which one a sequence number or a
+lock token names, which wait in a state, what a settlement would change).
 
-The base of :class:`sbctld.queue.Queue` (and so of topics and subscriptions): it holds
-every attribute and answers read-only questions; the data-plane rules live in
-:mod:`sbctld.queue`.
+One :class:`QueueState` per :class:`sbctld.queue.Queue` (and so per topic and subscription),
+held by the queue as ``state`` and shared with the parts it owns: its timers
+(:mod:`sbctld.queue_timers`) and its sessions (:mod:`sbctld.queue_sessions`). The data-plane
+rules live in :mod:`sbctld.queue`.
 
 Rule 1: nothing here changes a message; with no injected faults (``faulty`` False) the
 availability checks cost one attribute read.
@@ -14,18 +17,26 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+import msgspec
+
 from sbctl.core.errors import (
     BadRequest,
     InvalidOperation,
+    MessageLockLost,
+    MessageNotFound,
     MessagingEntityDisabled,
+    SessionLockLost,
 )
 from sbctl.core.locks import parse_lock_token
+from sbctl.core.message_form import decode as decode_message
+from sbctl.core.records import Message
+from sbctl.core.typed import plain
 from sbctld.config import QueueConfig
 from sbctld.dedup import DuplicateHistory
 from sbctld.faults import ENTITY_UNAVAILABLE, all_down
 from sbctld.partition import Partition
 from sbctld.results import QueueInfo, QueuePartition, Result, UnavailablePartition
-from sbctld.sessions import Sessions
+from sbctld.sessions import SESSION_LOCK_LOST, Sessions
 from sbctld.storage.log import (
     State,
 )
@@ -40,6 +51,8 @@ NON_SESSION_RECEIVER = (
     "It is not possible for an entity that requires sessions to create a non-sessionful "
     "message receiver."
 )
+NOT_SENDING = ("Disabled", "SendDisabled")  # daemon/README.md §17: statuses refusing a sender
+NOT_RECEIVING = ("Disabled", "ReceiveDisabled")  # and a receiver
 SETTLEMENTS = ("complete", "abandon", "defer", "dead-letter", "renew-lock")
 DEAD_LETTER_REASON = "DeadLetterReason"  # application properties (daemon/README.md §1.9)
 DEAD_LETTER_DESCRIPTION = "DeadLetterErrorDescription"
@@ -59,9 +72,6 @@ LOCK_LOST = (
 class QueueState:
     """A queue's attributes and its read-only views (see the module docstring)."""
 
-    kind = "queue"  # how errors name it (a Topic and a Subscription say so)
-    sessions_span_partitions = False  # see receive_session
-
     def __init__(
         self,
         directory: Path,
@@ -69,20 +79,23 @@ class QueueState:
         partitions: list[Partition],
         *,
         max_message_bytes: int,
+        kind: str,
     ) -> None:
         self.directory = directory
         self.config = config
         self.partitions = partitions
         self.max_message_bytes = max_message_bytes
+        self.kind = kind  # how errors name it: "queue", "topic" or "subscription"
         self.accessed_at_ms = config.updated_at_ms
         self.key = ("", "")  # (namespace key, queue key), set by the broker
         self.dedup: DuplicateHistory | None = None
-        self.sessions: Sessions | None = None
+        # Session-enabled: the session locks and states (sbctld.sessions); else None.
+        self.session_store: Sessions | None = None
         # Some partition has an injected fault (sbctld.faults): the one check the data
         # plane makes while there are none.
         self.faulty = False
-        self._rr_send = 0
-        self._rr_receive = 0
+        self.rr_send = 0  # round-robin counters: where the next keyless send goes,
+        self.rr_receive = 0  # and which partition the next receive asks first
 
     @property
     def name(self) -> str:
@@ -98,11 +111,12 @@ class QueueState:
         for p in self.partitions:
             if p.fault is not None and not p.fault.reachable():
                 continue  # daemon/README.md §0.1.10: the available partitions' counts
+            counts = p.counts
             for st in State:
-                c[st] += p.log.counts[st]
-            size += p.log.live_bytes
-        if self.sessions is not None:
-            size += self.sessions.state_bytes  # daemon/README.md §9.8
+                c[st] += counts[st]
+            size += p.live_bytes
+        if self.session_store is not None:
+            size += self.session_store.state_bytes  # daemon/README.md §9.8
         active = c[State.ACTIVE] + c[State.DEFERRED]  # daemon/README.md §0.4.1
         return {
             "active_message_count": active,
@@ -117,7 +131,7 @@ class QueueState:
             + c[State.TRANSFER_DEADLETTERED],
             "size_in_bytes": size,
             # Records that failed their CRC check: never served (daemon/README.md §0.4).
-            "corrupt_message_count": sum(p.log.corrupt_count for p in self.partitions),
+            "corrupt_message_count": sum(p.corrupt_count for p in self.partitions),
         }
 
     def described(self, cls: type[R], **fields: Any) -> R:
@@ -161,10 +175,10 @@ class QueueState:
                 self.partition_fault(p)
                 or QueuePartition(
                     partition_id=p.id,
-                    active_message_count=p.log.counts[State.ACTIVE] + p.log.counts[State.DEFERRED],
-                    dead_letter_message_count=p.log.counts[State.DEADLETTERED],
-                    size_in_bytes=p.log.live_bytes,
-                    next_sequence_number=p.shift | p.log.next_seq,
+                    active_message_count=p.counts[State.ACTIVE] + p.counts[State.DEFERRED],
+                    dead_letter_message_count=p.counts[State.DEADLETTERED],
+                    size_in_bytes=p.live_bytes,
+                    next_sequence_number=p.shift | p.next_seq,
                     **self.partition_slowness(p),
                 )
                 for p in self.partitions
@@ -218,7 +232,7 @@ class QueueState:
             "faults": list(fault.fault_ids),
         }
 
-    def _reach_tokens(self, tokens: Sequence[str]) -> None:
+    def reach_tokens(self, tokens: Sequence[str]) -> None:
         """Touch the partitions of these lock tokens before settling any of them."""
         for token in tokens:
             try:
@@ -231,12 +245,18 @@ class QueueState:
                 if p.fault is not None:
                     p.fault.touch()
 
-    def check_receive(self, subqueue: str) -> None:
+    def refuse_if(self, statuses: tuple[str, ...], refused: str) -> None:
+        """MessagingEntityDisabled, saying what is ``refused``, when the entity's status is
+        one of ``statuses``."""
         cfg = self.config
-        if cfg.status in ("Disabled", "ReceiveDisabled"):
-            raise MessagingEntityDisabled(
-                f"{self.kind} {cfg.name!r} is {cfg.status}: receives are refused"
-            )
+        if cfg.status in statuses:
+            raise MessagingEntityDisabled(f"{self.kind} {cfg.name!r} is {cfg.status}: {refused}")
+
+    def check_receive(self, subqueue: str) -> None:
+        """Whether a receiver of ``subqueue`` may receive here (the status, forwarding,
+        sessions)."""
+        self.refuse_if(NOT_RECEIVING, "receives are refused")
+        cfg = self.config
         if cfg.forward_to is not None and not subqueue:
             # daemon/README.md §11.2
             raise InvalidOperation(
@@ -250,3 +270,98 @@ class QueueState:
             )
         if cfg.requires_session and not subqueue:
             raise InvalidOperation(NON_SESSION_RECEIVER)
+
+    def peek_start(self, from_sequence: int | None) -> tuple[int, int]:
+        """(partition, local sequence number) a peek starts at."""
+        if from_sequence is None:
+            return 0, 0
+        if not self.partitioned:
+            return 0, from_sequence
+        pid, local = from_sequence >> 48, from_sequence & LOCAL_MASK
+        if pid >= len(self.partitions):
+            raise BadRequest(f"sequence number {from_sequence} names no partition of this queue")
+        return pid, local
+
+    def split(self, public: int) -> tuple[Partition, int]:
+        """The partition and local sequence number a public sequence number names."""
+        pid, seq = (public >> 48, public & LOCAL_MASK) if self.partitioned else (0, public)
+        if pid >= len(self.partitions) or seq <= 0:
+            raise MessageNotFound(f"no message with sequence number {public} in {self.name!r}")
+        return self.partitions[pid], seq
+
+    def locked(self, token: str, now: int) -> tuple[Partition, int]:
+        """The message a lock token names, while the token holds its lock; raises otherwise."""
+        public, nonce = parse_lock_token(token)
+        pid, seq = (public >> 48, public & LOCAL_MASK) if self.partitioned else (0, public)
+        if pid >= len(self.partitions):
+            raise MessageLockLost(LOCK_LOST)
+        p = self.partitions[pid]
+        if p.fault is not None:
+            p.fault.touch()
+        session_id = p.session_of.get(seq)
+        sessions = self.session_store
+        if (
+            session_id is not None
+            and sessions is not None
+            and not sessions.holds_message(session_id, (pid, seq), now)
+        ):
+            # daemon/README.md §9.7: a session's messages are held by its session lock.
+            raise SessionLockLost(SESSION_LOCK_LOST)
+        held = p.locks.get(seq)
+        if held is None or held[0] != nonce or held[1] <= now:
+            raise MessageLockLost(LOCK_LOST)
+        return p, seq
+
+    def waiting(self, state: State, count: int | None = None) -> list[tuple[Partition, int]]:
+        """Unlocked messages in ``state``, partition by partition, oldest first."""
+        out: list[tuple[Partition, int]] = []
+        for p in self.partitions:
+            if p.fault is not None and not p.fault.reachable():
+                continue  # forwarding and resubmitting wait for the store
+            for seq in p.seqs_in(state):
+                if count is not None and len(out) >= count:
+                    return out
+                if seq not in p.locks:
+                    out.append((p, seq))
+        return out
+
+    def resubmittable(self, p: Partition, seq: int) -> Message:
+        """A dead-lettered message as it was sent, with later property changes kept and
+        the dead-letter properties stripped."""
+        message = decode_message(p.read_payload(seq))
+        props = {**(message.application_properties or {}), **(p.props_of(seq) or {})}
+        for name in (DEAD_LETTER_REASON, DEAD_LETTER_DESCRIPTION, DEAD_LETTER_SOURCE):
+            props.pop(name, None)
+        return msgspec.structs.replace(
+            message,
+            application_properties=props or None,
+            enqueued_sequence_number=None,
+            transfer_hops=None,
+            dead_letter_source=None,
+        )
+
+    def settlement_changes(
+        self,
+        op: str,
+        properties: dict[str, Any] | None,
+        reason: str | None,
+        description: str | None,
+    ) -> dict[str, Any]:
+        """Check a settlement's arguments; returns the property changes it makes."""
+        if op not in SETTLEMENTS:
+            raise BadRequest(f"unknown settlement {op!r}: use {', '.join(SETTLEMENTS)}")
+        # Settling is the receiver's side (daemon/README.md §17).
+        self.refuse_if(NOT_RECEIVING, "settlements are refused")
+        # Property changes are kept as plain values (a short as an int...): the journal and
+        # checkpoints store them as plain MessagePack (daemon/README.md §1.5).
+        changes = {k: plain(v) for k, v in properties.items()} if properties else {}
+        if changes and op not in ("abandon", "defer", "dead-letter"):
+            raise BadRequest(f"{op} takes no property changes")
+        if op == "dead-letter":
+            if reason is not None:
+                changes[DEAD_LETTER_REASON] = reason
+            if description is not None:
+                changes[DEAD_LETTER_DESCRIPTION] = description
+        elif reason is not None or description is not None:
+            raise BadRequest("only dead-letter takes a reason and a description")
+        return changes

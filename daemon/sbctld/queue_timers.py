@@ -1,6 +1,10 @@
-"""A queue's timers: message expiry, scheduled messages coming due, idleness.
+"""A queue's timers: message expiry, locks running out, scheduled messages coming due,
+idleness.
 
-The second layer of :class:`sbctld.queue.Queue` (over :class:`sbctld.queue_state.QueueState`).
+One :class:`QueueTimers` per :class:`sbctld.queue.Queue`, held as ``timers`` over the
+queue's :class:`~sbctld.queue_state.QueueState`; the queue's data plane calls
+:meth:`QueueTimers.expire` and :meth:`QueueTimers.release` when it meets a message whose
+time ran out or whose lock ended unsettled.
 
 Rule 1: a scheduled message's copy is appended before the original is retired: a crash in
 between can duplicate it, never lose it.
@@ -20,20 +24,20 @@ from sbctld.queue_state import (
     QueueState,
 )
 from sbctld.storage.journal import Entry
-from sbctld.storage.log import (
-    OP_STATE,
-    State,
-)
+from sbctld.storage.log import OP_STATE, State
 from sbctld.storage.space import StorageError
 
 
-class QueueTimers(QueueState):
+class QueueTimers:
     """Expiry, scheduling and idleness of a queue (see the module docstring)."""
 
-    def _expire(self, p: Partition, seq: int) -> None:
+    def __init__(self, state: QueueState) -> None:
+        self.state = state
+
+    def expire(self, p: Partition, seq: int) -> None:
         """daemon/README.md §6.2-6.3: drop, or dead-letter when the entity says so."""
-        if self.config.dead_lettering_on_message_expiration:
-            p.log.set_state(
+        if self.state.config.dead_lettering_on_message_expiration:
+            p.set_state(
                 seq,
                 State.DEADLETTERED,
                 {
@@ -42,8 +46,35 @@ class QueueTimers(QueueState):
                 },
             )
         else:
-            p.log.set_state(seq, State.GONE)
+            p.set_state(seq, State.GONE)
         p.give_back(seq)
+
+    def release(self, p: Partition, seq: int) -> None:
+        """A lock ended without settlement (abandon, expiry): redeliver or dead-letter."""
+        max_count = self.state.config.max_delivery_count
+        if p.state_of(seq) == State.ACTIVE and p.delivery_count(seq) >= max_count:
+            # daemon/README.md §3.8
+            p.set_state(
+                seq,
+                State.DEADLETTERED,
+                {
+                    DEAD_LETTER_REASON: "MaxDeliveryCountExceeded",
+                    DEAD_LETTER_DESCRIPTION: "Message could not be consumed after "
+                    f"{max_count} delivery attempts.",
+                },
+            )
+        p.give_back(seq)
+
+    def expire_locks(self, now: int) -> bool:
+        """Release every lock that ran out; True when something became available."""
+        freed = False
+        for p in self.state.partitions:
+            if p.fault is not None and p.fault.down:
+                continue  # its timers wait for the store (the broker revisits on clear)
+            for seq in p.expired_locks(now):
+                self.release(p, seq)  # daemon/README.md §3.5: delivery count already counts it
+                freed = True
+        return freed
 
     def activate_scheduled(self, now: int, *, own_times: bool = False) -> bool:
         """Enqueue scheduled messages whose time came, with new sequence numbers (daemon/README.md
@@ -51,7 +82,7 @@ class QueueTimers(QueueState):
         time, §31), each at its scheduled time (those due at one time in one batch). Rule 1:
         the copies are appended before the originals are retired."""
         woke = False
-        for p in self.partitions:
+        for p in self.state.partitions:
             if p.fault is not None and p.fault.down:
                 continue  # its timers wait for the store (the broker revisits on clear)
             due = p.due_scheduled_at(now)
@@ -59,7 +90,7 @@ class QueueTimers(QueueState):
             for at, group in groupby(due, key=lambda item: item[0] if own_times else now):
                 retired += self._activate(p, [seq for _when, seq in group], at, now)
             if retired:
-                p.log.record(Entry(OP_STATE, seq, State.GONE, b"") for seq in retired)
+                p.record(Entry(OP_STATE, seq, State.GONE, b"") for seq in retired)
                 woke = True
         return woke
 
@@ -73,12 +104,12 @@ class QueueTimers(QueueState):
                 records.append(record)
                 copied.append(seq)
         try:
-            first = p.log.append(records, at) if records else 0
+            first = p.append(records, at) if records else 0
         except StorageError:  # a full disk: they activate once there is space
             for seq in copied:
                 p.schedule(now + SCHEDULE_RETRY_MS, seq)
             return []
-        if self.sessions:
+        if self.state.session_store is not None:
             for i, record in enumerate(records):
                 session_id = decode_message(record.payload).session_id
                 if session_id is not None:
@@ -89,49 +120,35 @@ class QueueTimers(QueueState):
         """The clean-up an advance of the namespace's time runs (daemon/README.md §31, §6.2):
         every unlocked active message whose expiry time passed is expired; returns how many."""
         done = 0
-        for p in self.partitions:
+        for p in self.state.partitions:
             if p.fault is not None and p.fault.down:
                 continue
-            log, locks = p.log, p.locks
-            exp, base = log.exp, log.base
-            due = [s for s in log.seqs_in(State.ACTIVE) if exp[s - base] <= now and s not in locks]
+            due = p.expired_unlocked(now)
             for seq in due:
-                self._expire(p, seq)
+                self.expire(p, seq)
             done += len(due)
         return done
 
-    def next_deadline(self) -> int | None:
-        """When a timer of this entity is next due (a scheduled message, a lock running out),
-        over the stores that are up."""
-        times = [
-            t
-            for p in self.partitions
-            if p.fault is None or not p.fault.down
-            for t in (p.next_scheduled(), p.next_lock_deadline())
-            if t is not None
-        ]
-        return min(times) if times else None
-
     @property
     def scheduled_count(self) -> int:
-        return sum(p.log.counts[State.SCHEDULED] for p in self.partitions)
+        return sum(p.counts[State.SCHEDULED] for p in self.state.partitions)
 
     def idle(self, now: int) -> bool:
-        """daemon/README.md §6.5: no send, receive, peek or update for auto_delete_on_idle; a queue
-        with
-        scheduled messages, or one that forwards, is never idle."""
-        cfg = self.config
+        """daemon/README.md §6.5: no send, receive, peek or update for auto_delete_on_idle; a
+        queue with scheduled messages, or one that forwards, is never idle."""
+        state = self.state
+        cfg = state.config
         return (
             cfg.auto_delete_on_idle < MAX_TIMESPAN_MS
             and cfg.forward_to is None
             and not self.scheduled_pending
-            and now - self.accessed_at_ms >= cfg.auto_delete_on_idle
+            and now - state.accessed_at_ms >= cfg.auto_delete_on_idle
         )
 
     @property
     def scheduled_pending(self) -> bool:
-        return any(p.next_scheduled() is not None for p in self.partitions)
+        return any(p.next_scheduled() is not None for p in self.state.partitions)
 
     def next_scheduled(self) -> int | None:
-        times = [t for p in self.partitions if (t := p.next_scheduled()) is not None]
+        times = [t for p in self.state.partitions if (t := p.next_scheduled()) is not None]
         return min(times) if times else None

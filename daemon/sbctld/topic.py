@@ -52,14 +52,14 @@ from sbctld.filters import (
     normalize_filter,
 )
 from sbctld.partition import Partition
-from sbctld.queue import DEAD_LETTER_DESCRIPTION, DEAD_LETTER_REASON, Queue
-from sbctld.queue_state import SCHEDULE_RETRY_MS
+from sbctld.queue import Queue
+from sbctld.queue_state import DEAD_LETTER_DESCRIPTION, DEAD_LETTER_REASON, SCHEDULE_RETRY_MS
 from sbctld.results import RuleInfo, SubscriptionInfo, TopicInfo, TopicPartition
 from sbctld.storage.files import exists_verified, read_verified, write_atomic
 from sbctld.storage.log import State
 from sbctld.storage.space import StorageError
 from sbctld.storage.sync import Syncer
-from sbctld.storage.topic import SubLog, TopicLog
+from sbctld.storage.topic import TopicLog
 
 DEFAULT_RULE = "$Default"  # daemon/README.md §10.1
 RULE_NAME = "RuleName"  # daemon/README.md §10.3
@@ -162,9 +162,7 @@ class Subscription(Queue):
 
     def refresh_ttl_cap(self) -> None:
         for p in self.partitions:
-            assert isinstance(p.log, SubLog)
-            if p.log.ttl_cap_ms != self.ttl_cap_ms:
-                p.log.set_ttl_cap(self.ttl_cap_ms)
+            p.set_ttl_cap(self.ttl_cap_ms)
 
     def save_rules(self) -> None:
         data = json.dumps([r.to_json() for r in self.rules], indent=1).encode()
@@ -190,9 +188,9 @@ class Subscription(Queue):
 
     def describe(self, *, partitions: bool = True) -> SubscriptionInfo:  # type: ignore[override]
         del partitions
-        return self.described(
+        return self.state.described(
             SubscriptionInfo,
-            **self.counts(),
+            **self.state.counts(),
             topic_name=self.topic.name,
             dead_lettering_on_filter_evaluation_exceptions=(
                 self.config.dead_lettering_on_filter_evaluation_exceptions
@@ -276,28 +274,18 @@ class Topic(Queue):
             sub.load_rules()
         return topic
 
-    def logs(self) -> list[TopicLog]:
-        out = []
-        for p in self.partitions:
-            assert isinstance(p.log, TopicLog)
-            out.append(p.log)
-        return out
-
     def attach(
         self, directory: Path, config: SubscriptionConfig, syncer: Syncer, now: int
     ) -> Subscription:
         """Build the Subscription over this topic's stores (its SubLogs must exist)."""
         n = len(self.partitions)
-        parts = [
-            Partition(log.subs[config.subscription_id], pid, n > 1)
-            for pid, log in enumerate(self.logs())
-        ]
+        parts = [p.subscription(config.subscription_id, n > 1) for p in self.partitions]
         sub = Subscription(
             directory, config, parts, max_message_bytes=self.max_message_bytes, topic=self
         )
         sub.accessed_at_ms = max(config.updated_at_ms, now)
         sub.key = (self.key[0], f"{self.key[1]}/subscriptions/{config.name.lower()}")
-        sub.open_sessions(syncer)
+        sub.sessions.open(syncer)
         self.subscriptions[config.name.lower()] = sub
         return sub
 
@@ -307,13 +295,13 @@ class Topic(Queue):
         topic_ttl = self.config.default_message_time_to_live
         ttl = config.default_message_time_to_live
         cap = ttl if ttl < topic_ttl else None
-        for log in self.logs():
-            log.add_sub(config.subscription_id, cap)
+        for p in self.partitions:
+            p.add_subscription(config.subscription_id, cap)
         return self.attach(directory, config, syncer, now)
 
     def remove_subscription(self, sub: Subscription) -> None:
-        for log in self.logs():
-            log.remove_sub(sub.id)
+        for p in self.partitions:
+            p.remove_subscription(sub.id)
         sub.close()
         del self.subscriptions[sub.name.lower()]
 
@@ -351,7 +339,7 @@ class Topic(Queue):
         self, pid: int, records: list[StagedRecord], messages: list[Message], now: int
     ) -> _Plan:
         p = self.partitions[pid]
-        first = p.log.next_seq
+        first = p.next_seq
         n = len(records)
         subs = [s for s in self.subscriptions.values() if s.config.status not in NOT_RECEIVING]
         out = list(records)
@@ -466,18 +454,17 @@ class Topic(Queue):
         staged = []
         try:
             for pid, plan in plans.items():
-                log = self.partitions[pid].log
-                assert isinstance(log, TopicLog)
+                p = self.partitions[pid]
                 routes = {sub_id: bytes(states) for sub_id, states in plan.routes.items()}
-                staged.append((pid, log, log.stage_routed(plan.records, now, routes, plan.props)))
+                staged.append((p, p.stage_routed(plan.records, now, routes, plan.props)))
         except StorageError:
-            for _pid, log, batch in reversed(staged):
-                log.unstage_routed(batch)
+            for p, batch in reversed(staged):
+                p.unstage_routed(batch)
             raise
         firsts = {}
-        for pid, log, batch in staged:
-            firsts[pid] = first = log.commit_routed(batch)
-            self._index_sessions(pid, plans[pid], first)
+        for p, batch in staged:
+            firsts[p.id] = first = p.commit_routed(batch)
+            self._index_sessions(p.id, plans[p.id], first)
         return firsts
 
     def _write(self, pid: int, plan: _Plan, now: int) -> int:
@@ -487,7 +474,7 @@ class Topic(Queue):
         routes = plan.routes
         for sub in self.subscriptions.values():  # session indexes of session subscriptions
             states = routes.get(sub.id)
-            if sub.sessions is None or states is None:
+            if sub.state.session_store is None or states is None:
                 continue
             part = sub.partitions[pid]
             for k, st in enumerate(states):
@@ -514,7 +501,7 @@ class Topic(Queue):
                 except StorageError:  # a full disk: it activates once there is space
                     p.schedule(now + SCHEDULE_RETRY_MS, seq)
                     continue
-                p.log.set_state(seq, State.GONE)
+                p.set_state(seq, State.GONE)
                 woke = True
         return woke
 
@@ -523,24 +510,24 @@ class Topic(Queue):
     def describe(self, *, partitions: bool = True) -> TopicInfo:  # type: ignore[override]
         # daemon/README.md §0.1.10: what the available partitions hold.
         up = [p for p in self.partitions if p.fault is None or p.fault.reachable()]
-        info = self.described(
+        info = self.state.described(
             TopicInfo,
             support_ordering=self.config.support_ordering,
             subscription_count=len(self.subscriptions),
-            size_in_bytes=sum(p.log.live_bytes for p in up),
-            scheduled_message_count=sum(p.log.counts[State.SCHEDULED] for p in up),
+            size_in_bytes=sum(p.live_bytes for p in up),
+            scheduled_message_count=sum(p.counts[State.SCHEDULED] for p in up),
             # Records that failed their CRC check, never served (daemon/README.md §0.4).
-            corrupt_message_count=sum(p.log.corrupt_count for p in self.partitions),
+            corrupt_message_count=sum(p.corrupt_count for p in self.partitions),
         )
         if partitions:
             info.partitions = [
-                self.partition_fault(p)
+                self.state.partition_fault(p)
                 or TopicPartition(
                     partition_id=p.id,
-                    size_in_bytes=p.log.live_bytes,
-                    scheduled_message_count=p.log.counts[State.SCHEDULED],
-                    next_sequence_number=p.shift | p.log.next_seq,
-                    **self.partition_slowness(p),
+                    size_in_bytes=p.live_bytes,
+                    scheduled_message_count=p.counts[State.SCHEDULED],
+                    next_sequence_number=p.shift | p.next_seq,
+                    **self.state.partition_slowness(p),
                 )
                 for p in self.partitions
             ]

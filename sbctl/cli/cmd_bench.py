@@ -1,8 +1,6 @@
 """``sbctl bench``: durable throughput and latency of the running daemon (:mod:`sbctl.bench`),
 beside this machine's raw fdatasync and Unix-socket rates measured in the same run."""
 
-from __future__ import annotations
-
 from typing import Annotated, Any
 
 import typer
@@ -131,6 +129,16 @@ def bench(
             "token and a link) and report the daemon's memory growth.",
         ),
     ] = 0,
+    cli: Annotated[
+        bool,
+        typer.Option(
+            "--cli",
+            help="Instead: time sbctl's own commands, each run --runs times in a fresh "
+            "process against the running daemon; the median wall time per command beside "
+            "the 100 ms target.",
+        ),
+    ] = False,
+    runs: Annotated[int, typer.Option("--runs", min=1, help="With --cli: runs per command.")] = 15,
 ) -> None:
     """Benchmark the running daemon: durable send and receive-and-complete throughput and
     latency in a throwaway namespace (deleted afterwards), beside this machine's raw
@@ -142,6 +150,11 @@ def bench(
         render.emit(g.output, stored_bench(stored, size), _table)
         return
     data_dir, socket_path = options.daemon_paths(g)
+    if cli:
+        from sbctl.bench_cli import cli_bench
+
+        render.emit(g.output, cli_bench(socket_path, runs), _cli_table)
+        return
     if amqp:
         from sbctl.bench_amqp import AMQP_ROWS, amqp_bench
 
@@ -190,3 +203,25 @@ def _table(result: dict[str, Any], rows: tuple[tuple[str, str, str], ...] = ROWS
         if key in result:
             shown[label] = _number(result[key], unit)
     return render.record(shown)
+
+
+def _cli_table(result: dict[str, Any]) -> Any:
+    """``bench --cli``: one row per command, then how many are over the target."""
+    from rich.console import Group
+
+    rows = [
+        {
+            "command": row["command"],
+            "median ms": f"{row['median_ms']:.1f}",
+            "fastest ms": f"{row['min_ms']:.1f}",
+            "cpu ms": f"{row['cpu_ms']:.1f}",
+            f"/ {result['target_ms']:.0f} ms": f"{row['vs_target']:.2f} x",
+        }
+        for row in result["commands"]
+    ]
+    cached = "cached" if result["bytecode_cached"] else "not cached: every run compiles"
+    summary = (
+        f"{result['over_target']} of {len(rows) - 1} commands over {result['target_ms']:.0f} ms "
+        f"(median of {result['runs']} runs each; bytecode {cached})"
+    )
+    return Group(render.rows(list(rows[0]))(rows), "", summary)

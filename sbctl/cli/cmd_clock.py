@@ -6,8 +6,6 @@ locks and session locks run out, duplicate-detection windows slide, idle entitie
 deleted, credits refill. The offset is kept across restarts.
 """
 
-from __future__ import annotations
-
 from typing import Annotated
 
 import typer

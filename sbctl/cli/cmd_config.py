@@ -6,8 +6,6 @@ Namespaces come from the file, not from the global ``-n``. Import prints one row
 daemon and prints the plan without changing anything.
 """
 
-from __future__ import annotations
-
 import sys
 from typing import Annotated, Any
 

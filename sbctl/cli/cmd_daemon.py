@@ -4,8 +4,6 @@ Each command takes its own ``--data-dir`` and ``--socket``, which win over the g
 so that ``sbctl daemon start --data-dir X`` and ``sbctl daemon stop --data-dir X`` pair up.
 """
 
-from __future__ import annotations
-
 import sys
 from typing import Annotated, Any, Literal
 

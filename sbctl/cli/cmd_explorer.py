@@ -5,8 +5,6 @@ explorer token in its fragment (``#token=...``): browsers never send a fragment 
 and the page passes the token on each of its API calls.
 """
 
-from __future__ import annotations
-
 import os
 import sys
 import webbrowser

@@ -7,8 +7,6 @@ partitioned entity does during a partial outage (README "Fault injection and par
 availability"). Faults live in the daemon's memory: a daemon restart clears them.
 """
 
-from __future__ import annotations
-
 from typing import Annotated, Any, Literal
 
 import typer

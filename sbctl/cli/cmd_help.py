@@ -5,8 +5,6 @@ rich Markdown (through a pager on a terminal, as ``git help`` does); ``--raw`` p
 Markdown source. The guides are package data, so they are there in any install.
 """
 
-from __future__ import annotations
-
 import os
 import sys
 from importlib import resources

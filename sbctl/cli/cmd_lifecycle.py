@@ -4,8 +4,6 @@
 two never drift apart) plus the required ``--at``.
 """
 
-from __future__ import annotations
-
 import inspect
 from typing import Annotated, Any
 

@@ -2,8 +2,6 @@
 §20 throttling), ``sbctl namespace pair|unpair|pair-status`` ( paired namespaces)
 and ``sbctl credits``."""
 
-from __future__ import annotations
-
 from typing import Annotated, Literal
 
 import typer

@@ -6,8 +6,6 @@ so ``create`` leaves the rest to the daemon's defaults and ``update`` changes on
 Durations are sent in milliseconds.
 """
 
-from __future__ import annotations
-
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 

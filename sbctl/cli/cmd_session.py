@@ -1,7 +1,5 @@
 """``sbctl session list|get-state|set-state|renew-lock``."""
 
-from __future__ import annotations
-
 from typing import Annotated, Any
 
 import typer

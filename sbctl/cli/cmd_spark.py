@@ -4,8 +4,6 @@ PySpark is imported only when one of these commands runs (never by ``sbctl --hel
 a missing pyspark is one line telling how to install the ``spark`` extra.
 """
 
-from __future__ import annotations
-
 import sys
 from typing import Annotated, Any
 

@@ -4,8 +4,6 @@
 come from two samples ``--interval`` apart.
 """
 
-from __future__ import annotations
-
 import shutil
 import sys
 import time

@@ -13,8 +13,6 @@ correlation flags, or neither for the TrueFilter (``1=1``). Correlation property
 typed as ``sbctl send --property`` types them, so ``n=5`` matches what ``send -p n=5`` sent.
 """
 
-from __future__ import annotations
-
 from typing import Annotated, Any, Literal
 
 import typer

@@ -11,6 +11,7 @@ fails when the file differs from :func:`reference`.
 from __future__ import annotations
 
 import inspect
+import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -118,14 +119,16 @@ def _argument(param: Any) -> Param:
 
 
 def tree(app: typer.Typer | None = None) -> list[Node]:
-    """Every command and group, parents before children, in help order."""
+    """Every command and group, parents before children, in help order (sbctl's own with
+    every command loaded when ``app`` is None)."""
     if app is None:
-        from sbctl.cli.app import app as default_app
+        from sbctl.cli.app import full_tree
 
-        app = default_app
-    from sbctl.cli.options import polish
+        root = full_tree()
+    else:
+        from sbctl.cli.options import polish
 
-    root = polish(typer.main.get_command(app))
+        root = polish(typer.main.get_command(app))
     nodes: list[Node] = []
 
     def visit(command: Any, path: tuple[str, ...], parent: Any) -> None:
@@ -200,8 +203,19 @@ def reference(app: typer.Typer | None = None) -> str:
     return REFERENCE_HEADER + "\n" + render(app)
 
 
+def index_json() -> str:
+    """The whole of ``commands.json``, the root's index of its lazily loaded commands
+    (:mod:`sbctl.cli.app`)."""
+    from sbctl.cli.app import index
+
+    return json.dumps(index(), indent=1, ensure_ascii=False) + "\n"
+
+
 if __name__ == "__main__":
     if sys.argv[1:] == ["--write"]:
+        from sbctl.cli.app import INDEX
+
         REFERENCE.write_text(reference(), encoding="utf-8")
+        INDEX.write_text(index_json(), encoding="utf-8")
     else:
         print(render(), end="")

@@ -15,12 +15,37 @@ The CLI uses :class:`Client`; tests and scripts embed either::
 Module map: :mod:`sbctl.client._calls` (the shared I/O-free part),
 :mod:`sbctl.client._sync` (:class:`Client`), :mod:`sbctl.client._async`
 (:class:`AsyncClient`). Import from here: ``from sbctl.client import Client``.
+
+The names are imported on first use, so that ``Client`` (every CLI command) never imports
+asyncio: importing :mod:`sbctl.client._sync` runs this file first.
 """
 
 from __future__ import annotations
 
-from sbctl.client._async import AsyncClient
-from sbctl.client._calls import ADOPT_TIMEOUT, DEFAULT_NAMESPACE, Call, Transaction
-from sbctl.client._sync import Client
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sbctl.client._async import AsyncClient
+    from sbctl.client._calls import ADOPT_TIMEOUT, DEFAULT_NAMESPACE, Call, Transaction
+    from sbctl.client._sync import Client
 
 __all__ = ["ADOPT_TIMEOUT", "DEFAULT_NAMESPACE", "AsyncClient", "Call", "Client", "Transaction"]
+
+_EXPORTS = {
+    "ADOPT_TIMEOUT": "sbctl.client._calls",
+    "DEFAULT_NAMESPACE": "sbctl.client._calls",
+    "AsyncClient": "sbctl.client._async",
+    "Call": "sbctl.client._calls",
+    "Client": "sbctl.client._sync",
+    "Transaction": "sbctl.client._calls",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'sbctl.client' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

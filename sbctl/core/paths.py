@@ -9,9 +9,7 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
-import tempfile
 from pathlib import Path
 
 from sbctl.core import layout
@@ -40,6 +38,11 @@ def default_socket(data_dir: Path | None = None) -> Path:
     candidate = layout.socket_in(data_dir)
     if len(os.fsencode(candidate)) <= MAX_SOCKET_PATH:
         return candidate
+    # Imported here: every CLI command resolves its socket, few need the long-path case
+    # (hashlib loads OpenSSL, ~3 ms).
+    import hashlib
+    import tempfile
+
     runtime = os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
     digest = hashlib.sha256(os.fsencode(data_dir)).hexdigest()[:12]
     return layout.runtime_socket(runtime, os.getuid(), digest)

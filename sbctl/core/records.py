@@ -31,14 +31,12 @@ relative sequence numbers and the CRC stay as written.
 
 from __future__ import annotations
 
-import logging
 import struct
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
-import crc32c
 import msgspec
 
 from sbctl.core.amqp.types import Int, Timestamp
@@ -229,6 +227,8 @@ def _repaired(payload: bytes | memoryview) -> Message:
             fields[i] = {k if type(k) is str else _key_text(k): v for k, v in fields[i].items()}
     message = msgspec.convert(fields, Message)
     if not _REPAIRS:
+        import logging  # here: the client never logs, and logging costs the CLI ~2 ms
+
         logging.getLogger("sbctld").warning(
             "a stored message has a property key that is not a string (stored by an older "
             "release): it is read with the key as text (logged once)"
@@ -282,6 +282,8 @@ def encode_batch(
         offsets.append(pos)
         pos += len(payload)
     inner = b"".join(parts)
+    import crc32c  # here, not at the top: the client and the CLI never need it (~10 ms)
+
     header = BATCH_HEADER.pack(base_seq, base_time_ms, len(inner) + 4, crc32c.crc32c(inner))
     return header + inner, offsets
 
@@ -325,6 +327,8 @@ def read_batch_header(buf: bytes | memoryview, offset: int, end: int) -> BatchIn
     if length < BATCH_INNER.size + 4 or length > MAX_BATCH_BYTES or offset + size > end:
         raise CorruptBatch(offset, f"bad length {length}")
     inner = memoryview(buf)[offset + CRC_START : offset + size]
+    import crc32c  # see encode_batch
+
     if crc32c.crc32c(inner) != crc:
         raise CorruptBatch(offset, "CRC mismatch")
     magic, _attrs, _res, count = BATCH_INNER.unpack_from(buf, offset + CRC_START)

@@ -56,17 +56,19 @@ PROPS: dict[str, Any] = {
 
 
 def populate(b: Broker, clock: FakeClock) -> None:
-    b.queue_create(NS, "q", {"max_delivery_count": 3})
-    b.queue_create(NS, "pq", {"enable_partitioning": True})
-    b.queue_create(NS, "sq", {"requires_session": True})
-    b.topic_create(NS, "t", {})
-    b.subscription_create(NS, "t", "all", {})
-    b.subscription_create(NS, "t", "red", {})
-    b.rule_delete(NS, "t", "red", "$Default")
-    b.rule_create(
+    b.management.queue_create(NS, "q", {"max_delivery_count": 3})
+    b.management.queue_create(NS, "pq", {"enable_partitioning": True})
+    b.management.queue_create(NS, "sq", {"requires_session": True})
+    b.management.topic_create(NS, "t", {})
+    b.management.subscription_create(NS, "t", "all", {})
+    b.management.subscription_create(NS, "t", "red", {})
+    b.management.rule_delete(NS, "t", "red", "$Default")
+    b.management.rule_create(
         NS, "t", "red", "sql", {"type": "sql", "sql_expression": "color = 'red'"}, "SET hit = 1"
     )
-    b.rule_create(NS, "t", "red", "corr", {"type": "correlation", "subject": "urgent"}, None)
+    b.management.rule_create(
+        NS, "t", "red", "corr", {"type": "correlation", "subject": "urgent"}, None
+    )
 
     full = Message(
         body=b"hello",
@@ -82,11 +84,11 @@ def populate(b: Broker, clock: FakeClock) -> None:
         time_to_live_ms=86_400_000,
         application_properties=dict(PROPS),
     )
-    b.send(NS, "q", [full])
-    b.send(NS, "q", [Message(body=bytes(range(256)), message_id="binary")])
+    b.messaging.send(NS, "q", [full])
+    b.messaging.send(NS, "q", [Message(body=bytes(range(256)), message_id="binary")])
     for name in ("complete-me", "defer-me", "dead-me", "stay"):
-        b.send(NS, "q", [Message(body=name.encode(), message_id=name)])
-    b.send(
+        b.messaging.send(NS, "q", [Message(body=name.encode(), message_id=name)])
+    b.messaging.send(
         NS,
         "q",
         [
@@ -99,11 +101,15 @@ def populate(b: Broker, clock: FakeClock) -> None:
     )
     got = {
         r.message_id: r
-        for r in (ReceivedMessage.from_wire(d) for d in b.receive(NS, "q", 10, "peek-lock"))
+        for r in (
+            ReceivedMessage.from_wire(d) for d in b.messaging.receive(NS, "q", 10, "peek-lock")
+        )
     }
-    b.settle(NS, "q", "complete", [got["complete-me"].lock_token or ""])
-    b.settle(NS, "q", "defer", [got["defer-me"].lock_token or ""], properties={"deferred": 1})
-    b.settle(
+    b.messaging.settle(NS, "q", "complete", [got["complete-me"].lock_token or ""])
+    b.messaging.settle(
+        NS, "q", "defer", [got["defer-me"].lock_token or ""], properties={"deferred": 1}
+    )
+    b.messaging.settle(
         NS,
         "q",
         "dead-letter",
@@ -113,25 +119,25 @@ def populate(b: Broker, clock: FakeClock) -> None:
     )
     rest = [t.lock_token or "" for k, t in got.items() if k not in ("complete-me", "defer-me")]
     rest = [t for t in rest if t != got["dead-me"].lock_token]
-    b.settle(NS, "q", "abandon", rest, properties={"abandoned": "yes"})
+    b.messaging.settle(NS, "q", "abandon", rest, properties={"abandoned": "yes"})
 
     for i in range(12):
-        b.send(
+        b.messaging.send(
             NS,
             "pq",
             [Message(body=f"p{i}".encode(), message_id=f"p{i}", partition_key=f"k{i % 5}")],
         )
-    (first,) = b.receive(NS, "pq", 1, "peek-lock")
-    b.settle(NS, "pq", "dead-letter", [first.lock_token or ""], reason="Bad")
+    (first,) = b.messaging.receive(NS, "pq", 1, "peek-lock")
+    b.messaging.settle(NS, "pq", "dead-letter", [first.lock_token or ""], reason="Bad")
 
     for sid in ("s1", "s2"):
         for i in range(3):
-            b.send(NS, "sq", [Message(body=f"{sid}-{i}".encode(), session_id=sid)])
-    b.session_set_state(NS, "sq", "s1", b"\x00state-of-s1\xff")
-    b.session_set_state(NS, "sq", "s2", b"{}")
+            b.messaging.send(NS, "sq", [Message(body=f"{sid}-{i}".encode(), session_id=sid)])
+    b.messaging.session_set_state(NS, "sq", "s1", b"\x00state-of-s1\xff")
+    b.messaging.session_set_state(NS, "sq", "s2", b"{}")
 
     for color, subject in (("red", None), ("blue", "urgent"), ("green", None), ("red", "x")):
-        b.send(
+        b.messaging.send(
             NS,
             "t",
             [
@@ -142,8 +148,8 @@ def populate(b: Broker, clock: FakeClock) -> None:
                 )
             ],
         )
-    (one,) = b.receive(NS, "t/subscriptions/all", 1, "peek-lock")
-    b.settle(NS, "t/subscriptions/all", "dead-letter", [one.lock_token or ""], reason="R")
+    (one,) = b.messaging.receive(NS, "t/subscriptions/all", 1, "peek-lock")
+    b.messaging.settle(NS, "t/subscriptions/all", "dead-letter", [one.lock_token or ""], reason="R")
     clock.advance(1_000)
 
 
@@ -152,7 +158,7 @@ def snapshot(b: Broker) -> dict[str, Any]:
     for path in PATHS:
         got: list[Delivered] = []
         start = 0
-        while page := b.peek(NS, path, 100, start):  # a peek walks on across partitions
+        while page := b.messaging.peek(NS, path, 100, start):  # a peek walks on across partitions
             got.extend(page)
             start = page[-1].sequence_number + 1
         out["entities"][path] = [
@@ -160,14 +166,14 @@ def snapshot(b: Broker) -> dict[str, Any]:
             for d in got
         ]
     for name in ("q", "pq", "sq"):
-        q = b.queue_get(NS, name)
+        q = b.management.queue_get(NS, name)
         out["counts"][name] = {k: q[k] for k in COUNT_KEYS}
     for name in ("all", "red"):
-        s = b.subscription_get(NS, "t", name)
+        s = b.management.subscription_get(NS, "t", name)
         out["counts"][f"t/{name}"] = {k: s.get(k) for k in COUNT_KEYS}
-    out["rules"] = {r["name"]: r for r in b.rule_list(NS, "t", "red")}
+    out["rules"] = {r["name"]: r for r in b.management.rule_list(NS, "t", "red")}
     for sid in ("s1", "s2"):
-        state = b.session_get_state(NS, "sq", sid)
+        state = b.messaging.session_get_state(NS, "sq", sid)
         out["session_state"][sid] = None if state is None else state.hex()
     return out
 
@@ -178,10 +184,10 @@ def main() -> None:
         clock = FakeClock()
         b = Broker(data, clock, Syncer("fsync"), default_credits_per_second=0)
         populate(b, clock)
-        b.close()
+        b.housekeeping.close()
         b = Broker(data, clock, Syncer("fsync"), default_credits_per_second=0)
         expected = snapshot(b)
-        b.close()
+        b.housekeeping.close()
         with tarfile.open(HERE / "datadir_v1.tar.gz", "w:gz") as tar:
             tar.add(data, arcname="data")
     (HERE / "datadir_v1.json").write_text(json.dumps(expected, indent=1, sort_keys=True) + "\n")

@@ -110,13 +110,15 @@ def test_an_old_data_dirs_side_file_moves_into_its_rules(daemon_factory: Any) ->
 
     b = Broker(daemon.data_dir, SystemClock(), Syncer("fsync"), default_credits_per_second=0)
     try:
-        b.topic_create(DEFAULT_NAMESPACE, "old", {})
-        b.subscription_create(DEFAULT_NAMESPACE, "old", "big", {})
-        b.rule_delete(DEFAULT_NAMESPACE, "old", "big", "$Default")
+        b.management.topic_create(DEFAULT_NAMESPACE, "old", {})
+        b.management.subscription_create(DEFAULT_NAMESPACE, "old", "big", {})
+        b.management.rule_delete(DEFAULT_NAMESPACE, "old", "big", "$Default")
         spec = {"type": "sql", "sql_expression": "color = 'red' AND n > 5"}
-        b.rule_create(DEFAULT_NAMESPACE, "old", "big", "p", spec, "SET by = 'param-rule'")
+        b.management.rule_create(
+            DEFAULT_NAMESPACE, "old", "big", "p", spec, "SET by = 'param-rule'"
+        )
     finally:
-        b.close()
+        b.housekeeping.close()
     side = layout.sql_parameters_file(daemon.data_dir)
     side.parent.mkdir(parents=True, exist_ok=True)
     side.write_text(

@@ -27,29 +27,29 @@ BATCH = 10
 def build(data_dir: Path, clock: FakeClock) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
     """A crashed data dir; returns (acknowledged, completed) bodies per entity."""
     b = Broker(data_dir, clock, Syncer("os"), default_credits_per_second=0)
-    b.queue_create(NS, "q", {})
-    b.queue_create(NS, "qp", {"enable_partitioning": True})
-    b.topic_create(NS, "t", {})
+    b.management.queue_create(NS, "q", {})
+    b.management.queue_create(NS, "qp", {"enable_partitioning": True})
+    b.management.topic_create(NS, "t", {})
     for name in ("a", "b"):
-        b.subscription_create(NS, "t", name, {})
+        b.management.subscription_create(NS, "t", name, {})
     acked: dict[str, set[str]] = {e: set() for e in ENTITIES}
     done: dict[str, set[str]] = {e: set() for e in ENTITIES}
     for round_ in range(2):
         for target in ("q", "qp", "t"):
             for k in range(5):
                 bodies = [f"{target}-{round_}-{k}-{j}" for j in range(BATCH)]
-                b.send(NS, target, [Message(x.encode(), partition_key=x) for x in bodies])
+                b.messaging.send(NS, target, [Message(x.encode(), partition_key=x) for x in bodies])
                 for e in ENTITIES:
                     if e.split("/")[0] == target:
                         acked[e].update(bodies)
         for e in ("q", "qp", "t/subscriptions/a"):
-            got = b.receive(NS, e, 15, "peek-lock")
+            got = b.messaging.receive(NS, e, 15, "peek-lock")
             tokens = [d.lock_token for d in got if d.lock_token]
             for i in range(0, len(tokens), 5):
-                b.settle(NS, e, "complete", tokens[i : i + 5])
+                b.messaging.settle(NS, e, "complete", tokens[i : i + 5])
             done[e].update(decode_message(d.payload).body.decode() for d in got)
         if round_ == 0:
-            b.checkpoint()
+            b.housekeeping.checkpoint()
     crash(b)
     return acked, done
 
@@ -57,7 +57,7 @@ def build(data_dir: Path, clock: FakeClock) -> tuple[dict[str, set[str]], dict[s
 def drain(b: Broker, entity: str) -> list[str]:
     out: list[str] = []
     for _ in range(100):
-        got = b.receive(NS, entity, 100, "receive-and-delete")
+        got = b.messaging.receive(NS, entity, 100, "receive-and-delete")
         if not got:
             break
         out.extend(decode_message(d.payload).body.decode() for d in got)
@@ -151,7 +151,7 @@ def check(
         problems.append(f"{where}: failed while serving: {exc!r}")
     finally:
         try:
-            b.close()
+            b.housekeeping.close()
         except Exception:
             pass
 

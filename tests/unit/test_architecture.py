@@ -15,8 +15,16 @@ and under ``if TYPE_CHECKING`` included):
   where it must run daemon code itself, each such import listed in
   :data:`ALLOWED_CLIENT_TO_DAEMON` with the reason;
 - no import cycle between modules (a strongly connected component of the import graph);
+- the broker composes its concerns: no class of ``sbctld.broker`` inherits from another but
+  the broker from its state (:data:`BROKER_BASES`), no mixins;
 - every module opens with a docstring saying what it owns (and, as h11's modules do, the
   rules it keeps).
+
+Ownership: a partition's store (its ``log``) is reached only through
+:class:`sbctld.partition.Partition` (no ``x.log`` outside ``sbctld.partition`` and
+``sbctld.storage``, but an object's own ``self.log``); a queue owns its parts (state, timers,
+sessions) and inherits none of them, so one object's state is not spread over base classes
+kept in other files to meet the size limit.
 
 Sizes: no module over :data:`MAX_LINES` lines and no function over cyclomatic complexity
 :data:`MAX_COMPLEXITY`, taking the higher of two measures: ``ruff check --select C901`` (which
@@ -71,6 +79,12 @@ ALLOWED_OVERSIZE: dict[str, int] = {}
 # Functions over MAX_COMPLEXITY: "module:Class.function" -> its complexity today.
 ALLOWED_COMPLEX: dict[str, int] = {}
 
+# Classes of sbctld.broker with a base class: "module:Class" -> its bases. Only the broker
+# has one, its state: the concerns (management, messaging, housekeeping, time travel) are
+# objects the broker owns, each holding that state, and the state is a class of its own so
+# that they can name its type without importing the module that builds them (a cycle).
+BROKER_BASES: dict[str, list[str]] = {"sbctld.broker:Broker": ["BrokerState"]}
+
 # Import cycles allowed: none. A cycle closed by a lazy import (inside a function) or by one
 # under ``if TYPE_CHECKING`` counts too: the two modules still cannot be read, tested or
 # moved apart. Typing-only needs go through a Protocol in a lower module (as
@@ -78,6 +92,12 @@ ALLOWED_COMPLEX: dict[str, int] = {}
 # parameter, a callback or a function the caller calls itself.
 ALLOWED_CYCLES: list[frozenset[str]] = []
 
+
+# Who may reach into a partition's store (its ``log``): the partition and the storage layer.
+STORE_OWNERS = ("sbctld.partition", "sbctld.storage")
+
+# The parts a queue owns (``Queue.state``, ``.timers``, ``.sessions``), never its base classes.
+QUEUE_PARTS = frozenset({"QueueState", "QueueTimers", "QueueSessions"})
 
 # -- The import graph ------------------------------------------------------------------------
 
@@ -552,6 +572,88 @@ def test_a_lazy_or_typing_only_import_closes_a_cycle_too() -> None:
         "p.b -> p.c (lazy)",
         "p.c -> p.a (typing)",
     ]
+
+
+def store_reaches(tree: ast.AST) -> list[int]:
+    """Lines that read an attribute ``log`` off anything but ``self`` (or ``logging``)."""
+    return sorted(
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute)
+        and node.attr == "log"
+        and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "logging"))
+    )
+
+
+def test_only_the_partition_reaches_into_its_store(modules: dict[str, Module]) -> None:
+    wrong = [
+        f"{name}:{line}"
+        for name, module in sorted(modules.items())
+        if name.startswith("sbctld") and not name.startswith(STORE_OWNERS)
+        for line in store_reaches(module.tree)
+    ]
+    assert not wrong, "a partition's log is reached through Partition's methods:\n" + "\n".join(
+        wrong
+    )
+
+
+def test_the_store_scan_sees_a_reach_into_a_log() -> None:
+    source = "p.log.exp[0]\nq.partitions[0].log.record([])\nlog = part.log\nself.log.close()\n"
+    assert store_reaches(ast.parse(source)) == [1, 2, 3]
+
+
+def test_a_queue_owns_its_parts_and_inherits_none(modules: dict[str, Module]) -> None:
+    from sbctld.queue import Queue
+    from sbctld.topic import Subscription, Topic
+
+    wrong = [
+        f"{name}:{node.lineno} class {node.name}({', '.join(map(ast.unparse, node.bases))})"
+        for name, module in sorted(modules.items())
+        if name.startswith("sbctld")
+        for node in ast.walk(module.tree)
+        if isinstance(node, ast.ClassDef)
+        and any(ast.unparse(base).rsplit(".", 1)[-1] in QUEUE_PARTS for base in node.bases)
+    ]
+    wrong += [
+        f"{cls.__name__} inherits {part.__name__}"
+        for cls in (Queue, Topic, Subscription)
+        for part in cls.__mro__
+        if part.__name__ in QUEUE_PARTS
+    ]
+    assert not wrong, "a queue holds its parts, it does not inherit them:\n" + "\n".join(wrong)
+
+
+def test_the_broker_composes_its_concerns(modules: dict[str, Module], tmp_path: Path) -> None:
+    """Composition, not layers to meet the line cap: in ``sbctld.broker`` no class inherits
+    but :class:`~sbctld.broker.Broker` from its state (:data:`BROKER_BASES`), and the broker
+    owns one object per concern, each holding the broker's state."""
+    from sbctld.broker import Broker
+    from sbctld.broker.core import BrokerState
+    from sbctld.broker.housekeeping import Housekeeping
+    from sbctld.broker.management import Management
+    from sbctld.broker.messaging import Messaging
+    from sbctld.broker.timetravel import TimeTravel
+    from sbctld.clock import FakeClock
+    from sbctld.storage.sync import Syncer
+
+    based = {
+        f"{name}:{node.name}": [ast.unparse(base) for base in node.bases]
+        for name, module in modules.items()
+        if name == "sbctld.broker" or name.startswith("sbctld.broker.")
+        for node in ast.walk(module.tree)
+        if isinstance(node, ast.ClassDef) and node.bases
+    }
+    assert based == BROKER_BASES
+    assert Broker.__mro__ == (Broker, BrokerState, object)
+    concerns = (Management, Messaging, Housekeeping, TimeTravel)
+    assert all(c.__mro__ == (c, object) for c in concerns)
+    broker = Broker(tmp_path / "data", FakeClock(), Syncer("os"))
+    try:
+        owned = [v for v in vars(broker).values() if isinstance(v, concerns)]
+        assert sorted(type(v).__name__ for v in owned) == sorted(c.__name__ for c in concerns)
+        assert all(v.state is broker for v in owned)
+    finally:
+        broker.housekeeping.close()
 
 
 def test_modules_stay_under_the_size_limit(modules: dict[str, Module]) -> None:

@@ -50,17 +50,17 @@ SESSION_TEXT = (  # daemon/README.md §9.3, verbatim
 
 
 def make(b: Broker, name: str = "q", ns: str = NS, **options: Any) -> dict[str, Any]:
-    return b.queue_create(ns, name, options)
+    return b.management.queue_create(ns, name, options)
 
 
 def send(b: Broker, *messages: Message, path: str = "q", ns: str = NS) -> list[int]:
-    return b.send(ns, path, list(messages))
+    return b.messaging.send(ns, path, list(messages))
 
 
 def recv(
     b: Broker, path: str = "q", count: int = 1, mode: str = "peek-lock", ns: str = NS
 ) -> list[Delivered]:
-    return b.receive(ns, path, count, mode)
+    return b.messaging.receive(ns, path, count, mode)
 
 
 def bodies(ds: list[Delivered]) -> list[bytes]:
@@ -73,7 +73,7 @@ def codes(results: list[dict[str, Any]]) -> list[str]:
 
 def settle(b: Broker, op: str, *ds: Delivered | str, path: str = "q", **kw: Any) -> list[str]:
     tokens = [d if isinstance(d, str) else d.lock_token for d in ds]
-    return codes(b.settle(NS, path, op, tokens, **kw))  # type: ignore[arg-type]
+    return codes(b.messaging.settle(NS, path, op, tokens, **kw))  # type: ignore[arg-type]
 
 
 def parts(seqs: list[int]) -> list[int]:
@@ -92,47 +92,47 @@ def new_dirs(root: Path, before: set[Path]) -> set[Path]:
 
 
 def test_default_namespace_exists_on_first_start(broker: Broker) -> None:
-    assert [n["name"] for n in broker.namespace_list()] == [DEFAULT_NAMESPACE]
-    ns = broker.namespace_get(DEFAULT_NAMESPACE)
+    assert [n["name"] for n in broker.management.namespace_list()] == [DEFAULT_NAMESPACE]
+    ns = broker.management.namespace_get(DEFAULT_NAMESPACE)
     assert ns["sku"] == "standard"
     assert ns["queue_count"] == 0
     assert ns["max_message_size_in_kilobytes"] == 256
 
 
 def test_default_namespace_not_recreated_after_deletion(broker: Broker, reopen: Reopen) -> None:
-    broker.namespace_delete(DEFAULT_NAMESPACE)
+    broker.management.namespace_delete(DEFAULT_NAMESPACE)
     b = reopen()
-    assert b.namespace_list() == []
+    assert b.management.namespace_list() == []
     b = reopen(crash=True)
-    assert b.namespace_list() == []
+    assert b.management.namespace_list() == []
 
 
 def test_namespace_lifecycle(broker: Broker, reopen: Reopen, clock: FakeClock) -> None:
-    created = broker.namespace_create("Orders-Prod", "Standard")
+    created = broker.management.namespace_create("Orders-Prod", "Standard")
     assert created["name"] == "Orders-Prod"
     assert created["sku"] == "standard"
     assert created["premium_messaging_partitions"] == 1
     assert created["created_at_utc"].startswith("2026-01-01T00:00:00")
     with pytest.raises(MessagingEntityAlreadyExists):
-        broker.namespace_create("orders-prod")
-    assert broker.namespace_get("ORDERS-PROD")["name"] == "Orders-Prod"
-    assert sorted(n["name"] for n in broker.namespace_list()) == ["Orders-Prod", NS]
+        broker.management.namespace_create("orders-prod")
+    assert broker.management.namespace_get("ORDERS-PROD")["name"] == "Orders-Prod"
+    assert sorted(n["name"] for n in broker.management.namespace_list()) == ["Orders-Prod", NS]
     b = reopen()
-    assert b.namespace_get("orders-prod") == created
+    assert b.management.namespace_get("orders-prod") == created
     make(b, "q", ns="orders-prod")
-    assert b.namespace_get("orders-prod")["queue_count"] == 1
+    assert b.management.namespace_get("orders-prod")["queue_count"] == 1
     directory = b.namespaces["orders-prod"].directory
     assert directory.exists()
-    assert b.namespace_delete("Orders-Prod") == {"deleted": "Orders-Prod"}
+    assert b.management.namespace_delete("Orders-Prod") == {"deleted": "Orders-Prod"}
     assert not directory.exists()
-    for op in (b.namespace_get, b.namespace_delete, b.queue_list):
+    for op in (b.management.namespace_get, b.management.namespace_delete, b.management.queue_list):
         with pytest.raises(MessagingEntityNotFound):
             op("orders-prod")
     b = reopen()
-    assert [n["name"] for n in b.namespace_list()] == [NS]
+    assert [n["name"] for n in b.management.namespace_list()] == [NS]
     # The name is free again, and the new namespace starts empty.
-    b.namespace_create("orders-prod")
-    assert b.queue_list("orders-prod") == []
+    b.management.namespace_create("orders-prod")
+    assert b.management.queue_list("orders-prod") == []
 
 
 @pytest.mark.parametrize(
@@ -150,8 +150,8 @@ def test_namespace_lifecycle(broker: Broker, reopen: Reopen, clock: FakeClock) -
 )
 def test_namespace_validation(broker: Broker, kwargs: dict[str, Any], error: type) -> None:
     with pytest.raises(error):
-        broker.namespace_create(**kwargs)
-    assert [n["name"] for n in broker.namespace_list()] == [NS]
+        broker.management.namespace_create(**kwargs)
+    assert [n["name"] for n in broker.management.namespace_list()] == [NS]
 
 
 @pytest.mark.parametrize(
@@ -160,9 +160,9 @@ def test_namespace_validation(broker: Broker, kwargs: dict[str, Any], error: typ
 def test_hostile_namespace_names(broker: Broker, tmp_path: Path, name: str) -> None:
     before = set(tmp_path.rglob("*"))
     with pytest.raises(BadRequest):
-        broker.namespace_create(name)
+        broker.management.namespace_create(name)
     with pytest.raises((BadRequest, MessagingEntityNotFound)):
-        broker.queue_create(name, "q", {})
+        broker.management.queue_create(name, "q", {})
     assert new_dirs(tmp_path, before) == set()
 
 
@@ -224,19 +224,21 @@ def test_queue_create_update_get_list(broker: Broker, clock: FakeClock, reopen: 
     assert q["default_message_time_to_live"] == "PT1H"
     assert q["forward_dead_lettered_messages_to"] == "target"
     clock.advance(5_000)
-    u = broker.queue_update(NS, "orders", {"max_delivery_count": 7, "status": "SendDisabled"})
+    u = broker.management.queue_update(
+        NS, "orders", {"max_delivery_count": 7, "status": "SendDisabled"}
+    )
     assert (u["max_delivery_count"], u["status"], u["lock_duration"]) == (
         7,
         "SendDisabled",
         "PT30S",
     )
     assert u["updated_at_utc"] > u["created_at_utc"]
-    assert broker.queue_get(NS, "ORDERS")["max_delivery_count"] == 7
-    listed = broker.queue_list(NS)
+    assert broker.management.queue_get(NS, "ORDERS")["max_delivery_count"] == 7
+    listed = broker.management.queue_list(NS)
     assert sorted(x["name"] for x in listed) == ["Orders", "target"]
     assert all("partitions" not in x for x in listed)
     b = reopen()
-    again = b.queue_get(NS, "orders")
+    again = b.management.queue_get(NS, "orders")
     assert {k: v for k, v in again.items() if k != "accessed_at_utc"} == {
         k: v for k, v in u.items() if k != "accessed_at_utc"
     }
@@ -246,7 +248,7 @@ def test_queue_names_are_case_insensitive(broker: Broker) -> None:
     make(broker, "Orders")
     with pytest.raises(MessagingEntityAlreadyExists):
         make(broker, "ORDERS")
-    assert broker.queue_get(NS, "orders")["name"] == "Orders"
+    assert broker.management.queue_get(NS, "orders")["name"] == "Orders"
     send(broker, Message(b"x"), path="oRdErS")
     assert bodies(recv(broker, "ORDERS")) == [b"x"]
 
@@ -255,11 +257,11 @@ def test_queue_delete(broker: Broker, reopen: Reopen) -> None:
     make(broker)
     send(broker, Message(b"1"), Message(b"2"))
     directory = broker.namespaces[NS].queues["q"].directory
-    assert broker.queue_delete(NS, "Q") == {"deleted": "q"}
+    assert broker.management.queue_delete(NS, "Q") == {"deleted": "q"}
     assert not directory.exists()
     for call in (
-        lambda: broker.queue_get(NS, "q"),
-        lambda: broker.queue_delete(NS, "q"),
+        lambda: broker.management.queue_get(NS, "q"),
+        lambda: broker.management.queue_delete(NS, "q"),
         lambda: send(broker, Message(b"x")),
         lambda: recv(broker),
     ):
@@ -274,20 +276,20 @@ def test_queue_delete(broker: Broker, reopen: Reopen) -> None:
 
 def test_unknown_namespace_or_queue(broker: Broker) -> None:
     with pytest.raises(MessagingEntityNotFound):
-        broker.queue_create("nosuchns", "q", {})
+        broker.management.queue_create("nosuchns", "q", {})
     with pytest.raises(MessagingEntityNotFound):
-        broker.queue_get(NS, "nosuch")
+        broker.management.queue_get(NS, "nosuch")
     with pytest.raises(MessagingEntityNotFound):
-        broker.queue_update(NS, "nosuch", {})
+        broker.management.queue_update(NS, "nosuch", {})
 
 
 @pytest.mark.parametrize("option", ["bogus", "name", "created_at_ms", "enable_express"])
 def test_unknown_option(broker: Broker, option: str) -> None:
     with pytest.raises(BadRequest, match=f"unknown queue property '{option}'"):
-        broker.queue_create(NS, "q", {option: 1})
+        broker.management.queue_create(NS, "q", {option: 1})
     make(broker)
     with pytest.raises(BadRequest, match=f"unknown queue property '{option}'"):
-        broker.queue_update(NS, "q", {option: 1})
+        broker.management.queue_update(NS, "q", {option: 1})
 
 
 @pytest.mark.parametrize(
@@ -304,7 +306,7 @@ def test_unknown_option(broker: Broker, option: str) -> None:
 def test_option_types(broker: Broker, option: str, value: Any) -> None:
     with pytest.raises(BadRequest):
         make(broker, **{option: value})
-    assert broker.queue_list(NS) == []
+    assert broker.management.queue_list(NS) == []
 
 
 @pytest.mark.parametrize(
@@ -313,10 +315,10 @@ def test_option_types(broker: Broker, option: str, value: Any) -> None:
 def test_immutable_options(broker: Broker, option: str) -> None:
     make(broker)
     with pytest.raises(InvalidOperation) as info:
-        broker.queue_update(NS, "q", {option: True})
+        broker.management.queue_update(NS, "q", {option: True})
     assert type(info.value) is InvalidOperation
-    assert broker.queue_get(NS, "q")[option] is False
-    broker.queue_update(NS, "q", {option: False})  # unchanged: allowed
+    assert broker.management.queue_get(NS, "q")[option] is False
+    broker.management.queue_update(NS, "q", {option: False})  # unchanged: allowed
 
 
 @pytest.mark.parametrize(
@@ -326,13 +328,13 @@ def test_lock_duration_bounds(broker: Broker, ms: int, ok: bool) -> None:
     make(broker, "base")
     if ok:
         assert make(broker, lock_duration=ms)["partition_count"] == 1
-        broker.queue_update(NS, "base", {"lock_duration": ms})
+        broker.management.queue_update(NS, "base", {"lock_duration": ms})
     else:
         with pytest.raises(BadRequest, match="between 5 seconds and 5 minutes"):
             make(broker, lock_duration=ms)
         with pytest.raises(BadRequest, match="between 5 seconds and 5 minutes"):
-            broker.queue_update(NS, "base", {"lock_duration": ms})
-        assert broker.queue_get(NS, "base")["lock_duration"] == "PT1M"
+            broker.management.queue_update(NS, "base", {"lock_duration": ms})
+        assert broker.management.queue_get(NS, "base")["lock_duration"] == "PT1M"
 
 
 @pytest.mark.parametrize(
@@ -359,18 +361,18 @@ def test_standard_max_sizes(broker: Broker, size: int, ok: bool) -> None:
     ],
 )
 def test_basic_tier_refusals(broker: Broker, options: dict[str, Any]) -> None:
-    broker.namespace_create("basicns", "basic")
+    broker.management.namespace_create("basicns", "basic")
     make(broker, "target", ns="basicns")
     with pytest.raises(InvalidOperation, match="not supported on the Basic tier"):
         make(broker, ns="basicns", **options)
     make(broker, ns="basicns")
     with pytest.raises(InvalidOperation):  # immutable ones fail as such first
-        broker.queue_update("basicns", "q", options)
-    assert broker.queue_get("basicns", "q")["forward_to"] is None
+        broker.management.queue_update("basicns", "q", options)
+    assert broker.management.queue_get("basicns", "q")["forward_to"] is None
 
 
 def test_basic_tier_defaults(broker: Broker) -> None:
-    broker.namespace_create("basicns", "basic")
+    broker.management.namespace_create("basicns", "basic")
     q = make(broker, ns="basicns", requires_session=False, enable_partitioning=True)
     assert q["default_message_time_to_live"] == "P14D"  # daemon/README.md §6.1, §15.1
     assert q["partition_count"] == 16
@@ -385,12 +387,12 @@ def test_forwarding_targets(broker: Broker) -> None:
         make(broker, "self", forward_to="SELF")
     with pytest.raises(BadRequest):
         make(broker, forward_to="../etc")
-    assert broker.queue_list(NS) == []
+    assert broker.management.queue_list(NS) == []
     make(broker, "target")
     assert make(broker, forward_to="Target")["forward_to"] == "Target"
     with pytest.raises(MessagingEntityNotFound):
-        broker.queue_update(NS, "q", {"forward_to": "gone"})
-    assert broker.queue_get(NS, "q")["forward_to"] == "Target"
+        broker.management.queue_update(NS, "q", {"forward_to": "gone"})
+    assert broker.management.queue_get(NS, "q")["forward_to"] == "Target"
 
 
 @pytest.mark.parametrize(
@@ -418,7 +420,7 @@ def test_hostile_queue_names(broker: Broker, tmp_path: Path, name: str) -> None:
     with pytest.raises(BadRequest):
         make(broker, name)
     with pytest.raises(BadRequest):
-        broker.queue_get(NS, name)
+        broker.management.queue_get(NS, name)
     with pytest.raises((BadRequest, InvalidOperation, MessagingEntityNotFound)):
         send(broker, Message(b"x"), path=name)
     assert new_dirs(tmp_path, before) == set()
@@ -436,7 +438,7 @@ def test_nested_queue_names_stay_inside_the_data_dir(broker: Broker, tmp_path: P
 
 
 def test_premium_namespaces_partition_everything(broker: Broker) -> None:
-    ns = broker.namespace_create("premiumns", "premium", 4, 4)
+    ns = broker.management.namespace_create("premiumns", "premium", 4, 4)
     assert (ns["sku"], ns["premium_messaging_partitions"], ns["capacity"]) == ("premium", 4, 4)
     assert ns["max_message_size_in_kilobytes"] == 1024
     q = make(broker, ns="premiumns", max_size_in_megabytes=81920)
@@ -450,7 +452,7 @@ def test_premium_namespaces_partition_everything(broker: Broker) -> None:
 
 
 def test_premium_without_namespace_partitions(broker: Broker) -> None:
-    broker.namespace_create("premiumns", "premium")
+    broker.management.namespace_create("premiumns", "premium")
     with pytest.raises(InvalidOperation, match="premium"):
         make(broker, ns="premiumns", enable_partitioning=True)
     assert make(broker, ns="premiumns")["partition_count"] == 1
@@ -461,11 +463,11 @@ def test_100_partitioned_queues_per_standard_namespace(broker: Broker) -> None:
         make(broker, f"p{k}", enable_partitioning=True)
     with pytest.raises(QuotaExceeded, match="100 partitioned"):
         make(broker, "p100", enable_partitioning=True)
-    assert broker.namespace_get(NS)["partitioned_entity_count"] == 100
+    assert broker.management.namespace_get(NS)["partitioned_entity_count"] == 100
     make(broker, "plain")  # unpartitioned entities are not limited by it
-    broker.namespace_create("otherns")
+    broker.management.namespace_create("otherns")
     make(broker, "p100", ns="otherns", enable_partitioning=True)  # the quota is per namespace
-    broker.queue_delete(NS, "p0")
+    broker.management.queue_delete(NS, "p0")
     make(broker, "p100", enable_partitioning=True)
 
 
@@ -473,7 +475,7 @@ def test_premium_partitioned_entities_do_not_count(
     broker: Broker, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(broker_management, "MAX_PARTITIONED", 2)
-    broker.namespace_create("premiumns", "premium", 2, 2)
+    broker.management.namespace_create("premiumns", "premium", 2, 2)
     for k in range(3):
         make(broker, f"q{k}", ns="premiumns")
     make(broker, "s1", enable_partitioning=True)
@@ -511,7 +513,7 @@ def test_keyless_messages_round_robin_over_all_partitions(broker: Broker) -> Non
     more = [send(broker, Message(b"m"))[0] for _ in range(16)]
     assert sorted(parts(more)) == list(range(16))
     assert locals_(more) == [2] * 16
-    q = broker.queue_get(NS, "q")
+    q = broker.management.queue_get(NS, "q")
     assert [p["active_message_count"] for p in q["partitions"]] == [2] * 16
 
 
@@ -542,7 +544,7 @@ def test_key_precedence(broker: Broker, message: Message, key: str) -> None:
     # daemon/README.md §8.3: with a MessageId the four copies are duplicates, accepted and dropped.
     stored = 1 if message.message_id is not None else 5
     assert locals_(seqs) == ([1] * 5 if stored == 1 else [1, 2, 3, 4, 5])
-    q = broker.queue_get(NS, "q")
+    q = broker.management.queue_get(NS, "q")
     assert q["partitions"][expected]["active_message_count"] == stored
 
 
@@ -562,7 +564,8 @@ def test_session_id_and_partition_key_must_agree(broker: Broker) -> None:
             send(broker, Message(b"good"), bad, path=path)
         assert type(info.value) is InvalidOperation
         assert "'s2'" in str(info.value) and "'s1'" in str(info.value)
-        assert broker.queue_get(NS, path)["total_message_count"] == 0  # nothing of the batch
+        # nothing of the batch
+        assert broker.management.queue_get(NS, path)["total_message_count"] == 0
 
 
 def test_public_sequence_numbers(broker: Broker) -> None:
@@ -603,7 +606,7 @@ def test_message_size_limits(broker: Broker, premium: bool) -> None:
     ns = NS
     limit = 256 * KB
     if premium:
-        ns = broker.namespace_create("premiumns", "premium", 2, 2)["name"]
+        ns = broker.management.namespace_create("premiumns", "premium", 2, 2)["name"]
         limit = 1024 * KB
     make(broker, ns=ns)
     exact = body_for(limit)
@@ -616,7 +619,7 @@ def test_message_size_limits(broker: Broker, premium: bool) -> None:
         send(broker, Message(half), Message(half), ns=ns)
     with pytest.raises(MessageSizeExceeded):
         send(broker, Message(b"small"), Message(exact + b"x"), ns=ns)
-    assert broker.queue_get(ns, "q")["total_message_count"] == 1
+    assert broker.management.queue_get(ns, "q")["total_message_count"] == 1
     small = body_for(limit // 2)
     assert len(send(broker, Message(small), Message(small), ns=ns)) == 2
 
@@ -640,7 +643,7 @@ def test_per_partition_max_size(broker: Broker, monkeypatch: pytest.MonkeyPatch)
     full = partition_for_key("a", 16)
     other = next(k for k in map(str, range(100)) if partition_for_key(k, 16) != full)
     send(broker, Message(b"x" * 300, partition_key=other))  # another partition has room
-    assert broker.queue_get(NS, "q")["total_message_count"] == fits + 1
+    assert broker.management.queue_get(NS, "q")["total_message_count"] == fits + 1
     # Completing a message of the full partition makes room again.
     got = recv(broker, count=100)
     first = next(d for d in got if d.partition_id == full)
@@ -667,7 +670,7 @@ def test_per_message_limits(broker: Broker, message: Message, error: type) -> No
     make(broker)
     with pytest.raises(error):
         send(broker, Message(b"fine"), message)
-    assert broker.queue_get(NS, "q")["total_message_count"] == 0
+    assert broker.management.queue_get(NS, "q")["total_message_count"] == 0
     ok = Message(b"x", message_id="m" * 128, session_id="s" * 128, partition_key="s" * 128)
     assert send(broker, ok) == [1]
 
@@ -675,7 +678,7 @@ def test_per_message_limits(broker: Broker, message: Message, error: type) -> No
 def test_empty_send_is_refused(broker: Broker) -> None:
     make(broker)
     with pytest.raises(BadRequest):
-        broker.send(NS, "q", [])
+        broker.messaging.send(NS, "q", [])
 
 
 def test_system_properties_count_toward_the_header_limit(broker: Broker) -> None:
@@ -693,7 +696,7 @@ def test_schedule_in_the_past_is_active_at_once(broker: Broker, clock: FakeClock
         Message(b"future", scheduled_enqueue_time_ms=clock.now + 1),
     )
     assert bodies(recv(broker, count=5)) == [b"past", b"now"]
-    assert broker.queue_get(NS, "q")["scheduled_message_count"] == 1
+    assert broker.management.queue_get(NS, "q")["scheduled_message_count"] == 1
 
 
 # ===================================================================== sessions
@@ -708,7 +711,7 @@ def test_session_queue_refuses_messages_without_session_id(
         send(broker, Message(b"x", session_id="ok"), Message(b"y", session_id=session_id))
     assert str(info.value) == SESSION_TEXT
     assert type(info.value) is InvalidOperation
-    assert broker.queue_get(NS, "q")["total_message_count"] == 0
+    assert broker.management.queue_get(NS, "q")["total_message_count"] == 0
 
 
 # ===================================================================== peek
@@ -717,19 +720,19 @@ def test_session_queue_refuses_messages_without_session_id(
 def peek(b: Broker, path: str = "q", count: int = 250, start: int | None = None) -> list[Any]:
     return [
         (d.sequence_number, d.state, d.delivery_count, d.lock_token, bytes(d.payload))
-        for d in b.peek(NS, path, count, start)
+        for d in b.messaging.peek(NS, path, count, start)
     ]
 
 
 def test_peek_never_changes_state(broker: Broker, clock: FakeClock) -> None:
     make(broker)
     send(broker, Message(b"1"), Message(b"2"), Message(b"3"))
-    before = broker.queue_get(NS, "q")
+    before = broker.management.queue_get(NS, "q")
     first = peek(broker)
     assert [p[0] for p in first] == [1, 2, 3]
     assert all(p[3] is None for p in first)
     assert peek(broker) == first
-    assert broker.queue_get(NS, "q") == before
+    assert broker.management.queue_get(NS, "q") == before
     got = recv(broker)
     assert (got[0].sequence_number, got[0].delivery_count) == (1, 1)
     # A locked message is still peekable; peek shows no lock.
@@ -742,11 +745,11 @@ def test_peek_count_bounds(broker: Broker) -> None:
     send(broker, *[Message(b"m")] * 260)
     for bad in (0, -1, 251):
         with pytest.raises(BadRequest, match="between 1 and 250"):
-            broker.peek(NS, "q", bad, None)
+            broker.messaging.peek(NS, "q", bad, None)
     assert len(peek(broker, count=250)) == 250
     assert len(peek(broker, count=1)) == 1
     with pytest.raises(BadRequest):
-        broker.peek(NS, "q", 1, -5)
+        broker.messaging.peek(NS, "q", 1, -5)
 
 
 def test_peek_from_sequence(broker: Broker) -> None:
@@ -768,17 +771,19 @@ def test_paging_peek_walks_every_partition_in_sequence_number_order(broker: Brok
     for first in (0, 1, None):  # Python and Java start at 0, JS at 1, the CLI at none
         pages: list[list[int]] = []
         start = first
-        while page := [d.sequence_number for d in broker.peek(NS, "q", 10, start)]:
+        while page := [d.sequence_number for d in broker.messaging.peek(NS, "q", 10, start)]:
             pages.append(page)
             start = page[-1] + 1
         assert [len(p) for p in pages] == [10, 10, 10, 10]
         assert [s for p in pages for s in p] == sorted(seqs)
     # From the middle of a partition: the rest of it, then the next ones.
     mid = sorted(seqs)[12]
-    assert [d.sequence_number for d in broker.peek(NS, "q", 250, mid)] == sorted(seqs)[12:]
-    assert broker.peek(NS, "q", 250, (15 << 48) | 1000) == []
+    assert [d.sequence_number for d in broker.messaging.peek(NS, "q", 250, mid)] == sorted(seqs)[
+        12:
+    ]
+    assert broker.messaging.peek(NS, "q", 250, (15 << 48) | 1000) == []
     with pytest.raises(BadRequest, match="names no partition"):
-        broker.peek(NS, "q", 1, 16 << 48)
+        broker.messaging.peek(NS, "q", 1, 16 << 48)
 
 
 def test_peek_shows_scheduled_and_not_dead_lettered(broker: Broker, clock: FakeClock) -> None:
@@ -817,12 +822,12 @@ def test_lock_expiry_makes_messages_available_again(broker: Broker, clock: FakeC
     send(broker, Message(b"1"), Message(b"2"))
     (a,) = recv(broker)
     clock.advance(4_999)
-    assert broker.tick() == []
+    assert broker.housekeeping.tick() == []
     (b,) = recv(broker)
     assert b.sequence_number == 2
     assert recv(broker) == []
     clock.advance(1)
-    assert broker.tick() == [(NS, "q")]
+    assert broker.housekeeping.tick() == [(NS, "q")]
     (again,) = recv(broker)
     assert (again.sequence_number, again.delivery_count) == (1, 2)
     assert again.lock_token != a.lock_token
@@ -845,7 +850,7 @@ def test_complete_removes(broker: Broker, reopen: Reopen) -> None:
     a, b_ = recv(broker, count=2)
     assert settle(broker, "complete", a) == ["ok"]
     assert settle(broker, "complete", a) == ["MessageLockLost"]
-    q = broker.queue_get(NS, "q")
+    q = broker.management.queue_get(NS, "q")
     assert (q["active_message_count"], q["total_message_count"]) == (1, 1)
     assert [p[0] for p in peek(broker)] == [2]
     b = reopen()
@@ -859,9 +864,9 @@ def test_complete_after_lock_expiry(broker: Broker, clock: FakeClock) -> None:
     a, b = recv(broker, count=2)
     clock.advance(5_000)
     assert settle(broker, "complete", a) == ["MessageLockLost"]  # before the tick
-    broker.tick()
+    broker.housekeeping.tick()
     assert settle(broker, "complete", b) == ["MessageLockLost"]  # after it
-    assert broker.queue_get(NS, "q")["active_message_count"] == 2
+    assert broker.management.queue_get(NS, "q")["active_message_count"] == 2
 
 
 def test_settle_results_per_token(broker: Broker) -> None:
@@ -871,9 +876,9 @@ def test_settle_results_per_token(broker: Broker) -> None:
     forged = lock_token_for(1, 12345)
     results = settle(broker, "complete", a, forged, "not-a-guid", a, b)
     assert results == ["ok", "MessageLockLost", "BadRequest", "MessageLockLost", "ok"]
-    assert broker.queue_get(NS, "q")["total_message_count"] == 0
+    assert broker.management.queue_get(NS, "q")["total_message_count"] == 0
     with pytest.raises(BadRequest):
-        broker.settle(NS, "q", "defenestrate", [])
+        broker.messaging.settle(NS, "q", "defenestrate", [])
 
 
 def test_abandon_redelivers_first_with_property_changes(broker: Broker, reopen: Reopen) -> None:
@@ -890,7 +895,7 @@ def test_abandon_redelivers_first_with_property_changes(broker: Broker, reopen: 
     assert three.sequence_number == 3
     assert three.changes is None
     b = reopen()
-    d = next(x for x in b.peek(NS, "q", 10, None) if x.sequence_number == 2)
+    d = next(x for x in b.messaging.peek(NS, "q", 10, None) if x.sequence_number == 2)
     assert d.changes == {"k": "v", "n": 2}
     assert d.delivery_count == 2
 
@@ -906,7 +911,7 @@ def test_max_delivery_count_dead_letters(broker: Broker, path: str) -> None:
     (fine,) = recv(broker)
     assert fine.sequence_number == 2
     assert recv(broker) == []
-    q = broker.queue_get(NS, "q")
+    q = broker.management.queue_get(NS, "q")
     assert (q["active_message_count"], q["dead_letter_message_count"]) == (1, 1)
     (dead,) = recv(broker, path)
     assert dead.sequence_number == 1  # daemon/README.md §0.4.1: keeps its sequence number
@@ -914,7 +919,7 @@ def test_max_delivery_count_dead_letters(broker: Broker, path: str) -> None:
     assert dead.changes is not None
     assert dead.changes["DeadLetterReason"] == "MaxDeliveryCountExceeded"
     assert settle(broker, "complete", dead, path=path) == ["ok"]
-    assert broker.queue_get(NS, "q")["dead_letter_message_count"] == 0
+    assert broker.management.queue_get(NS, "q")["dead_letter_message_count"] == 0
 
 
 def test_lock_expiry_counts_toward_max_delivery(broker: Broker, clock: FakeClock) -> None:
@@ -923,9 +928,9 @@ def test_lock_expiry_counts_toward_max_delivery(broker: Broker, clock: FakeClock
     for _ in range(2):
         assert len(recv(broker)) == 1
         clock.advance(5_000)
-        broker.tick()
+        broker.housekeeping.tick()
     assert recv(broker) == []
-    (dead,) = broker.peek(NS, "q/$deadletterqueue", 1, None)
+    (dead,) = broker.messaging.peek(NS, "q/$deadletterqueue", 1, None)
     assert dead.changes is not None
     assert dead.changes["DeadLetterReason"] == "MaxDeliveryCountExceeded"
 
@@ -942,11 +947,11 @@ def test_dead_lettered_messages_stay_in_the_dlq(broker: Broker) -> None:
     (again,) = recv(broker, "q/$deadletterqueue")  # abandoned in the DLQ: still there
     assert again.sequence_number == seqs[0]
     assert recv(broker) == []
-    assert broker.queue_get(NS, "q")["dead_letter_message_count"] == 1
+    assert broker.management.queue_get(NS, "q")["dead_letter_message_count"] == 1
     settle(broker, "abandon", again, path="q/$deadletterqueue")
     got = recv(broker, "q/$deadletterqueue", mode="receive-and-delete")
     assert [d.sequence_number for d in got] == seqs
-    assert broker.queue_get(NS, "q")["total_message_count"] == 0
+    assert broker.management.queue_get(NS, "q")["total_message_count"] == 0
 
 
 def test_a_locked_dlq_message_is_not_delivered_twice(broker: Broker) -> None:
@@ -986,7 +991,7 @@ def test_receive_and_delete(broker: Broker, reopen: Reopen) -> None:
     assert [d.sequence_number for d in got] == [1, 2]
     assert all(d.lock_token is None and d.locked_until_ms is None for d in got)
     assert [d.delivery_count for d in got] == [1, 1]
-    assert broker.queue_get(NS, "q")["total_message_count"] == 1
+    assert broker.management.queue_get(NS, "q")["total_message_count"] == 1
     b = reopen(crash=True)
     assert [d.sequence_number for d in recv(b, count=5, mode="receive-and-delete")] == [3]
     assert recv(b, count=5) == []
@@ -1019,7 +1024,7 @@ def test_ttl_is_capped_by_the_queue_default(broker: Broker, clock: FakeClock) ->
         Message(b"longer", time_to_live_ms=60_000),
         Message(b"shorter", time_to_live_ms=2_000),
     )
-    exp = [d.expires_at_ms for d in broker.peek(NS, "q", 3, None)]
+    exp = [d.expires_at_ms for d in broker.messaging.peek(NS, "q", 3, None)]
     assert exp == [clock.now + 10_000, clock.now + 10_000, clock.now + 2_000]
     with pytest.raises(BadRequest, match="positive"):
         send(broker, Message(b"x", time_to_live_ms=0))
@@ -1031,7 +1036,7 @@ def test_expired_messages_are_not_received(broker: Broker, clock: FakeClock) -> 
     clock.advance(2_000)
     got = recv(broker, count=10)
     assert bodies(got) == [b"long"]
-    q = broker.queue_get(NS, "q")
+    q = broker.management.queue_get(NS, "q")
     assert (q["total_message_count"], q["dead_letter_message_count"]) == (1, 0)
     assert recv(broker, "q/$deadletterqueue") == []
 
@@ -1043,7 +1048,7 @@ def test_expired_messages_are_dead_lettered_when_enabled(
     seqs = send(broker, Message(b"short", time_to_live_ms=2_000))
     clock.advance(2_001)
     assert recv(broker) == []
-    q = broker.queue_get(NS, "q")
+    q = broker.management.queue_get(NS, "q")
     assert (q["active_message_count"], q["dead_letter_message_count"]) == (0, 1)
     (dead,) = recv(broker, "q/$deadletterqueue")
     assert dead.sequence_number == seqs[0]
@@ -1062,7 +1067,7 @@ def test_expired_message_reaches_an_already_polled_dlq(broker: Broker, clock: Fa
     assert recv(broker, "q/$deadletterqueue") == []  # the DLQ consumer polls: empty
     clock.advance(2_000)
     assert recv(broker) == []  # expires → dead-lettered
-    assert broker.queue_get(NS, "q")["dead_letter_message_count"] == 1
+    assert broker.management.queue_get(NS, "q")["dead_letter_message_count"] == 1
     assert len(recv(broker, "q/$deadletterqueue")) == 1
 
 
@@ -1072,9 +1077,9 @@ def test_locked_message_expiring_is_handled_on_release(broker: Broker, clock: Fa
     send(broker, Message(b"x", time_to_live_ms=3_000))
     assert len(recv(broker)) == 1
     clock.advance(5_000)
-    broker.tick()
+    broker.housekeeping.tick()
     assert recv(broker) == []
-    assert broker.queue_get(NS, "q")["total_message_count"] == 0
+    assert broker.management.queue_get(NS, "q")["total_message_count"] == 0
 
 
 # ===================================================================== status
@@ -1094,12 +1099,12 @@ def test_status_blocks_one_direction(
 ) -> None:
     make(broker)
     send(broker, Message(b"before"), Message(b"before"))
-    broker.queue_update(NS, "q", {"status": status})
+    broker.management.queue_update(NS, "q", {"status": status})
     b = broker
     for restart in (False, True):
         if restart:
             b = reopen()
-        assert b.queue_get(NS, "q")["status"] == status
+        assert b.management.queue_get(NS, "q")["status"] == status
         if send_ok:
             send(b, Message(b"x"))
         else:
@@ -1131,7 +1136,7 @@ def test_queue_get_counts(broker: Broker, clock: FakeClock, reopen: Reopen) -> N
     done = next(d for d in got if bodies([d]) == [b"\x05" * 6])
     assert settle(broker, "abandon", dead) == ["ok"]
     assert settle(broker, "complete", done) == ["ok"]
-    q = broker.queue_get(NS, "q")
+    q = broker.management.queue_get(NS, "q")
     assert q["active_message_count"] == 4
     assert q["dead_letter_message_count"] == 1
     assert q["scheduled_message_count"] == 1
@@ -1149,7 +1154,7 @@ def test_queue_get_counts(broker: Broker, clock: FakeClock, reopen: Reopen) -> N
     assert per[dead_pid]["dead_letter_message_count"] == 1
     for crash in (False, True):
         b = reopen(crash=crash)
-        again = b.queue_get(NS, "q")
+        again = b.management.queue_get(NS, "q")
         assert {k: v for k, v in again.items() if k != "accessed_at_utc"} == {
             k: v for k, v in q.items() if k != "accessed_at_utc"
         }
@@ -1157,11 +1162,13 @@ def test_queue_get_counts(broker: Broker, clock: FakeClock, reopen: Reopen) -> N
 
 def everything(b: Broker) -> dict[str, Any]:
     """All durable state visible through the API."""
-    out: dict[str, Any] = {"namespaces": sorted(b.namespace_list(), key=lambda n: n["name"])}
-    for ns in b.namespace_list():
+    out: dict[str, Any] = {
+        "namespaces": sorted(b.management.namespace_list(), key=lambda n: n["name"])
+    }
+    for ns in b.management.namespace_list():
         name = ns["name"]
-        for q in b.queue_list(name):
-            desc = b.queue_get(name, q["name"])
+        for q in b.management.queue_list(name):
+            desc = b.management.queue_get(name, q["name"])
             desc.pop("accessed_at_utc")
             out[f"{name}/{q['name']}"] = desc
             if desc["status"] in ("Disabled", "ReceiveDisabled"):
@@ -1170,7 +1177,7 @@ def everything(b: Broker) -> dict[str, Any]:
                 msgs = []
                 for p in range(desc["partition_count"]):
                     start = (p << 48) if desc["partition_count"] > 1 else 0
-                    for d in b.peek(name, q["name"] + sub, 250, start):
+                    for d in b.messaging.peek(name, q["name"] + sub, 250, start):
                         msgs.append(
                             (
                                 d.sequence_number,
@@ -1191,14 +1198,14 @@ def everything(b: Broker) -> dict[str, Any]:
 def test_everything_survives_a_restart(
     broker: Broker, clock: FakeClock, reopen: Reopen, crash: bool
 ) -> None:
-    broker.namespace_create("premiumns", "premium", 2, 2)
-    broker.namespace_create("basicns", "basic")
+    broker.management.namespace_create("premiumns", "premium", 2, 2)
+    broker.management.namespace_create("basicns", "basic")
     make(broker, "plain", max_delivery_count=2, lock_duration=5_000, user_metadata="u")
     make(broker, "parted", enable_partitioning=True, requires_duplicate_detection=True)
     make(broker, "sessions", requires_session=True, status="SendDisabled")
     make(broker, "prem", ns="premiumns", dead_lettering_on_message_expiration=True)
     make(broker, "b", ns="basicns")
-    broker.queue_update(NS, "sessions", {"status": "ReceiveDisabled"})
+    broker.management.queue_update(NS, "sessions", {"status": "ReceiveDisabled"})
     send(broker, Message(b"s", session_id="s1"), path="sessions")
     send(broker, *[Message(bytes([k]), message_id=f"m{k}") for k in range(20)], path="parted")
     send(
@@ -1251,7 +1258,7 @@ def test_completions_survive_a_crash(broker: Broker, reopen: Reopen) -> None:
     settle(broker, "complete", *got)
     b = reopen(crash=True)
     assert [p[0] for p in peek(b)] == [4, 5]
-    assert b.queue_get(NS, "q")["active_message_count"] == 2
+    assert b.management.queue_get(NS, "q")["active_message_count"] == 2
 
 
 # ===================================================================== known bugs
@@ -1261,20 +1268,20 @@ def test_completions_survive_a_crash(broker: Broker, reopen: Reopen) -> None:
 def test_interrupted_delete_stays_deleted(
     broker: Broker, reopen: Reopen, monkeypatch: pytest.MonkeyPatch, kind: str
 ) -> None:
-    broker.namespace_create("otherns")
+    broker.management.namespace_create("otherns")
     make(broker, ns="otherns")
     # The crash: the atomic rename happened, the recursive delete did not.
     with monkeypatch.context() as m:
         m.setattr(shutil, "rmtree", lambda *a, **k: None)
         if kind == "queue":
-            broker.queue_delete("otherns", "q")
+            broker.management.queue_delete("otherns", "q")
         else:
-            broker.namespace_delete("otherns")
+            broker.management.namespace_delete("otherns")
     b = reopen()
     if kind == "queue":
-        assert b.queue_list("otherns") == []
+        assert b.management.queue_list("otherns") == []
     else:
-        assert [n["name"] for n in b.namespace_list()] == [NS]
+        assert [n["name"] for n in b.management.namespace_list()] == [NS]
 
 
 def test_out_of_range_schedule_is_a_bad_request(broker: Broker) -> None:
@@ -1288,5 +1295,5 @@ def test_scheduled_message_becomes_receivable(broker: Broker, clock: FakeClock) 
     send(broker, Message(b"later", scheduled_enqueue_time_ms=clock.now + 10_000))
     assert recv(broker) == []
     clock.advance(10_000)
-    broker.tick()
+    broker.housekeeping.tick()
     assert bodies(recv(broker)) == [b"later"]

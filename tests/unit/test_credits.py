@@ -83,19 +83,19 @@ def standard(tmp_path: Path, clock: FakeClock, credits: int = 1000) -> Broker:
     b = presenting.Presented(
         Broker(tmp_path / "d", clock, Syncer("os"), default_credits_per_second=0)
     )
-    b.namespace_create("throttled", "standard", credits_per_second=credits)
+    b.management.namespace_create("throttled", "standard", credits_per_second=credits)
     return b
 
 
 def test_throttled_send_applies_nothing(tmp_path: Path, clock: FakeClock) -> None:
     b = standard(tmp_path, clock)
     try:
-        b.queue_create("throttled", "q", {})  # 10 credits
+        b.management.queue_create("throttled", "q", {})  # 10 credits
         sent = 0
         refused = []
         for i in range(1500):
             try:
-                b.send("throttled", "q", [Message(body=b"%d" % i)])
+                b.messaging.send("throttled", "q", [Message(body=b"%d" % i)])
                 sent += 1
             except ServerBusy as exc:
                 refused.append(exc)
@@ -106,13 +106,13 @@ def test_throttled_send_applies_nothing(tmp_path: Path, clock: FakeClock) -> Non
             present(b.queue("throttled", "q").describe())["active_message_count"] == sent
         )  # counts unchanged
         with pytest.raises(ServerBusy):
-            b.send("throttled", "q", [Message(body=b"x")] * 5)  # a batch: refused whole
+            b.messaging.send("throttled", "q", [Message(body=b"x")] * 5)  # a batch: refused whole
         assert present(b.queue("throttled", "q").describe())["active_message_count"] == sent
         clock.advance(1000)
-        b.send("throttled", "q", [Message(body=b"x")] * 1000)  # a batch of N costs N
+        b.messaging.send("throttled", "q", [Message(body=b"x")] * 1000)  # a batch of N costs N
         with pytest.raises(QuotaExceeded):
-            b.send("throttled", "q", [Message(body=b"x")] * 1001)
-        credits = b.namespace_credits("throttled")
+            b.messaging.send("throttled", "q", [Message(body=b"x")] * 1001)
+        credits = b.management.namespace_credits("throttled")
         assert credits["remaining"] == 0
         assert credits["throttled_requests"] == 511
         assert credits["consumed"]["since_start"] == {
@@ -121,7 +121,7 @@ def test_throttled_send_applies_nothing(tmp_path: Path, clock: FakeClock) -> Non
             "filter": 0,
         }
     finally:
-        b.close()
+        b.housekeeping.close()
 
 
 def test_management_costs_ten_and_receive_charges_what_it_returns(
@@ -129,39 +129,40 @@ def test_management_costs_ten_and_receive_charges_what_it_returns(
 ) -> None:
     b = standard(tmp_path, clock, credits=100)
     try:
-        b.queue_create("throttled", "q", {})
-        b.queue_get("throttled", "q")
-        b.queue_list("throttled")
-        assert b.namespace_credits("throttled")["remaining"] == 70
-        b.send("throttled", "q", [Message(body=b"x")] * 20)
-        assert len(b.receive("throttled", "q", 100, "peek-lock")) == 20  # costs 20, not 100
-        assert b.namespace_credits("throttled")["remaining"] == 30
+        b.management.queue_create("throttled", "q", {})
+        b.management.queue_get("throttled", "q")
+        b.management.queue_list("throttled")
+        assert b.management.namespace_credits("throttled")["remaining"] == 70
+        b.messaging.send("throttled", "q", [Message(body=b"x")] * 20)
+        # costs 20, not 100
+        assert len(b.messaging.receive("throttled", "q", 100, "peek-lock")) == 20
+        assert b.management.namespace_credits("throttled")["remaining"] == 30
         clock.advance(1000)
-        b.send("throttled", "q", [Message(body=b"y")] * 90)
-        got = b.peek("throttled", "q", 50, None)
+        b.messaging.send("throttled", "q", [Message(body=b"y")] * 90)
+        got = b.messaging.peek("throttled", "q", 50, None)
         assert len(got) == 10  # capped at what the period has left
         with pytest.raises(ServerBusy):
-            b.receive("throttled", "q", 1, "peek-lock")  # none left: refused
+            b.messaging.receive("throttled", "q", 1, "peek-lock")  # none left: refused
         clock.advance(1000)
-        b.namespace_get("throttled")  # namespace-level operations are free
-        assert b.namespace_credits("throttled")["remaining"] == 100
+        b.management.namespace_get("throttled")  # namespace-level operations are free
+        assert b.management.namespace_credits("throttled")["remaining"] == 100
     finally:
-        b.close()
+        b.housekeeping.close()
 
 
 def test_namespaces_are_independent(tmp_path: Path, clock: FakeClock) -> None:
     b = standard(tmp_path, clock, credits=50)
     try:
-        b.namespace_create("calmspace", "standard", credits_per_second=50)
-        b.queue_create("throttled", "q", {})
-        b.queue_create("calmspace", "q", {})
-        b.send("throttled", "q", [Message(body=b"x")] * 40)
+        b.management.namespace_create("calmspace", "standard", credits_per_second=50)
+        b.management.queue_create("throttled", "q", {})
+        b.management.queue_create("calmspace", "q", {})
+        b.messaging.send("throttled", "q", [Message(body=b"x")] * 40)
         with pytest.raises(ServerBusy):
-            b.send("throttled", "q", [Message(body=b"x")])
-        b.send("calmspace", "q", [Message(body=b"x")] * 40)  # unaffected
-        assert b.namespace_credits("calmspace")["throttled_requests"] == 0
+            b.messaging.send("throttled", "q", [Message(body=b"x")])
+        b.messaging.send("calmspace", "q", [Message(body=b"x")] * 40)  # unaffected
+        assert b.management.namespace_credits("calmspace")["throttled_requests"] == 0
     finally:
-        b.close()
+        b.housekeeping.close()
 
 
 def test_premium_units_scale_at_runtime(tmp_path: Path, clock: FakeClock) -> None:
@@ -169,8 +170,8 @@ def test_premium_units_scale_at_runtime(tmp_path: Path, clock: FakeClock) -> Non
         Broker(tmp_path / "d", clock, Syncer("os"), default_credits_per_second=0)
     )
     try:
-        b.namespace_create("premiumns", "premium", capacity=1, ops_per_unit=100)
-        b.queue_create("premiumns", "q", {})
+        b.management.namespace_create("premiumns", "premium", capacity=1, ops_per_unit=100)
+        b.management.queue_create("premiumns", "q", {})
         clock.advance(1000)
         load = [Message(body=b"x")] * 50
 
@@ -179,7 +180,7 @@ def test_premium_units_scale_at_runtime(tmp_path: Path, clock: FakeClock) -> Non
             refused = 0
             for _ in range(8):
                 try:
-                    b.send("premiumns", "q", load)
+                    b.messaging.send("premiumns", "q", load)
                 except ServerBusy:
                     refused += 1
             clock.advance(1000)
@@ -187,27 +188,27 @@ def test_premium_units_scale_at_runtime(tmp_path: Path, clock: FakeClock) -> Non
 
         assert burst() == 6  # one unit carries 100 ops/s
         with pytest.raises(InvalidOperation):
-            b.namespace_update("premiumns", credits_per_second=10)
-        b.namespace_update("premiumns", capacity=4)  # 400 ops/s
+            b.management.namespace_update("premiumns", credits_per_second=10)
+        b.management.namespace_update("premiumns", capacity=4)  # 400 ops/s
         assert burst() == 0
-        metrics = b.namespace_credits("premiumns")
+        metrics = b.management.namespace_credits("premiumns")
         assert metrics["ops_per_second"] == 400
         assert metrics["throttled_requests"] == 6
-        assert b.namespace_get("premiumns")["capacity"] == 4
+        assert b.management.namespace_get("premiumns")["capacity"] == 4
     finally:
-        b.close()
+        b.housekeeping.close()
 
 
 def test_settings_persist(tmp_path: Path, clock: FakeClock) -> None:
     b = standard(tmp_path, clock, credits=7)
-    b.namespace_update("throttled", credits_per_second=25)
-    b.close()
+    b.management.namespace_update("throttled", credits_per_second=25)
+    b.housekeeping.close()
     again = presenting.Presented(Broker(tmp_path / "d", clock, Syncer("os")))
     try:
-        assert again.namespace_credits("throttled")["credits_per_second"] == 25
-        assert again.namespace_credits("sbemulatorns")["credits_per_second"] == 0
+        assert again.management.namespace_credits("throttled")["credits_per_second"] == 25
+        assert again.management.namespace_credits("sbemulatorns")["credits_per_second"] == 0
     finally:
-        again.close()
+        again.housekeeping.close()
 
 
 def test_retry_policy() -> None:

@@ -48,7 +48,7 @@ def test_every_message_count_rule_and_session_state_reads_back(tmp_path: Path) -
     try:
         got = json.loads(json.dumps(gen.snapshot(b)))
     finally:
-        b.close()
+        b.housekeeping.close()
     for path, messages in expected["entities"].items():
         assert got["entities"][path] == messages, path
     assert got["counts"] == expected["counts"]
@@ -69,19 +69,19 @@ def test_an_old_data_dir_takes_new_messages_and_settles_old_ones(tmp_path: Path)
     b = _open(tmp_path, clock)
     try:
         ns = DEFAULT_NAMESPACE
-        b.send(ns, "q", [Message(body=b"new", message_id="new")])
-        got = [ReceivedMessage.from_wire(d) for d in b.receive(ns, "q", 10, "peek-lock")]
+        b.messaging.send(ns, "q", [Message(body=b"new", message_id="new")])
+        got = [ReceivedMessage.from_wire(d) for d in b.messaging.receive(ns, "q", 10, "peek-lock")]
         ids = sorted(m.message_id or "" for m in got)
         assert ids == ["binary", "m-1", "new", "stay"]
-        b.settle(ns, "q", "complete", [m.lock_token or "" for m in got])
-        b.close()
+        b.messaging.settle(ns, "q", "complete", [m.lock_token or "" for m in got])
+        b.housekeeping.close()
         b = presenting.Presented(
             Broker(tmp_path / "data", clock, Syncer("fsync"), default_credits_per_second=0)
         )
-        assert b.receive(ns, "q", 10, "receive-and-delete") == []
-        counts = b.queue_get(ns, "q")
+        assert b.messaging.receive(ns, "q", 10, "receive-and-delete") == []
+        counts = b.management.queue_get(ns, "q")
         assert counts["deferred_message_count"] == 1
         assert counts["dead_letter_message_count"] == 1
         assert counts["total_message_count"] == 3  # deferred, scheduled, dead-lettered
     finally:
-        b.close()
+        b.housekeeping.close()

@@ -103,19 +103,19 @@ def test_a_send_the_disk_refuses_fails_whole_and_nothing_is_kept(
     disk: Disk, open_broker: Callable[[], Broker], code: int, partitioned: bool
 ) -> None:
     b = open_broker()
-    b.queue_create(NS, "q", {"enable_partitioning": partitioned})
+    b.management.queue_create(NS, "q", {"enable_partitioning": partitioned})
     acked = [f"ok{k}" for k in range(20)]
-    b.send(NS, "q", [M(t) for t in acked])
+    b.messaging.send(NS, "q", [M(t) for t in acked])
     before = sizes(b, "q")
     disk.full(code=code)
     with pytest.raises(QuotaExceeded) as err:
-        b.send(NS, "q", [M(f"refused{k}") for k in range(20)])
+        b.messaging.send(NS, "q", [M(f"refused{k}") for k in range(20)])
     assert "the data dir's disk" in err.value.message and ".log" in err.value.message
     assert os.strerror(code) in err.value.message
     assert sizes(b, "q") == before  # rolled back to the last good end, every partition
     assert bodies(b, "q") == sorted(acked)  # reads keep working
     disk.free()
-    b.send(NS, "q", [M("after")])  # recovers by itself
+    b.messaging.send(NS, "q", [M("after")])  # recovers by itself
     assert bodies(b, "q") == sorted([*acked, "after"])
     crash(b)
     b = open_broker()
@@ -126,7 +126,7 @@ def test_only_the_second_partition_failing_takes_back_the_first(
     disk: Disk, open_broker: Callable[[], Broker]
 ) -> None:
     b = open_broker()
-    b.queue_create(NS, "q", {"enable_partitioning": True})
+    b.management.queue_create(NS, "q", {"enable_partitioning": True})
     q = b.queue(NS, "q")
     paths = [str(p.log.directory) for p in q.partitions]
     calls: list[str] = []
@@ -139,12 +139,12 @@ def test_only_the_second_partition_failing_takes_back_the_first(
 
     disk.rule = rule
     with pytest.raises(QuotaExceeded):
-        b.send(NS, "q", [M(f"m{k}", partition_key=f"k{k}") for k in range(16)])
+        b.messaging.send(NS, "q", [M(f"m{k}", partition_key=f"k{k}") for k in range(16)])
     assert len({os.path.dirname(c) for c in calls}) == 2 and all(
         os.path.dirname(c) in paths for c in calls
     )
     assert sizes(b, "q") == [0] * len(paths)
-    assert b.queue_get(NS, "q")["total_message_count"] == 0
+    assert b.management.queue_get(NS, "q")["total_message_count"] == 0
     disk.free()
     crash(b)
     b = open_broker()
@@ -156,19 +156,19 @@ def test_a_topic_send_is_refused_whole(
     disk: Disk, open_broker: Callable[[], Broker], where: str
 ) -> None:
     b = open_broker()
-    b.topic_create(NS, "t", {"enable_partitioning": True})
+    b.management.topic_create(NS, "t", {"enable_partitioning": True})
     for name in ("a", "b"):
-        b.subscription_create(NS, "t", name, {})
-    b.send(NS, "t", [M("kept", partition_key="x")])
+        b.management.subscription_create(NS, "t", name, {})
+    b.messaging.send(NS, "t", [M("kept", partition_key="x")])
     disk.full(segments=where == "segment", journals=where == "journal")
     with pytest.raises(QuotaExceeded):
-        b.send(NS, "t", [M(f"m{k}", partition_key=f"k{k}") for k in range(16)])
+        b.messaging.send(NS, "t", [M(f"m{k}", partition_key=f"k{k}") for k in range(16)])
     assert bodies(b, "t/subscriptions/a") == bodies(b, "t/subscriptions/b") == ["kept"]
     disk.free()
     crash(b)
     b = open_broker()
     assert bodies(b, "t/subscriptions/a") == bodies(b, "t/subscriptions/b") == ["kept"]
-    b.send(NS, "t", [M("later", partition_key="x")])
+    b.messaging.send(NS, "t", [M("later", partition_key="x")])
     assert bodies(b, "t/subscriptions/a") == ["kept", "later"]
 
 
@@ -178,8 +178,8 @@ def test_settling_and_purging_work_on_a_full_disk_from_the_reserve(
     b = open_broker()
     reserve = layout.reserve_file(data_dir)
     assert reserve.stat().st_size > 0
-    b.queue_create(NS, "q", {})
-    b.send(NS, "q", [M(f"m{k}") for k in range(10)])
+    b.management.queue_create(NS, "q", {})
+    b.messaging.send(NS, "q", [M(f"m{k}") for k in range(10)])
 
     # The disk is full until the reserve is given back: journal writes fail while it holds
     # its blocks, segment writes always.
@@ -195,17 +195,17 @@ def test_settling_and_purging_work_on_a_full_disk_from_the_reserve(
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
     monkeypatch.setattr(os, "posix_fallocate", no_space)
-    got = b.receive(NS, "q", 3, "peek-lock")
-    results = b.settle(NS, "q", "complete", [d.lock_token for d in got if d.lock_token])
+    got = b.messaging.receive(NS, "q", 3, "peek-lock")
+    results = b.messaging.settle(NS, "q", "complete", [d.lock_token for d in got if d.lock_token])
     assert all(r.get("ok") for r in results)
     assert reserve.stat().st_size == 0 and b.syncer.reserve.full
     with pytest.raises(QuotaExceeded, match="disk is full"):
-        b.send(NS, "q", [M("refused")])
-    assert b.purge(NS, "q") == 7
+        b.messaging.send(NS, "q", [M("refused")])
+    assert b.messaging.purge(NS, "q") == 7
     # Space comes back: the next send allocates the reserve again and is accepted.
     disk.free()
     monkeypatch.setattr(os, "posix_fallocate", real_fallocate)
-    b.send(NS, "q", [M("after")])
+    b.messaging.send(NS, "q", [M("after")])
     assert not b.syncer.reserve.full and reserve.stat().st_size > 0
     crash(b)
     b = open_broker()
@@ -216,12 +216,12 @@ def test_a_receive_the_journal_refuses_leaves_nothing_locked(
     disk: Disk, open_broker: Callable[[], Broker], data_dir: Path
 ) -> None:
     b = open_broker()
-    b.queue_create(NS, "q", {})
-    b.send(NS, "q", [M(f"m{k}") for k in range(3)])
+    b.management.queue_create(NS, "q", {})
+    b.messaging.send(NS, "q", [M(f"m{k}") for k in range(3)])
     (layout.reserve_file(data_dir)).unlink()  # no reserve left to release
     disk.full(segments=True, journals=True)
     with pytest.raises(QuotaExceeded):
-        b.receive(NS, "q", 3, "peek-lock")
+        b.messaging.receive(NS, "q", 3, "peek-lock")
     disk.free()
-    got = b.receive(NS, "q", 3, "peek-lock")
+    got = b.messaging.receive(NS, "q", 3, "peek-lock")
     assert sorted(decode_message(d.payload).body for d in got) == [b"m0", b"m1", b"m2"]

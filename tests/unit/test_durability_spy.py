@@ -132,19 +132,21 @@ def scenario(b: Broker) -> list[Callable[[], Any]]:
     tokens: list[str] = []
 
     def receive() -> None:
-        tokens.extend(d.lock_token for d in b.receive(NS, "q", 5, "peek-lock") if d.lock_token)
+        tokens.extend(
+            d.lock_token for d in b.messaging.receive(NS, "q", 5, "peek-lock") if d.lock_token
+        )
 
     return [
-        lambda: b.queue_create(NS, "q", {"enable_partitioning": True}),
-        lambda: b.send(NS, "q", [Message(f"m{k}".encode()) for k in range(20)]),
+        lambda: b.management.queue_create(NS, "q", {"enable_partitioning": True}),
+        lambda: b.messaging.send(NS, "q", [Message(f"m{k}".encode()) for k in range(20)]),
         receive,
-        lambda: b.settle(NS, "q", "complete", tokens[:3]),
-        lambda: b.receive(NS, "q", 2, "receive-and-delete"),
-        lambda: b.topic_create(NS, "t", {}),
-        lambda: b.subscription_create(NS, "t", "s", {}),
-        lambda: b.send(NS, "t", [Message(b"fan-out")] * 5),
-        lambda: b.purge(NS, "q"),
-        lambda: b.queue_delete(NS, "q"),
+        lambda: b.messaging.settle(NS, "q", "complete", tokens[:3]),
+        lambda: b.messaging.receive(NS, "q", 2, "receive-and-delete"),
+        lambda: b.management.topic_create(NS, "t", {}),
+        lambda: b.management.subscription_create(NS, "t", "s", {}),
+        lambda: b.messaging.send(NS, "t", [Message(b"fan-out")] * 5),
+        lambda: b.messaging.purge(NS, "q"),
+        lambda: b.management.queue_delete(NS, "q"),
     ]
 
 
@@ -159,7 +161,7 @@ def test_every_acknowledged_write_is_synced_first(
         acknowledged(committer, spy, scenario(b))
     finally:
         committer.close()
-        b.close()
+        b.housekeeping.close()
 
 
 def test_the_check_fails_when_a_commit_round_skips_fdatasync(
@@ -167,16 +169,16 @@ def test_the_check_fails_when_a_commit_round_skips_fdatasync(
 ) -> None:
     syncer = Syncer("fsync")
     b = Broker(tmp_path / "data", clock, syncer, default_credits_per_second=0)
-    b.queue_create(NS, "q", {})
+    b.management.queue_create(NS, "q", {})
     spy = Spy(monkeypatch, tmp_path)
     monkeypatch.setattr(commit, "sync_fds", lambda dirty, closing, durable: None)
     committer = commit.Committer(syncer)
     try:
         with pytest.raises(AssertionError, match="unsynced writes"):
-            acknowledged(committer, spy, [lambda: b.send(NS, "q", [Message(b"x")])])
+            acknowledged(committer, spy, [lambda: b.messaging.send(NS, "q", [Message(b"x")])])
     finally:
         committer.close()
-        b.close()
+        b.housekeeping.close()
 
 
 def test_writes_no_one_waits_for_are_synced_by_the_next_round(
@@ -187,16 +189,18 @@ def test_writes_no_one_waits_for_are_synced_by_the_next_round(
     loop sync it. 10,000 such completes used to leave their writes in the OS's cache."""
     syncer = Syncer("fsync")
     b = Broker(tmp_path / "data", clock, syncer, default_credits_per_second=0)
-    b.queue_create(NS, "q", {})
-    b.send(NS, "q", [Message(f"m{k}".encode()) for k in range(50)])
+    b.management.queue_create(NS, "q", {})
+    b.messaging.send(NS, "q", [Message(f"m{k}".encode()) for k in range(50)])
     committer = commit.Committer(syncer)
 
     async def main() -> None:
         await committer.drain()
         spy = Spy(monkeypatch, tmp_path)
-        tokens = [d.lock_token for d in b.receive(NS, "q", 50, "peek-lock") if d.lock_token]
+        tokens = [
+            d.lock_token for d in b.messaging.receive(NS, "q", 50, "peek-lock") if d.lock_token
+        ]
         await committer.drain()
-        b.settle(NS, "q", "complete", tokens)
+        b.messaging.settle(NS, "q", "complete", tokens)
         assert spy.unsynced  # written, not synced yet
         committer.flush_soon()
         for _ in range(3):
@@ -207,4 +211,4 @@ def test_writes_no_one_waits_for_are_synced_by_the_next_round(
         asyncio.run(main())
     finally:
         committer.close()
-        b.close()
+        b.housekeeping.close()

@@ -36,17 +36,17 @@ WHICH = [JOURNAL_SUFFIX, MIRROR_SUFFIX]
 
 
 def bodies(b: Broker, path: str) -> list[str]:
-    got = b.peek(NS, path, 250, None)
+    got = b.messaging.peek(NS, path, 250, None)
     return sorted(decode_message(d.payload).body.decode() for d in got)
 
 
 def complete(b: Broker, path: str, count: int, per_request: int) -> list[str]:
     """Receive ``count`` messages and complete them, ``per_request`` a request."""
     done: list[str] = []
-    got = b.receive(NS, path, count, "peek-lock")
+    got = b.messaging.receive(NS, path, count, "peek-lock")
     for k in range(0, len(got), per_request):
         part = got[k : k + per_request]
-        b.settle(NS, path, "complete", [d.lock_token for d in part if d.lock_token])
+        b.messaging.settle(NS, path, "complete", [d.lock_token for d in part if d.lock_token])
         done += [decode_message(d.payload).body.decode() for d in part]
     return done
 
@@ -87,19 +87,19 @@ def test_a_damaged_queue_journal_brings_no_completed_message_back(
     open_broker: Callable[[], Broker], how: str, which: str
 ) -> None:
     b = open_broker()
-    b.queue_create(NS, "q", {})
-    b.send(NS, "q", [Message(m.encode()) for m in names("a", 60)])
-    b.checkpoint()  # what follows is only in the journal and the segment
-    b.send(NS, "q", [Message(m.encode()) for m in names("b", 40)])
+    b.management.queue_create(NS, "q", {})
+    b.messaging.send(NS, "q", [Message(m.encode()) for m in names("a", 60)])
+    b.housekeeping.checkpoint()  # what follows is only in the journal and the segment
+    b.messaging.send(NS, "q", [Message(m.encode()) for m in names("b", 40)])
     done = complete(b, "q", 45, 3)  # 15 journal batches, plus the receive's
-    b.receive(NS, "q", 10, "peek-lock")  # delivered, not completed: stays
+    b.messaging.receive(NS, "q", 10, "peek-lock")  # delivered, not completed: stays
     left = sorted(set(names("a", 60) + names("b", 40)) - set(done))
     assert len(left) == 55
     crash(b)
     damage(newest(store(b, "q"), which), how)
     b = open_broker()
     assert bodies(b, "q") == left
-    assert b.queue_get(NS, "q")["corrupt_message_count"] == 0
+    assert b.management.queue_get(NS, "q")["corrupt_message_count"] == 0
     # It keeps working, and a second crash brings nothing back either.
     more = complete(b, "q", 5, 1)
     crash(b)
@@ -113,13 +113,13 @@ def test_a_damaged_topic_journal_keeps_routing_and_settlements(
     open_broker: Callable[[], Broker], how: str, which: str
 ) -> None:
     b = open_broker()
-    b.topic_create(NS, "t", {})
+    b.management.topic_create(NS, "t", {})
     for sub in ("s1", "s2"):
-        b.subscription_create(NS, "t", sub, {})
-    b.send(NS, "t", [Message(m.encode()) for m in names("a", 20)])
-    b.checkpoint()
+        b.management.subscription_create(NS, "t", sub, {})
+    b.messaging.send(NS, "t", [Message(m.encode()) for m in names("a", 20)])
+    b.housekeeping.checkpoint()
     for k in range(5):  # routing of the newest messages is only in the journal
-        b.send(NS, "t", [Message(m.encode()) for m in names(f"b{k}", 10)])
+        b.messaging.send(NS, "t", [Message(m.encode()) for m in names(f"b{k}", 10)])
     everything = sorted(names("a", 20) + [m for k in range(5) for m in names(f"b{k}", 10)])
     done = complete(b, "t/subscriptions/s1", 30, 2)
     crash(b)
@@ -127,7 +127,7 @@ def test_a_damaged_topic_journal_keeps_routing_and_settlements(
     b = open_broker()
     assert bodies(b, "t/subscriptions/s1") == sorted(set(everything) - set(done))
     assert bodies(b, "t/subscriptions/s2") == everything
-    b.send(NS, "t", [Message(b"after")])
+    b.messaging.send(NS, "t", [Message(b"after")])
     crash(b)
     b = open_broker()
     assert bodies(b, "t/subscriptions/s1") == sorted({*everything, "after"} - set(done))

@@ -55,15 +55,15 @@ COUNT_KEYS = (
 
 
 def make(b: Broker, partitioned: bool, name: str = "q", **options: Any) -> dict[str, Any]:
-    return b.queue_create(NS, name, {"enable_partitioning": partitioned, **options})
+    return b.management.queue_create(NS, name, {"enable_partitioning": partitioned, **options})
 
 
 def send(b: Broker, *messages: Message, path: str = "q") -> list[int]:
-    return b.send(NS, path, list(messages))
+    return b.messaging.send(NS, path, list(messages))
 
 
 def recv(b: Broker, path: str = "q", count: int = 50, mode: str = "peek-lock") -> list[Delivered]:
-    return b.receive(NS, path, count, mode)
+    return b.messaging.receive(NS, path, count, mode)
 
 
 def codes(results: list[dict[str, Any]]) -> list[str]:
@@ -72,7 +72,7 @@ def codes(results: list[dict[str, Any]]) -> list[str]:
 
 def settle(b: Broker, op: str, *ds: Delivered | str, path: str = "q", **kw: Any) -> list[str]:
     tokens = [d if isinstance(d, str) else d.lock_token for d in ds]
-    return codes(b.settle(NS, path, op, tokens, **kw))  # type: ignore[arg-type]
+    return codes(b.messaging.settle(NS, path, op, tokens, **kw))  # type: ignore[arg-type]
 
 
 def body(d: Delivered) -> bytes:
@@ -93,7 +93,7 @@ def props(d: Delivered) -> dict[str, Any]:
 def peek_all(b: Broker, path: str = "q") -> list[Delivered]:
     """Every peekable message of every partition, by sequence number."""
     out: list[Delivered] = []
-    while page := b.peek(NS, path, 250, out[-1].sequence_number + 1 if out else 0):
+    while page := b.messaging.peek(NS, path, 250, out[-1].sequence_number + 1 if out else 0):
         out += page  # daemon/README.md §0.1.7: pages walk on across partitions
     return out
 
@@ -107,7 +107,7 @@ def size_of(*messages: Message) -> int:
 
 
 def counts(b: Broker, name: str = "q") -> dict[str, int]:
-    q = b.queue_get(NS, name)
+    q = b.management.queue_get(NS, name)
     return {k: q[k] for k in COUNT_KEYS}
 
 
@@ -136,7 +136,7 @@ def expect(
 
 
 def next_numbers(b: Broker, name: str = "q") -> list[int]:
-    return [p["next_sequence_number"] for p in b.queue_get(NS, name)["partitions"]]
+    return [p["next_sequence_number"] for p in b.management.queue_get(NS, name)["partitions"]]
 
 
 def check_number(seq: int, partitioned: bool) -> None:
@@ -176,21 +176,21 @@ def test_deferred_messages_are_received_only_by_number(
         missing = (3 << 48) | 999 if partitioned else 999
         for bad in ([missing], [a, missing], [a, c], [c, b_], [0], [a, -1]):
             with pytest.raises(MessageNotFound):
-                b.receive_deferred(NS, "q", bad, "peek-lock")
+                b.messaging.receive_deferred(NS, "q", bad, "peek-lock")
         if partitioned:
             with pytest.raises(MessageNotFound):
-                b.receive_deferred(NS, "q", [(16 << 48) | 1], "peek-lock")
+                b.messaging.receive_deferred(NS, "q", [(16 << 48) | 1], "peek-lock")
         expect(b, active=2, deferred=2)
         assert states(b) == {a: DEFERRED, b_: DEFERRED}
     with pytest.raises(InvalidOperation):
-        b.receive_deferred(NS, DLQ, [a], "peek-lock")
-    (da,) = b.receive_deferred(NS, "q", [a], "peek-lock")
+        b.messaging.receive_deferred(NS, DLQ, [a], "peek-lock")
+    (da,) = b.messaging.receive_deferred(NS, "q", [a], "peek-lock")
     assert (da.sequence_number, body(da), da.delivery_count) == (a, b"a", 2)
     assert da.lock_token is not None and da.state == DEFERRED
     # A deferred message locked by a receive-by-number cannot be taken twice.
     with pytest.raises(MessageNotFound):
-        b.receive_deferred(NS, "q", [b_, a], "peek-lock")
-    (db,) = b.receive_deferred(NS, "q", [b_], "receive-and-delete")
+        b.messaging.receive_deferred(NS, "q", [b_, a], "peek-lock")
+    (db,) = b.messaging.receive_deferred(NS, "q", [b_], "receive-and-delete")
     assert (body(db), db.lock_token) == (b"b", None)
     expect(b, active=1, deferred=1, size=size_of(msgs[0]))
     assert settle(b, "complete", da) == ["ok"]
@@ -209,12 +209,12 @@ def test_settling_a_received_deferred_message(
     (seq,) = send(broker, m, Message(b"other", partition_key="x"))[:1]
     (d,) = [x for x in recv(broker) if body(x) == b"d"]
     assert settle(broker, "defer", d, properties={"n": 2}) == ["ok"]
-    (got,) = broker.receive_deferred(NS, "q", [seq], "peek-lock")
+    (got,) = broker.messaging.receive_deferred(NS, "q", [seq], "peek-lock")
     assert props(got) == {"n": 2}  # the change made while deferring
     expect(broker, active=2, deferred=1)
     if op == "expire":
         clock.advance(5_000)
-        broker.tick()
+        broker.housekeeping.tick()
         assert settle(broker, "complete", got) == ["MessageLockLost"]
     elif op == "dead-letter":
         assert settle(broker, op, got, reason="why", description="because") == ["ok"]
@@ -243,7 +243,7 @@ def test_settling_a_received_deferred_message(
             assert states(b)[seq] == DEFERRED
     if op in ("abandon", "defer", "expire"):
         assert [body(x) for x in recv(b)] == [b"other"]
-        (again,) = b.receive_deferred(NS, "q", [seq], "peek-lock")
+        (again,) = b.messaging.receive_deferred(NS, "q", [seq], "peek-lock")
         assert again.delivery_count == 3
         assert settle(b, "complete", again) == ["ok"]
         expect(b, active=1)
@@ -253,9 +253,9 @@ def test_renew_lock_on_a_received_deferred_message(broker: Broker, clock: FakeCl
     make(broker, False, lock_duration=5_000)
     (seq,) = send(broker, Message(b"d"))
     settle(broker, "defer", *recv(broker))
-    (got,) = broker.receive_deferred(NS, "q", [seq], "peek-lock")
+    (got,) = broker.messaging.receive_deferred(NS, "q", [seq], "peek-lock")
     clock.advance(2_000)
-    (result,) = broker.settle(NS, "q", "renew-lock", [got.lock_token])  # type: ignore[list-item]
+    (result,) = broker.messaging.settle(NS, "q", "renew-lock", [got.lock_token])  # type: ignore[list-item]
     assert result["locked_until_utc"] == format_instant(clock.now + 5_000)
 
 
@@ -271,7 +271,7 @@ def test_dead_letter_with_reason_description_and_properties(
     check_number(seq, partitioned)
     (d,) = recv(broker)
     changes = {"change": "new", "added": True}
-    results = broker.settle(
+    results = broker.messaging.settle(
         NS, "q", "dead-letter", [d.lock_token], changes, "Poison", "could not parse"
     )  # type: ignore[list-item]
     assert codes(results) == ["ok"]
@@ -306,9 +306,9 @@ def test_dead_lettering_a_dlq_message_is_invalid(broker: Broker, partitioned: bo
     assert settle(broker, "dead-letter", *first, reason="r") == ["ok", "ok"]
     t1, t2 = recv(broker, DLQ)
     with pytest.raises(BadRequest):
-        broker.settle(NS, DLQ, "complete", [t1.lock_token], {"k": 1})  # type: ignore[list-item]
+        broker.messaging.settle(NS, DLQ, "complete", [t1.lock_token], {"k": 1})  # type: ignore[list-item]
     with pytest.raises(BadRequest):
-        broker.settle(NS, "q", "abandon", [t1.lock_token], reason="r")  # type: ignore[list-item]
+        broker.messaging.settle(NS, "q", "abandon", [t1.lock_token], reason="r")  # type: ignore[list-item]
     # Per token (daemon/README.md §4.3); a stale token is still MessageLockLost.
     assert settle(broker, "dead-letter", t1, t2, first[0], path=DLQ, reason="again") == [
         "InvalidOperation",
@@ -347,17 +347,17 @@ def test_renew_lock_extends_from_now(broker: Broker, clock: FakeClock, partition
     (d,) = recv(broker)
     assert d.locked_until_ms == t0 + 10_000
     clock.advance(4_000)
-    (result,) = broker.settle(NS, "q", "renew-lock", [d.lock_token])  # type: ignore[list-item]
+    (result,) = broker.messaging.settle(NS, "q", "renew-lock", [d.lock_token])  # type: ignore[list-item]
     assert result == {
         "lock_token": d.lock_token,
         "ok": True,
         "locked_until_utc": format_instant(t0 + 14_000),
     }
     clock.advance(3_000)
-    (result,) = broker.settle(NS, "q", "renew-lock", [d.lock_token])  # type: ignore[list-item]
+    (result,) = broker.messaging.settle(NS, "q", "renew-lock", [d.lock_token])  # type: ignore[list-item]
     assert result["locked_until_utc"] == format_instant(t0 + 17_000)
     with pytest.raises(BadRequest):
-        broker.settle(NS, "q", "renew-lock", [d.lock_token], {"k": 1})  # type: ignore[list-item]
+        broker.messaging.settle(NS, "q", "renew-lock", [d.lock_token], {"k": 1})  # type: ignore[list-item]
 
 
 @pytest.mark.parametrize("tick", [False, True])
@@ -373,12 +373,12 @@ def test_renewed_lock_outlives_the_original_expiry(
     assert settle(broker, "renew-lock", d) == ["ok"]  # now locked until t0 + 8 s
     clock.advance(3_000)  # t0 + 6 s: past the original expiry
     if tick:
-        assert broker.tick() == []
+        assert broker.housekeeping.tick() == []
     assert recv(broker) == []  # still locked
     expect(broker, active=1)
     assert settle(broker, "renew-lock", d) == ["ok"]  # until t0 + 11 s
     clock.advance(4_999)
-    broker.tick()
+    broker.housekeeping.tick()
     assert recv(broker) == []
     assert settle(broker, "complete", d) == ["ok"]
     expect(broker, size=0)
@@ -393,7 +393,7 @@ def test_renewed_lock_expires_at_the_new_time(
     clock.advance(3_000)
     assert settle(broker, "renew-lock", d) == ["ok"]
     clock.advance(5_000)  # t0 + 8 s: the renewed lock ran out
-    broker.tick()
+    broker.housekeeping.tick()
     assert settle(broker, "renew-lock", d) == ["MessageLockLost"]
     (again,) = recv(broker)
     assert again.delivery_count == 2
@@ -410,7 +410,7 @@ def test_renew_after_expiry_is_lock_lost(
     assert settle(broker, "renew-lock", b) == ["MessageLockLost"]  # settled
     clock.advance(5_000)
     if tick:
-        broker.tick()
+        broker.housekeeping.tick()
     assert settle(broker, "renew-lock", a) == ["MessageLockLost"]
     (again,) = recv(broker)
     assert (again.sequence_number, again.delivery_count) == (a.sequence_number, 2)
@@ -448,7 +448,7 @@ def test_max_delivery_count_dead_letters_after_exactly_n(
             assert settle(b, "abandon", d) == ["ok"]
         else:
             clock.advance(5_000)
-            b.tick()
+            b.housekeeping.tick()
         if attempt == 1 and max_count > 1:
             b = reopen()  # delivery counts are durable
     assert recv(b) == []
@@ -529,15 +529,15 @@ def test_deferred_messages_expire_only_when_received_by_number(
     (seq,) = send(broker, m)
     assert settle(broker, "defer", *recv(broker)) == ["ok"]
     clock.advance(10_000)
-    broker.tick()
+    broker.housekeeping.tick()
     assert recv(broker) == []
     expect(broker, active=1, deferred=1, size=size_of(m))
     b = reopen()
-    b.tick()
+    b.housekeeping.tick()
     assert recv(b) == []
     expect(b, active=1, deferred=1, size=size_of(m))
     assert states(b) == {seq: DEFERRED}
-    assert b.receive_deferred(NS, "q", [seq], "peek-lock") == []  # expired now
+    assert b.messaging.receive_deferred(NS, "q", [seq], "peek-lock") == []  # expired now
     for restart in (False, True):
         if restart:
             b = reopen()
@@ -549,7 +549,7 @@ def test_deferred_messages_expire_only_when_received_by_number(
         else:
             expect(b, size=0)
         with pytest.raises(MessageNotFound):
-            b.receive_deferred(NS, "q", [seq], "peek-lock")
+            b.messaging.receive_deferred(NS, "q", [seq], "peek-lock")
 
 
 # ===================================================================== scheduled messages
@@ -571,11 +571,11 @@ def test_scheduled_message_lifecycle(
     (peeked,) = peek_all(broker)
     assert (peeked.sequence_number, peeked.state) == (s, SCHEDULED)
     clock.advance(59_999)
-    assert broker.tick() == []
+    assert broker.housekeeping.tick() == []
     assert recv(broker) == []
     expect(broker, scheduled=1, size=size_of(later))
     clock.advance(1)
-    assert broker.tick() == [(NS, "q")]
+    assert broker.housekeeping.tick() == [(NS, "q")]
     expect(broker, active=1, size=size_of(later))  # same bytes, now active
     (active,) = peek_all(broker)
     new = active.sequence_number
@@ -583,7 +583,7 @@ def test_scheduled_message_lifecycle(
     assert new >> 48 == s >> 48 and new & LOCAL > s & LOCAL  # appended to its partition
     assert active.enqueued_time_ms == clock.now
     with pytest.raises(MessageNotFound):
-        broker.cancel_scheduled(NS, "q", [s])
+        broker.messaging.cancel_scheduled(NS, "q", [s])
     b = reopen()
     (d,) = recv(b)
     assert (d.sequence_number, body(d), d.delivery_count) == (new, b"later", 1)
@@ -606,20 +606,20 @@ def test_cancel_scheduled_is_all_or_nothing(
     missing = (5 << 48) | 77 if partitioned else 77
     for bad in ([s1, a], [s1, d], [missing, s2], [s1, 0]):
         with pytest.raises(MessageNotFound):
-            broker.cancel_scheduled(NS, "q", bad)
+            broker.messaging.cancel_scheduled(NS, "q", bad)
     with pytest.raises(InvalidOperation):
-        broker.cancel_scheduled(NS, DLQ, [s1])
+        broker.messaging.cancel_scheduled(NS, DLQ, [s1])
     expect(broker, active=2, deferred=1, scheduled=2)
     b = reopen()
     expect(b, active=2, deferred=1, scheduled=2)
-    assert b.cancel_scheduled(NS, "q", [s1, s2]) == 2
+    assert b.messaging.cancel_scheduled(NS, "q", [s1, s2]) == 2
     expect(b, active=2, deferred=1, size=size_of(Message(b"a"), Message(b"d")))
     with pytest.raises(MessageNotFound):
-        b.cancel_scheduled(NS, "q", [s1])
+        b.messaging.cancel_scheduled(NS, "q", [s1])
     clock.advance(30_000)
-    b.tick()
+    b.housekeeping.tick()
     b = reopen(crash=True)
-    b.tick()
+    b.housekeeping.tick()
     assert [body(x) for x in recv(b)] == [b"a"]
     expect(b, active=2, deferred=1)
 
@@ -634,9 +634,9 @@ def test_scheduled_message_survives_a_restart(
     b = reopen(crash=crash)
     expect(b, scheduled=1)
     assert [(d.sequence_number, d.state) for d in peek_all(b)] == [(s, SCHEDULED)]
-    assert b.tick() == [] and recv(b) == []
+    assert b.housekeeping.tick() == [] and recv(b) == []
     clock.advance(30_000)
-    assert b.tick() == [(NS, "q")]
+    assert b.housekeeping.tick() == [(NS, "q")]
     expect(b, active=1)
     (d,) = recv(b)
     assert body(d) == b"later" and d.sequence_number != s
@@ -649,7 +649,7 @@ def test_scheduled_message_due_during_downtime_activates_after_restart(
     (s,) = send(broker, Message(b"later", scheduled_enqueue_time_ms=clock.now + 10_000))
     clock.advance(20_000)
     b = reopen()
-    b.tick()
+    b.housekeeping.tick()
     expect(b, active=1)
     (d,) = recv(b)
     assert body(d) == b"later" and d.sequence_number != s
@@ -750,7 +750,7 @@ def test_scheduled_and_plain_messages_share_the_history(
     assert send(broker, Message(b"sched", message_id="y", scheduled_enqueue_time_ms=at)) == [py]
     expect(broker, active=1, scheduled=1)
     clock.advance(30_000)
-    broker.tick()
+    broker.housekeeping.tick()
     expect(broker, active=2)
     assert sorted(body(d) for d in recv(broker)) == [b"plain", b"sched"]
 
@@ -821,21 +821,21 @@ def test_purge_queue_and_dlq(
     settle(broker, "dead-letter", got[b"dead"])
     expect(broker, active=3, deferred=1, scheduled=1, dead=1)
     before = next_numbers(broker)
-    assert broker.purge(NS, "q") == 4  # locked, deferred, idle and scheduled
+    assert broker.messaging.purge(NS, "q") == 4  # locked, deferred, idle and scheduled
     expect(broker, dead=1, size=size_of(Message(b"dead")))
     assert settle(broker, "complete", got[b"locked"]) == ["MessageLockLost"]
     with pytest.raises(MessageNotFound):
-        broker.receive_deferred(NS, "q", [got[b"deferred"].sequence_number], "peek-lock")
+        broker.messaging.receive_deferred(NS, "q", [got[b"deferred"].sequence_number], "peek-lock")
     clock.advance(10_000)
-    broker.tick()
+    broker.housekeeping.tick()
     assert recv(broker) == [] and peek_all(broker) == []
     b = reopen()
     expect(b, dead=1)
     (dead,) = recv(b, DLQ)  # locked DLQ messages are purged too
-    assert b.purge(NS, "Q/$DeadLetterQueue") == 1
+    assert b.messaging.purge(NS, "Q/$DeadLetterQueue") == 1
     assert settle(b, "complete", dead, path=DLQ) == ["MessageLockLost"]
     expect(b, size=0)
-    assert b.purge(NS, "q") == 0 and b.purge(NS, DLQ) == 0
+    assert b.messaging.purge(NS, "q") == 0 and b.messaging.purge(NS, DLQ) == 0
     b = reopen(crash=True)
     expect(b, size=0)
     assert peek_all(b) == [] and peek_all(b, DLQ) == []
@@ -849,7 +849,7 @@ def test_purge_dlq_leaves_the_queue(broker: Broker, partitioned: bool) -> None:
     send(broker, Message(b"keep"), Message(b"dead"))
     got = by_body(recv(broker))
     settle(broker, "dead-letter", got[b"dead"])
-    assert broker.purge(NS, DLQ) == 1
+    assert broker.messaging.purge(NS, DLQ) == 1
     expect(broker, active=1, size=size_of(Message(b"keep")))
     assert settle(broker, "complete", got[b"keep"]) == ["ok"]
 
@@ -872,7 +872,7 @@ def test_resubmit_to_the_same_queue(broker: Broker, reopen: Reopen, partitioned:
     ]
     old = dead_letter_all(broker, *msgs)
     expect(broker, dead=3)
-    result = broker.dlq_resubmit(NS, "q", 2, None)
+    result = broker.messaging.dlq_resubmit(NS, "q", 2, None)
     assert (result["resubmitted"], result["to"]) == (2, "q")
     new = result["sequence_numbers"]
     assert len(new) == 2 and not set(new) & set(old)
@@ -891,10 +891,10 @@ def test_resubmit_to_the_same_queue(broker: Broker, reopen: Reopen, partitioned:
         assert d.delivery_count == 1
     settle(b, "complete", *got)
     # The DLQ path works as the entity too; the rest goes back.
-    result = b.dlq_resubmit(NS, "q/$DeadLetterQueue", None, None)
+    result = b.messaging.dlq_resubmit(NS, "q/$DeadLetterQueue", None, None)
     assert (result["resubmitted"], result["to"]) == (1, "q")
     expect(b, active=1)
-    assert b.dlq_resubmit(NS, "q", None, None)["resubmitted"] == 0
+    assert b.messaging.dlq_resubmit(NS, "q", None, None)["resubmitted"] == 0
 
 
 def test_resubmit_to_another_queue(broker: Broker, reopen: Reopen, partitioned: bool) -> None:
@@ -911,11 +911,11 @@ def test_resubmit_to_another_queue(broker: Broker, reopen: Reopen, partitioned: 
         ("missing", MessagingEntityNotFound),
     ):
         with pytest.raises(error):
-            broker.dlq_resubmit(NS, "q", None, bad)
+            broker.messaging.dlq_resubmit(NS, "q", None, bad)
     with pytest.raises(BadRequest):
-        broker.dlq_resubmit(NS, "q", 0, "other")
+        broker.messaging.dlq_resubmit(NS, "q", 0, "other")
     expect(broker, dead=2)
-    result = broker.dlq_resubmit(NS, "q", None, "other")
+    result = broker.messaging.dlq_resubmit(NS, "q", None, "other")
     assert (result["resubmitted"], result["to"]) == (2, "other")
     expect(broker, size=0)
     expect(broker, active=2, name="other")
@@ -934,7 +934,7 @@ def test_resubmit_skips_locked_dlq_messages(broker: Broker, partitioned: bool) -
     make(broker, partitioned)
     dead_letter_all(broker, Message(b"1"), Message(b"2"))
     (locked,) = recv(broker, DLQ, count=1)
-    result = broker.dlq_resubmit(NS, "q", None, None)
+    result = broker.messaging.dlq_resubmit(NS, "q", None, None)
     assert result["resubmitted"] == 1
     expect(broker, active=1, dead=1)
     assert settle(broker, "complete", locked, path=DLQ) == ["ok"]
@@ -946,7 +946,7 @@ def test_resubmit_ignores_duplicate_detection(
 ) -> None:
     dedup_queue(broker, partitioned)
     (old,) = dead_letter_all(broker, Message(b"x", message_id="dup"))
-    result = broker.dlq_resubmit(NS, "q", None, None)
+    result = broker.messaging.dlq_resubmit(NS, "q", None, None)
     assert result["resubmitted"] == 1
     (new,) = result["sequence_numbers"]
     assert new != old
@@ -985,13 +985,13 @@ def test_status_on_each_operation(
     settle(broker, "defer", got[b"deferred"])
     settle(broker, "dead-letter", got[b"dead"])
     deferred = got[b"deferred"].sequence_number
-    broker.queue_update(NS, "q", {"status": status})
+    broker.management.queue_update(NS, "q", {"status": status})
     b = broker
     sent = 0
     for restart in (False, True):
         if restart:
             b = reopen()
-        assert b.queue_get(NS, "q")["status"] == status
+        assert b.management.queue_get(NS, "q")["status"] == status
         expect(b, active=2 + sent, deferred=1, scheduled=1 + sent, dead=1)
         later = Message(b"s2", scheduled_enqueue_time_ms=clock.now + 60_000)
         if send_ok:
@@ -1008,7 +1008,7 @@ def test_status_on_each_operation(
             assert set(settle(b, "abandon", *main)) == {"ok"}
             (dd,) = recv(b, DLQ)
             assert settle(b, "abandon", dd, path=DLQ) == ["ok"]
-            (df,) = b.receive_deferred(NS, "q", [deferred], "peek-lock")
+            (df,) = b.messaging.receive_deferred(NS, "q", [deferred], "peek-lock")
             assert settle(b, "abandon", df) == ["ok"]
             assert len(peek_all(b)) == 3 + 2 * sent
             assert len(peek_all(b, DLQ)) == 1
@@ -1016,14 +1016,14 @@ def test_status_on_each_operation(
             with pytest.raises(MessagingEntityDisabled):
                 recv(b)
             with pytest.raises(MessagingEntityDisabled):
-                b.receive_deferred(NS, "q", [deferred], "peek-lock")
+                b.messaging.receive_deferred(NS, "q", [deferred], "peek-lock")
             with pytest.raises(MessagingEntityDisabled):
-                b.peek(NS, "q", 10, None)
+                b.messaging.peek(NS, "q", 10, None)
         expect(b, active=2 + sent, deferred=1, scheduled=1 + sent, dead=1)
     # Suspended entities keep their messages (daemon/README.md §17.3): all there once Active again.
-    b.queue_update(NS, "q", {"status": "Active"})
-    assert b.cancel_scheduled(NS, "q", [sched]) == 1
-    (df,) = b.receive_deferred(NS, "q", [deferred], "receive-and-delete")
+    b.management.queue_update(NS, "q", {"status": "Active"})
+    assert b.messaging.cancel_scheduled(NS, "q", [sched]) == 1
+    (df,) = b.messaging.receive_deferred(NS, "q", [deferred], "receive-and-delete")
     assert body(df) == b"deferred"
     assert b"idle" in {body(d) for d in recv(b, mode="receive-and-delete")}
     assert [body(d) for d in recv(b, DLQ, mode="receive-and-delete")] == [b"dead"]
@@ -1044,23 +1044,23 @@ def test_cancel_scheduled_follows_the_send_direction(
     """Cancelling is a sender's operation (daemon/README.md §7.1, §17): blocked with sends."""
     make(broker, partitioned)
     (s,) = send(broker, Message(b"s", scheduled_enqueue_time_ms=clock.now + 60_000))
-    broker.queue_update(NS, "q", {"status": status})
+    broker.management.queue_update(NS, "q", {"status": status})
     b = broker
     if not cancel_ok:
         for restart in (False, True):
             if restart:
                 b = reopen()
             with pytest.raises(MessagingEntityDisabled):
-                b.cancel_scheduled(NS, "q", [s])
+                b.messaging.cancel_scheduled(NS, "q", [s])
             expect(b, scheduled=1)
         return
     b = reopen()
-    assert b.cancel_scheduled(NS, "q", [s]) == 1
+    assert b.messaging.cancel_scheduled(NS, "q", [s]) == 1
     expect(b, size=0)
     b = reopen()
     expect(b, size=0)
     with pytest.raises(MessageNotFound):
-        b.cancel_scheduled(NS, "q", [s])
+        b.messaging.cancel_scheduled(NS, "q", [s])
 
 
 # ===================================================================== counts
@@ -1089,19 +1089,19 @@ def test_counts_at_each_step(
     bb = reopen()
     expect(bb, active=1, deferred=1, scheduled=1, dead=1, size=size_of(a, b_, later))
     clock.advance(60_000)
-    bb.tick()
+    bb.housekeeping.tick()
     expect(bb, active=2, deferred=1, dead=1, size=size_of(a, b_, later))
-    (d,) = bb.receive_deferred(NS, "q", [got[a.body].sequence_number], "peek-lock")
+    (d,) = bb.messaging.receive_deferred(NS, "q", [got[a.body].sequence_number], "peek-lock")
     expect(bb, active=2, deferred=1, dead=1, size=size_of(a, b_, later))
     settle(bb, "complete", d)
     expect(bb, active=1, dead=1, size=size_of(b_, later))
-    bb.dlq_resubmit(NS, "q", None, None)
+    bb.messaging.dlq_resubmit(NS, "q", None, None)
     expect(bb, active=2, size=size_of(b_, later))
     bb = reopen(crash=True)
     expect(bb, active=2, size=size_of(b_, later))
     (x,) = [d for d in recv(bb) if body(d) == b"s" * 40]
     assert x.sequence_number != s
-    assert bb.purge(NS, "q") == 2
+    assert bb.messaging.purge(NS, "q") == 2
     expect(bb, size=0)
     bb = reopen()
     expect(bb, size=0)

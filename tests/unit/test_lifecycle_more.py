@@ -72,7 +72,7 @@ Settlement = tuple[str, str, dict[str, Any] | None, str | None, str | None]
 
 
 def make(b: Broker, partitioned: bool, name: str = "q", **options: Any) -> dict[str, Any]:
-    return b.queue_create(NS, name, {"enable_partitioning": partitioned, **options})
+    return b.management.queue_create(NS, name, {"enable_partitioning": partitioned, **options})
 
 
 def smake(b: Broker, partitioned: bool, name: str = "s", **options: Any) -> dict[str, Any]:
@@ -81,22 +81,22 @@ def smake(b: Broker, partitioned: bool, name: str = "s", **options: Any) -> dict
 
 
 def send(b: Broker, *messages: Message, path: str = "q") -> list[int]:
-    return b.send(NS, path, list(messages))
+    return b.messaging.send(NS, path, list(messages))
 
 
 def recv(b: Broker, path: str = "q", count: int = 50, mode: str = "peek-lock") -> list[Delivered]:
-    return b.receive(NS, path, count, mode)
+    return b.messaging.receive(NS, path, count, mode)
 
 
 def accept(b: Broker, session_id: str | None = None, path: str = "s") -> str:
-    token: str = b.session_accept(NS, path, session_id)["session_lock_token"]
+    token: str = b.messaging.session_accept(NS, path, session_id)["session_lock_token"]
     return token
 
 
 def srecv(
     b: Broker, token: str, path: str = "s", count: int = 50, mode: str = "peek-lock"
 ) -> list[Delivered]:
-    return b.receive(NS, path, count, mode, token)
+    return b.messaging.receive(NS, path, count, mode, token)
 
 
 def codes(results: list[dict[str, Any]]) -> list[str]:
@@ -105,7 +105,7 @@ def codes(results: list[dict[str, Any]]) -> list[str]:
 
 def settle(b: Broker, op: str, *ds: Delivered | str, path: str = "q", **kw: Any) -> list[str]:
     tokens = [d if isinstance(d, str) else d.lock_token for d in ds]
-    return codes(b.settle(NS, path, op, tokens, **kw))  # type: ignore[arg-type]
+    return codes(b.messaging.settle(NS, path, op, tokens, **kw))  # type: ignore[arg-type]
 
 
 def tx(op: str, d: Delivered | str, **kw: Any) -> Settlement:
@@ -134,18 +134,18 @@ def props(d: Delivered) -> dict[str, Any]:
 def peek_all(b: Broker, path: str = "q") -> list[Delivered]:
     """Every peekable message of every partition, by sequence number."""
     out: list[Delivered] = []
-    while page := b.peek(NS, path, 250, out[-1].sequence_number + 1 if out else 0):
+    while page := b.messaging.peek(NS, path, 250, out[-1].sequence_number + 1 if out else 0):
         out += page  # daemon/README.md §0.1.7: pages walk on across partitions
     return out
 
 
 def count(b: Broker, key: str, name: str = "q") -> int:
-    value: int = b.queue_get(NS, name)[key]
+    value: int = b.management.queue_get(NS, name)[key]
     return value
 
 
 def counts(b: Broker, name: str = "q") -> dict[str, int]:
-    q = b.queue_get(NS, name)
+    q = b.management.queue_get(NS, name)
     keys = (
         "active_message_count",
         "deferred_message_count",
@@ -190,7 +190,7 @@ def error_of(fn: Callable[[], Any]) -> SbctlError:
 
 def exists(b: Broker, name: str) -> bool:
     try:
-        b.queue_get(NS, name)
+        b.management.queue_get(NS, name)
     except MessagingEntityNotFound:
         return False
     return True
@@ -226,7 +226,7 @@ def test_send_without_session_id_is_refused_with_the_service_text(
             err = error_of(lambda bad=bad, b=b: send(b, *bad, path="s"))  # type: ignore[misc]
             assert (type(err), err.message) == (InvalidOperation, SESSION_REQUIRED)
         expect(b, "s")
-        assert b.session_list(NS, "s") == []
+        assert b.messaging.session_list(NS, "s") == []
 
 
 def test_receiver_kind_must_match_the_queue(broker: Broker, partitioned: bool) -> None:
@@ -238,8 +238,8 @@ def test_receiver_kind_must_match_the_queue(broker: Broker, partitioned: bool) -
         err = error_of(fn)
         assert (type(err), err.message) == (InvalidOperation, NON_SESSION_RECEIVER)
     refused: list[Callable[[], Any]] = [
-        lambda: broker.session_accept(NS, "q", "S"),
-        lambda: broker.session_accept(NS, "q", None),
+        lambda: broker.messaging.session_accept(NS, "q", "S"),
+        lambda: broker.messaging.session_accept(NS, "q", None),
         lambda: srecv(broker, str(uuid.uuid4()), path="q"),
     ]
     for fn in refused:
@@ -250,7 +250,7 @@ def test_receiver_kind_must_match_the_queue(broker: Broker, partitioned: bool) -
     expect(broker, active=1)
     assert recv(broker, "s/$deadletterqueue") == []
     with pytest.raises(InvalidOperation):
-        broker.session_accept(NS, "s/$deadletterqueue", "S")
+        broker.messaging.session_accept(NS, "s/$deadletterqueue", "S")
 
 
 def test_a_held_session_cannot_be_accepted_again(
@@ -258,7 +258,7 @@ def test_a_held_session_cannot_be_accepted_again(
 ) -> None:
     smake(broker, partitioned)
     send(broker, Message(b"1", session_id="S1"), Message(b"2", session_id="S2"), path="s")
-    got = broker.session_accept(NS, "s", "S1")
+    got = broker.messaging.session_accept(NS, "s", "S1")
     assert got["session_id"] == "S1"
     assert got["locked_until_utc"] == format_instant(clock.now + LOCK)
     for _ in range(2):
@@ -267,12 +267,12 @@ def test_a_held_session_cannot_be_accepted_again(
     # Another session, even one without messages, can be accepted by name (daemon/README.md §9.6).
     accept(broker, "S2")
     accept(broker, "no-messages-yet")
-    assert broker.session_close(NS, "s", got["session_lock_token"]) == {
+    assert broker.messaging.session_close(NS, "s", got["session_lock_token"]) == {
         "session_id": "S1",
         "closed": True,
     }
     with pytest.raises(SessionLockLost):
-        broker.session_close(NS, "s", got["session_lock_token"])
+        broker.messaging.session_close(NS, "s", got["session_lock_token"])
     again = accept(broker, "S1")
     assert again != got["session_lock_token"]
     assert bodies(srecv(broker, again)) == [b"1"]
@@ -336,7 +336,7 @@ def test_next_session_picks_an_unlocked_session_with_messages(
 ) -> None:
     smake(broker, partitioned)
     with pytest.raises(ServiceTimeout):
-        broker.session_accept(NS, "s", None)
+        broker.messaging.session_accept(NS, "s", None)
     send(broker, Message(b"held", session_id="HELD"), path="s")
     send(broker, Message(b"done", session_id="DONE"), path="s")
     send(broker, Message(b"d", session_id="DEFERRED"), path="s")
@@ -345,34 +345,34 @@ def test_next_session_picks_an_unlocked_session_with_messages(
         Message(b"later", session_id="LATER", scheduled_enqueue_time_ms=clock.now + 3 * LOCK),
         path="s",
     )
-    broker.session_set_state(NS, "s", "STATE-ONLY", b"state")
+    broker.messaging.session_set_state(NS, "s", "STATE-ONLY", b"state")
     accept(broker, "HELD")
     for name, op in (("DONE", "complete"), ("DEFERRED", "defer")):
         token = accept(broker, name)
         assert settle(broker, op, *srecv(broker, token), path="s") == ["ok"]
-        broker.session_close(NS, "s", token)
+        broker.messaging.session_close(NS, "s", token)
     with pytest.raises(ServiceTimeout):
-        broker.session_accept(NS, "s", None)
+        broker.messaging.session_accept(NS, "s", None)
     send(broker, Message(b"ready", session_id="READY"), path="s")
-    got = broker.session_accept(NS, "s", None)
+    got = broker.messaging.session_accept(NS, "s", None)
     assert got["session_id"] == "READY"
     assert got["locked_until_utc"] == format_instant(clock.now + LOCK)
     assert bodies(srecv(broker, got["session_lock_token"])) == [b"ready"]
     with pytest.raises(ServiceTimeout):
-        broker.session_accept(NS, "s", None)
+        broker.messaging.session_accept(NS, "s", None)
     # The scheduled message makes its session available once it is enqueued; the locks of
     # HELD and READY have expired by then.
     clock.advance(3 * LOCK)
-    broker.tick()
-    taken = {broker.session_accept(NS, "s", None)["session_id"] for _ in range(3)}
+    broker.housekeeping.tick()
+    taken = {broker.messaging.session_accept(NS, "s", None)["session_id"] for _ in range(3)}
     assert taken == {"HELD", "READY", "LATER"}
     with pytest.raises(ServiceTimeout):
-        broker.session_accept(NS, "s", None)
+        broker.messaging.session_accept(NS, "s", None)
     b = reopen()  # session locks are not persistent
-    taken = {b.session_accept(NS, "s", None)["session_id"] for _ in range(3)}
+    taken = {b.messaging.session_accept(NS, "s", None)["session_id"] for _ in range(3)}
     assert taken == {"HELD", "READY", "LATER"}
     with pytest.raises(ServiceTimeout):
-        b.session_accept(NS, "s", None)
+        b.messaging.session_accept(NS, "s", None)
 
 
 def test_an_expired_session_lock_frees_the_session(
@@ -386,13 +386,13 @@ def test_an_expired_session_lock_frees_the_session(
     with pytest.raises(SessionCannotBeLocked):
         accept(broker, "S")
     clock.advance(1)
-    broker.tick()
+    broker.housekeeping.tick()
     new = accept(broker, "S")
     for fn in (
         lambda: srecv(broker, old),
-        lambda: broker.session_renew(NS, "s", old),
-        lambda: broker.session_close(NS, "s", old),
-        lambda: broker.session_renew(NS, "s", str(uuid.uuid4())),
+        lambda: broker.messaging.session_renew(NS, "s", old),
+        lambda: broker.messaging.session_close(NS, "s", old),
+        lambda: broker.messaging.session_renew(NS, "s", str(uuid.uuid4())),
     ):
         with pytest.raises(SessionLockLost):
             fn()
@@ -412,7 +412,7 @@ def test_renewing_a_session_lock_extends_it_from_now(
     send(broker, Message(b"0", session_id="S"), Message(b"1", session_id="S"), path="s")
     token = accept(broker, "S")
     clock.advance(4_000)
-    renewed = broker.session_renew(NS, "s", token)
+    renewed = broker.messaging.session_renew(NS, "s", token)
     assert renewed == {
         "session_id": "S",
         "session_lock_token": token,
@@ -421,13 +421,13 @@ def test_renewing_a_session_lock_extends_it_from_now(
     clock.advance(LOCK - 1)  # past the first lock's end
     with pytest.raises(SessionCannotBeLocked):
         accept(broker, "S")
-    (listed,) = broker.session_list(NS, "s")
+    (listed,) = broker.messaging.session_list(NS, "s")
     assert listed["locked_until_utc"] == format_instant(clock.now + 1)
     assert bodies(srecv(broker, token, count=1)) == [b"0"]
     clock.advance(1)
     with pytest.raises(SessionLockLost):
-        broker.session_renew(NS, "s", token)
-    assert broker.session_list(NS, "s")[0]["locked_until_utc"] is None
+        broker.messaging.session_renew(NS, "s", token)
+    assert broker.messaging.session_list(NS, "s")[0]["locked_until_utc"] is None
     accept(broker, "S")
 
 
@@ -445,7 +445,7 @@ def test_settling_after_the_session_lock_expired_is_session_lock_lost(
     expect(broker, "s", active=3)
     # Once the message locks ran out too, a new receiver gets everything back, in order.
     clock.advance(1_000)
-    broker.tick()
+    broker.housekeeping.tick()
     again = srecv(broker, accept(broker, "S"))
     assert bodies(again) == [b"0", b"1", b"2"]
     assert [d.delivery_count for d in again] == [2, 2, 1]
@@ -460,9 +460,9 @@ def test_renewing_the_session_lock_keeps_its_messages_settleable(
     clock.advance(1_000)
     (d,) = srecv(broker, token)
     clock.advance(LOCK - 2_000)
-    broker.session_renew(NS, "s", token)
+    broker.messaging.session_renew(NS, "s", token)
     clock.advance(3_000)  # the message's own lock would have ended; the session's has not
-    broker.tick()
+    broker.housekeeping.tick()
     assert settle(broker, "complete", d, path="s") == ["ok"]
 
 
@@ -486,8 +486,8 @@ def test_closing_a_session_hands_its_unsettled_messages_to_the_next_receiver(
     send(broker, Message(b"0", session_id="S"), path="s")
     token = accept(broker, "S")
     srecv(broker, token)
-    broker.session_close(NS, "s", token)
-    got = broker.session_accept(NS, "s", None)
+    broker.messaging.session_close(NS, "s", token)
+    got = broker.messaging.session_accept(NS, "s", None)
     assert got["session_id"] == "S"
     (d,) = srecv(broker, got["session_lock_token"])
     assert (body(d), d.delivery_count) == (b"0", 1)
@@ -502,7 +502,7 @@ def test_an_expired_session_lock_releases_every_message_received_under_it(
     clock.advance(1_000)
     srecv(broker, old)
     clock.advance(LOCK - 1_000)
-    broker.tick()
+    broker.housekeeping.tick()
     got = srecv(broker, accept(broker, "S"))
     assert [(body(d), d.delivery_count) for d in got] == [(b"0", 2)]
 
@@ -512,12 +512,12 @@ def test_list_sessions_counts(
 ) -> None:
     smake(broker, partitioned)
     send(broker, *[Message(b"a", session_id="A")] * 3, Message(b"b", session_id="B"), path="s")
-    broker.session_set_state(NS, "s", "C", b"c")
+    broker.messaging.session_set_state(NS, "s", "C", b"c")
 
     def listed(b: Broker) -> dict[str, tuple[int, str | None, bool]]:
         return {
             s["session_id"]: (s["active_message_count"], s["locked_until_utc"], s["has_state"])
-            for s in b.session_list(NS, "s")
+            for s in b.messaging.session_list(NS, "s")
         }
 
     assert listed(broker) == {"A": (3, None, False), "B": (1, None, False), "C": (0, None, True)}
@@ -529,7 +529,7 @@ def test_list_sessions_counts(
     assert listed(broker) == {"A": (2, until, False), "C": (0, None, True)}
     b = reopen()
     assert listed(b) == {"A": (2, None, False), "C": (0, None, True)}
-    b.session_set_state(NS, "s", "C", None)
+    b.messaging.session_set_state(NS, "s", "C", None)
     assert listed(b) == {"A": (2, None, False)}
 
 
@@ -537,37 +537,38 @@ def test_session_state_get_set_clear_and_restart(
     broker: Broker, reopen: Reopen, partitioned: bool
 ) -> None:
     smake(broker, partitioned)
-    assert broker.session_get_state(NS, "s", "S") is None  # never set: null (daemon/README.md §9.8)
-    broker.session_set_state(NS, "s", "S", b"\x00state\xff")
-    broker.session_set_state(NS, "s", "EMPTY", b"")
+    # never set: null (daemon/README.md §9.8)
+    assert broker.messaging.session_get_state(NS, "s", "S") is None
+    broker.messaging.session_set_state(NS, "s", "S", b"\x00state\xff")
+    broker.messaging.session_set_state(NS, "s", "EMPTY", b"")
     big = b"x" * (256 * 1024)  # one Standard message size
-    broker.session_set_state(NS, "s", "BIG", big)
+    broker.messaging.session_set_state(NS, "s", "BIG", big)
     with pytest.raises(MessageSizeExceeded):
-        broker.session_set_state(NS, "s", "BIG", big + b"x")
+        broker.messaging.session_set_state(NS, "s", "BIG", big + b"x")
     with pytest.raises(MessageSizeExceeded):
-        broker.session_set_state(NS, "s", "NEW", big + b"x")
+        broker.messaging.session_set_state(NS, "s", "NEW", big + b"x")
     with pytest.raises(BadRequest):
-        broker.session_set_state(NS, "s", "x" * 129, b"x")
-    broker.session_set_state(NS, "s", "GONE", b"soon")
-    broker.session_set_state(NS, "s", "GONE", None)
+        broker.messaging.session_set_state(NS, "s", "x" * 129, b"x")
+    broker.messaging.session_set_state(NS, "s", "GONE", b"soon")
+    broker.messaging.session_set_state(NS, "s", "GONE", None)
     want = {"S": b"\x00state\xff", "EMPTY": b"", "BIG": big, "NEW": None, "GONE": None}
     b = broker
     for restart in ("none", "clean", "crash"):
         if restart != "none":
             b = reopen(crash=restart == "crash")
-        assert {k: b.session_get_state(NS, "s", k) for k in want} == want
+        assert {k: b.messaging.session_get_state(NS, "s", k) for k in want} == want
     # State does not need the session lock, and outlives the session's messages.
     send(b, Message(b"m", session_id="S"), path="s")
     srecv(b, accept(b, "S"), mode="receive-and-delete")
-    b.session_set_state(NS, "s", "S", b"v2")
+    b.messaging.session_set_state(NS, "s", "S", b"v2")
     b = reopen()
-    assert b.session_get_state(NS, "s", "S") == b"v2"
+    assert b.messaging.session_get_state(NS, "s", "S") == b"v2"
 
 
 def test_session_state_counts_toward_the_entity_size(broker: Broker) -> None:
     smake(broker, False)
     before = count(broker, "size_in_bytes", "s")
-    broker.session_set_state(NS, "s", "S", b"x" * 10_000)
+    broker.messaging.session_set_state(NS, "s", "S", b"x" * 10_000)
     assert count(broker, "size_in_bytes", "s") >= before + 10_000
 
 
@@ -607,14 +608,14 @@ def test_a_scheduled_session_message_joins_its_session_when_enqueued(
     assert body(now) == b"now"
     settle(broker, "complete", now, path="s")
     assert srecv(broker, token) == []
-    broker.session_close(NS, "s", token)
+    broker.messaging.session_close(NS, "s", token)
     with pytest.raises(ServiceTimeout):
-        broker.session_accept(NS, "s", None)
+        broker.messaging.session_accept(NS, "s", None)
     b = reopen()
     clock.advance(3 * LOCK)
-    b.tick()
+    b.housekeeping.tick()
     expect(b, "s", active=1)
-    got = b.session_accept(NS, "s", None)
+    got = b.messaging.session_accept(NS, "s", None)
     assert got["session_id"] == "S"
     (later,) = srecv(b, got["session_lock_token"])
     assert body(later) == b"later" and later.sequence_number != sched
@@ -639,18 +640,20 @@ def test_restart_rebuilds_the_session_index(
     settle(broker, "abandon", a1, path="s")
     srecv(broker, accept(broker, "B"), count=1, mode="receive-and-delete")
     b = reopen(crash=crash)
-    assert {s["session_id"]: s["active_message_count"] for s in b.session_list(NS, "s")} == {
+    assert {
+        s["session_id"]: s["active_message_count"] for s in b.messaging.session_list(NS, "s")
+    } == {
         "A": 3,
         "B": 3,
     }
     assert bodies(srecv(b, accept(b, "B"))) == [b"B1", b"B2", b"B3"]
-    got = b.session_accept(NS, "s", None)
+    got = b.messaging.session_accept(NS, "s", None)
     assert got["session_id"] == "A"
     a = srecv(b, got["session_lock_token"])
     assert bodies(a) == [b"A1", b"A2", b"A3"]
     assert a[0].delivery_count == 2
     with pytest.raises(ServiceTimeout):
-        b.session_accept(NS, "s", None)
+        b.messaging.session_accept(NS, "s", None)
 
 
 def test_session_queue_status(broker: Broker, partitioned: bool) -> None:
@@ -659,12 +662,12 @@ def test_session_queue_status(broker: Broker, partitioned: bool) -> None:
     smake(broker, partitioned)
     send(broker, Message(b"x", session_id="S"), path="s")
     token = accept(broker, "S")
-    broker.queue_update(NS, "s", {"status": "ReceiveDisabled"})
+    broker.management.queue_update(NS, "s", {"status": "ReceiveDisabled"})
     for fn in (lambda: accept(broker, "T"), lambda: srecv(broker, token)):
         with pytest.raises(MessagingEntityDisabled):
             fn()
     send(broker, Message(b"y", session_id="S"), path="s")
-    broker.queue_update(NS, "s", {"status": "SendDisabled"})
+    broker.management.queue_update(NS, "s", {"status": "SendDisabled"})
     with pytest.raises(MessagingEntityDisabled):
         send(broker, Message(b"z", session_id="S"), path="s")
     assert bodies(srecv(broker, token)) == [b"x", b"y"]
@@ -698,13 +701,13 @@ def test_a_failing_transaction_stores_and_settles_nothing(
     ]
     for messages, settlements, error in cases:
         with pytest.raises(error):
-            broker.transact(NS, "q", messages, settlements)
+            broker.messaging.transact(NS, "q", messages, settlements)
         expect(broker, active=2)
         assert bodies(peek_all(broker)) == [b"a", b"b"]
     with pytest.raises(InvalidOperation):
-        broker.transact(NS, "q/$deadletterqueue", [new], [])
+        broker.messaging.transact(NS, "q/$deadletterqueue", [new], [])
     # The tokens kept their locks: the same work, valid this time, goes through whole.
-    result = broker.transact(
+    result = broker.messaging.transact(
         NS, "q", [new], [tx("complete", da), tx("dead-letter", db, reason="R")]
     )
     assert codes(result["settlements"]) == ["ok", "ok"]
@@ -726,7 +729,7 @@ def _tx_setup(b: Broker, case: str) -> tuple[Delivered, list[Settlement]]:
         return d, [tx("complete", d, properties={"p": 1})]
     if case == "abandon-with-reason":
         return d, [tx("abandon", d, reason="why")]
-    b.queue_update(NS, "q", {"status": "ReceiveDisabled"})  # settling is refused
+    b.management.queue_update(NS, "q", {"status": "ReceiveDisabled"})  # settling is refused
     return d, [tx("complete", d)]
 
 
@@ -739,8 +742,8 @@ def test_an_invalid_settlement_in_a_transaction_applies_nothing(
 ) -> None:
     d, settlements = _tx_setup(broker, case)
     with pytest.raises(SbctlError):
-        broker.transact(NS, "q", [Message(b"new")], settlements)
-    broker.queue_update(NS, "q", {"status": "Active"})
+        broker.messaging.transact(NS, "q", [Message(b"new")], settlements)
+    broker.management.queue_update(NS, "q", {"status": "Active"})
     assert bodies(peek_all(broker)) == [b"a"]
     assert settle(broker, "complete", d) == ["ok"]  # its lock is intact
     b = reopen()
@@ -757,7 +760,7 @@ def test_a_transaction_holds_at_most_100_operations(
             send(broker, *[Message(b"r", **k)] * n_settle)
         got = recv(broker)
         err = error_of(
-            lambda m=messages, g=got: broker.transact(  # type: ignore[misc]
+            lambda m=messages, g=got: broker.messaging.transact(  # type: ignore[misc]
                 NS, "q", [Message(b"m", **k)] * m, [tx("complete", d) for d in g]
             )
         )
@@ -766,9 +769,11 @@ def test_a_transaction_holds_at_most_100_operations(
         settle(broker, "complete", *got)
     send(broker, Message(b"r", **k), Message(b"r", **k))
     got = recv(broker)
-    result = broker.transact(NS, "q", [Message(b"m", **k)] * 98, [tx("complete", d) for d in got])
+    result = broker.messaging.transact(
+        NS, "q", [Message(b"m", **k)] * 98, [tx("complete", d) for d in got]
+    )
     assert len(result["sequence_numbers"]) == 98
-    assert broker.transact(NS, "q", [Message(b"m", **k)] * 100, [])["sequence_numbers"]
+    assert broker.messaging.transact(NS, "q", [Message(b"m", **k)] * 100, [])["sequence_numbers"]
     b = reopen()
     expect(b, active=198)
 
@@ -787,7 +792,7 @@ def test_partitioned_transaction_rules(
 ) -> None:
     sessions = any(m.session_id for m in messages)
     make(broker, True, requires_session=sessions)
-    err = error_of(lambda: broker.transact(NS, "q", messages, []))
+    err = error_of(lambda: broker.messaging.transact(NS, "q", messages, []))
     assert type(err) is InvalidOperation
     assert rule in err.message
     expect(broker)
@@ -796,7 +801,7 @@ def test_partitioned_transaction_rules(
     # A plain queue has no such rule.
     if not sessions:
         make(b, False, "plain")
-        assert len(b.transact(NS, "plain", messages, [])["sequence_numbers"]) == 2
+        assert len(b.messaging.transact(NS, "plain", messages, [])["sequence_numbers"]) == 2
         expect(b, "plain", active=2)
 
 
@@ -806,20 +811,22 @@ def test_a_keyed_partitioned_transaction_is_stored_whole_on_one_partition(
 ) -> None:
     make(broker, True, requires_session=key == "session_id")
     messages = [Message(b"%d" % i, **{key: "K"}) for i in range(5)]  # type: ignore[arg-type]
-    seqs = broker.transact(NS, "q", messages, [])["sequence_numbers"]
+    seqs = broker.messaging.transact(NS, "q", messages, [])["sequence_numbers"]
     pid = partition_for_key("K", 16)
     assert {partition_of(s) for s in seqs} == {pid}
     locals_ = [s & ((1 << 48) - 1) for s in seqs]
     assert locals_ == list(range(locals_[0], locals_[0] + 5))
     b = reopen()
-    got = b.peek(NS, "q", 250, pid << 48)
+    got = b.messaging.peek(NS, "q", 250, pid << 48)
     assert [d.sequence_number for d in got] == seqs
     assert bodies(got) == [b"0", b"1", b"2", b"3", b"4"]
 
 
 def test_a_message_id_keyed_transaction_stays_on_its_partition(broker: Broker) -> None:
     make(broker, True)
-    seqs = broker.transact(NS, "q", [Message(b"1", message_id="m")] * 3, [])["sequence_numbers"]
+    seqs = broker.messaging.transact(NS, "q", [Message(b"1", message_id="m")] * 3, [])[
+        "sequence_numbers"
+    ]
     assert {partition_of(s) for s in seqs} == {partition_for_key("m", 16)}
 
 
@@ -830,7 +837,7 @@ def test_settlements_and_sends_in_one_transaction(
     k = keyed(partitioned)
     send(broker, *[Message(b"%d" % i, **k) for i in range(4)])
     d0, d1, d2, d3 = recv(broker)
-    result = broker.transact(
+    result = broker.messaging.transact(
         NS,
         "q",
         [Message(b"n1", **k), Message(b"n2", **k)],
@@ -864,11 +871,13 @@ def test_a_transaction_may_not_span_partitions(broker: Broker, reopen: Reopen) -
         ([Message(b"n", partition_key=other)], [tx("complete", got[b"a"])]),
         ([], [tx("complete", got[b"a"]), tx("complete", got[b"o"])]),
     ):
-        err = error_of(lambda m=messages, s=settlements: broker.transact(NS, "q", m, s))  # type: ignore[misc]
+        err = error_of(lambda m=messages, s=settlements: broker.messaging.transact(NS, "q", m, s))  # type: ignore[misc]
         assert type(err) is InvalidOperation and "one partition" in err.message
         expect(broker, active=2)
     # The same key as the settled message is fine.
-    result = broker.transact(NS, "q", [Message(b"n", partition_key=a)], [tx("complete", got[b"a"])])
+    result = broker.messaging.transact(
+        NS, "q", [Message(b"n", partition_key=a)], [tx("complete", got[b"a"])]
+    )
     assert codes(result["settlements"]) == ["ok"]
     b = reopen()
     assert sorted(bodies(peek_all(b))) == [b"n", b"o"]
@@ -877,12 +886,14 @@ def test_a_transaction_may_not_span_partitions(broker: Broker, reopen: Reopen) -
 def test_basic_namespace_refuses_transactions_sessions_and_forwarding(
     broker: Broker, reopen: Reopen
 ) -> None:
-    broker.namespace_create("basicns", "basic")
-    broker.queue_create("basicns", "q", {})
-    broker.queue_create("basicns", "target", {})
-    broker.send("basicns", "q", [Message(b"x")])
-    (d,) = broker.receive("basicns", "q", 5, "peek-lock")
-    err = error_of(lambda: broker.transact("basicns", "q", [Message(b"y")], [tx("complete", d)]))
+    broker.management.namespace_create("basicns", "basic")
+    broker.management.queue_create("basicns", "q", {})
+    broker.management.queue_create("basicns", "target", {})
+    broker.messaging.send("basicns", "q", [Message(b"x")])
+    (d,) = broker.messaging.receive("basicns", "q", 5, "peek-lock")
+    err = error_of(
+        lambda: broker.messaging.transact("basicns", "q", [Message(b"y")], [tx("complete", d)])
+    )
     assert type(err) is InvalidOperation and "Basic" in err.message
     for option, value in (
         ("requires_session", True),
@@ -890,13 +901,13 @@ def test_basic_namespace_refuses_transactions_sessions_and_forwarding(
         ("forward_dead_lettered_messages_to", "target"),
     ):
         with pytest.raises(InvalidOperation):
-            broker.queue_create("basicns", "other", {option: value})
+            broker.management.queue_create("basicns", "other", {option: value})
         with pytest.raises(InvalidOperation):
-            broker.queue_update("basicns", "q", {option: value})
+            broker.management.queue_update("basicns", "q", {option: value})
     b = reopen()
-    assert not [q for q in b.queue_list("basicns") if q["name"] == "other"]
-    assert b.queue_get("basicns", "q")["forward_to"] is None
-    assert b.queue_get("basicns", "q")["active_message_count"] == 1
+    assert not [q for q in b.management.queue_list("basicns") if q["name"] == "other"]
+    assert b.management.queue_get("basicns", "q")["forward_to"] is None
+    assert b.management.queue_get("basicns", "q")["active_message_count"] == 1
 
 
 # ===================================================================== auto-forwarding
@@ -1003,7 +1014,7 @@ def test_a_forwarding_cycle_ends_in_a_transfer_dead_letter_queue(
 ) -> None:
     make(broker, partitioned, "b")
     make(broker, partitioned, "a", forward_to="b")
-    broker.queue_update(NS, "b", {"forward_to": "a"})
+    broker.management.queue_update(NS, "b", {"forward_to": "a"})
     send(broker, Message(b"loop"), path="a")
     # a→b, b→a, a→b, b→a: four hops; the fifth (a→b) fails at a.
     expect(broker, "a", transfer_dead=1)
@@ -1033,9 +1044,9 @@ def test_an_unusable_destination_sends_to_the_transfer_dead_letter_queue(
     make(broker, partitioned, "b", requires_session=problem == "needs-session")
     make(broker, partitioned, "a", forward_to="b")
     if problem in ("SendDisabled", "Disabled"):
-        broker.queue_update(NS, "b", {"status": problem})
+        broker.management.queue_update(NS, "b", {"status": problem})
     elif problem == "deleted":
-        broker.queue_delete(NS, "b")
+        broker.management.queue_delete(NS, "b")
     elif problem == "full":
         monkeypatch.setattr("sbctld.queue.MB", 1)  # max_size 1024 "MB" is now 1024 bytes
         n = 900  # the record grows with its format version: find the body that fills it
@@ -1054,7 +1065,7 @@ def test_an_unusable_destination_sends_to_the_transfer_dead_letter_queue(
             expect(b, "b", active=1 if problem == "full" else 0)
     # A ReceiveDisabled destination still takes forwarded messages (sends are allowed).
     make(b, partitioned, "c")
-    b.queue_update(NS, "c", {"status": "ReceiveDisabled"})
+    b.management.queue_update(NS, "c", {"status": "ReceiveDisabled"})
     make(b, partitioned, "d", forward_to="c")
     send(b, Message(b"ok"), path="d")
     expect(b, "c", active=1)
@@ -1074,15 +1085,15 @@ def test_setting_forward_to_forwards_what_the_queue_holds(
         "ok",
         "ok",
     ]
-    broker.queue_update(NS, "a", {"forward_to": "b"})
+    broker.management.queue_update(NS, "a", {"forward_to": "b"})
     assert sorted(bodies(peek_all(broker, "b"))) == [b"1", b"2"]
     expect(broker, "a", active=1, scheduled=1)
     clock.advance(LOCK)
-    broker.tick()
+    broker.housekeeping.tick()
     assert sorted(bodies(peek_all(broker, "b"))) == [b"1", b"2", b"locked"]
     b = reopen()
     clock.advance(LOCK)
-    b.tick()
+    b.housekeeping.tick()
     expect(b, "a")
     assert sorted(bodies(peek_all(b, "b"))) == [b"1", b"2", b"locked", b"sched"]
 
@@ -1120,7 +1131,7 @@ def test_forwarding_dead_lettered_messages(
             settle(broker, "abandon", d)
         else:
             clock.advance(LOCK)
-            broker.tick()
+            broker.housekeeping.tick()
     for restart in (False, True):
         b = reopen() if restart else broker
         expect(b)
@@ -1154,11 +1165,11 @@ def test_forwarding_destinations_must_exist_and_not_be_the_queue(
     make(broker, partitioned, "a", forward_to="other")
     for option in ("forward_to", "forward_dead_lettered_messages_to"):
         with pytest.raises(MessagingEntityNotFound):
-            broker.queue_update(NS, "a", {option: "missing"})
+            broker.management.queue_update(NS, "a", {option: "missing"})
         with pytest.raises(InvalidOperation):
-            broker.queue_update(NS, "a", {option: "A"})
+            broker.management.queue_update(NS, "a", {option: "A"})
     b = reopen()
-    desc = b.queue_get(NS, "a")
+    desc = b.management.queue_get(NS, "a")
     assert (desc["forward_to"], desc["forward_dead_lettered_messages_to"]) == ("other", None)
 
 
@@ -1167,16 +1178,16 @@ def test_resubmitting_from_the_transfer_dead_letter_queue(
 ) -> None:
     make(broker, partitioned, "b")
     make(broker, partitioned, "a", forward_to="b")
-    broker.queue_update(NS, "b", {"status": "SendDisabled"})
+    broker.management.queue_update(NS, "b", {"status": "SendDisabled"})
     send(broker, Message(b"1", application_properties={"k": 1}), Message(b"2"), path="a")
     expect(broker, "a", transfer_dead=2)
-    broker.queue_update(NS, "b", {"status": "Active"})
+    broker.management.queue_update(NS, "b", {"status": "Active"})
     b = reopen()
     expect(b, "a", transfer_dead=2)
-    result = b.dlq_resubmit(NS, f"a/{TDLQ}", 1, "b")
+    result = b.messaging.dlq_resubmit(NS, f"a/{TDLQ}", 1, "b")
     assert (result["resubmitted"], result["to"]) == (1, "b")
     expect(b, "a", transfer_dead=1)
-    result = b.dlq_resubmit(NS, f"A/{TDLQ.upper()}", None, "b")
+    result = b.messaging.dlq_resubmit(NS, f"A/{TDLQ.upper()}", None, "b")
     assert result["resubmitted"] == 1
     b = reopen()
     expect(b, "a")
@@ -1192,12 +1203,12 @@ def test_resubmitting_a_forwarded_message_from_the_transfer_dlq(broker: Broker, 
     names = ["q0", "q1", "q2", "q3", "q4", "q5"] if hops == 5 else ["a", "b", "c"]
     chain(broker, names, False)
     if hops == 1:
-        broker.queue_update(NS, "c", {"status": "SendDisabled"})
+        broker.management.queue_update(NS, "c", {"status": "SendDisabled"})
     send(broker, Message(b"x"), path=names[0])
     source, dest = names[-2], names[-1]
     expect(broker, source, transfer_dead=1)
-    broker.queue_update(NS, dest, {"status": "Active"})
-    assert broker.dlq_resubmit(NS, f"{source}/{TDLQ}", None, dest)["resubmitted"] == 1
+    broker.management.queue_update(NS, dest, {"status": "Active"})
+    assert broker.messaging.dlq_resubmit(NS, f"{source}/{TDLQ}", None, dest)["resubmitted"] == 1
     expect(broker, dest, active=1)
     expect(broker, source)
 
@@ -1207,12 +1218,12 @@ def test_resubmitting_into_a_forwarding_source_forwards_it(
 ) -> None:
     make(broker, False, "b")
     make(broker, False, "a", forward_to="b")
-    broker.queue_update(NS, "b", {"status": "SendDisabled"})
+    broker.management.queue_update(NS, "b", {"status": "SendDisabled"})
     send(broker, Message(b"x"), path="a")
-    broker.queue_update(NS, "b", {"status": "Active"})
-    assert broker.dlq_resubmit(NS, f"a/{TDLQ}", None, None)["resubmitted"] == 1
+    broker.management.queue_update(NS, "b", {"status": "Active"})
+    assert broker.messaging.dlq_resubmit(NS, f"a/{TDLQ}", None, None)["resubmitted"] == 1
     clock.advance(LOCK)
-    broker.tick()
+    broker.housekeeping.tick()
     expect(broker, "b", active=1)
     expect(broker, "a")
 
@@ -1222,15 +1233,15 @@ def test_resubmitting_into_a_forwarding_source_forwards_it(
 
 def test_auto_delete_on_idle_is_at_least_five_minutes(broker: Broker, reopen: Reopen) -> None:
     with pytest.raises(BadRequest):
-        broker.queue_create(NS, "q", {"auto_delete_on_idle": IDLE - 1})
+        broker.management.queue_create(NS, "q", {"auto_delete_on_idle": IDLE - 1})
     assert not exists(broker, "q")
-    assert broker.queue_create(NS, "q", {"auto_delete_on_idle": IDLE})["auto_delete_on_idle"] == (
-        "PT5M"
-    )
+    assert broker.management.queue_create(NS, "q", {"auto_delete_on_idle": IDLE})[
+        "auto_delete_on_idle"
+    ] == ("PT5M")
     with pytest.raises(BadRequest):
-        broker.queue_update(NS, "q", {"auto_delete_on_idle": 1_000})
+        broker.management.queue_update(NS, "q", {"auto_delete_on_idle": 1_000})
     b = reopen()
-    assert b.queue_get(NS, "q")["auto_delete_on_idle"] == "PT5M"
+    assert b.management.queue_get(NS, "q")["auto_delete_on_idle"] == "PT5M"
 
 
 def test_an_idle_queue_is_deleted(
@@ -1240,15 +1251,15 @@ def test_an_idle_queue_is_deleted(
     make(broker, partitioned, "forever")
     send(broker, Message(b"kept?"))
     clock.advance(IDLE - 2_000)
-    broker.tick()
+    broker.housekeeping.tick()
     assert exists(broker, "q")
     clock.advance(2_000)
-    broker.tick()
+    broker.housekeeping.tick()
     assert not exists(broker, "q")  # messages and all
     assert exists(broker, "forever")
     b = reopen()
     assert not exists(b, "q") and exists(b, "forever")
-    assert [q["name"] for q in b.queue_list(NS)] == ["forever"]
+    assert [q["name"] for q in b.management.queue_list(NS)] == ["forever"]
 
 
 def test_the_idle_clock_restarts_with_the_broker(
@@ -1258,10 +1269,10 @@ def test_the_idle_clock_restarts_with_the_broker(
     clock.advance(IDLE - MINUTE)
     b = reopen()
     clock.advance(IDLE - MINUTE)
-    b.tick()
+    b.housekeeping.tick()
     assert exists(b, "q")
     clock.advance(MINUTE + 1_000)
-    b.tick()
+    b.housekeeping.tick()
     assert not exists(b, "q")
 
 
@@ -1279,24 +1290,24 @@ def test_activity_keeps_a_queue_alive(
         send(broker, Message(b"x"))
     held = recv(broker) if activity == "settle" else []
     clock.advance(IDLE - MINUTE)
-    broker.tick()
+    broker.housekeeping.tick()
     if activity == "send":
         send(broker, Message(b"y", session_id="S"))
     elif activity == "receive":
         recv(broker)
     elif activity == "peek":
-        broker.peek(NS, "q", 1, None)
+        broker.messaging.peek(NS, "q", 1, None)
     elif activity == "settle":
         assert settle(broker, "renew-lock", *held) == ["ok"]
     elif activity == "update":
-        broker.queue_update(NS, "q", {"max_delivery_count": 3})
+        broker.management.queue_update(NS, "q", {"max_delivery_count": 3})
     else:
         srecv(broker, accept(broker, "S", "q"), path="q")
     clock.advance(IDLE - MINUTE)
-    broker.tick()
+    broker.housekeeping.tick()
     assert exists(broker, "q")
     clock.advance(MINUTE + 1_000)
-    broker.tick()
+    broker.housekeeping.tick()
     assert not exists(broker, "q")
 
 
@@ -1310,11 +1321,11 @@ def test_scheduled_messages_and_forwarding_keep_a_queue_alive(
     at = clock.now + 60 * MINUTE
     send(broker, Message(b"s", scheduled_enqueue_time_ms=at), path="sched")
     clock.advance(30 * MINUTE)
-    broker.tick()
+    broker.housekeeping.tick()
     assert not exists(broker, "plain")
     b = reopen()
     clock.advance(20 * MINUTE)  # idle 20 minutes since the restart
-    b.tick()
+    b.housekeeping.tick()
     assert exists(b, "sched") and exists(b, "fwd") and exists(b, "target")
     b = reopen()
     assert exists(b, "sched") and exists(b, "fwd")
@@ -1325,7 +1336,7 @@ def test_a_queue_whose_scheduled_messages_were_cancelled_can_be_idle(
 ) -> None:
     make(broker, False, auto_delete_on_idle=IDLE)
     (s,) = send(broker, Message(b"s", scheduled_enqueue_time_ms=clock.now + 60 * MINUTE))
-    assert broker.cancel_scheduled(NS, "q", [s]) == 1
+    assert broker.messaging.cancel_scheduled(NS, "q", [s]) == 1
     clock.advance(IDLE + 1_000)
-    broker.tick()
+    broker.housekeeping.tick()
     assert not exists(broker, "q")

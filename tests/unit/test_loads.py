@@ -108,7 +108,7 @@ def test_a_corrupt_staged_file_is_refused(tmp_path: Path) -> None:
 
 @pytest.fixture
 def partitioned(broker: Broker) -> Any:
-    broker.queue_create("sbemulatorns", "q", {"enable_partitioning": True})
+    broker.management.queue_create("sbemulatorns", "q", {"enable_partitioning": True})
     return broker.queue("sbemulatorns", "q")
 
 
@@ -122,13 +122,13 @@ def staged_load(tmp_path: Path, name: str) -> list[tuple[int, str]]:
 def test_adopt_is_exactly_once_per_load_id(
     broker: Broker, partitioned: Any, tmp_path: Path
 ) -> None:
-    first = broker.load_adopt("sbemulatorns", "q", "L1", staged_load(tmp_path, "a"))
+    first = broker.housekeeping.load_adopt("sbemulatorns", "q", "L1", staged_load(tmp_path, "a"))
     assert first["adopted"] is True and first["messages"] == 3
-    again = broker.load_adopt("sbemulatorns", "q", "L1", staged_load(tmp_path, "b"))
+    again = broker.housekeeping.load_adopt("sbemulatorns", "q", "L1", staged_load(tmp_path, "b"))
     assert again["adopted"] is False and again["messages"] == 3
     assert partitioned.counts()["active_message_count"] == 3
-    assert broker.load_status("sbemulatorns", "q", "L1")["state"] == "committed"
-    assert broker.load_status("sbemulatorns", "q", "L2")["state"] == "unknown"
+    assert broker.housekeeping.load_status("sbemulatorns", "q", "L1")["state"] == "committed"
+    assert broker.housekeeping.load_status("sbemulatorns", "q", "L2")["state"] == "unknown"
 
 
 def test_crash_mid_adoption_leaves_nothing_after_restart(
@@ -136,9 +136,9 @@ def test_crash_mid_adoption_leaves_nothing_after_restart(
 ) -> None:
     data = tmp_path / "data"
     broker = Broker(data, FakeClock(), Syncer("fsync"))
-    broker.queue_create("sbemulatorns", "q", {"enable_partitioning": True})
+    broker.management.queue_create("sbemulatorns", "q", {"enable_partitioning": True})
     queue = broker.queue("sbemulatorns", "q")
-    broker.send("sbemulatorns", "q", [Message(body=b"before", partition_key="k")])
+    broker.messaging.send("sbemulatorns", "q", [Message(body=b"before", partition_key="k")])
 
     # The crash strikes after the manifest says "adopting" and every file is linked.
     original = loads._write
@@ -152,7 +152,7 @@ def test_crash_mid_adoption_leaves_nothing_after_restart(
 
     monkeypatch.setattr(loads, "_write", write)
     with pytest.raises(SystemExit):
-        broker.load_adopt("sbemulatorns", "q", "L1", staged_load(tmp_path, "a"))
+        broker.housekeeping.load_adopt("sbemulatorns", "q", "L1", staged_load(tmp_path, "a"))
     assert writes == ["adopting", "committed"]
     assert len(list((queue.directory / "p03").glob("*.log"))) == 1  # linked, uncommitted
     for p in queue.partitions:
@@ -165,24 +165,28 @@ def test_crash_mid_adoption_leaves_nothing_after_restart(
     q = restarted.queue("sbemulatorns", "q")
     assert q.counts()["active_message_count"] == 1
     assert any("rolled back" in n for n in notes)
-    assert restarted.load_status("sbemulatorns", "q", "L1")["state"] == "unknown"
+    assert restarted.housekeeping.load_status("sbemulatorns", "q", "L1")["state"] == "unknown"
     # The same load id can run again, and then it is all there.
-    result = restarted.load_adopt("sbemulatorns", "q", "L1", staged_load(tmp_path, "b"))
+    result = restarted.housekeeping.load_adopt(
+        "sbemulatorns", "q", "L1", staged_load(tmp_path, "b")
+    )
     assert result["adopted"] is True
     assert q.counts()["active_message_count"] == 4
     pid = partition_for_key("k", 16)
     assert q.partitions[pid].log.counts[State.ACTIVE] == 1
-    restarted.close()
+    restarted.housekeeping.close()
 
 
 def test_bad_input_refuses_the_whole_load(broker: Broker, partitioned: Any, tmp_path: Path) -> None:
     files = staged_load(tmp_path, "a")
     with pytest.raises(BadRequest, match="not a partition"):
-        broker.load_adopt("sbemulatorns", "q", "L1", [*files, (16, files[0][1])])
+        broker.housekeeping.load_adopt("sbemulatorns", "q", "L1", [*files, (16, files[0][1])])
     with pytest.raises(BadRequest, match="not a file"):
-        broker.load_adopt("sbemulatorns", "q", "L1", [(0, str(tmp_path / "missing.sbb"))])
+        broker.housekeeping.load_adopt(
+            "sbemulatorns", "q", "L1", [(0, str(tmp_path / "missing.sbb"))]
+        )
     with pytest.raises(BadRequest, match="load id"):
-        broker.load_adopt("sbemulatorns", "q", "", files)
+        broker.housekeeping.load_adopt("sbemulatorns", "q", "", files)
     assert partitioned.counts()["active_message_count"] == 0
 
 
@@ -193,19 +197,19 @@ def test_a_partition_that_took_sends_during_the_check_is_renumbered(
     after them, and a restart reads back the same messages in the same order."""
     import asyncio
 
-    broker.queue_create("sbemulatorns", "q", {})
+    broker.management.queue_create("sbemulatorns", "q", {})
     queue = broker.queue("sbemulatorns", "q")
-    broker.send("sbemulatorns", "q", [Message(body=b"first")])
+    broker.messaging.send("sbemulatorns", "q", [Message(body=b"first")])
     files = [(0, str(stage(tmp_path / "s" / "t0.sbb", [b"a", b"b", b"c"], per_batch=2)))]
     prepared = asyncio.run(loads.check(queue, "L1", files, broker.clock.now_ms))
     assert isinstance(prepared, loads.Prepared)
-    broker.send("sbemulatorns", "q", [Message(body=b"during")])  # next_seq moved on
+    broker.messaging.send("sbemulatorns", "q", [Message(body=b"during")])  # next_seq moved on
     result = loads.commit(queue, "L1", prepared)
     assert result["messages"] == 3
     log = queue.partitions[0].log
     assert bodies_of(log) == [b"first", b"during", b"a", b"b", b"c"]
     data_dir = broker.data_dir
-    broker.close()
+    broker.housekeeping.close()
     again = Broker(data_dir, FakeClock(), Syncer("fsync"))
     assert bodies_of(again.queue("sbemulatorns", "q").partitions[0].log) == [
         b"first",
@@ -214,7 +218,7 @@ def test_a_partition_that_took_sends_during_the_check_is_renumbered(
         b"b",
         b"c",
     ]
-    again.close()
+    again.housekeeping.close()
 
 
 def test_the_streamed_check_matches_the_plain_one_and_refuses_damage(tmp_path: Path) -> None:

@@ -126,8 +126,8 @@ class Wire:
 def amqp(broker: Broker, clock: FakeClock, tmp_path: Path) -> AmqpConnection:
     timers = FakeTimers(clock)
     service = Service(broker, broker.syncer, timers=lambda: timers)
-    broker.namespace_create(NS)
-    broker.queue_create(NS, "q", {})
+    broker.management.namespace_create(NS)
+    broker.management.queue_create(NS, "q", {})
     conn = AmqpConnection(AmqpFrontend(service, tmp_path, "127.0.0.1", 0), NS)
     conn.conn = Wire()  # type: ignore[assignment]
     return conn

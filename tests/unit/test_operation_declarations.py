@@ -184,7 +184,7 @@ def test_every_about_line_is_one_sentence_of_its_own() -> None:
 
 @pytest.fixture
 def unix(broker: Broker, clock: FakeClock, tmp_path: Path) -> Any:
-    broker.queue_create(NS, "q", {})
+    broker.management.queue_create(NS, "q", {})
 
     def make() -> tuple[Service, UnixFrontend]:
         timers = FakeTimers(clock)
@@ -248,7 +248,7 @@ def test_a_fault_on_the_namespace_wakes_its_parked_receives_to_fail(unix: Any) -
         parked = waiting.request("receive", Receive(NS, "q", max_wait_ms=60_000))
         await settle_loop()
         assert waiting.reply(parked) is None
-        service.broker.fault_add(NS, None, [], "unavailable", None)
+        service.broker.housekeeping.fault_add(NS, None, [], "unavailable", None)
         await settle_loop()
         assert waiting.reply(parked) is None  # the broker call alone wakes nothing
         other = Unix(frontend, [])

@@ -63,11 +63,11 @@ def test_every_connection_of_every_front_end_is_a_new_sender(fronts: Any) -> Non
 
 
 def failed_over(broker: Broker, clock: FakeClock) -> None:
-    broker.namespace_create(P)
-    broker.namespace_create(S)
-    broker.queue_create(P, "orders", {})
+    broker.management.namespace_create(P)
+    broker.management.namespace_create(S)
+    broker.management.queue_create(P, "orders", {})
     broker.pairings.pair(P, S, BACKLOGS, 0, 1000, False)
-    broker.fault_add(P)  # FailoverInterval 0: the first failing send fails over
+    broker.housekeeping.fault_add(P)  # FailoverInterval 0: the first failing send fails over
 
 
 async def unix_sends(unix: UnixFrontend, count: int) -> tuple[Connection, set[str | None]]:
@@ -135,6 +135,7 @@ async def send_through_every_front_end(broker: Broker, clock: FakeClock, fronts:
     st = broker.paired[P].entities["orders"]
     assert len(st.senders) == 9  # one per connection, none shared
     total = sum(
-        len(broker.peek(S, f"{P}/x-servicebus-transfer/{i}", 100, None)) for i in range(BACKLOGS)
+        len(broker.messaging.peek(S, f"{P}/x-servicebus-transfer/{i}", 100, None))
+        for i in range(BACKLOGS)
     )
     assert total == 3 * 5 + 3 * 5 + 3 * 5

@@ -93,7 +93,7 @@ def row_of(f: dict[str, Any]) -> Row:
 
 def daemon_says(broker: Broker, name: str, message: Message) -> str | None:
     try:
-        broker.send(NS, name, [message])
+        broker.messaging.send(NS, name, [message])
     except SbctlError as exc:
         return exc.message
     return None
@@ -129,7 +129,7 @@ def shared_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
         default_credits_per_second=0,
     )
     yield b
-    b.close()
+    b.housekeeping.close()
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -144,13 +144,13 @@ def test_the_daemon_and_the_loader_accept_and_refuse_alike(
         "requires_duplicate_detection": dedup,
         "enable_partitioning": partitioned,
     }
-    broker.queue_create(NS, name, options)
+    broker.management.queue_create(NS, name, options)
     try:
         loader = loader_says(broker, name, row_of(fields), broker.clock.now_ms())
         daemon = daemon_says(broker, name, message_of(fields))
         assert loader == daemon, fields
     finally:
-        broker.queue_delete(NS, name)
+        broker.management.queue_delete(NS, name)
 
 
 # -- the rules themselves, one by one, with the error each raises ------------------------------

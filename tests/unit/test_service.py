@@ -139,7 +139,7 @@ class OtherFrontend:
 
     def send(self, entity: str, body: bytes, answer: Callable[[SbctlError | None], None]) -> None:
         with self.service.request() as req:
-            self.service.broker.send(NS, entity, [Message(body=body)])
+            self.service.broker.messaging.send(NS, entity, [Message(body=body)])
         self.service.acknowledge(req, answer)
         self.service.written(NS, entity)
 
@@ -157,7 +157,7 @@ class ParkedReceive(DelayedOperation):
         self.answer = answer
 
     def try_complete(self) -> bool:
-        got = self.service.broker.receive(NS, self.entity, 1, "peek-lock")
+        got = self.service.broker.messaging.receive(NS, self.entity, 1, "peek-lock")
         if got:
             self.answer(decode_message(got[0].payload).body)
         return bool(got)
@@ -177,8 +177,8 @@ async def settle_loop() -> None:
 
 @pytest.fixture
 def parts(broker: Broker, clock: FakeClock, tmp_path: Path) -> Any:
-    broker.queue_create(NS, "q", {})
-    broker.queue_create(NS, "other", {})
+    broker.management.queue_create(NS, "q", {})
+    broker.management.queue_create(NS, "other", {})
     timers = FakeTimers(clock)
 
     def make() -> tuple[Service, UnixFrontend, FakeTimers]:
@@ -288,7 +288,7 @@ def test_deleting_a_queue_fails_the_receives_parked_on_it_by_every_front_end(
 def test_a_slow_store_delays_only_the_requests_that_touched_it(parts: Any) -> None:
     async def scenario() -> None:
         service, unix, timers = parts()
-        service.broker.fault_add(NS, "q", [], "slow", 250)
+        service.broker.housekeeping.fault_add(NS, "q", [], "slow", 250)
         client = Unix(unix, [])
         slow = client.request("send", Send(NS, "q", [Message(body=b"slow")]))
         fast = client.request("send", Send(NS, "other", [Message(body=b"fast")]))

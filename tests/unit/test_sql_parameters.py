@@ -70,22 +70,22 @@ def test_an_action_takes_parameters() -> None:
 
 def test_a_rule_with_parameters_routes_and_survives_a_restart(broker: Broker) -> None:
     ns = DEFAULT_NAMESPACE
-    broker.topic_create(ns, "t", {})
-    broker.subscription_create(ns, "t", "s", {})
-    broker.rule_delete(ns, "t", "s", "$Default")
+    broker.management.topic_create(ns, "t", {})
+    broker.management.subscription_create(ns, "t", "s", {})
+    broker.management.rule_delete(ns, "t", "s", "$Default")
     spec = {"type": "sql", "sql_expression": "color = @c", "parameters": {"@c": "red"}}
-    broker.rule_create(ns, "t", "s", "red", spec, "SET seen = @by", {"@by": "rule"})
-    from sbctl.core.records import encode_message
+    broker.management.rule_create(ns, "t", "s", "red", spec, "SET seen = @by", {"@by": "rule"})
+    from sbctl.core.message_form import encode as encode_message
 
     for color in ("blue", "red"):
         m = Message(color.encode(), application_properties={"color": color})
-        broker.send(ns, "t", [encode_message(m)])
-    (got,) = broker.peek(ns, "t/subscriptions/s", 10, None)
+        broker.messaging.send(ns, "t", [encode_message(m)])
+    (got,) = broker.messaging.peek(ns, "t/subscriptions/s", 10, None)
     from sbctl.core.messages import ReceivedMessage
 
     msg = ReceivedMessage.from_wire(got)
     assert (msg.body, msg.application_properties["seen"]) == (b"red", "rule")
-    rule = broker.rule_get(ns, "t", "s", "red")
+    rule = broker.management.rule_get(ns, "t", "s", "red")
     assert (rule.filter, rule.action_parameters) == (spec, {"@by": "rule"})
 
 
@@ -93,15 +93,15 @@ def _old_style_data_dir(broker: Broker, data_dir: Path) -> int:
     """What a release before parameters were part of a rule left: the rules with their
     parameters replaced, and the expressions as sent in the HTTP front-end's side file."""
     ns = DEFAULT_NAMESPACE
-    broker.topic_create(ns, "Orders/EU", {})
-    broker.subscription_create(ns, "Orders/EU", "Big", {})
-    broker.rule_create(
+    broker.management.topic_create(ns, "Orders/EU", {})
+    broker.management.subscription_create(ns, "Orders/EU", "Big", {})
+    broker.management.rule_create(
         ns, "Orders/EU", "Big", "R1", {"type": "sql", "sql_expression": "n > 5"}, "SET x = 'y'"
     )
-    broker.rule_create(
+    broker.management.rule_create(
         ns, "Orders/EU", "Big", "Stale", {"type": "sql", "sql_expression": "n > 9"}, None
     )
-    created = broker.rule_get(ns, "Orders/EU", "Big", "R1").created_at_ms
+    created = broker.management.rule_get(ns, "Orders/EU", "Big", "R1").created_at_ms
     side = {
         f"{DEFAULT_NAMESPACE}/orders/eu/big/r1": {
             "filter": ["n > @min", {"@min": 5}, "n > 5"],
@@ -121,21 +121,32 @@ def test_the_old_side_file_moves_into_the_rules_once(broker: Broker, tmp_path: P
     data_dir = tmp_path / "data"
     created = _old_style_data_dir(broker, data_dir)
     reports: list[str] = []
-    moved = sqlparams.migrate(data_dir, broker.rule_get, broker.rule_restore, reports.append)
+    moved = sqlparams.migrate(
+        data_dir, broker.management.rule_get, broker.management.rule_restore, reports.append
+    )
     assert moved == 1 and not layout.sql_parameters_file(data_dir).exists()
     assert len(reports) == 1 and "orders/eu/big/gone' left as stored" in reports[0]
     ns = DEFAULT_NAMESPACE
-    rule = broker.rule_get(ns, "Orders/EU", "Big", "R1")
+    rule = broker.management.rule_get(ns, "Orders/EU", "Big", "R1")
     assert rule.filter == {"type": "sql", "sql_expression": "n > @min", "parameters": {"@min": 5}}
     assert (rule.action, rule.action_parameters, rule.created_at_ms) == (
         "SET x = @v",
         {"@v": "y"},
         created,
     )
-    assert [r.name for r in broker.rule_list(ns, "Orders/EU", "Big")] == ["$Default", "R1", "Stale"]
-    stale = broker.rule_get(ns, "Orders/EU", "Big", "Stale")
+    assert [r.name for r in broker.management.rule_list(ns, "Orders/EU", "Big")] == [
+        "$Default",
+        "R1",
+        "Stale",
+    ]
+    stale = broker.management.rule_get(ns, "Orders/EU", "Big", "Stale")
     assert stale.filter == {"type": "sql", "sql_expression": "n > 9"}
-    assert sqlparams.migrate(data_dir, broker.rule_get, broker.rule_restore, reports.append) == 0
+    assert (
+        sqlparams.migrate(
+            data_dir, broker.management.rule_get, broker.management.rule_restore, reports.append
+        )
+        == 0
+    )
 
 
 def test_the_moved_rules_are_stored(tmp_path: Path, clock: Any) -> None:
@@ -145,15 +156,17 @@ def test_the_moved_rules_are_stored(tmp_path: Path, clock: Any) -> None:
     b = Broker(data_dir, clock, Syncer("fsync"), default_credits_per_second=0)
     try:
         _old_style_data_dir(b, data_dir)
-        sqlparams.migrate(data_dir, b.rule_get, b.rule_restore, lambda _: None)
+        sqlparams.migrate(
+            data_dir, b.management.rule_get, b.management.rule_restore, lambda _: None
+        )
     finally:
-        b.close()
+        b.housekeeping.close()
     b = Broker(data_dir, clock, Syncer("fsync"), default_credits_per_second=0)
     try:
-        rule = b.rule_get(DEFAULT_NAMESPACE, "Orders/EU", "Big", "R1")
+        rule = b.management.rule_get(DEFAULT_NAMESPACE, "Orders/EU", "Big", "R1")
         assert rule.filter["parameters"] == {"@min": 5}
     finally:
-        b.close()
+        b.housekeeping.close()
 
 
 @pytest.mark.parametrize(

@@ -28,7 +28,7 @@ NS = DEFAULT_NAMESPACE
 
 
 def peek_all(b: Broker, path: str) -> list[bytes]:
-    return [decode_message(d.payload).body for d in b.peek(NS, path, 250, None)]
+    return [decode_message(d.payload).body for d in b.messaging.peek(NS, path, 250, None)]
 
 
 def store(b: Broker, path: str) -> Path:
@@ -40,9 +40,9 @@ def test_a_flipped_byte_is_never_served_and_the_rest_works(
     open_broker: Callable[[], Broker],
 ) -> None:
     b = open_broker()
-    b.queue_create(NS, "q", {})
-    b.send(NS, "q", [Message(f"message-{k:03d}".encode()) for k in range(10)])
-    b.checkpoint()  # the damage is in bytes a checkpoint covers: found on read
+    b.management.queue_create(NS, "q", {})
+    b.messaging.send(NS, "q", [Message(f"message-{k:03d}".encode()) for k in range(10)])
+    b.housekeeping.checkpoint()  # the damage is in bytes a checkpoint covers: found on read
     log = b.queue(NS, "q").partitions[0].log
     seg = log.segments[0].path  # type: ignore[union-attr]
     data = bytearray(seg.read_bytes())
@@ -51,27 +51,27 @@ def test_a_flipped_byte_is_never_served_and_the_rest_works(
     seg.write_bytes(bytes(data))
     got = peek_all(b, "q")
     assert b"message-004" not in got and len(got) == 9
-    assert b.queue_get(NS, "q")["corrupt_message_count"] == 1
-    received = b.receive(NS, "q", 20, "peek-lock")
+    assert b.management.queue_get(NS, "q")["corrupt_message_count"] == 1
+    received = b.messaging.receive(NS, "q", 20, "peek-lock")
     assert len(received) == 9  # the reply never fails as a whole; nothing corrupt locked
     assert all(d.lock_token for d in received)
-    b.settle(NS, "q", "complete", [d.lock_token for d in received if d.lock_token])
+    b.messaging.settle(NS, "q", "complete", [d.lock_token for d in received if d.lock_token])
     crash(b)
     b = open_broker()
     assert peek_all(b, "q") == []
-    assert b.queue_get(NS, "q")["corrupt_message_count"] == 1
+    assert b.management.queue_get(NS, "q")["corrupt_message_count"] == 1
 
 
 def test_one_damaged_journal_batch_loses_nothing(
     open_broker: Callable[[], Broker],
 ) -> None:
     b = open_broker()
-    b.queue_create(NS, "q", {})
-    b.send(NS, "q", [Message(f"m{k}".encode()) for k in range(100)])
-    b.checkpoint()
-    for d in b.receive(NS, "q", 100, "peek-lock"):
+    b.management.queue_create(NS, "q", {})
+    b.messaging.send(NS, "q", [Message(f"m{k}".encode()) for k in range(100)])
+    b.housekeeping.checkpoint()
+    for d in b.messaging.receive(NS, "q", 100, "peek-lock"):
         assert d.lock_token
-        b.settle(NS, "q", "complete", [d.lock_token])  # one journal batch each
+        b.messaging.settle(NS, "q", "complete", [d.lock_token])  # one journal batch each
     crash(b)
     ((_g, jpath),) = [
         (g, p) for g, p in numbered(store(b, "q"), JOURNAL_SUFFIX) if p.stat().st_size
@@ -89,16 +89,16 @@ def test_a_lost_checkpoint_falls_back_to_the_previous_generation(
     open_broker: Callable[[], Broker], damage: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     b = open_broker()
-    b.queue_create(NS, "q", {})
-    b.topic_create(NS, "t", {})
-    b.subscription_create(NS, "t", "s", {})
-    b.send(NS, "q", [Message(f"q{k}".encode()) for k in range(100)])
-    b.send(NS, "t", [Message(f"t{k}".encode()) for k in range(100)])
-    b.checkpoint()
-    got = b.receive(NS, "q", 100, "peek-lock")
-    b.settle(NS, "q", "complete", [d.lock_token for d in got if d.lock_token])
-    b.checkpoint()
-    b.send(NS, "q", [Message(b"after")])
+    b.management.queue_create(NS, "q", {})
+    b.management.topic_create(NS, "t", {})
+    b.management.subscription_create(NS, "t", "s", {})
+    b.messaging.send(NS, "q", [Message(f"q{k}".encode()) for k in range(100)])
+    b.messaging.send(NS, "t", [Message(f"t{k}".encode()) for k in range(100)])
+    b.housekeeping.checkpoint()
+    got = b.messaging.receive(NS, "q", 100, "peek-lock")
+    b.messaging.settle(NS, "q", "complete", [d.lock_token for d in got if d.lock_token])
+    b.housekeeping.checkpoint()
+    b.messaging.send(NS, "q", [Message(b"after")])
     crash(b)
     for path in ("q", "t"):
         ckpt = store(b, path) / CHECKPOINT
@@ -117,17 +117,17 @@ def test_a_lost_checkpoint_falls_back_to_the_previous_generation(
         assert len(peek_all(b, "t/subscriptions/s")) == 100  # nor do subscriptions lose any
         assert any("previous generation" in n for n in notes), notes
     finally:
-        b.close()
+        b.housekeeping.close()
 
 
 def test_recovery_checkpoints_so_the_next_restart_replays_nothing(
     open_broker: Callable[[], Broker],
 ) -> None:
     b = open_broker()
-    b.queue_create(NS, "q", {})
-    b.send(NS, "q", [Message(b"x")] * 50)
-    got = b.receive(NS, "q", 20, "peek-lock")
-    b.settle(NS, "q", "complete", [d.lock_token for d in got if d.lock_token])
+    b.management.queue_create(NS, "q", {})
+    b.messaging.send(NS, "q", [Message(b"x")] * 50)
+    got = b.messaging.receive(NS, "q", 20, "peek-lock")
+    b.messaging.settle(NS, "q", "complete", [d.lock_token for d in got if d.lock_token])
     crash(b)
     b = open_broker()
     log = b.queue(NS, "q").partitions[0].log
@@ -146,21 +146,21 @@ def test_a_flipped_byte_in_a_topic_is_counted_in_every_subscription_holding_it(
     open_broker: Callable[[], Broker],
 ) -> None:
     b = open_broker()
-    b.topic_create(NS, "t", {})
+    b.management.topic_create(NS, "t", {})
     for name in ("a", "b"):
-        b.subscription_create(NS, "t", name, {})
-    b.send(NS, "t", [Message(f"message-{k:03d}".encode()) for k in range(10)])
-    b.checkpoint()
+        b.management.subscription_create(NS, "t", name, {})
+    b.messaging.send(NS, "t", [Message(f"message-{k:03d}".encode()) for k in range(10)])
+    b.housekeeping.checkpoint()
     seg = b.topic(NS, "t").partitions[0].log.segments[0].path  # type: ignore[union-attr]
     data = bytearray(seg.read_bytes())
     data[data.find(b"message-007") + 10] ^= 0x01
     seg.write_bytes(bytes(data))
     assert len(peek_all(b, "t/subscriptions/a")) == 9
-    assert len(b.receive(NS, "t/subscriptions/b", 20, "peek-lock")) == 9
+    assert len(b.messaging.receive(NS, "t/subscriptions/b", 20, "peek-lock")) == 9
     for name in ("a", "b"):
-        assert b.subscription_get(NS, "t", name)["corrupt_message_count"] == 1
-    assert b.topic_get(NS, "t")["corrupt_message_count"] == 1
+        assert b.management.subscription_get(NS, "t", name)["corrupt_message_count"] == 1
+    assert b.management.topic_get(NS, "t")["corrupt_message_count"] == 1
     crash(b)
     b = open_broker()
-    assert b.subscription_get(NS, "t", "b")["corrupt_message_count"] == 1
+    assert b.management.subscription_get(NS, "t", "b")["corrupt_message_count"] == 1
     assert len(peek_all(b, "t/subscriptions/b")) == 9

@@ -36,15 +36,15 @@ NS = DEFAULT_NAMESPACE
 
 
 def test_overview_lists_every_entity_and_costs_no_credits(broker: Broker) -> None:
-    broker.namespace_create("metered", credits_per_second=100)
-    broker.queue_create("metered", "orders", {"enable_partitioning": True})
-    broker.topic_create("metered", "events", {})
-    broker.subscription_create("metered", "events", "audit", {})
-    broker.send("metered", "orders", [Message(body=b"x")] * 3)
-    before = broker.namespace_credits("metered")["consumed"]["since_start"]
+    broker.management.namespace_create("metered", credits_per_second=100)
+    broker.management.queue_create("metered", "orders", {"enable_partitioning": True})
+    broker.management.topic_create("metered", "events", {})
+    broker.management.subscription_create("metered", "events", "audit", {})
+    broker.messaging.send("metered", "orders", [Message(body=b"x")] * 3)
+    before = broker.management.namespace_credits("metered")["consumed"]["since_start"]
     for _ in range(50):  # 50 entity reads would cost 500 of the 100 credits per second
         ov = overview(broker, "metered")
-    assert broker.namespace_credits("metered")["consumed"]["since_start"] == before
+    assert broker.management.namespace_credits("metered")["consumed"]["since_start"] == before
     kinds = {(e["kind"], e["name"]) for e in ov["entities"]}
     assert kinds == {
         ("queue", "orders"),
@@ -57,11 +57,11 @@ def test_overview_lists_every_entity_and_costs_no_credits(broker: Broker) -> Non
 
 
 def test_overview_shows_faults_and_pairing(broker: Broker) -> None:
-    broker.namespace_create("primary1", sku="premium", partitions=2)
-    broker.namespace_create("secondary1", sku="premium", partitions=2)
-    broker.queue_create("primary1", "orders", {})
+    broker.management.namespace_create("primary1", sku="premium", partitions=2)
+    broker.management.namespace_create("secondary1", sku="premium", partitions=2)
+    broker.management.queue_create("primary1", "orders", {})
     broker.pairings.pair("primary1", "secondary1", 2, 60_000, 60_000, False)
-    broker.fault_add("primary1", "orders", [1])
+    broker.housekeeping.fault_add("primary1", "orders", [1])
     ov = overview(broker, "primary1")
     assert [f["partitions"] for f in ov["faults"]] == [[1]]
     assert ov["pairing"]["state"] == "Active" and ov["pairing"]["secondary"] == "secondary1"

@@ -27,6 +27,7 @@ from sbctld.broker import DEFAULT_NAMESPACE, Broker
 from sbctld.clock import FakeClock
 from sbctld.storage.log import DEFAULT_SEGMENT_BYTES
 from sbctld.storage.sync import Syncer
+from sbctld.storage.topic import TopicLog
 from sbctld.topic import Topic
 
 NS = DEFAULT_NAMESPACE
@@ -65,14 +66,14 @@ class Brokers:
             b.syncer.sync_now()
             self.crashed.append(b)
         else:
-            b.close()
+            b.housekeeping.close()
         if between is not None:
             between()
         return self.open(b.segment_bytes)
 
     def close_all(self) -> None:
         for b in self.live:
-            b.close()
+            b.housekeeping.close()
         for b in self.crashed:  # only their file descriptors: nothing more is written
             for ns in b.namespaces.values():
                 for entity in [*ns.queues.values(), *ns.topics.values()]:
@@ -91,12 +92,12 @@ def brokers(tmp_path: Path, clock: FakeClock) -> Iterator[Brokers]:
 
 
 def make_topic(b: Broker, partitioned: bool = False, name: str = "t", **options: Any) -> Topic:
-    b.topic_create(NS, name, {"enable_partitioning": partitioned, **options})
+    b.management.topic_create(NS, name, {"enable_partitioning": partitioned, **options})
     return b.topic(NS, name)
 
 
 def sub(b: Broker, name: str, topic_name: str = "t", **options: Any) -> None:
-    b.subscription_create(NS, topic_name, name, options)
+    b.management.subscription_create(NS, topic_name, name, options)
 
 
 def S(name: str, topic_name: str = "t") -> str:
@@ -114,7 +115,7 @@ def M(text: str, **kw: Any) -> Message:
 
 def recv(b: Broker, path: str, mode: str = "peek-lock") -> list[Delivered]:
     out: list[Delivered] = []
-    while got := b.receive(NS, path, 100, mode):
+    while got := b.messaging.receive(NS, path, 100, mode):
         out += got
         if mode == "peek-lock":
             break
@@ -122,7 +123,7 @@ def recv(b: Broker, path: str, mode: str = "peek-lock") -> list[Delivered]:
 
 
 def settle(b: Broker, op: str, path: str, ds: list[Delivered], **kw: Any) -> None:
-    results = b.settle(NS, path, op, [d.lock_token or "" for d in ds], **kw)
+    results = b.messaging.settle(NS, path, op, [d.lock_token or "" for d in ds], **kw)
     assert [r.get("ok") for r in results] == [True] * len(ds), results
 
 
@@ -134,7 +135,7 @@ def peek(b: Broker, path: str) -> dict[str, int]:
     """Body -> state of every peekable message (every partition)."""
     out: dict[str, int] = {}
     start = 0
-    while page := b.peek(NS, path, 250, start):  # walks on across partitions (§0.1.7)
+    while page := b.messaging.peek(NS, path, 250, start):  # walks on across partitions (§0.1.7)
         for d in page:
             assert body(d) not in out
             out[body(d)] = d.state
@@ -142,8 +143,17 @@ def peek(b: Broker, path: str) -> dict[str, int]:
     return out
 
 
+def logs(t: Topic) -> list[TopicLog]:
+    """The topic's stores (a test may look inside them; the daemon goes through Partition)."""
+    out = []
+    for p in t.partitions:
+        assert isinstance(p.log, TopicLog)
+        out.append(p.log)
+    return out
+
+
 def files_of(t: Topic, suffix: str) -> list[Path]:
-    return sorted(f for log in t.logs() for f in log.directory.glob(f"*{suffix}"))
+    return sorted(f for log in logs(t) for f in log.directory.glob(f"*{suffix}"))
 
 
 def disk_bytes(t: Topic, suffix: str) -> int:
@@ -156,11 +166,11 @@ def record_bytes(*messages: Message) -> int:
 
 
 def segments(t: Topic, pid: int = 0) -> list[str]:
-    return sorted(p.name for p in t.logs()[pid].directory.glob(f"*{SEGMENT_SUFFIX}"))
+    return sorted(p.name for p in logs(t)[pid].directory.glob(f"*{SEGMENT_SUFFIX}"))
 
 
 def journal(t: Topic, pid: int = 0) -> Path:
-    (path,) = t.logs()[pid].directory.glob(f"*{JOURNAL_SUFFIX}")
+    (path,) = logs(t)[pid].directory.glob(f"*{JOURNAL_SUFFIX}")
     return path
 
 
@@ -185,8 +195,8 @@ def test_a_message_body_is_written_once(brokers: Brokers, partitioned: bool) -> 
         sub(b, f"s{k}", "ten")
     msgs = [M(chr(97 + k) * (2_000 + 100 * k), partition_key=f"k{k}") for k in range(12)]
     for m in msgs:
-        b.send(NS, "one", [m])
-        b.send(NS, "ten", [m])
+        b.messaging.send(NS, "one", [m])
+        b.messaging.send(NS, "ten", [m])
     want = record_bytes(*msgs)
     assert disk_bytes(one, SEGMENT_SUFFIX) == want
     assert disk_bytes(ten, SEGMENT_SUFFIX) == want  # not 10 copies
@@ -211,7 +221,7 @@ def test_a_completion_in_one_subscription_keeps_the_message_for_the_others(
     for name in ("a", "b", "c"):
         sub(b, name)
     msgs = [M("x"), M("y")]
-    b.send(NS, "t", msgs)
+    b.messaging.send(NS, "t", msgs)
     settle(b, "complete", S("a"), recv(b, S("a")))
     assert len(recv(b, S("b"), "receive-and-delete")) == 2
     full = sum(len(encode_message(m)) for m in msgs)
@@ -220,7 +230,7 @@ def test_a_completion_in_one_subscription_keeps_the_message_for_the_others(
         assert peek(b, S("a")) == {} and peek(b, S("b")) == {}
         assert peek(b, S("c")) == {"x": ACTIVE, "y": ACTIVE}
         assert size(b) == full
-    b.checkpoint()
+    b.housekeeping.checkpoint()
     b = brokers.restart(b, crash=True)
     assert peek(b, S("c")) == {"x": ACTIVE, "y": ACTIVE}
     assert sorted(body(d) for d in recv(b, S("c"), "receive-and-delete")) == ["x", "y"]
@@ -240,7 +250,7 @@ def one_per_segment(brokers: Brokers, n: int, subs: tuple[str, ...] = ("a", "b")
     for name in subs:
         sub(b, name)
     for k in range(n):
-        b.send(NS, "t", [M(f"m{k}")])
+        b.messaging.send(NS, "t", [M(f"m{k}")])
     assert segments(t) == [segment_name(k) for k in range(1, n + 1)]
     return b
 
@@ -256,17 +266,17 @@ def test_checkpoint_drops_segments_once_every_subscription_settled(brokers: Brok
     b = one_per_segment(brokers, 5)
     t = b.topic(NS, "t")
     settle(b, "complete", S("a"), recv(b, S("a")))
-    b.checkpoint()
-    b.checkpoint()  # settled segments go one checkpoint later (generations)
+    b.housekeeping.checkpoint()
+    b.housekeeping.checkpoint()  # settled segments go one checkpoint later (generations)
     assert segments(t) == [segment_name(k) for k in range(1, 6)]  # "b" holds them all
     settle(b, "complete", S("b"), take(b, S("b"), "m0", "m1"))
     settle(b, "defer", S("b"), take(b, S("b"), "m2"))
     settle(b, "dead-letter", S("b"), take(b, S("b"), "m3"))
-    b.checkpoint()
-    b.checkpoint()  # settled segments go one checkpoint later (generations)
+    b.housekeeping.checkpoint()
+    b.housekeeping.checkpoint()  # settled segments go one checkpoint later (generations)
     # m0, m1 settled everywhere; m2 deferred and m3 dead-lettered in "b" still count.
     assert segments(t) == [segment_name(k) for k in (3, 4, 5)]
-    assert CHECKPOINT in os.listdir(t.logs()[0].directory)
+    assert CHECKPOINT in os.listdir(logs(t)[0].directory)
     for crash in (True, False):
         b = brokers.restart(b, crash=crash)
         t = b.topic(NS, "t")
@@ -277,19 +287,19 @@ def test_checkpoint_drops_segments_once_every_subscription_settled(brokers: Brok
     settle(b, "complete", DL("b"), [m3])
     (m4,) = recv(b, S("b"))
     settle(b, "complete", S("b"), [m4])
-    b.checkpoint()
-    b.checkpoint()  # settled segments go one checkpoint later (generations)
+    b.housekeeping.checkpoint()
+    b.housekeeping.checkpoint()  # settled segments go one checkpoint later (generations)
     assert segments(t) == [segment_name(3), segment_name(5)]  # the last one takes appends
-    (m2,) = b.receive_deferred(NS, S("b"), [3], "receive-and-delete")
+    (m2,) = b.messaging.receive_deferred(NS, S("b"), [3], "receive-and-delete")
     assert body(m2) == "m2"
-    b.checkpoint()
-    b.checkpoint()  # settled segments go one checkpoint later (generations)
+    b.housekeeping.checkpoint()
+    b.housekeeping.checkpoint()  # settled segments go one checkpoint later (generations)
     assert segments(t) == [segment_name(5)]
     assert size(b) == 0
     b = brokers.restart(b, crash=True)
     t = b.topic(NS, "t")
     assert size(b) == 0 and peek(b, S("a")) == {} and peek(b, S("b")) == {}
-    assert b.send(NS, "t", [M("m5")]) == [6]
+    assert b.messaging.send(NS, "t", [M("m5")]) == [6]
     assert peek(b, S("a")) == peek(b, S("b")) == {"m5": ACTIVE}
 
 
@@ -300,21 +310,21 @@ def test_deleting_a_subscription_releases_its_references(brokers: Brokers, crash
     settle(b, "complete", S("a"), recv(b, S("a")))
     settle(b, "dead-letter", S("c"), take(b, S("c"), "m0"))
     settle(b, "complete", S("c"), take(b, S("c"), "m1", "m2"))
-    b.subscription_delete(NS, "t", "c")  # held m0 in its DLQ
+    b.management.subscription_delete(NS, "t", "c")  # held m0 in its DLQ
     assert size(b) == len(encode_message(M("m0"))) * 3  # "b" still holds all three
     b = brokers.restart(b, crash=crash)
     t = b.topic(NS, "t")
     assert size(b) == len(encode_message(M("m0"))) * 3
-    b.subscription_delete(NS, "t", "b")
+    b.management.subscription_delete(NS, "t", "b")
     assert size(b) == 0
     b = brokers.restart(b, crash=crash)
     t = b.topic(NS, "t")
     assert size(b) == 0
-    assert b.topic_get(NS, "t")["subscription_count"] == 1
-    b.send(NS, "t", [M("m3")])
+    assert b.management.topic_get(NS, "t")["subscription_count"] == 1
+    b.messaging.send(NS, "t", [M("m3")])
     settle(b, "complete", S("a"), recv(b, S("a")))
-    b.checkpoint()
-    b.checkpoint()  # settled segments go one checkpoint later (generations)
+    b.housekeeping.checkpoint()
+    b.housekeeping.checkpoint()  # settled segments go one checkpoint later (generations)
     assert segments(t) == [segment_name(4)]
     sub(b, "b")  # the same name again: nothing of the old one
     assert peek(b, S("b")) == {} and peek(b, DL("b")) == {}
@@ -326,13 +336,13 @@ def test_a_checkpoint_after_deleting_the_last_holder_drops_its_segments(
     b = one_per_segment(brokers, 3)
     t = b.topic(NS, "t")
     settle(b, "complete", S("a"), recv(b, S("a")))
-    b.checkpoint()
-    b.checkpoint()  # settled segments go one checkpoint later (generations)
+    b.housekeeping.checkpoint()
+    b.housekeeping.checkpoint()  # settled segments go one checkpoint later (generations)
     assert len(segments(t)) == 3  # "b" holds every message
-    b.subscription_delete(NS, "t", "b")
+    b.management.subscription_delete(NS, "t", "b")
     assert size(b) == 0
-    b.checkpoint()
-    b.checkpoint()  # settled segments go one checkpoint later (generations)
+    b.housekeeping.checkpoint()
+    b.housekeeping.checkpoint()  # settled segments go one checkpoint later (generations)
     assert segments(t) == [segment_name(3)]
 
 
@@ -343,11 +353,11 @@ def test_a_subscription_created_later_sees_no_earlier_message(
     b = brokers.open()
     make_topic(b, partitioned)
     sub(b, "early")
-    b.send(NS, "t", [M("before", partition_key="k")])
-    b.checkpoint()
-    b.send(NS, "t", [M("before-too", partition_key="k")])
+    b.messaging.send(NS, "t", [M("before", partition_key="k")])
+    b.housekeeping.checkpoint()
+    b.messaging.send(NS, "t", [M("before-too", partition_key="k")])
     sub(b, "late")
-    b.send(NS, "t", [M("after", partition_key="k")])
+    b.messaging.send(NS, "t", [M("after", partition_key="k")])
     for _ in range(2):
         b = brokers.restart(b, crash=crash)
         assert peek(b, S("late")) == {"after": ACTIVE}
@@ -363,23 +373,23 @@ def test_subscription_ids_are_never_reused(brokers: Brokers, crash: bool, checkp
     make_topic(b)
     sub(b, "a")
     sub(b, "keep")
-    b.send(NS, "t", [M("m1"), M("m2"), M("m3")])
+    b.messaging.send(NS, "t", [M("m1"), M("m2"), M("m3")])
     settle(b, "defer", S("a"), take(b, S("a"), "m1"))
     settle(b, "dead-letter", S("a"), take(b, S("a"), "m2"))
     if checkpoint:
-        b.checkpoint()
+        b.housekeeping.checkpoint()
     old_id = b.topic(NS, "t").subscriptions["a"].id
-    b.subscription_delete(NS, "t", "a")
+    b.management.subscription_delete(NS, "t", "a")
     sub(b, "a")
     new_id = b.topic(NS, "t").subscriptions["a"].id
     assert new_id > old_id
     assert peek(b, S("a")) == {} and peek(b, DL("a")) == {}
-    b.send(NS, "t", [M("m4")])
+    b.messaging.send(NS, "t", [M("m4")])
     for _ in range(2):
         b = brokers.restart(b, crash=crash)
         assert peek(b, S("a")) == {"m4": ACTIVE}
         assert peek(b, DL("a")) == {}
-        assert b.subscription_get(NS, "t", "a")["total_message_count"] == 1
+        assert b.management.subscription_get(NS, "t", "a")["total_message_count"] == 1
         assert peek(b, S("keep")) == dict.fromkeys(("m1", "m2", "m3", "m4"), ACTIVE)
     sub(b, "other")
     assert b.topic(NS, "t").subscriptions["other"].id > new_id
@@ -395,20 +405,20 @@ def test_checkpointed_subscription_state_is_restored(brokers: Brokers, clock: Fa
     make_topic(b)
     sub(b, "a", lock_duration=5_000)
     sub(b, "b")
-    b.send(NS, "t", [M("m1"), M("m2"), M("m3"), M("m4")])
+    b.messaging.send(NS, "t", [M("m1"), M("m2"), M("m3"), M("m4")])
     settle(b, "defer", S("a"), take(b, S("a"), "m1"), properties={"d": 1})
     settle(b, "dead-letter", S("a"), take(b, S("a"), "m2"), reason="R", description="D")
     take(b, S("a"), "m3")  # and keep it locked
     clock.advance(5_000)
-    b.tick()  # m3's lock ran out
-    b.checkpoint()
+    b.housekeeping.tick()  # m3's lock ran out
+    b.housekeeping.checkpoint()
     settle(b, "complete", S("b"), take(b, S("b"), "m4"))  # after the checkpoint: journal
     b = brokers.restart(b, crash=True)
     assert peek(b, S("a")) == {"m1": DEFERRED, "m3": ACTIVE, "m4": ACTIVE}
-    got = {body(d): d for d in b.peek(NS, S("a"), 10, None)}
+    got = {body(d): d for d in b.messaging.peek(NS, S("a"), 10, None)}
     assert got["m3"].delivery_count == 3 and got["m4"].delivery_count == 3
     assert got["m1"].changes == {"d": 1}
-    (dead,) = b.peek(NS, DL("a"), 10, None)
+    (dead,) = b.messaging.peek(NS, DL("a"), 10, None)
     assert dead.changes == {"DeadLetterReason": "R", "DeadLetterErrorDescription": "D"}
     assert peek(b, S("b")) == dict.fromkeys(("m1", "m2", "m3"), ACTIVE)
 
@@ -425,11 +435,11 @@ def test_a_subscription_ttl_cap_is_rebuilt_on_recovery(
     sub(b, "short", default_message_time_to_live=5_000)
     sub(b, "plain")
     t0 = clock.now
-    b.send(NS, "t", [M("m1")])
+    b.messaging.send(NS, "t", [M("m1")])
     if checkpoint:
-        b.checkpoint()
+        b.housekeeping.checkpoint()
     clock.advance(1_000)
-    b.send(NS, "t", [M("m2"), M("m3", time_to_live_ms=2_000)])
+    b.messaging.send(NS, "t", [M("m2"), M("m3", time_to_live_ms=2_000)])
     want = {
         "short": {"m1": t0 + 5_000, "m2": t0 + 6_000, "m3": t0 + 3_000},
         "plain": {"m1": t0 + 60_000, "m2": t0 + 61_000, "m3": t0 + 3_000},
@@ -437,7 +447,7 @@ def test_a_subscription_ttl_cap_is_rebuilt_on_recovery(
     for _ in range(2):
         b = brokers.restart(b, crash=True)
         for name, expiries in want.items():
-            got = {body(d): d.expires_at_ms for d in b.peek(NS, S(name), 10, None)}
+            got = {body(d): d.expires_at_ms for d in b.messaging.peek(NS, S(name), 10, None)}
             assert got == expiries, name
     clock.advance(4_000)  # t0 + 5 s
     assert sorted(body(d) for d in recv(b, S("short"), "receive-and-delete")) == ["m2"]
@@ -452,21 +462,21 @@ def test_a_scheduled_topic_message_activates_once_across_crashes(
     make_topic(b, partitioned)
     sub(b, "a")
     sub(b, "b")
-    (seq,) = b.send(NS, "t", [M("later", scheduled_enqueue_time_ms=clock.now + 10_000)])
+    (seq,) = b.messaging.send(NS, "t", [M("later", scheduled_enqueue_time_ms=clock.now + 10_000)])
     if checkpoint:
-        b.checkpoint()
+        b.housekeeping.checkpoint()
     b = brokers.restart(b, crash=True)
-    assert b.topic_get(NS, "t")["scheduled_message_count"] == 1
+    assert b.management.topic_get(NS, "t")["scheduled_message_count"] == 1
     clock.advance(10_000)
-    b.tick()
+    b.housekeeping.tick()
     if checkpoint:
-        b.checkpoint()
+        b.housekeeping.checkpoint()
     for _ in range(2):
         b = brokers.restart(b, crash=True)
-        b.tick()
-        assert b.topic_get(NS, "t")["scheduled_message_count"] == 0
+        b.housekeeping.tick()
+        assert b.management.topic_get(NS, "t")["scheduled_message_count"] == 0
         for name in ("a", "b"):
-            (d,) = b.peek(NS, S(name), 10, None)
+            (d,) = b.messaging.peek(NS, S(name), 10, None)
             assert body(d) == "later" and d.sequence_number != seq
     assert [body(d) for d in recv(b, S("a"), "receive-and-delete")] == ["later"]
     assert [body(d) for d in recv(b, S("b"), "receive-and-delete")] == ["later"]
@@ -482,7 +492,7 @@ def journal_batches(b: Broker) -> list[int]:
     t = make_topic(b)
     sub(b, "a")
     sub(b, "b")
-    b.send(NS, "t", [M("m1"), M("m2"), M("m3")])
+    b.messaging.send(NS, "t", [M("m1"), M("m2"), M("m3")])
     sizes = [journal(t).stat().st_size]
     got = {body(d): d for d in recv(b, S("a"))}
     settle(b, "abandon", S("a"), [got["m2"], got["m3"]])
@@ -517,14 +527,14 @@ def test_torn_journal_tail_keeps_the_other_subscriptions_state(
         path.write_bytes(bytes(data))
 
     b = brokers.restart(b, crash=True, between=tear)
-    assert any("0 lost" in note for note in b.topic(NS, "t").logs()[0].notes)
+    assert any("0 lost" in note for note in logs(b.topic(NS, "t"))[0].notes)
     # Garbage after the journal is cut away; the other damage hits the journal's copy of
     # the last batch only ("a" defers m3): the mirror's copy applies.
     want_a = {"m2": ACTIVE, "m3": DEFERRED}
     assert peek(b, S("a")) == want_a
     assert peek(b, S("b")) == {"m1": ACTIVE, "m3": ACTIVE}
     assert peek(b, DL("b")) == {"m2": DEADLETTERED}
-    b.send(NS, "t", [M("m4")])
+    b.messaging.send(NS, "t", [M("m4")])
     b = brokers.restart(b, crash=True)
     assert peek(b, S("a")) == {**want_a, "m4": ACTIVE}
     assert peek(b, S("b")) == {"m1": ACTIVE, "m3": ACTIVE, "m4": ACTIVE}
@@ -538,10 +548,10 @@ def test_journal_torn_before_a_batch_was_routed(brokers: Brokers) -> None:
     t = make_topic(b)
     sub(b, "a")
     sub(b, "b")
-    b.send(NS, "t", [M("kept")])
+    b.messaging.send(NS, "t", [M("kept")])
     settle(b, "complete", S("a"), recv(b, S("a")))
     before = journal(t).stat().st_size
-    b.send(NS, "t", [M("lost")])
+    b.messaging.send(NS, "t", [M("lost")])
 
     def tear() -> None:
         os.truncate(journal(t), before)
@@ -551,7 +561,7 @@ def test_journal_torn_before_a_batch_was_routed(brokers: Brokers) -> None:
     assert peek(b, S("a")) == {}
     assert peek(b, S("b")) == {"kept": ACTIVE}
     assert size(b) == len(encode_message(M("kept")))
-    assert b.send(NS, "t", [M("next")]) == [3]
+    assert b.messaging.send(NS, "t", [M("next")]) == [3]
     b = brokers.restart(b, crash=True)
     assert peek(b, S("b")) == {"kept": ACTIVE, "next": ACTIVE}
 
@@ -566,15 +576,15 @@ def test_torn_segment_tail(brokers: Brokers, with_checkpoint: bool, cut: int) ->
     t = make_topic(b)
     sub(b, "a")
     sub(b, "b")
-    b.rule_delete(NS, "t", "b", "$Default")
-    b.rule_create(NS, "t", "b", "two", {"type": "sql", "sql_expression": "n <> 3"}, None)
-    b.send(NS, "t", [M("m1", props={"n": 1})])
+    b.management.rule_delete(NS, "t", "b", "$Default")
+    b.management.rule_create(NS, "t", "b", "two", {"type": "sql", "sql_expression": "n <> 3"}, None)
+    b.messaging.send(NS, "t", [M("m1", props={"n": 1})])
     settle(b, "complete", S("a"), recv(b, S("a")))
     if with_checkpoint:
-        b.checkpoint()
-    seg = t.logs()[0].segments[-1].path
+        b.housekeeping.checkpoint()
+    seg = logs(t)[0].segments[-1].path
     end_of_first = seg.stat().st_size
-    b.send(NS, "t", [M("m2", props={"n": 2})])  # to "a" and "b"
+    b.messaging.send(NS, "t", [M("m2", props={"n": 2})])  # to "a" and "b"
     settle(b, "dead-letter", S("b"), take(b, S("b"), "m2"))  # about the torn message
     end = seg.stat().st_size
 
@@ -584,18 +594,18 @@ def test_torn_segment_tail(brokers: Brokers, with_checkpoint: bool, cut: int) ->
 
     b = brokers.restart(b, crash=True, between=tear)
     t = b.topic(NS, "t")
-    notes = t.logs()[0].notes
+    notes = logs(t)[0].notes
     assert any("torn bytes" in note for note in notes), notes
     assert any("journal entries name messages lost" in note for note in notes), notes
     assert peek(b, S("a")) == {}
     assert peek(b, S("b")) == {"m1": ACTIVE}
     assert peek(b, DL("b")) == {}
     # m3 takes sequence number 2 and reaches "a" only; m2's entries must not touch it.
-    assert b.send(NS, "t", [M("m3", props={"n": 3})]) == [2]
+    assert b.messaging.send(NS, "t", [M("m3", props={"n": 3})]) == [2]
     for crash in (True, True, False):
         b = brokers.restart(b, crash=crash)
         assert peek(b, S("a")) == {"m3": ACTIVE}
         assert peek(b, S("b")) == {"m1": ACTIVE}
         assert peek(b, DL("b")) == {}
-        got = b.peek(NS, S("a"), 10, None)
+        got = b.messaging.peek(NS, S("a"), 10, None)
         assert [(d.sequence_number, d.delivery_count) for d in got] == [(2, 0)]

@@ -60,11 +60,11 @@ COUNT_KEYS = (
 
 
 def topic(b: Broker, partitioned: bool, name: str = "t", **options: Any) -> dict[str, Any]:
-    return b.topic_create(NS, name, {"enable_partitioning": partitioned, **options})
+    return b.management.topic_create(NS, name, {"enable_partitioning": partitioned, **options})
 
 
 def sub(b: Broker, name: str, topic_name: str = "t", **options: Any) -> dict[str, Any]:
-    return b.subscription_create(NS, topic_name, name, options)
+    return b.management.subscription_create(NS, topic_name, name, options)
 
 
 def sql(expression: str) -> dict[str, Any]:
@@ -83,7 +83,7 @@ def rule(
     action: str | None = None,
     topic_name: str = "t",
 ) -> dict[str, Any]:
-    return b.rule_create(NS, topic_name, sub_name, name, flt, action)
+    return b.management.rule_create(NS, topic_name, sub_name, name, flt, action)
 
 
 def filtered(
@@ -96,7 +96,7 @@ def filtered(
 ) -> None:
     """A subscription whose only rule is ``flt`` (its $Default removed)."""
     sub(b, name, topic_name, **options)
-    b.rule_delete(NS, topic_name, name, "$Default")
+    b.management.rule_delete(NS, topic_name, name, "$Default")
     rule(b, name, "r", flt, action, topic_name)
 
 
@@ -109,11 +109,11 @@ def DL(path: str) -> str:
 
 
 def send(b: Broker, *messages: Message, path: str = "t") -> list[int]:
-    return b.send(NS, path, list(messages))
+    return b.messaging.send(NS, path, list(messages))
 
 
 def recv(b: Broker, path: str, count: int = 100, mode: str = "peek-lock") -> list[Delivered]:
-    return b.receive(NS, path, count, mode)
+    return b.messaging.receive(NS, path, count, mode)
 
 
 def codes(results: list[dict[str, Any]]) -> list[str]:
@@ -122,7 +122,7 @@ def codes(results: list[dict[str, Any]]) -> list[str]:
 
 def settle(b: Broker, op: str, path: str, *ds: Delivered, **kw: Any) -> list[str]:
     tokens = [d.lock_token for d in ds]
-    return codes(b.settle(NS, path, op, tokens, **kw))  # type: ignore[arg-type]
+    return codes(b.messaging.settle(NS, path, op, tokens, **kw))  # type: ignore[arg-type]
 
 
 def body(d: Delivered) -> bytes:
@@ -152,7 +152,7 @@ def entity(b: Broker, name: str) -> Any:
 def peek_all(b: Broker, path: str) -> list[Delivered]:
     """Every peekable message of every partition, by sequence number."""
     out: list[Delivered] = []
-    while page := b.peek(NS, path, 250, out[-1].sequence_number + 1 if out else 0):
+    while page := b.messaging.peek(NS, path, 250, out[-1].sequence_number + 1 if out else 0):
         out += page  # daemon/README.md §0.1.7: the pages walk on across partitions
     assert [d.sequence_number for d in out] == sorted(d.sequence_number for d in out)
     return out
@@ -167,7 +167,7 @@ def drain(b: Broker, path: str) -> list[Delivered]:
 
 
 def counts(b: Broker, name: str, topic_name: str = "t") -> dict[str, int]:
-    got = b.subscription_get(NS, topic_name, name)
+    got = b.management.subscription_get(NS, topic_name, name)
     return {k: got[k] for k in COUNT_KEYS}
 
 
@@ -193,7 +193,7 @@ def expect(
 
 
 def topic_size(b: Broker, name: str = "t") -> int:
-    size: int = b.topic_get(NS, name)["size_in_bytes"]
+    size: int = b.management.topic_get(NS, name)["size_in_bytes"]
     return size
 
 
@@ -230,11 +230,11 @@ def test_default_rule_delivers_everything_and_no_rules_nothing(
     topic(broker, partitioned)
     created = sub(broker, "all")
     assert created["rule_count"] == 1
-    (default,) = broker.rule_list(NS, "t", "all")
+    (default,) = broker.management.rule_list(NS, "t", "all")
     assert default["name"] == "$Default" and default["action"] is None
     sub(broker, "none")
-    broker.rule_delete(NS, "t", "none", "$Default")
-    assert broker.rule_list(NS, "t", "none") == []
+    broker.management.rule_delete(NS, "t", "none", "$Default")
+    assert broker.management.rule_list(NS, "t", "none") == []
     msgs = [M("1"), M("2", props={"x": 1}), M("3", partition_key="k", subject="s")]
     seqs = send(broker, *msgs)
     b = broker
@@ -247,7 +247,7 @@ def test_default_rule_delivers_everything_and_no_rules_nothing(
         expect(b, "none")
         assert peek_all(b, S("none")) == []
         assert topic_size(b) == size_of(*msgs)  # stored once, whatever the fan-out
-        assert b.subscription_get(NS, "t", "none")["rule_count"] == 0
+        assert b.management.subscription_get(NS, "t", "none")["rule_count"] == 0
     assert bodies(drain(b, S("all"))) == [b"1", b"2", b"3"]
     assert topic_size(b) == 0
     assert drain(b, S("none")) == []
@@ -271,7 +271,7 @@ def test_a_send_matching_no_subscription_succeeds_and_is_dropped(
         # A subscription created now does not see what was sent before it.
         sub(b, f"late{k}")
         expect(b, f"late{k}")
-        assert b.topic_get(NS, "t")["subscription_count"] == 3 + k
+        assert b.management.topic_get(NS, "t")["subscription_count"] == 3 + k
 
 
 @pytest.mark.parametrize("crash", [False, True])
@@ -283,7 +283,7 @@ def test_rules_with_actions_each_give_a_copy(
     topic(broker, partitioned)
     sub(broker, "other")
     sub(broker, "multi")
-    broker.rule_delete(NS, "t", "multi", "$Default")
+    broker.management.rule_delete(NS, "t", "multi", "$Default")
     rule(broker, "multi", "p1", sql("n > 0"))
     rule(broker, "multi", "p2", sql("n > 1"))
     rule(broker, "multi", "p3", corr(properties={"kind": "big"}))
@@ -396,7 +396,7 @@ def tag_rules(b: Broker, rules: list[tuple[dict[str, Any], set[int]]]) -> None:
     which
     filters matched which message (creating a subscription per filter costs more)."""
     sub(b, "f")
-    b.rule_delete(NS, "t", "f", "$Default")
+    b.management.rule_delete(NS, "t", "f", "$Default")
     for k, (flt, _want) in enumerate(rules):
         rule(b, "f", f"r{k}", flt, "SET matched = TRUE")
 
@@ -527,7 +527,7 @@ def test_filter_errors_dead_letter_or_drop(
 ) -> None:
     topic(broker, partitioned)
     filtered(broker, "strict", sql(expression))
-    assert broker.subscription_get(NS, "t", "strict")[
+    assert broker.management.subscription_get(NS, "t", "strict")[
         "dead_lettering_on_filter_evaluation_exceptions"
     ]
     filtered(
@@ -598,14 +598,16 @@ def test_session_subscription_dead_letters_messages_without_a_session(
     if partitioned:
         for seq, key in zip(s1, "ABA", strict=True):
             assert seq >> 48 == partition_for_key(key, 16)
-    token = b.session_accept(NS, S("sessions"), "A")["session_lock_token"]
-    got = b.receive(NS, S("sessions"), 10, "peek-lock", token)
+    token = b.messaging.session_accept(NS, S("sessions"), "A")["session_lock_token"]
+    got = b.messaging.receive(NS, S("sessions"), 10, "peek-lock", token)
     assert [body(d) for d in got] == [b"a1", b"a2"]  # FIFO within the session
     assert [d.sequence_number for d in got] == [s1[0], s1[2]]
     assert settle(b, "complete", S("sessions"), *got) == ["ok", "ok"]
-    nxt = b.session_accept(NS, S("sessions"), None)
+    nxt = b.messaging.session_accept(NS, S("sessions"), None)
     assert nxt["session_id"] == "B"
-    got = b.receive(NS, S("sessions"), 10, "receive-and-delete", nxt["session_lock_token"])
+    got = b.messaging.receive(
+        NS, S("sessions"), 10, "receive-and-delete", nxt["session_lock_token"]
+    )
     assert [body(d) for d in got] == [b"b1"]
     b = reopen()
     expect(b, "sessions", dead=1)
@@ -619,10 +621,10 @@ def test_session_state_on_a_subscription(broker: Broker, reopen: Reopen, partiti
     topic(broker, partitioned)
     sub(broker, "s", requires_session=True, lock_duration=LOCK)
     send(broker, M("x", session_id="S1"))
-    broker.session_set_state(NS, S("s"), "S1", b"state")
+    broker.messaging.session_set_state(NS, S("s"), "S1", b"state")
     b = reopen()
-    assert b.session_get_state(NS, S("s"), "S1") == b"state"
-    (listed,) = b.session_list(NS, S("s"))
+    assert b.messaging.session_get_state(NS, S("s"), "S1") == b"state"
+    (listed,) = b.messaging.session_list(NS, S("s"))
     assert (listed["session_id"], listed["active_message_count"]) == ("S1", 1)
 
 
@@ -710,8 +712,8 @@ def test_settlements_on_one_subscription_leave_the_others_alone(
     (again,) = recv(b, S("a"))
     assert (body(again), again.delivery_count, props(again)) == (b"y", 2, {"tries": 1})
     with pytest.raises(MessageNotFound):
-        b.receive_deferred(NS, S("b"), [seqs["z"]], "peek-lock")  # deferred in "a" only
-    (deferred,) = b.receive_deferred(NS, S("a"), [seqs["z"]], "peek-lock")
+        b.messaging.receive_deferred(NS, S("b"), [seqs["z"]], "peek-lock")  # deferred in "a" only
+    (deferred,) = b.messaging.receive_deferred(NS, S("a"), [seqs["z"]], "peek-lock")
     assert body(deferred) == b"z" and deferred.state == DEFERRED
     assert settle(b, "complete", S("a"), again, deferred) == ["ok", "ok"]
     (dead,) = recv(b, DL(S("a")), mode="receive-and-delete")
@@ -740,10 +742,10 @@ def test_lock_expiry_and_max_delivery_count(
         assert (d.sequence_number, d.delivery_count) == (seq, attempt)
         assert d.locked_until_ms == clock.now + LOCK
         clock.advance(LOCK - 1)
-        b.tick()
+        b.housekeeping.tick()
         assert recv(b, S("a")) == []  # still locked
         clock.advance(1)
-        b.tick()
+        b.housekeeping.tick()
         if attempt < max_count:
             b = reopen()  # delivery counts are durable
     assert recv(b, S("a")) == []
@@ -767,10 +769,10 @@ def test_renew_lock_and_receive_and_delete(
     got = recv(broker, S("a"), count=1)
     assert len(got) == 1
     clock.advance(4_000)
-    results = broker.settle(NS, S("a"), "renew-lock", [got[0].lock_token or ""])
+    results = broker.messaging.settle(NS, S("a"), "renew-lock", [got[0].lock_token or ""])
     assert codes(results) == ["ok"]
     clock.advance(4_000)
-    broker.tick()
+    broker.housekeeping.tick()
     assert settle(broker, "complete", S("a"), got[0]) == ["ok"]
     (rd,) = recv(broker, S("a"), mode="receive-and-delete")
     assert rd.lock_token is None
@@ -841,12 +843,12 @@ def test_purge_a_subscription_and_its_dlq(
     send(broker, M("1"), M("2"), M("3"))
     (d, *_rest) = recv(broker, S("a"))
     assert settle(broker, "dead-letter", S("a"), d) == ["ok"]
-    assert broker.purge(NS, S("a")) == 2  # the locked one included
+    assert broker.messaging.purge(NS, S("a")) == 2  # the locked one included
     expect(broker, "a", dead=1)
     b = reopen()
     expect(b, "a", dead=1)
     expect(b, "b", active=3)
-    assert b.purge(NS, DL(S("a"))) == 1
+    assert b.messaging.purge(NS, DL(S("a"))) == 1
     expect(b, "a")
     b = reopen()
     expect(b, "a")
@@ -866,11 +868,11 @@ def test_dlq_resubmit_from_a_subscription(
     topic(broker, partitioned)
     sub(broker, "a")
     sub(broker, "b")
-    broker.queue_create(NS, "q", {"enable_partitioning": partitioned})
+    broker.management.queue_create(NS, "q", {"enable_partitioning": partitioned})
     (seq,) = send(broker, M("x", props={"p": 1}))
     dead_letter_all(broker, S("a"))
     # Back into the subscription itself: only "a" gets it, with a new number.
-    result = broker.dlq_resubmit(NS, S("a"), None, None)
+    result = broker.messaging.dlq_resubmit(NS, S("a"), None, None)
     assert result["resubmitted"] == 1
     (new,) = result["sequence_numbers"]
     assert new != seq
@@ -881,12 +883,12 @@ def test_dlq_resubmit_from_a_subscription(
         assert (d.sequence_number, body(d), props(d)) == (new, b"x", {"p": 1})
     # To a queue, and to the topic itself (fanned out again to every subscription).
     dead_letter_all(b, S("a"))
-    assert b.dlq_resubmit(NS, S("a"), None, "q")["resubmitted"] == 1
+    assert b.messaging.dlq_resubmit(NS, S("a"), None, "q")["resubmitted"] == 1
     assert [body(d) for d in peek_all(b, "q")] == [b"x"]
     dead_letter_all(b, S("b"))
-    assert b.dlq_resubmit(NS, S("b"), None, "t")["resubmitted"] == 1
+    assert b.messaging.dlq_resubmit(NS, S("b"), None, "t")["resubmitted"] == 1
     with pytest.raises(InvalidOperation):
-        b.dlq_resubmit(NS, S("a"), None, S("b"))
+        b.messaging.dlq_resubmit(NS, S("a"), None, S("b"))
     b_ = b
     for b in restarts(b_, reopen):
         expect(b, "a", active=1)
@@ -900,7 +902,7 @@ def test_forward_to_a_queue_or_a_topic(
 ) -> None:
     topic(broker, partitioned)
     if target == "queue":
-        broker.queue_create(NS, "dest", {"enable_partitioning": partitioned})
+        broker.management.queue_create(NS, "dest", {"enable_partitioning": partitioned})
         ends = ["dest"]
     else:
         topic(broker, partitioned, "dest")
@@ -933,7 +935,7 @@ def test_forward_dead_lettered_messages_of_a_subscription(
     broker: Broker, reopen: Reopen, partitioned: bool
 ) -> None:
     topic(broker, partitioned)
-    broker.queue_create(NS, "q", {"enable_partitioning": partitioned})
+    broker.management.queue_create(NS, "q", {"enable_partitioning": partitioned})
     sub(broker, "a", forward_dead_lettered_messages_to="q")
     sub(broker, "b")
     (seq,) = send(broker, M("x"))
@@ -955,10 +957,10 @@ def test_setting_forward_to_on_a_subscription_forwards_what_it_holds(
     broker: Broker, partitioned: bool
 ) -> None:
     topic(broker, partitioned)
-    broker.queue_create(NS, "q", {})
+    broker.management.queue_create(NS, "q", {})
     sub(broker, "a")
     send(broker, M("1"), M("2"))
-    broker.subscription_update(NS, "t", "a", {"forward_to": "q"})
+    broker.management.subscription_update(NS, "t", "a", {"forward_to": "q"})
     expect(broker, "a")
     assert bodies(peek_all(broker, "q")) == [b"1", b"2"]
     assert topic_size(broker) == 0
@@ -970,9 +972,9 @@ def test_an_unusable_forwarding_destination_fills_the_transfer_dlq(
     """daemon/README.md §4.6, §11.3: a disabled destination puts the message in the source
     subscription's transfer dead-letter queue."""
     topic(broker, partitioned)
-    broker.queue_create(NS, "q", {})
+    broker.management.queue_create(NS, "q", {})
     sub(broker, "fw", forward_to="q")
-    broker.queue_update(NS, "q", {"status": "Disabled"})
+    broker.management.queue_update(NS, "q", {"status": "Disabled"})
     (seq,) = send(broker, M("x"))
     tdlq = f"{S('fw')}/$Transfer/$DeadLetterQueue"
     for b in restarts(broker, reopen):
@@ -980,11 +982,11 @@ def test_an_unusable_forwarding_destination_fills_the_transfer_dlq(
         (d,) = peek_all(b, tdlq)
         assert (body(d), d.sequence_number) == (b"x", seq)
         assert props(d)["DeadLetterReason"] == "MessagingEntityDisabled"
-    result = b.dlq_resubmit(NS, tdlq, None, None)
+    result = b.messaging.dlq_resubmit(NS, tdlq, None, None)
     assert result["resubmitted"] == 1
     expect(b, "fw", tdead=1)  # forwarded again, and refused again
-    b.queue_update(NS, "q", {"status": "Active"})
-    assert b.dlq_resubmit(NS, tdlq, None, None)["resubmitted"] == 1
+    b.management.queue_update(NS, "q", {"status": "Active"})
+    assert b.messaging.dlq_resubmit(NS, tdlq, None, None)["resubmitted"] == 1
     expect(b, "fw")
     assert bodies(drain(b, "q")) == [b"x"]
 
@@ -1004,19 +1006,19 @@ def test_disabled_subscription(
     settle(broker, "dead-letter", S("a"), got[b"dead"])
     settle(broker, "abandon", S("a"), got[b"kept"])
     deferred = got[b"deferred"].sequence_number
-    broker.subscription_update(NS, "t", "a", {"status": status})
+    broker.management.subscription_update(NS, "t", "a", {"status": status})
     for b in restarts(broker, reopen):
-        assert b.subscription_get(NS, "t", "a")["status"] == status
+        assert b.management.subscription_get(NS, "t", "a")["status"] == status
         send(b, M("while-disabled"))  # the topic still takes sends
         for fn in (
             lambda b=b: recv(b, S("a")),
             lambda b=b: recv(b, DL(S("a"))),
-            lambda b=b: b.peek(NS, S("a"), 10, None),
-            lambda b=b: b.receive_deferred(NS, S("a"), [deferred], "peek-lock"),
+            lambda b=b: b.messaging.peek(NS, S("a"), 10, None),
+            lambda b=b: b.messaging.receive_deferred(NS, S("a"), [deferred], "peek-lock"),
         ):
             assert type(error_of(fn)) is MessagingEntityDisabled
         expect(b, "a", active=2, deferred=1, dead=1)
-    b.subscription_update(NS, "t", "a", {"status": "Active"})
+    b.management.subscription_update(NS, "t", "a", {"status": "Active"})
     assert bodies(drain(b, S("a"))) == [b"kept"]
     assert bodies(drain(b, S("b"))) == [
         b"dead",
@@ -1035,16 +1037,16 @@ def test_topic_status(broker: Broker, reopen: Reopen, partitioned: bool) -> None
     sub(broker, "a")
     send(broker, M("1"))
     for status in ("Disabled", "SendDisabled"):
-        broker.topic_update(NS, "t", {"status": status})
+        broker.management.topic_update(NS, "t", {"status": status})
         with pytest.raises(MessagingEntityDisabled):
             send(broker, M("2"))
     b = reopen()
     with pytest.raises(MessagingEntityDisabled):
         send(b, M("2"))
     with pytest.raises(BadRequest):
-        b.topic_update(NS, "t", {"status": "ReceiveDisabled"})
+        b.management.topic_update(NS, "t", {"status": "ReceiveDisabled"})
     expect(b, "a", active=1)
-    b.topic_update(NS, "t", {"status": "Active"})
+    b.management.topic_update(NS, "t", {"status": "Active"})
     send(b, M("3"))
     assert bodies(drain(b, S("a"))) == [b"1", b"3"]
 
@@ -1064,27 +1066,27 @@ def test_scheduled_messages_stay_in_the_topic_until_due(
     cancelled = M("cancelled", props={"n": 5}, scheduled_enqueue_time_ms=at)
     small = M("small", props={"n": 0}, scheduled_enqueue_time_ms=at + 1)
     s_later, s_cancelled, s_small = send(broker, later, cancelled, small)
-    assert broker.topic_get(NS, "t")["scheduled_message_count"] == 3
+    assert broker.management.topic_get(NS, "t")["scheduled_message_count"] == 3
     expect(broker, "a")
     assert peek_all(broker, S("a")) == []  # not shown on subscriptions (daemon/README.md §5.2)
     with pytest.raises(MessageNotFound):
-        broker.cancel_scheduled(NS, "t", [s_cancelled, s_cancelled + (1 << 40)])
-    assert broker.cancel_scheduled(NS, "t", [s_cancelled]) == 1
+        broker.messaging.cancel_scheduled(NS, "t", [s_cancelled, s_cancelled + (1 << 40)])
+    assert broker.messaging.cancel_scheduled(NS, "t", [s_cancelled]) == 1
     with pytest.raises(MessageNotFound):
-        broker.cancel_scheduled(NS, "t", [s_cancelled])
+        broker.messaging.cancel_scheduled(NS, "t", [s_cancelled])
     with pytest.raises(MessageNotFound):  # the topic's numbers, not a subscription's
-        broker.cancel_scheduled(NS, S("a"), [s_later])
+        broker.messaging.cancel_scheduled(NS, S("a"), [s_later])
     b = broker
     for b in restarts(broker, reopen):
-        assert b.topic_get(NS, "t")["scheduled_message_count"] == 2
+        assert b.management.topic_get(NS, "t")["scheduled_message_count"] == 2
         assert topic_size(b) == size_of(later, small)
         expect(b, "a")
     clock.advance(59_999)
-    b.tick()
+    b.housekeeping.tick()
     expect(b, "a")
     clock.advance(1)
-    b.tick()
-    assert b.topic_get(NS, "t")["scheduled_message_count"] == 1
+    b.housekeeping.tick()
+    assert b.management.topic_get(NS, "t")["scheduled_message_count"] == 1
     b_ = b
     for b in restarts(b_, reopen):
         expect(b, "a", active=1)
@@ -1100,10 +1102,10 @@ def test_scheduled_messages_stay_in_the_topic_until_due(
         else:
             assert new > s_small
         with pytest.raises(MessageNotFound):
-            b.cancel_scheduled(NS, "t", [s_later])
+            b.messaging.cancel_scheduled(NS, "t", [s_later])
     clock.advance(1)
-    b.tick()
-    assert b.topic_get(NS, "t")["scheduled_message_count"] == 0
+    b.housekeeping.tick()
+    assert b.management.topic_get(NS, "t")["scheduled_message_count"] == 0
     expect(b, "a", active=2)
     expect(b, "big", active=1)  # "small" did not match there
     assert bodies(drain(b, S("a"))) == [b"later", b"small"]
@@ -1119,10 +1121,10 @@ def test_scheduled_topic_message_due_during_downtime(
     (s,) = send(broker, M("later", scheduled_enqueue_time_ms=clock.now + 10_000))
     clock.advance(20_000)
     b = reopen(crash=True)
-    b.tick()
+    b.housekeeping.tick()
     (d,) = recv(b, S("a"), mode="receive-and-delete")
     assert body(d) == b"later" and d.sequence_number != s
-    assert b.topic_get(NS, "t")["scheduled_message_count"] == 0
+    assert b.management.topic_get(NS, "t")["scheduled_message_count"] == 0
     b = reopen()
     expect(b, "a")
     assert topic_size(b) == 0
@@ -1138,8 +1140,8 @@ def test_names_are_case_insensitive_and_shared_by_queues_and_topics(broker: Brok
         with pytest.raises(MessagingEntityAlreadyExists):
             topic(broker, False, name)
         with pytest.raises(MessagingEntityAlreadyExists):
-            broker.queue_create(NS, name, {})
-    broker.queue_create(NS, "jobs", {})
+            broker.management.queue_create(NS, name, {})
+    broker.management.queue_create(NS, "jobs", {})
     with pytest.raises(MessagingEntityAlreadyExists):
         topic(broker, False, "JOBS")
     sub(broker, "Audit", "orders")
@@ -1150,23 +1152,23 @@ def test_names_are_case_insensitive_and_shared_by_queues_and_topics(broker: Brok
         rule(broker, "AUDIT", "big", sql("n > 2"), topic_name="orders")
     with pytest.raises(MessagingEntityAlreadyExists):
         rule(broker, "audit", "$Default", None, topic_name="orders")
-    assert broker.subscription_get(NS, "ORDERS", "AUDIT")["name"] == "Audit"
-    assert broker.rule_get(NS, "orders", "audit", "BIG")["name"] == "Big"
+    assert broker.management.subscription_get(NS, "ORDERS", "AUDIT")["name"] == "Audit"
+    assert broker.management.rule_get(NS, "orders", "audit", "BIG")["name"] == "Big"
     with pytest.raises(MessagingEntityNotFound):
-        broker.rule_get(NS, "orders", "audit", "nope")
+        broker.management.rule_get(NS, "orders", "audit", "nope")
     with pytest.raises(MessagingEntityNotFound):
-        broker.subscription_get(NS, "orders", "nope")
+        broker.management.subscription_get(NS, "orders", "nope")
     with pytest.raises(MessagingEntityNotFound):
-        broker.subscription_get(NS, "jobs", "audit")  # a queue has no subscriptions
+        broker.management.subscription_get(NS, "jobs", "audit")  # a queue has no subscriptions
     with pytest.raises(MessagingEntityNotFound):
-        broker.topic_get(NS, "jobs")
+        broker.management.topic_get(NS, "jobs")
 
 
 def test_topics_are_refused_on_basic(broker: Broker) -> None:
-    broker.namespace_create("basicns", "basic")
+    broker.management.namespace_create("basicns", "basic")
     with pytest.raises(InvalidOperation):
-        broker.topic_create("basicns", "t", {})
-    assert broker.topic_list("basicns") == []
+        broker.management.topic_create("basicns", "t", {})
+    assert broker.management.topic_list("basicns") == []
 
 
 def test_paths_a_topic_and_a_subscription_refuse(broker: Broker, partitioned: bool) -> None:
@@ -1175,13 +1177,13 @@ def test_paths_a_topic_and_a_subscription_refuse(broker: Broker, partitioned: bo
     send(broker, M("x"))
     for fn in (
         lambda: recv(broker, "t"),
-        lambda: broker.peek(NS, "t", 10, None),
-        lambda: broker.receive_deferred(NS, "t", [1], "peek-lock"),
-        lambda: broker.session_accept(NS, "t", None),
-        lambda: broker.purge(NS, "t"),
+        lambda: broker.messaging.peek(NS, "t", 10, None),
+        lambda: broker.messaging.receive_deferred(NS, "t", [1], "peek-lock"),
+        lambda: broker.messaging.session_accept(NS, "t", None),
+        lambda: broker.messaging.purge(NS, "t"),
         lambda: send(broker, M("y"), path=S("a")),
         lambda: send(broker, M("y"), path=DL(S("a"))),
-        lambda: broker.transact(NS, S("a"), [M("y")], []),
+        lambda: broker.messaging.transact(NS, S("a"), [M("y")], []),
     ):
         assert type(error_of(fn)) is InvalidOperation
     # daemon/README.md §4.1: a topic has no dead-letter queue.
@@ -1189,7 +1191,7 @@ def test_paths_a_topic_and_a_subscription_refuse(broker: Broker, partitioned: bo
         for fn in (
             lambda p=path: send(broker, M("y"), path=p),
             lambda p=path: recv(broker, p),
-            lambda p=path: broker.peek(NS, p, 10, None),
+            lambda p=path: broker.messaging.peek(NS, p, 10, None),
         ):
             assert type(error_of(fn)) is MessagingEntityNotFound
     for path in (S("nope"), DL(S("nope")), "nope", S("a", "nope")):
@@ -1210,9 +1212,9 @@ def test_subscription_limit(broker: Broker, monkeypatch: pytest.MonkeyPatch) -> 
         sub(broker, f"s{k}")
     with pytest.raises(QuotaExceeded):
         sub(broker, "s5")
-    broker.subscription_delete(NS, "t", "s0")
+    broker.management.subscription_delete(NS, "t", "s0")
     sub(broker, "s5")
-    assert broker.topic_get(NS, "t")["subscription_count"] == 5
+    assert broker.management.topic_get(NS, "t")["subscription_count"] == 5
 
 
 def test_sql_and_correlation_filter_quotas(broker: Broker, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -1239,9 +1241,9 @@ def test_sql_and_correlation_filter_quotas(broker: Broker, monkeypatch: pytest.M
     sub(broker, "a", "u")
     rule(broker, "a", "s1", sql("n = 1"), topic_name="u")
     # Deleting frees the quota.
-    broker.rule_delete(NS, "t", "b", "s2")
+    broker.management.rule_delete(NS, "t", "b", "s2")
     rule(broker, "a", "s3", sql("n = 3"))
-    broker.subscription_delete(NS, "t", "a")
+    broker.management.subscription_delete(NS, "t", "a")
     rule(broker, "b", "c3", corr(subject="3"))
     sub(broker, "c")
 
@@ -1249,7 +1251,7 @@ def test_sql_and_correlation_filter_quotas(broker: Broker, monkeypatch: pytest.M
 def test_creating_a_subscription_leaves_the_others_files_alone(broker: Broker) -> None:
     """Why the real 2,000 limit is not exercised here: each create rewrites (and fsyncs)
     every existing subscription.toml (sbctld/topic.py Topic.save, from
-    broker.subscription_create), so 200 creates take ~17 s and 2,000 take minutes."""
+    broker.management.subscription_create), so 200 creates take ~17 s and 2,000 take minutes."""
     topic(broker, False)
     sub(broker, "first")
     described = entity(broker, "t").subscriptions["first"].directory / "subscription.toml"
@@ -1300,7 +1302,7 @@ def test_rule_limits_and_bad_sql(broker: Broker) -> None:
     for bad_filter in ({"type": "nope"}, {"type": "sql"}, corr(bogus="x"), corr(), corr(to="")):
         err = error_of(lambda f=bad_filter: rule(broker, "a", "bad", f))
         assert isinstance(err, BadRequest), (bad_filter, err)
-    assert [r["name"] for r in broker.rule_list(NS, "t", "a")] == [
+    assert [r["name"] for r in broker.management.rule_list(NS, "t", "a")] == [
         "$Default",
         "long",
         "max-actions",
@@ -1318,11 +1320,11 @@ def test_rules_survive_a_restart_and_deleting_rules(
     rule(broker, "a", "big", sql("n > 10"), "SET big = TRUE")
     rule(broker, "a", "corr", corr(subject="s", properties={"k": 1}))
     b = reopen()
-    assert [r["name"] for r in b.rule_list(NS, "t", "a")] == ["$Default", "big", "corr"]
-    big = b.rule_get(NS, "t", "a", "big")
+    assert [r["name"] for r in b.management.rule_list(NS, "t", "a")] == ["$Default", "big", "corr"]
+    big = b.management.rule_get(NS, "t", "a", "big")
     assert big["action"] == "SET big = TRUE"
     assert big["filter"]["sql_expression"] == "n > 10"
-    b.rule_delete(NS, "t", "a", "$Default")
+    b.management.rule_delete(NS, "t", "a", "$Default")
     b = reopen()
     send(
         b,
@@ -1333,14 +1335,14 @@ def test_rules_survive_a_restart_and_deleting_rules(
     got = {body(d): props(d) for d in peek_all(b, S("a"))}
     assert got == {b"large": {"n": 11, "big": True, "RuleName": "big"}, b"s": {"k": 1}}
     with pytest.raises(MessagingEntityNotFound):
-        b.rule_delete(NS, "t", "a", "$Default")
+        b.management.rule_delete(NS, "t", "a", "$Default")
 
 
 def test_delete_and_recreate(broker: Broker, reopen: Reopen, partitioned: bool) -> None:
     topic(broker, partitioned)
     sub(broker, "a")
     send(broker, M("old"))
-    broker.subscription_delete(NS, "t", "a")
+    broker.management.subscription_delete(NS, "t", "a")
     with pytest.raises(MessagingEntityNotFound):
         recv(broker, S("a"))
     sub(broker, "a")
@@ -1348,13 +1350,13 @@ def test_delete_and_recreate(broker: Broker, reopen: Reopen, partitioned: bool) 
     b = reopen()
     expect(b, "a")
     assert topic_size(b) == 0
-    b.topic_delete(NS, "t")
+    b.management.topic_delete(NS, "t")
     with pytest.raises(MessagingEntityNotFound):
         recv(b, S("a"))
     topic(b, partitioned)
-    assert b.topic_get(NS, "t")["subscription_count"] == 0
+    assert b.management.topic_get(NS, "t")["subscription_count"] == 0
     b = reopen()
-    assert b.topic_list(NS)[0]["subscription_count"] == 0
+    assert b.management.topic_list(NS)[0]["subscription_count"] == 0
 
 
 # ===================================================================== credits (daemon/README.md
@@ -1362,38 +1364,38 @@ def test_delete_and_recreate(broker: Broker, reopen: Reopen, partitioned: bool) 
 
 
 def test_topic_send_costs_one_plus_one_per_filter(broker: Broker, clock: FakeClock) -> None:
-    broker.namespace_create("metered", "standard", credits_per_second=1000)
-    broker.topic_create("metered", "t", {})
+    broker.management.namespace_create("metered", "standard", credits_per_second=1000)
+    broker.management.topic_create("metered", "t", {})
     for name in ("a", "b", "c"):
-        broker.subscription_create("metered", "t", name, {})
+        broker.management.subscription_create("metered", "t", name, {})
     clock.advance(1000)  # a fresh period
-    broker.send("metered", "t", [M("x")])
-    credits = broker.namespace_credits("metered")
+    broker.messaging.send("metered", "t", [M("x")])
+    credits = broker.management.namespace_credits("metered")
     assert credits["remaining"] == 1000 - 4
     assert credits["consumed"]["this_period"] == {"data": 1, "management": 0, "filter": 3}
     # Two messages, a subscription with three rules: 2 + 2 * (3 + 1 + 1).
-    broker.rule_create("metered", "t", "a", "r1", sql("n = 1"), None)
-    broker.rule_create("metered", "t", "a", "r2", corr(subject="x"), None)
+    broker.management.rule_create("metered", "t", "a", "r1", sql("n = 1"), None)
+    broker.management.rule_create("metered", "t", "a", "r2", corr(subject="x"), None)
     clock.advance(1000)
-    broker.send("metered", "t", [M("y"), M("z")])
-    assert broker.namespace_credits("metered")["remaining"] == 1000 - 2 - 2 * 5
+    broker.messaging.send("metered", "t", [M("y"), M("z")])
+    assert broker.management.namespace_credits("metered")["remaining"] == 1000 - 2 - 2 * 5
 
 
 def test_a_throttled_topic_send_stores_nothing(broker: Broker, clock: FakeClock) -> None:
-    broker.namespace_create("metered", "standard", credits_per_second=43)
-    broker.topic_create("metered", "t", {})  # 10
+    broker.management.namespace_create("metered", "standard", credits_per_second=43)
+    broker.management.topic_create("metered", "t", {})  # 10
     for name in ("a", "b", "c"):
-        broker.subscription_create("metered", "t", name, {})  # 30: 3 left
+        broker.management.subscription_create("metered", "t", name, {})  # 30: 3 left
     t = broker.topic("metered", "t")
     with pytest.raises(ServerBusy):
-        broker.send("metered", "t", [M("x")])  # 1 + 3 filters > 3
+        broker.messaging.send("metered", "t", [M("x")])  # 1 + 3 filters > 3
     assert present(t.describe())["size_in_bytes"] == 0
     assert all(present(s.describe())["active_message_count"] == 0 for s in t.subscriptions.values())
     assert [p["next_sequence_number"] for p in present(t.describe())["partitions"]] == [1]
-    assert broker.namespace_credits("metered")["remaining"] == 3  # nothing charged
+    assert broker.management.namespace_credits("metered")["remaining"] == 3  # nothing charged
     clock.advance(1000)
-    assert broker.send("metered", "t", [M("x")]) == [1]
+    assert broker.messaging.send("metered", "t", [M("x")]) == [1]
     assert all(present(s.describe())["active_message_count"] == 1 for s in t.subscriptions.values())
     with pytest.raises(QuotaExceeded):  # never admissible: 11 * 4 > 43 (daemon/README.md §0.4.4)
-        broker.send("metered", "t", [M("y")] * 11)
+        broker.messaging.send("metered", "t", [M("y")] * 11)
     assert present(t.describe())["size_in_bytes"] == size_of(M("x"))

@@ -102,12 +102,12 @@ def test_typed_values_cross_the_unix_protocol_as_stored() -> None:
 def test_a_sent_record_with_a_list_property_is_refused_naming_it(broker: Any) -> None:
     from sbctld.broker import DEFAULT_NAMESPACE
 
-    broker.queue_create(DEFAULT_NAMESPACE, "q", {})
+    broker.management.queue_create(DEFAULT_NAMESPACE, "q", {})
     bad = msgspec.msgpack.encode([b"x", *[None] * 11, {"ok": 1, "k": [1, 2]}])
     with pytest.raises(BadRequest, match=r"message 1 of the batch is malformed.*'k'"):
-        broker.send(DEFAULT_NAMESPACE, "q", [msgspec.Raw(bad)])
+        broker.messaging.send(DEFAULT_NAMESPACE, "q", [msgspec.Raw(bad)])
     good = encode_message(Message(b"x", application_properties={"id": ID}))
-    assert len(broker.send(DEFAULT_NAMESPACE, "q", [msgspec.Raw(good)])) == 1
+    assert len(broker.messaging.send(DEFAULT_NAMESPACE, "q", [msgspec.Raw(good)])) == 1
 
 
 def test_spark_export_writes_and_spark_load_reads_typed_properties() -> None:

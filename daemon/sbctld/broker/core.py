@@ -1,9 +1,9 @@
 """The broker's state and what every part of it uses: finding entities, resolving paths,
 removing folders, timers, and auto-forwarding (daemon/README.md §11, §4.7).
 
-Rule 1: :class:`BrokerCore` holds every attribute of :class:`sbctld.broker.Broker`; the
-mixins (management, messaging, housekeeping) add operations and call only what is here or
-in themselves, never one another.
+Rule 1: :class:`BrokerState` holds every attribute the broker's concern objects share
+(:mod:`sbctld.broker.management`, ``messaging``, ``housekeeping``, ``timetravel``); each
+concern holds the state and calls only what is here or in itself, never another concern.
 Rule 2: a data-plane request pays at most two attribute reads here when nothing forwards.
 """
 
@@ -20,6 +20,7 @@ import msgspec
 
 from sbctl.core import layout
 from sbctl.core.errors import (
+    BadRequest,
     InvalidOperation,
     MessagingEntityNotFound,
     SbctlError,
@@ -54,27 +55,40 @@ from sbctld.topic import (
 RESOLVE_CACHE = 4096
 
 
-class BrokerCore:
+class BrokerState:
     """State and shared helpers of the broker (see the module docstring)."""
 
-    # Set by Broker.__init__ (sbctld.broker).
-    data_dir: Path
-    root: Path
-    clock: Clock
-    syncer: Syncer
-    report: Callable[[str], None]
-    faults: FaultRegistry
-    segment_bytes: int
-    default_credits_per_second: int
-    namespaces: dict[str, Namespace]
-    # (deadline, namespace key, queue key): when some lock of that queue may run out,
-    # so that tick() visits only queues with something due, not every partition.
-    _due: list[tuple[int, str, str]]
-    _resolved: dict[tuple[str, str], tuple[Queue, str]]  # cleared on deletes
-    _touched: set[tuple[str, str]]
-    _idle_check_ms: int
+    # Set by sbctld.broker.Broker, which needs the concern objects first.
     pairings: PairedNamespaces
+    # ``paired`` maps a primary's key to its pairing (sbctld.paired); empty, it costs every
+    # send one truthiness check.
     paired: dict[str, Pairing]
+
+    def __init__(
+        self,
+        data_dir: Path,
+        clock: Clock,
+        syncer: Syncer,
+        report: Callable[[str], None],
+        segment_bytes: int,
+        default_credits_per_second: int,
+    ) -> None:
+        if default_credits_per_second < 0:
+            raise BadRequest("default credits per second must not be negative")
+        self.data_dir = data_dir
+        self.root = layout.namespaces_dir(data_dir)
+        self.clock = clock
+        self.syncer = syncer
+        self.report = report
+        self.faults = FaultRegistry(report)  # injected store faults (sbctld.faults)
+        self.segment_bytes = segment_bytes
+        self.default_credits_per_second = default_credits_per_second
+        self.namespaces: dict[str, Namespace] = {}
+        # (deadline, namespace key, queue key): when some lock of that queue may run out,
+        # so that a tick visits only queues with something due, not every partition.
+        self.due: list[tuple[int, str, str]] = []
+        self._resolved: dict[tuple[str, str], tuple[Queue, str]] = {}  # cleared on deletes
+        self._touched: set[tuple[str, str]] = set()
 
     def namespace(self, name: str) -> Namespace:
         ns = self.namespaces.get(entity_key(name))
@@ -122,6 +136,10 @@ class BrokerCore:
         self._resolved[(namespace, path)] = found
         return found
 
+    def forget_paths(self) -> None:
+        """Empty the :meth:`resolve` cache (after an entity or namespace is deleted)."""
+        self._resolved.clear()
+
     def _resolve(self, namespace: str, path: str) -> tuple[Queue, str]:
         parsed = parse_entity_path(path)
         if parsed.subscription is not None:
@@ -137,7 +155,7 @@ class BrokerCore:
             return topic_or_none, ""
         return self.queue(namespace, parsed.entity), parsed.subqueue
 
-    def _reader(self, namespace: str, path: str) -> tuple[Queue, str]:
+    def reader(self, namespace: str, path: str) -> tuple[Queue, str]:
         """An entity messages are read from: a queue or a subscription, never a topic."""
         queue, sub = self.resolve(namespace, path)
         if isinstance(queue, Topic):
@@ -147,7 +165,7 @@ class BrokerCore:
             )
         return queue, sub
 
-    def _folders(self, parent: Path) -> list[Path]:
+    def folders(self, parent: Path) -> list[Path]:
         """Entity folders of ``parent``; leftovers of interrupted creates/deletes removed."""
         out = []
         for p in sorted(parent.iterdir()):
@@ -157,14 +175,14 @@ class BrokerCore:
                 out.append(p)
         return out
 
-    def _remove_dir(self, directory: Path) -> None:
+    def remove_dir(self, directory: Path) -> None:
         """Rename first (atomic), then delete: a crash never leaves half an entity."""
         trash = layout.work_dir(directory.parent, "deleted")
         os.rename(directory, trash)
         fsync_dir(directory.parent)
         shutil.rmtree(trash, ignore_errors=True)
 
-    def _reach_namespace(self, ns: Namespace) -> None:
+    def reach_namespace(self, ns: Namespace) -> None:
         """Creating needs the namespace's stores: a namespace-wide unavailable fault
         refuses it (daemon/README.md §0.1.10)."""
         fault = self.faults.namespace_down(entity_key(ns.name))
@@ -173,7 +191,7 @@ class BrokerCore:
                 f"the stores of namespace {ns.name!r} are unavailable (injected fault {fault.id})"
             )
 
-    def _drop_faults(self, ns_key: str, key: str | None, why: str) -> None:
+    def drop_faults(self, ns_key: str, key: str | None, why: str) -> None:
         """Faults on a deleted namespace or entity go with it."""
         gone = [
             f
@@ -190,43 +208,43 @@ class BrokerCore:
         now = self.clock.now_ms()
         return now if ns is None else now + ns.offset_ms
 
-    def _time(self, ns: Namespace) -> int:
+    def time_of(self, ns: Namespace) -> int:
         return self.clock.now_ms() + ns.offset_ms
 
-    def _due_at(self, when: int, ns_key: str, q_key: str) -> None:
+    def due_at(self, when: int, ns_key: str, q_key: str) -> None:
         """Visit the entity at ``when``, a time of its namespace; the heap holds clock
         times (an offset only grows, so an entry never comes due too early)."""
         ns = self.namespaces.get(ns_key)
         offset = 0 if ns is None else ns.offset_ms
-        heapq.heappush(self._due, (when - offset, ns_key, q_key))
+        heapq.heappush(self.due, (when - offset, ns_key, q_key))
 
-    def _note_scheduled(self, ns_key: str, q_key: str, queue: Queue) -> None:
+    def note_scheduled(self, ns_key: str, q_key: str, queue: Queue) -> None:
         when = queue.next_scheduled()
         if when is not None:
-            self._due_at(when, ns_key, q_key)
+            self.due_at(when, ns_key, q_key)
 
-    def _queue_delete(self, namespace: str, name: str) -> dict[str, Any]:
+    def delete_queue(self, namespace: str, name: str) -> dict[str, Any]:
         ns = self.namespace(namespace)
         queue = self.queue(namespace, name)
         queue.close()
-        self._remove_dir(queue.directory)
+        self.remove_dir(queue.directory)
         del ns.queues[entity_key(name)]
-        self._resolved.clear()
-        self._drop_faults(queue.key[0], queue.key[1], "its queue was deleted")
+        self.forget_paths()
+        self.drop_faults(queue.key[0], queue.key[1], "its queue was deleted")
         return {"deleted": queue.name}
 
-    def _topic_delete(self, ns: Namespace, topic: Topic) -> dict[str, Any]:
+    def delete_topic(self, ns: Namespace, topic: Topic) -> dict[str, Any]:
         topic.close()
-        self._remove_dir(topic.directory)
+        self.remove_dir(topic.directory)
         del ns.topics[entity_key(topic.name)]
-        self._resolved.clear()
-        self._drop_faults(topic.key[0], topic.key[1], "its topic was deleted")
+        self.forget_paths()
+        self.drop_faults(topic.key[0], topic.key[1], "its topic was deleted")
         return {"deleted": topic.name}
 
-    def _subscription_delete(self, topic: Topic, sub: Subscription) -> dict[str, Any]:
+    def delete_subscription(self, topic: Topic, sub: Subscription) -> dict[str, Any]:
         topic.remove_subscription(sub)
-        self._remove_dir(sub.directory)
-        self._resolved.clear()
+        self.remove_dir(sub.directory)
+        self.forget_paths()
         return {"deleted": sub.name, "topic": topic.name}
 
     def run_timers(self, queue: Queue, now: int, *, own_times: bool = False) -> bool:
@@ -236,32 +254,32 @@ class BrokerCore:
         freed = queue.expire_locks(now)
         if queue.activate_scheduled(now, own_times=own_times):
             freed = True
-        self._note_scheduled(*queue.key, queue)
+        self.note_scheduled(*queue.key, queue)
         if isinstance(queue, Topic):
             if freed:
-                self._fanned_out(queue)
+                self.fanned_out(queue)
             return False
         self.flow(queue)
         return freed
 
-    def _delete_idle(self, ns: Namespace, now: int) -> int:
+    def delete_idle(self, ns: Namespace, now: int) -> int:
         """Delete the namespace's entities idle at ``now``; returns how many. An entity with
         an unavailable store cannot be deleted (daemon/README.md §0.1.10): it waits."""
         deleted = 0
         for queue in [q for q in ns.queues.values() if q.idle(now) and not q.unavailable()]:
-            self._queue_delete(ns.name, queue.name)  # the system's own: not charged
+            self.delete_queue(ns.name, queue.name)  # the system's own: not charged
             self.report(f"deleted queue {ns.name}/{queue.name}: idle for auto_delete_on_idle")
             deleted += 1
         for topic in list(ns.topics.values()):
             if topic.unavailable():
                 continue
             if topic.idle(now):
-                self._topic_delete(ns, topic)
+                self.delete_topic(ns, topic)
                 self.report(f"deleted topic {ns.name}/{topic.name}: idle for auto_delete_on_idle")
                 deleted += 1
                 continue
             for sub in [s for s in topic.subscriptions.values() if s.idle(now)]:
-                self._subscription_delete(topic, sub)
+                self.delete_subscription(topic, sub)
                 self.report(
                     f"deleted subscription {ns.name}/{topic.name}/subscriptions/"
                     f"{sub.name}: idle for auto_delete_on_idle"
@@ -282,10 +300,10 @@ class BrokerCore:
         touched, self._touched = self._touched, set()
         return touched
 
-    def _fanned_out(self, topic: Topic) -> None:
+    def fanned_out(self, topic: Topic) -> None:
         """After messages reached a topic's subscriptions: timers, forwarding, wake-ups."""
         if topic.scheduled_pending:
-            self._note_scheduled(*topic.key, topic)
+            self.note_scheduled(*topic.key, topic)
         for sub in topic.subscriptions.values():
             self._touched.add(sub.key)
             self.flow(sub)
@@ -299,7 +317,7 @@ class BrokerCore:
         ns = self.namespaces.get(queue.key[0])
         if ns is None:
             return
-        now = self._time(ns)
+        now = self.time_of(ns)
         pending = [queue]
         for _hop in range(MAX_TRANSFER_HOPS + 2):
             if not pending:
@@ -333,13 +351,13 @@ class BrokerCore:
         from_dlq: bool,
     ) -> list[Queue]:
         try:
-            message = decode_message(p.log.read_payload(seq))
+            message = decode_message(p.read_payload(seq))
         except CorruptRecord:
-            p.log.discard_corrupt(seq)
+            p.discard_corrupt(seq)
             return []
         hops = (message.transfer_hops or 0) + 1
         if from_dlq:
-            props = {**(message.application_properties or {}), **p.log.props.get(seq, {})}
+            props = {**(message.application_properties or {}), **(p.props_of(seq) or {})}
             message = msgspec.structs.replace(
                 message, application_properties=props or None, dead_letter_source=source.name
             )
@@ -366,19 +384,19 @@ class BrokerCore:
                     return []  # an unavailable store or a full disk: it stays, forwarded later
                 failure = (exc.code, exc.message)
         if failure is None:
-            p.log.set_state(seq, State.GONE)
+            p.set_state(seq, State.GONE)
             assert target is not None
             if isinstance(target, Topic):  # daemon/README.md §11.1: a topic fans it out
                 for sub in target.subscriptions.values():
                     self._touched.add(sub.key)
                 if target.scheduled_pending:
-                    self._note_scheduled(*target.key, target)
+                    self.note_scheduled(*target.key, target)
                 return list(target.subscriptions.values())
             self._touched.add(target.key)
             return [target]
         if not from_dlq:  # daemon/README.md §4.6: the source's transfer dead-letter queue
             reason, description = failure
-            p.log.set_state(
+            p.set_state(
                 seq,
                 State.TRANSFER_DEADLETTERED,
                 {"DeadLetterReason": reason, "DeadLetterErrorDescription": description},

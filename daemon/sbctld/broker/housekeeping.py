@@ -1,8 +1,8 @@
 """What the broker does on its own: recovery at start-up, timers (locks, schedules, idle
 deletion), checkpoints, spark-load adoption, injected faults, shutdown and statistics.
 
-Rule 1: time comes only from the injected clock; :meth:`tick` visits only queues with
-something due.
+Rule 1: time comes only from the injected clock; :meth:`Housekeeping.tick` visits only
+queues with something due.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from sbctl.core.names import (
     validate_entity_name,
 )
 from sbctld import loads
-from sbctld.broker.core import BrokerCore
+from sbctld.broker.core import BrokerState
 from sbctld.broker.namespace import (
     Namespace,
 )
@@ -39,7 +39,6 @@ from sbctld.faults import KINDS, MAX_LATENCY_MS, Fault
 from sbctld.queue import Queue
 from sbctld.results import FaultInfo, FaultsCleared
 from sbctld.storage.files import exists_verified
-from sbctld.storage.log import PartitionLog
 from sbctld.storage.space import StorageError
 from sbctld.topic import (
     Topic,
@@ -48,32 +47,40 @@ from sbctld.topic import (
 IDLE_CHECK_MS = 1000
 
 
-class Housekeeping(BrokerCore):
+class Housekeeping:
+    """What the broker does on its own (see the module docstring), over its state."""
+
+    def __init__(self, state: BrokerState) -> None:
+        self.state = state
+        self._idle_check_ms = 0  # the next time tick() looks for idle entities
+
+    def recover(self) -> None:
+        """Open every namespace and entity the data dir holds (at start-up), then checkpoint
+        what their recovery replayed."""
+        self._load()
+        self._checkpoint_recovered()
+
     def _checkpoint_recovered(self) -> None:
         """Checkpoint every store whose recovery replayed anything (restart time stays
         flat across crashes: the next start does not redo it)."""
-        for ns in self.namespaces.values():
+        for ns in self.state.namespaces.values():
             for queue in [*ns.queues.values(), *ns.topics.values()]:
                 for p in queue.partitions:
-                    log = p.log
-                    if isinstance(log, PartitionLog):
-                        log.checkpoint_recovered()
-                        for note in log.notes[-1:] if log.notes else ():
-                            if "not checkpointed" in note:
-                                self.report(note)
+                    for note in p.checkpoint_recovered():
+                        self.state.report(note)
 
     def _load(self) -> None:
-        for ns_dir in self._folders(self.root):
+        for ns_dir in self.state.folders(self.state.root):
             desc = layout.namespace_file(ns_dir)
             if not exists_verified(desc):
                 continue
             ns = Namespace(ns_dir, load_toml(desc, NamespaceConfig))
-            self.namespaces[entity_key(ns.name)] = ns
+            self.state.namespaces[entity_key(ns.name)] = ns
             self._load_topics(ns, layout.topics_dir(ns_dir))
             queues = layout.queues_dir(ns_dir)
             if not queues.exists():
                 continue
-            for q_dir in self._folders(queues):
+            for q_dir in self.state.folders(queues):
                 if not exists_verified(layout.queue_file(q_dir)):
                     continue  # an interrupted create or delete: nothing was acknowledged
                 cfg = load_toml(layout.queue_file(q_dir), QueueConfig)
@@ -83,22 +90,22 @@ class Housekeeping(BrokerCore):
                     q_dir,
                     cfg,
                     ns.partition_count(cfg),
-                    self.syncer,
+                    self.state.syncer,
                     max_message_bytes=ns.max_message_bytes,
-                    segment_bytes=self.segment_bytes,
+                    segment_bytes=self.state.segment_bytes,
                     notes=notes,
-                    now=self._time(ns),
+                    now=self.state.time_of(ns),
                 )
                 for note in notes:
-                    self.report(f"recovery: {ns.name}/{cfg.name}: {note}")
+                    self.state.report(f"recovery: {ns.name}/{cfg.name}: {note}")
                 queue.key = (entity_key(ns.name), entity_key(cfg.name))
                 ns.queues[entity_key(cfg.name)] = queue
-                self._note_scheduled(entity_key(ns.name), entity_key(cfg.name), queue)
+                self.state.note_scheduled(entity_key(ns.name), entity_key(cfg.name), queue)
 
     def _load_topics(self, ns: Namespace, parent: Path) -> None:
         if not parent.exists():
             return
-        for t_dir in self._folders(parent):
+        for t_dir in self.state.folders(parent):
             if not exists_verified(layout.topic_file(t_dir)):
                 continue
             cfg = load_toml(layout.topic_file(t_dir), TopicConfig)
@@ -107,18 +114,18 @@ class Housekeeping(BrokerCore):
                 t_dir,
                 cfg,
                 ns.partition_count(cfg),
-                self.syncer,
+                self.state.syncer,
                 max_message_bytes=ns.max_message_bytes,
-                segment_bytes=self.segment_bytes,
+                segment_bytes=self.state.segment_bytes,
                 notes=notes,
-                now=self._time(ns),
-                folders=self._folders,
+                now=self.state.time_of(ns),
+                folders=self.state.folders,
                 key=(entity_key(ns.name), entity_key(cfg.name)),
             )
             for note in notes:
-                self.report(f"recovery: {ns.name}/{cfg.name}: {note}")
+                self.state.report(f"recovery: {ns.name}/{cfg.name}: {note}")
             ns.topics[entity_key(cfg.name)] = topic
-            self._note_scheduled(*topic.key, topic)
+            self.state.note_scheduled(*topic.key, topic)
 
     def load_adopt(
         self, namespace: str, path: str, load_id: str, files: Sequence[tuple[int, str]]
@@ -128,12 +135,12 @@ class Housekeeping(BrokerCore):
         (:meth:`load_queue`,
         ``loads.check``, ``loads.commit``, :meth:`load_adopted`)."""
         queue = self.load_queue(namespace, path, files)
-        now = self.now_in(queue.key[0])
+        now = self.state.now_in(queue.key[0])
         return self.load_adopted(queue, loads.adopt(queue, load_id, files, now))
 
     def load_queue(self, namespace: str, path: str, files: Sequence[tuple[int, str]]) -> Queue:
         """The queue a load goes to, every partition it touches available."""
-        queue, dlq = self._reader(namespace, path)
+        queue, dlq = self.state.reader(namespace, path)
         if dlq:
             raise InvalidOperation("messages cannot be loaded into a dead-letter queue")
         if queue.faulty:
@@ -145,11 +152,11 @@ class Housekeeping(BrokerCore):
 
     def load_adopted(self, queue: Queue, result: dict[str, Any]) -> dict[str, Any]:
         if queue.scheduled_pending:
-            self._note_scheduled(*queue.key, queue)
+            self.state.note_scheduled(*queue.key, queue)
         return result
 
     def load_status(self, namespace: str, path: str, load_id: str) -> dict[str, Any]:
-        return loads.status(self._reader(namespace, path)[0], load_id)
+        return loads.status(self.state.reader(namespace, path)[0], load_id)
 
     def fault_add(
         self,
@@ -161,7 +168,7 @@ class Housekeeping(BrokerCore):
     ) -> FaultInfo:
         """Make stores of a namespace unavailable or slow: every one, one queue's or
         topic's, or some partitions of it (test tooling, beyond Azure)."""
-        ns = self.namespace(namespace)
+        ns = self.state.namespace(namespace)
         if kind not in KINDS:
             raise BadRequest(f"fault kind {kind!r} is not one of {', '.join(KINDS)}")
         if kind == "slow":
@@ -186,16 +193,16 @@ class Housekeeping(BrokerCore):
                         f"{target.name!r} (it has {count}: 0-{count - 1})"
                     )
         fault = Fault(
-            id=self.faults.new_id(),
+            id=self.state.faults.new_id(),
             namespace=ns.name,
             kind=kind,
-            created_at_ms=self._time(ns),
+            created_at_ms=self.state.time_of(ns),
             entity=None if target is None else target.name,
             entity_kind=entity_kind,
             partitions=tuple(sorted(set(partitions))),
             latency_ms=latency_ms or 0,
         )
-        self.faults.add(fault)
+        self.state.faults.add(fault)
         self._apply_faults(ns)
         return fault.describe()
 
@@ -219,9 +226,9 @@ class Housekeeping(BrokerCore):
 
     def fault_list(self, namespace: str | None = None) -> list[FaultInfo]:
         """The faults of one namespace (None: of every namespace), oldest first."""
-        faults = list(self.faults.faults.values())
+        faults = list(self.state.faults.faults.values())
         if namespace is not None:
-            ns_key = entity_key(self.namespace(namespace).name)
+            ns_key = entity_key(self.state.namespace(namespace).name)
             faults = [f for f in faults if f.ns_key == ns_key]
         return [f.describe() for f in faults]
 
@@ -237,21 +244,23 @@ class Housekeeping(BrokerCore):
             raise BadRequest("clear some faults by id or every fault, not both")
         if ids:
             wanted = list(dict.fromkeys(i.lower() for i in ids))
-            unknown = [i for i in wanted if i not in self.faults.faults]
+            unknown = [i for i in wanted if i not in self.state.faults.faults]
             if unknown:
                 raise MessagingEntityNotFound(
                     f"no fault {unknown[0]!r} (`sbctl fault list --all` shows them)"
                 )
-            chosen = [self.faults.faults[i] for i in wanted]
+            chosen = [self.state.faults.faults[i] for i in wanted]
         elif all_namespaces:
-            chosen = list(self.faults.faults.values())
+            chosen = list(self.state.faults.faults.values())
         elif namespace is not None:
-            chosen = self.faults.in_namespace(entity_key(self.namespace(namespace).name))
+            chosen = self.state.faults.in_namespace(
+                entity_key(self.state.namespace(namespace).name)
+            )
         else:
             raise BadRequest("say which faults to clear: ids, a namespace, or all of them")
-        cleared = self.faults.remove(chosen)
+        cleared = self.state.faults.remove(chosen)
         for ns_key in dict.fromkeys(f.ns_key for f in cleared):
-            ns = self.namespaces.get(ns_key)
+            ns = self.state.namespaces.get(ns_key)
             if ns is not None:
                 self._apply_faults(ns)
                 self._revisit(ns)
@@ -259,39 +268,39 @@ class Housekeeping(BrokerCore):
 
     def _apply_faults(self, ns: Namespace) -> None:
         for queue in ns.queues.values():
-            self.faults.apply(queue, "queue")
+            self.state.faults.apply(queue, "queue")
         for topic in ns.topics.values():
-            self.faults.apply(topic, "topic", topic.subscriptions.values())
+            self.state.faults.apply(topic, "topic", topic.subscriptions.values())
 
     def _revisit(self, ns: Namespace) -> None:
         """After stores came back: run their timers (locks, schedules) and forwarding."""
-        now = self.clock.now_ms()
+        now = self.state.clock.now_ms()
         for entity in ns.entities():
-            heapq.heappush(self._due, (now, *entity.key))
+            heapq.heappush(self.state.due, (now, *entity.key))
 
     def tick(self) -> list[tuple[str, str]]:
         """Run what time makes due; returns (namespace, queue) keys with new messages."""
-        now = self.clock.now_ms()
+        now = self.state.clock.now_ms()
         if now >= self._idle_check_ms:
             self._idle_check_ms = now + IDLE_CHECK_MS
-            for ns in list(self.namespaces.values()):
-                self._delete_idle(ns, now + ns.offset_ms)
+            for ns in list(self.state.namespaces.values()):
+                self.state.delete_idle(ns, now + ns.offset_ms)
         due: set[tuple[str, str]] = set()
-        while self._due and self._due[0][0] <= now:
-            _deadline, ns_key, q_key = heapq.heappop(self._due)
+        while self.state.due and self.state.due[0][0] <= now:
+            _deadline, ns_key, q_key = heapq.heappop(self.state.due)
             due.add((ns_key, q_key))
         woke = []
         for ns_key, q_key in due:
             queue = self._by_key(ns_key, q_key)
-            if queue is not None and self.run_timers(queue, self.now_in(ns_key)):
+            if queue is not None and self.state.run_timers(queue, self.state.now_in(ns_key)):
                 woke.append((ns_key, q_key))
-        if self.paired:
-            woke += self.pairings.tick(now)  # pings, the syphon, fault propagation
+        if self.state.paired:
+            woke += self.state.pairings.tick(now)  # pings, the syphon, fault propagation
         return woke
 
     def _by_key(self, ns_key: str, key: str) -> Queue | None:
         """The queue, topic or subscription with this key (``Queue.key[1]``)."""
-        ns = self.namespaces.get(ns_key)
+        ns = self.state.namespaces.get(ns_key)
         if ns is None:
             return None
         found: Queue | None = ns.queues.get(key) or ns.topics.get(key)
@@ -309,44 +318,42 @@ class Housekeeping(BrokerCore):
         segments settled at its previous checkpoint and frees their space.
         """
         done = 0
-        full = self.syncer.reserve.full
-        for ns in self.namespaces.values():
+        full = self.state.syncer.reserve.full
+        for ns in self.state.namespaces.values():
             for queue in [*ns.queues.values(), *ns.topics.values()]:
                 for p in queue.partitions:
-                    log = p.log
-                    if log.changes_since_checkpoint >= min_changes or (
-                        (full or min_changes <= 1)
-                        and (log.changes_since_checkpoint or log.settled_segments)
-                    ):
+                    if p.checkpoint_due(min_changes, full):
                         try:
-                            log.checkpoint()
+                            p.checkpoint()
                         except StorageError as exc:
-                            self.report(f"checkpoint of {log.directory} not written: {exc}")
+                            self.state.report(f"checkpoint of {p.directory} not written: {exc}")
                             continue
                         done += 1
         return done
 
     def close(self) -> None:
-        self.pairings.close()
+        self.state.pairings.close()
         try:
             self.checkpoint()
         except StorageError as exc:  # the journals still hold it all
-            self.report(f"final checkpoint not written: {exc}")
-        for ns in self.namespaces.values():
+            self.state.report(f"final checkpoint not written: {exc}")
+        for ns in self.state.namespaces.values():
             for queue in [*ns.queues.values(), *ns.topics.values()]:
                 queue.close()
-        self.syncer.sync_now()
+        self.state.syncer.sync_now()
 
     def stats(self) -> dict[str, Any]:
         queues = [
-            q for ns in self.namespaces.values() for q in [*ns.queues.values(), *ns.topics.values()]
+            q
+            for ns in self.state.namespaces.values()
+            for q in [*ns.queues.values(), *ns.topics.values()]
         ]
-        travelled = {ns.name: ns.offset_ms for ns in self.namespaces.values() if ns.offset_ms}
+        travelled = {ns.name: ns.offset_ms for ns in self.state.namespaces.values() if ns.offset_ms}
         return {
-            "namespaces": len(self.namespaces),
+            "namespaces": len(self.state.namespaces),
             "entities": len(queues),
             "partitions": sum(len(q.partitions) for q in queues),
-            "messages": sum(p.log.message_count for q in queues for p in q.partitions),
+            "messages": sum(p.message_count for q in queues for p in q.partitions),
             # time travel (daemon/README.md §31): namespaces whose time is ahead, by how much
             **({"clock_offsets": _offsets(travelled)} if travelled else {}),
         }

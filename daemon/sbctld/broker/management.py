@@ -38,7 +38,7 @@ from sbctl.core.names import (
     validate_rule_name,
     validate_subscription_name,
 )
-from sbctld.broker.core import BrokerCore
+from sbctld.broker.core import BrokerState
 from sbctld.broker.namespace import (
     Namespace,
     check_throttling,
@@ -74,7 +74,12 @@ from sbctld.topic import (
 )
 
 
-class Management(BrokerCore):
+class Management:
+    """Namespaces, queues, topics, subscriptions and rules, over the broker's state."""
+
+    def __init__(self, state: BrokerState) -> None:
+        self.state = state
+
     def namespace_create(
         self,
         name: str,
@@ -96,12 +101,12 @@ class Management(BrokerCore):
         if capacity not in (1, 2, 4, 8, 16):
             raise BadRequest("capacity must be 1, 2, 4, 8 or 16 messaging units")
         if credits_per_second is None:
-            credits_per_second = self.default_credits_per_second
+            credits_per_second = self.state.default_credits_per_second
         if ops_per_unit is None:
             ops_per_unit = DEFAULT_OPS_PER_UNIT
         check_throttling(credits_per_second, ops_per_unit)
         key = entity_key(name)
-        if key in self.namespaces:
+        if key in self.state.namespaces:
             raise MessagingEntityAlreadyExists(f"namespace {name!r} already exists")
         cfg = NamespaceConfig(
             name=name,
@@ -110,20 +115,20 @@ class Management(BrokerCore):
             capacity=capacity,
             credits_per_second=credits_per_second,
             ops_per_unit=ops_per_unit,
-            created_at_ms=self.clock.now_ms(),
+            created_at_ms=self.state.clock.now_ms(),
         )
-        directory = self.root / key
-        tmp = layout.work_dir(self.root, "tmp")
+        directory = self.state.root / key
+        tmp = layout.work_dir(self.state.root, "tmp")
         tmp.mkdir(mode=0o700)
         save_toml(layout.namespace_file(tmp), cfg)
         os.rename(tmp, directory)
-        fsync_dir(self.root)
+        fsync_dir(self.state.root)
         ns = Namespace(directory, cfg)
-        self.namespaces[key] = ns
+        self.state.namespaces[key] = ns
         return ns.describe()
 
     def namespace_get(self, name: str) -> NamespaceInfo:
-        return self.namespace(name).describe()
+        return self.state.namespace(name).describe()
 
     def namespace_update(
         self,
@@ -133,7 +138,7 @@ class Management(BrokerCore):
         ops_per_unit: int | None = None,
     ) -> NamespaceInfo:
         """Change a namespace's throttling at runtime (credits; premium units scale)."""
-        ns = self.namespace(name)
+        ns = self.state.namespace(name)
         cfg = ns.config
         if capacity is not None:
             if capacity not in (1, 2, 4, 8, 16):
@@ -164,40 +169,40 @@ class Management(BrokerCore):
 
     def namespace_credits(self, name: str) -> Credits:
         """Throttling state: budget, what is left of this period, consumption by kind."""
-        ns = self.namespace(name)
-        return ns.credits(self._time(ns))
+        ns = self.state.namespace(name)
+        return ns.credits(self.state.time_of(ns))
 
     def namespace_list(self) -> list[NamespaceInfo]:
-        return [ns.describe() for ns in self.namespaces.values()]
+        return [ns.describe() for ns in self.state.namespaces.values()]
 
     def namespace_delete(self, name: str) -> dict[str, Any]:
-        ns = self.namespace(name)
-        self._reach_namespace(ns)
+        ns = self.state.namespace(name)
+        self.state.reach_namespace(ns)
         for entity in [*ns.queues.values(), *ns.topics.values()]:
             entity.reach_all()  # daemon/README.md §0.1.10: deleting needs every store
         for queue in [*ns.queues.values(), *ns.topics.values()]:
             queue.close()
-        self._remove_dir(ns.directory)
-        del self.namespaces[entity_key(name)]
-        self._resolved.clear()
-        self._drop_faults(entity_key(name), None, "its namespace was deleted")
-        if self.paired:
-            self.pairings.namespace_deleted(entity_key(name), self.clock.now_ms())
+        self.state.remove_dir(ns.directory)
+        del self.state.namespaces[entity_key(name)]
+        self.state.forget_paths()
+        self.state.drop_faults(entity_key(name), None, "its namespace was deleted")
+        if self.state.paired:
+            self.state.pairings.namespace_deleted(entity_key(name), self.state.clock.now_ms())
         return {"deleted": ns.name}
 
     def _manage(self, namespace: str) -> Namespace:
         """A management operation (daemon/README.md §0.2.1): charged 10 before anything happens."""
-        ns = self.namespace(namespace)
-        ns.charge("management", MANAGEMENT_COST, self._time(ns))
+        ns = self.state.namespace(namespace)
+        ns.charge("management", MANAGEMENT_COST, self.state.time_of(ns))
         return ns
 
     def queue_create(self, namespace: str, name: str, options: dict[str, Any]) -> QueueInfo:
         ns = self._manage(namespace)
         key = self._new_entity_key(ns, name, "queue")
-        now = self._time(ns)
+        now = self.state.time_of(ns)
         cfg = merge_options(QueueConfig(name=name), options, creating=True)
         partitions = self._check_new_entity(ns, cfg, options)
-        self._reach_namespace(ns)
+        self.state.reach_namespace(ns)
         cfg.created_at_ms = cfg.updated_at_ms = now
         parent = layout.queues_dir(ns.directory)
         directory = self._make_dir(parent, name, {layout.QUEUE_FILE: cfg})
@@ -205,16 +210,16 @@ class Management(BrokerCore):
             directory,
             cfg,
             partitions,
-            self.syncer,
+            self.state.syncer,
             max_message_bytes=ns.max_message_bytes,
-            segment_bytes=self.segment_bytes,
+            segment_bytes=self.state.segment_bytes,
             notes=[],
             now=now,
         )
         queue.key = (entity_key(ns.name), key)
         ns.queues[key] = queue
-        if self.faults.faults:
-            self.faults.apply(queue, "queue")  # a namespace-wide slow fault covers it
+        if self.state.faults.faults:
+            self.state.faults.apply(queue, "queue")  # a namespace-wide slow fault covers it
         return queue.describe()
 
     def _new_entity_key(self, ns: Namespace, name: str, kind: str) -> str:
@@ -287,20 +292,20 @@ class Management(BrokerCore):
 
     def queue_update(self, namespace: str, name: str, options: dict[str, Any]) -> QueueInfo:
         ns = self._manage(namespace)
-        queue = self.queue(namespace, name)
+        queue = self.state.queue(namespace, name)
         queue.reach_all()  # daemon/README.md §0.1.10
         cfg = merge_options(queue.config, options, creating=False)
         check_queue(cfg, ns.config.sku, set(options))
         self._check_forwarding(ns, cfg)
-        cfg.updated_at_ms = queue.accessed_at_ms = self._time(ns)
+        cfg.updated_at_ms = queue.accessed_at_ms = self.state.time_of(ns)
         queue.config = cfg
         queue.save()
-        self.flow(queue)  # a new forward_to passes on what the queue holds
+        self.state.flow(queue)  # a new forward_to passes on what the queue holds
         return queue.describe()
 
     def queue_get(self, namespace: str, name: str) -> QueueInfo:
         self._manage(namespace)
-        return self.queue(namespace, name).describe()
+        return self.state.queue(namespace, name).describe()
 
     def queue_list(self, namespace: str) -> list[QueueInfo]:
         ns = self._manage(namespace)
@@ -308,51 +313,51 @@ class Management(BrokerCore):
 
     def queue_delete(self, namespace: str, name: str) -> dict[str, Any]:
         self._manage(namespace)
-        self.queue(namespace, name).reach_all()  # daemon/README.md §0.1.10
-        return self._queue_delete(namespace, name)
+        self.state.queue(namespace, name).reach_all()  # daemon/README.md §0.1.10
+        return self.state.delete_queue(namespace, name)
 
     def topic_create(self, namespace: str, name: str, options: dict[str, Any]) -> TopicInfo:
         ns = self._manage(namespace)
         if ns.config.sku == "basic":
             raise InvalidOperation("topics are not supported on the Basic tier")
         key = self._new_entity_key(ns, name, "topic")
-        now = self._time(ns)
+        now = self.state.time_of(ns)
         cfg = merge_options(TopicConfig(name=name), options, creating=True)
         partitions = self._check_new_entity(ns, cfg, options)
-        self._reach_namespace(ns)
+        self.state.reach_namespace(ns)
         cfg.created_at_ms = cfg.updated_at_ms = now
         directory = self._make_dir(layout.topics_dir(ns.directory), name, {layout.TOPIC_FILE: cfg})
         topic = Topic.open_topic(
             directory,
             cfg,
             partitions,
-            self.syncer,
+            self.state.syncer,
             max_message_bytes=ns.max_message_bytes,
-            segment_bytes=self.segment_bytes,
+            segment_bytes=self.state.segment_bytes,
             notes=[],
             now=now,
-            folders=self._folders,
+            folders=self.state.folders,
             key=(entity_key(ns.name), key),
         )
         ns.topics[key] = topic
-        if self.faults.faults:
-            self.faults.apply(topic, "topic")  # a namespace-wide slow fault covers it
+        if self.state.faults.faults:
+            self.state.faults.apply(topic, "topic")  # a namespace-wide slow fault covers it
         return topic.describe()
 
     def topic_update(self, namespace: str, name: str, options: dict[str, Any]) -> TopicInfo:
         ns = self._manage(namespace)
-        topic = self.topic(namespace, name)
+        topic = self.state.topic(namespace, name)
         topic.reach_all()  # daemon/README.md §0.1.10
         cfg = merge_options(topic.config, options, creating=False)
         check_queue(cfg, ns.config.sku, set(options))
-        cfg.updated_at_ms = topic.accessed_at_ms = self._time(ns)
+        cfg.updated_at_ms = topic.accessed_at_ms = self.state.time_of(ns)
         topic.config = cfg
         topic.save()
         return topic.describe()
 
     def topic_get(self, namespace: str, name: str) -> TopicInfo:
         self._manage(namespace)
-        return self.topic(namespace, name).describe()
+        return self.state.topic(namespace, name).describe()
 
     def topic_list(self, namespace: str) -> list[TopicInfo]:
         ns = self._manage(namespace)
@@ -360,13 +365,13 @@ class Management(BrokerCore):
 
     def topic_delete(self, namespace: str, name: str) -> dict[str, Any]:
         ns = self._manage(namespace)
-        topic = self.topic(namespace, name)
+        topic = self.state.topic(namespace, name)
         topic.reach_all()  # daemon/README.md §0.1.10
-        return self._topic_delete(ns, topic)
+        return self.state.delete_topic(ns, topic)
 
     def subscription_keys(self, namespace: str, topic: str) -> list[tuple[str, str]]:
         """Keys of a topic's subscriptions (the server fails their waiters on deletes)."""
-        ns = self.namespaces.get(entity_key(namespace))
+        ns = self.state.namespaces.get(entity_key(namespace))
         found = ns.topics.get(entity_key(topic)) if ns else None
         return [s.key for s in found.subscriptions.values()] if found else []
 
@@ -374,7 +379,7 @@ class Management(BrokerCore):
         self, namespace: str, topic_name: str, name: str, options: dict[str, Any]
     ) -> SubscriptionInfo:
         ns = self._manage(namespace)
-        topic = self.topic(namespace, topic_name)
+        topic = self.state.topic(namespace, topic_name)
         validate_subscription_name(name)
         # daemon/README.md §0.1.10: a subscription lives in every store of its topic
         topic.reach_all()
@@ -387,7 +392,7 @@ class Management(BrokerCore):
                 f"topic {topic.name!r} already has {MAX_SUBSCRIPTIONS} subscriptions"
             )
         self._check_filter_quota(topic, sql=1)  # its $Default rule
-        now = self._time(ns)
+        now = self.state.time_of(ns)
         cfg = merge_options(SubscriptionConfig(name=name), options, creating=True)
         check_queue(cfg, ns.config.sku, set(options))
         self._check_forwarding(ns, cfg)
@@ -403,41 +408,43 @@ class Management(BrokerCore):
             name,
             {layout.SUBSCRIPTION_FILE: cfg, layout.RULES_FILE: rules_json},
         )
-        sub = topic.add_subscription(directory, cfg, self.syncer, now)
+        sub = topic.add_subscription(directory, cfg, self.state.syncer, now)
         sub.rules = rules
         if topic.faulty:
-            self.faults.apply(topic, "topic", topic.subscriptions.values())
+            self.state.faults.apply(topic, "topic", topic.subscriptions.values())
         return sub.describe()
 
     def subscription_update(
         self, namespace: str, topic_name: str, name: str, options: dict[str, Any]
     ) -> SubscriptionInfo:
         ns = self._manage(namespace)
-        sub = self.subscription(self.topic(namespace, topic_name), name)
+        sub = self.state.subscription(self.state.topic(namespace, topic_name), name)
         sub.reach_all()  # daemon/README.md §0.1.10
         cfg = merge_options(sub.config, options, creating=False)
         check_queue(cfg, ns.config.sku, set(options))
         self._check_forwarding(ns, cfg)
-        cfg.updated_at_ms = sub.accessed_at_ms = self._time(ns)
+        cfg.updated_at_ms = sub.accessed_at_ms = self.state.time_of(ns)
         sub.config = cfg
         sub.save()
-        self.flow(sub)  # a new forward_to passes on what the subscription holds
+        self.state.flow(sub)  # a new forward_to passes on what the subscription holds
         return sub.describe()
 
     def subscription_get(self, namespace: str, topic_name: str, name: str) -> SubscriptionInfo:
         self._manage(namespace)
-        return self.subscription(self.topic(namespace, topic_name), name).describe()
+        return self.state.subscription(self.state.topic(namespace, topic_name), name).describe()
 
     def subscription_list(self, namespace: str, topic_name: str) -> list[SubscriptionInfo]:
         self._manage(namespace)
-        return [s.describe() for s in self.topic(namespace, topic_name).subscriptions.values()]
+        return [
+            s.describe() for s in self.state.topic(namespace, topic_name).subscriptions.values()
+        ]
 
     def subscription_delete(self, namespace: str, topic_name: str, name: str) -> dict[str, Any]:
         self._manage(namespace)
-        topic = self.topic(namespace, topic_name)
-        sub = self.subscription(topic, name)
+        topic = self.state.topic(namespace, topic_name)
+        sub = self.state.subscription(topic, name)
         sub.reach_all()  # daemon/README.md §0.1.10
-        return self._subscription_delete(topic, sub)
+        return self.state.delete_subscription(topic, sub)
 
     def _check_filter_quota(self, topic: Topic, *, sql: int = 0, correlation: int = 0) -> None:
         """daemon/README.md §10.9, §14.5: 2,000 SQL and 100,000 correlation filters per topic."""
@@ -461,15 +468,15 @@ class Management(BrokerCore):
         action_parameters: dict[str, Any] | None = None,
     ) -> RuleInfo:
         self._manage(namespace)
-        topic = self.topic(namespace, topic_name)
-        sub = self.subscription(topic, sub_name)
+        topic = self.state.topic(namespace, topic_name)
+        sub = self.state.subscription(topic, sub_name)
         validate_rule_name(name)
         sub.reach_all()  # daemon/README.md §0.1.10, §0.1.11
         if sub.rule(name) is not None:
             raise MessagingEntityAlreadyExists(
                 f"rule {name!r} already exists in subscription {sub.name!r}"
             )
-        rule = Rule(name, filter_spec, action, self.now_in(topic.key[0]), action_parameters)
+        rule = Rule(name, filter_spec, action, self.state.now_in(topic.key[0]), action_parameters)
         if rule.is_sql:
             self._check_filter_quota(topic, sql=1)
         else:
@@ -483,7 +490,7 @@ class Management(BrokerCore):
     ) -> RuleInfo:
         """Rewrite an existing rule in place (its place and creation time kept) with the
         filter and action of ``rule``: a data dir's upgrade (sbctld.frontends.http.sqlparams)."""
-        sub = self.subscription(self.topic(namespace, topic_name), sub_name)
+        sub = self.state.subscription(self.state.topic(namespace, topic_name), sub_name)
         old = self._rule(namespace, topic_name, sub_name, rule.name)
         new = Rule(old.name, rule.filter, rule.action, old.created_at_ms, rule.action_params)
         sub.rules[sub.rules.index(old)] = new
@@ -491,7 +498,7 @@ class Management(BrokerCore):
         return new.describe()
 
     def _rule(self, namespace: str, topic_name: str, sub_name: str, name: str) -> Rule:
-        sub = self.subscription(self.topic(namespace, topic_name), sub_name)
+        sub = self.state.subscription(self.state.topic(namespace, topic_name), sub_name)
         rule = sub.rule(name)
         if rule is None:
             validate_rule_name(name)
@@ -506,7 +513,7 @@ class Management(BrokerCore):
 
     def rule_list(self, namespace: str, topic_name: str, sub_name: str) -> list[RuleInfo]:
         self._manage(namespace)
-        sub = self.subscription(self.topic(namespace, topic_name), sub_name)
+        sub = self.state.subscription(self.state.topic(namespace, topic_name), sub_name)
         return [r.describe() for r in sub.rules]
 
     def rule_delete(
@@ -515,7 +522,7 @@ class Management(BrokerCore):
         """daemon/README.md §10.1: deleting every rule means the subscription receives nothing."""
         self._manage(namespace)
         rule = self._rule(namespace, topic_name, sub_name, name)
-        sub = self.subscription(self.topic(namespace, topic_name), sub_name)
+        sub = self.state.subscription(self.state.topic(namespace, topic_name), sub_name)
         sub.reach_all()  # daemon/README.md §0.1.10, §0.1.11
         sub.rules.remove(rule)
         sub.save_rules()

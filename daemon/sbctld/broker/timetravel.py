@@ -21,7 +21,7 @@ import msgspec
 from sbctl.core import layout
 from sbctl.core.durations import MAX_INSTANT_MS, format_duration_iso, format_instant
 from sbctl.core.errors import BadRequest
-from sbctld.broker.core import BrokerCore
+from sbctld.broker.core import BrokerState
 from sbctld.broker.namespace import Namespace
 from sbctld.config import save_toml
 from sbctld.queue import Queue
@@ -29,27 +29,32 @@ from sbctld.results import ClockInfo
 from sbctld.topic import Topic
 
 
-class TimeTravel(BrokerCore):
+class TimeTravel:
+    """A namespace's clock: show, advance, set (see the module docstring)."""
+
+    def __init__(self, state: BrokerState) -> None:
+        self.state = state
+
     def clock_show(self, namespace: str) -> ClockInfo:
         """The namespace's time and how far it is ahead of the daemon's clock."""
-        ns = self.namespace(namespace)
-        return ClockInfo(namespace=ns.name, now_ms=self._time(ns), offset_ms=ns.offset_ms)
+        ns = self.state.namespace(namespace)
+        return ClockInfo(namespace=ns.name, now_ms=self.state.time_of(ns), offset_ms=ns.offset_ms)
 
     def clock_advance(self, namespace: str, by_ms: int) -> ClockInfo:
         """Move the namespace's time forward by ``by_ms`` and run what became due."""
-        ns = self.namespace(namespace)
+        ns = self.state.namespace(namespace)
         if by_ms <= 0:
             shown = format_duration_iso(by_ms) if by_ms == 0 else f"{by_ms} ms"
             raise BadRequest(
                 f"the clock only moves forward: advance by a positive duration, not {shown}"
             )
-        real = self.clock.now_ms()
+        real = self.state.clock.now_ms()
         return self._travel(ns, real + ns.offset_ms + by_ms, real)
 
     def clock_set(self, namespace: str, at_ms: int) -> ClockInfo:
         """Move the namespace's time forward to ``at_ms`` (not before its time now)."""
-        ns = self.namespace(namespace)
-        real = self.clock.now_ms()
+        ns = self.state.namespace(namespace)
+        real = self.state.clock.now_ms()
         now = real + ns.offset_ms
         if at_ms < now:
             raise BadRequest(
@@ -69,22 +74,22 @@ class TimeTravel(BrokerCore):
         ns.config, ns.offset_ms = final, target - real
         expired = 0
         for entity in ns.entities():
-            self.run_timers(entity, target, own_times=True)  # Rule 2
+            self.state.run_timers(entity, target, own_times=True)  # Rule 2
             self._note_locks(entity)
             if not isinstance(entity, Topic):
                 expired += entity.expire_due(target)
-                self.flow(entity)  # what expiry dead-lettered may be forwarded
-        deleted = self._delete_idle(ns, target)
-        if self.paired:
-            for key in self.pairings.tick(self.clock.now_ms()):
-                self.wake(key)
-        self.report(
+                self.state.flow(entity)  # what expiry dead-lettered may be forwarded
+        deleted = self.state.delete_idle(ns, target)
+        if self.state.paired:
+            for key in self.state.pairings.tick(self.state.clock.now_ms()):
+                self.state.wake(key)
+        self.state.report(
             f"clock of {ns.name} advanced to {format_instant(target)} "
             f"({time.perf_counter() - started:.3f} s)"
         )
         return ClockInfo(
             namespace=ns.name,
-            now_ms=self._time(ns),
+            now_ms=self.state.time_of(ns),
             offset_ms=ns.offset_ms,
             activated=scheduled - sum(q.scheduled_count for q in ns.entities()),
             expired=expired,
@@ -96,4 +101,4 @@ class TimeTravel(BrokerCore):
         advance come due later than they should: an offset only grows)."""
         times = [t for p in queue.partitions if (t := p.next_lock_deadline()) is not None]
         if times:
-            self._due_at(min(times), *queue.key)
+            self.state.due_at(min(times), *queue.key)

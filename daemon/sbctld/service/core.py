@@ -113,14 +113,14 @@ class Service:
             task.cancel()
         self.purgatory.clear()
         await self.committer.drain()
-        self.broker.close()
+        self.broker.housekeeping.close()
         self.committer.close()
 
     async def _ticker(self) -> None:
         while not self.stopping.is_set():
             await asyncio.sleep(TICK_SECONDS)
             try:
-                for key in self.broker.tick() + list(self.broker.take_touched()):
+                for key in self.broker.housekeeping.tick() + list(self.broker.take_touched()):
                     self.wake(key)
             except Exception:
                 log.error("tick failed:\n%s", traceback.format_exc())
@@ -129,7 +129,7 @@ class Service:
         while not self.stopping.is_set():
             await asyncio.sleep(CHECKPOINT_SECONDS)
             try:
-                self.broker.checkpoint(min_changes=CHECKPOINT_MIN_CHANGES)
+                self.broker.housekeeping.checkpoint(min_changes=CHECKPOINT_MIN_CHANGES)
             except Exception:
                 log.error("checkpoint failed:\n%s", traceback.format_exc())
 
@@ -242,7 +242,7 @@ class Service:
             "commit_rounds": self.committer.rounds,
             # receives waiting for a message (tests poll this instead of sleeping)
             "parked_receives": self.purgatory.watched("receive"),
-            **self.broker.stats(),
+            **self.broker.housekeeping.stats(),
             **self.info,
         }
         info.update(self.process.read())

@@ -111,6 +111,3 @@ class Reserve:
                 f"the data dir's disk is full (No space left on device) "
                 f"keeping the settlement reserve {self.path}"
             )
-
-
-NO_RESERVE = Reserve(None, 0)

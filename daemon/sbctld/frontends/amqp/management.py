@@ -99,12 +99,14 @@ def _hold_disposition(conn: Host, path: str, args: Args, txn: Transaction) -> No
 
 def _hold_cancel(conn: Host, path: str, args: Args, txn: Transaction) -> None:
     seqs = args.integers("sequence-numbers")
-    txn.later.append(lambda: conn.broker.cancel_scheduled(conn.namespace, path, seqs))
+    txn.later.append(lambda: conn.broker.messaging.cancel_scheduled(conn.namespace, path, seqs))
 
 
 def _hold_session_state(conn: Host, path: str, args: Args, txn: Transaction) -> None:
     session, value = _session(args) or "", args.binary("session-state")
-    txn.later.append(lambda: conn.broker.session_set_state(conn.namespace, path, session, value))
+    txn.later.append(
+        lambda: conn.broker.messaging.session_set_state(conn.namespace, path, session, value)
+    )
 
 
 def _session(args: Args) -> str | None:
@@ -117,7 +119,7 @@ def peek_message(conn: Host, path: str, args: Args, respond: Respond) -> None:
     session = _session(args)
     count = min(max(count, 1), 250)
     if session is None:
-        got = conn.broker.peek(conn.namespace, path, count, start)
+        got = conn.broker.messaging.peek(conn.namespace, path, count, start)
     else:
         got = _peek_session(conn, path, session, start, count)
     if not got:
@@ -134,7 +136,7 @@ def _peek_session(conn: Host, path: str, session: str, start: int, count: int) -
     ``start`` until ``count`` of them are found or nothing is left (daemon/README.md §9.7)."""
     out: list[Any] = []
     while len(out) < count:
-        page = conn.broker.peek(conn.namespace, path, 250, start)
+        page = conn.broker.messaging.peek(conn.namespace, path, 250, start)
         if not page:
             break
         out.extend(d for d in page if _session_of(d) == session)
@@ -150,7 +152,7 @@ def _session_of(d: Any) -> str | None:
 
 def renew_lock(conn: Host, path: str, args: Args, respond: Respond) -> None:
     tokens = args.tokens("lock-tokens")
-    results = conn.broker.settle(conn.namespace, path, "renew-lock", tokens)
+    results = conn.broker.messaging.settle(conn.namespace, path, "renew-lock", tokens)
     expirations = []
     for r in results:
         if isinstance(r, SettleFailed):
@@ -162,7 +164,9 @@ def renew_lock(conn: Host, path: str, args: Args, respond: Respond) -> None:
 
 def update_disposition(conn: Host, path: str, args: Args, respond: Respond) -> None:
     op, tokens, props, reason, description = _disposition(args)
-    results = conn.broker.settle(conn.namespace, path, op, tokens, props, reason, description)
+    results = conn.broker.messaging.settle(
+        conn.namespace, path, op, tokens, props, reason, description
+    )
     for r in results:
         if isinstance(r, SettleFailed):
             raise r.error
@@ -196,7 +200,7 @@ def receive_by_sequence_number(conn: Host, path: str, args: Args, respond: Respo
     mode = "receive-and-delete" if args.integer("receiver-settle-mode", 1) == 0 else "peek-lock"
     session = _session(args)  # a session receiver's request names its session
     token = conn.session_token(path, session) if session is not None else None
-    got = conn.broker.receive_deferred(conn.namespace, path, seqs, mode, token)
+    got = conn.broker.messaging.receive_deferred(conn.namespace, path, seqs, mode, token)
     messages = [
         {
             "lock-token": uuid.UUID(d.lock_token) if d.lock_token else uuid.uuid4(),
@@ -222,14 +226,14 @@ def schedule_message(conn: Host, path: str, args: Args, respond: Respond) -> Non
     messages = []
     for item in args.maps("messages"):
         messages.append(message_form.intake(item.binary("message") or b"", give_id=True))
-    seqs = conn.broker.send(conn.namespace, path, messages, conn.sender)
+    seqs = conn.broker.messaging.send(conn.namespace, path, messages, conn.sender)
     conn.frontend.wake(conn.namespace, path)
     ok_when_durable(conn, respond, {"sequence-numbers": Array("long", seqs)})
 
 
 def cancel_scheduled_message(conn: Host, path: str, args: Args, respond: Respond) -> None:
     seqs = args.integers("sequence-numbers")
-    conn.broker.cancel_scheduled(conn.namespace, path, seqs)
+    conn.broker.messaging.cancel_scheduled(conn.namespace, path, seqs)
     ok_when_durable(conn, respond, None)
 
 
@@ -240,33 +244,37 @@ def batch_delete_messages(conn: Host, path: str, args: Args, respond: Respond) -
         raise BadRequest(f"message-count must be an integer, not {count!r}")
     cutoff = args.get("enqueued-time-utc")
     before = None if cutoff is None else typed.milliseconds(cutoff, "enqueued-time-utc")
-    deleted = conn.broker.delete_messages(conn.namespace, path, count, before, _session(args))
+    deleted = conn.broker.messaging.delete_messages(
+        conn.namespace, path, count, before, _session(args)
+    )
     ok_when_durable(conn, respond, {"message-count": deleted})
 
 
 def renew_session_lock(conn: Host, path: str, args: Args, respond: Respond) -> None:
     session = _session(args)
     token = conn.session_token(path, session)
-    info = conn.broker.session_renew(conn.namespace, path, token)
+    info = conn.broker.messaging.session_renew(conn.namespace, path, token)
     respond(200, "OK", {"expiration": Timestamp(info.locked_until_ms)}, None)
 
 
 def get_session_state(conn: Host, path: str, args: Args, respond: Respond) -> None:
     session = _session(args) or ""
-    state = conn.broker.session_get_state(conn.namespace, path, session)
+    state = conn.broker.messaging.session_get_state(conn.namespace, path, session)
     respond(200, "OK", {"session-state": state}, None)
 
 
 def set_session_state(conn: Host, path: str, args: Args, respond: Respond) -> None:
     session = _session(args) or ""
-    conn.broker.session_set_state(conn.namespace, path, session, args.binary("session-state"))
+    conn.broker.messaging.session_set_state(
+        conn.namespace, path, session, args.binary("session-state")
+    )
     ok_when_durable(conn, respond, None)
 
 
 def get_message_sessions(conn: Host, path: str, args: Args, respond: Respond) -> None:
     skip = args.integer("skip", 0, high=2**31 - 1)
     top = args.integer("top", 100, high=2**31 - 1) or 100
-    sessions = conn.broker.session_list(conn.namespace, path)
+    sessions = conn.broker.messaging.session_list(conn.namespace, path)
     ids = [s.session_id for s in sessions][skip : skip + top]
     if not ids:
         respond(204, "No Content", None, None)

@@ -147,13 +147,13 @@ def add_rule(conn: Host, path: str, args: Args, respond: Respond) -> None:
     topic, sub = _subscription(path)
     name = args.text("rule-name") or ""
     spec, action, params = filter_spec(_map(args.map("rule-description")))
-    conn.broker.rule_create(conn.namespace, topic, sub, name, spec, action, params)
+    conn.broker.management.rule_create(conn.namespace, topic, sub, name, spec, action, params)
     ok_when_durable(conn, respond, None)
 
 
 def remove_rule(conn: Host, path: str, args: Args, respond: Respond) -> None:
     topic, sub = _subscription(path)
-    conn.broker.rule_delete(conn.namespace, topic, sub, args.text("rule-name") or "")
+    conn.broker.management.rule_delete(conn.namespace, topic, sub, args.text("rule-name") or "")
     ok_when_durable(conn, respond, None)
 
 
@@ -161,7 +161,7 @@ def enumerate_rules(conn: Host, path: str, args: Args, respond: Respond) -> None
     topic, sub = _subscription(path)
     skip = args.integer("skip", 0, high=2**31 - 1)
     top = args.integer("top", 100, high=2**31 - 1) or 100
-    rules = conn.broker.rule_list(conn.namespace, topic, sub)[skip : skip + top]
+    rules = conn.broker.management.rule_list(conn.namespace, topic, sub)[skip : skip + top]
     if not rules:
         respond(204, "No Content", None, None)
         return

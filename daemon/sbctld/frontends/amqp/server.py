@@ -242,7 +242,7 @@ class AmqpConnection(asyncio.Protocol):
         if SESSION_FILTER in filters and session is None:
             try:
                 wanted = requested_session(filters[SESSION_FILTER])
-                session = self.broker.session_accept(self.namespace, path, wanted)
+                session = self.broker.messaging.session_accept(self.namespace, path, wanted)
             except ServiceTimeout as err:
                 if wanted is None and not link.detached:
                     # Next available session: wait for one, up to the link's time-out.
@@ -294,7 +294,7 @@ class AmqpConnection(asyncio.Protocol):
         if link.detached or self.closed:
             return True
         try:
-            session = self.broker.session_accept(self.namespace, path, None)
+            session = self.broker.messaging.session_accept(self.namespace, path, None)
         except ServiceTimeout as err:
             if not final:
                 return False
@@ -338,14 +338,16 @@ class AmqpConnection(asyncio.Protocol):
             self.frontend.unwatch(link)
             if state.session_token is not None:
                 with contextlib.suppress(SbctlError):
-                    self.broker.session_close(self.namespace, state.entity, state.session_token)
+                    self.broker.messaging.session_close(
+                        self.namespace, state.entity, state.session_token
+                    )
                 if state.key is not None:  # the session is free for a waiting receiver
                     self.frontend.service.wake(state.key)
             if state.deliveries and state.mode == "peek-lock":
                 tokens = list(state.deliveries.values())
                 state.deliveries.clear()
                 with contextlib.suppress(SbctlError):
-                    self.broker.settle(self.namespace, state.entity, "abandon", tokens)
+                    self.broker.messaging.settle(self.namespace, state.entity, "abandon", tokens)
                 if state.key is not None:
                     self.frontend.service.wake(state.key)
 
@@ -463,7 +465,7 @@ class AmqpConnection(asyncio.Protocol):
                 )
                 return
             with service.request() as req:
-                self.broker.send(self.namespace, path, messages, self.sender)
+                self.broker.messaging.send(self.namespace, path, messages, self.sender)
         except SbctlError as err:
             self._settle_send(link, delivery, err)
             return
@@ -510,7 +512,7 @@ class AmqpConnection(asyncio.Protocol):
         service = self.frontend.service
         try:
             with service.request(count=False) as req:
-                got = self.broker.receive(
+                got = self.broker.messaging.receive(
                     self.namespace, state.entity, want, state.mode, state.session_token
                 )
         except SbctlError as err:
@@ -558,7 +560,7 @@ class AmqpConnection(asyncio.Protocol):
         tokens = [d.lock_token for d, _ in bad if d.lock_token]
         if tokens and not deletes_on_receive(state.mode):
             with contextlib.suppress(SbctlError):
-                self.broker.settle(
+                self.broker.messaging.settle(
                     self.namespace,
                     state.entity,
                     "dead-letter",
@@ -650,7 +652,7 @@ class AmqpFrontend:
         await self._listen(DEFAULT_NAMESPACE, self.port)
         self.port = self.ports[entity_key(DEFAULT_NAMESPACE)]
         saved = self._saved_ports()
-        for ns in self.service.broker.namespace_list():
+        for ns in self.service.broker.management.namespace_list():
             name = ns.name
             if entity_key(name) in self.ports:
                 continue

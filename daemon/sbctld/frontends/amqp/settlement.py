@@ -121,7 +121,7 @@ def settle_range(
         if how.error is not None:
             raise how.error
         with service.request() as req:
-            results = owner.broker.settle(
+            results = owner.broker.messaging.settle(
                 owner.namespace,
                 state.entity,
                 how.op,

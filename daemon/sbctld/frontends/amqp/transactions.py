@@ -82,7 +82,7 @@ class Coordinator:
         done: list[str] = []
         try:
             for path, (messages, settlements) in txn.by_entity.items():
-                broker.transact(self.conn.namespace, path, messages, settlements)
+                broker.messaging.transact(self.conn.namespace, path, messages, settlements)
                 done.append(path)
             for action in txn.later:
                 action()

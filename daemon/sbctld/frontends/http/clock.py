@@ -34,7 +34,7 @@ USAGE = 'POST a JSON object: {"advance": "1h"} or {"set": "2030-01-01T00:00:00Z"
 def handle(service: Service, req: Request, respond: Respond) -> None:
     try:
         if req.method == "GET":
-            _answer(respond, service.broker.clock_show(req.namespace))
+            _answer(respond, service.broker.time_travel.clock_show(req.namespace))
         elif req.method == "POST":
             result = _move(service, req)
             service.wake_namespace(entity_key(req.namespace))
@@ -59,8 +59,8 @@ def _move(service: Service, req: Request) -> ClockInfo:
         raise BadRequest(f"{how!r} must be a string: {USAGE}")
     broker = service.broker
     if how == "advance":
-        return broker.clock_advance(req.namespace, parse_duration_ms(value))
-    return broker.clock_set(req.namespace, parse_absolute_instant_ms(value))
+        return broker.time_travel.clock_advance(req.namespace, parse_duration_ms(value))
+    return broker.time_travel.clock_set(req.namespace, parse_absolute_instant_ms(value))
 
 
 def _answer(respond: Respond, info: ClockInfo) -> None:

@@ -295,7 +295,7 @@ class DataPlane:
     def send(self, req: Request, entity: str, respond: Respond) -> None:
         messages = messages_of(req)
         with self.service.request() as request:
-            self.broker.send(req.namespace, entity, messages, req.sender)
+            self.broker.messaging.send(req.namespace, entity, messages, req.sender)
 
         def done(err: SbctlError | None) -> None:
             if err is not None:
@@ -330,7 +330,7 @@ class DataPlane:
             if not alive():
                 return True
             try:
-                got = self.broker.receive(ns, entity, 1, mode)
+                got = self.broker.messaging.receive(ns, entity, 1, mode)
             except SbctlError as err:
                 fail(respond, err)
                 return True
@@ -366,7 +366,7 @@ class DataPlane:
     # ------------------------------------------------------------ settle
 
     def settle(self, req_ns: str, entity: str, op: str, token: str, respond: Respond) -> None:
-        (result,) = self.broker.settle(req_ns, entity, op, [token])
+        (result,) = self.broker.messaging.settle(req_ns, entity, op, [token])
         if isinstance(result, SettleFailed):
             raise result.error
         headers: list[tuple[str, str]] = []

@@ -105,7 +105,7 @@ class Management:
             self._subscription(req, topic, rest[0], respond)
         elif len(rest) == 2 and rest[1].lower() == "rules":
             self._only(req, "GET")
-            rules = self.broker.rule_list(req.namespace, topic, rest[0])
+            rules = self.broker.management.rule_list(req.namespace, topic, rest[0])
             base = f"/{topic}/Subscriptions/{rest[0]}/Rules/"
             entries = [self._rule_entry(req, base + r.name, r) for r in rules]
             self._list(req, respond, "Rules", entries)
@@ -148,7 +148,7 @@ class Management:
         return self._entry(req, path, rule.name, atom.rule_xml(rule))
 
     def _sub_entries(self, req: Request, topic: str) -> list[str]:
-        subs = self.broker.subscription_list(req.namespace, topic)
+        subs = self.broker.management.subscription_list(req.namespace, topic)
         return [self._sub_entry(req, f"/{topic}/Subscriptions/{s.name}", s) for s in subs]
 
     def _list(self, req: Request, respond: Respond, title: str, entries: list[str]) -> None:
@@ -175,7 +175,7 @@ class Management:
     # ------------------------------------------------------------ namespace
 
     def _namespace(self, req: Request, respond: Respond) -> None:
-        ns = self.broker.namespace_get(req.namespace)
+        ns = self.broker.management.namespace_get(req.namespace)
         self._ok(respond, self._entry(req, "/$namespaceinfo", ns.name, atom.namespace_xml(ns)))
 
     def _list_entities(self, req: Request, kind: str, respond: Respond) -> None:
@@ -184,7 +184,7 @@ class Management:
             entries = [self._queue_entry(req, "/" + q.name, q) for q in self._queues(ns)]
             self._list(req, respond, "Queues", entries)
         elif kind == "topics":
-            topics = self.broker.topic_list(ns)
+            topics = self.broker.management.topic_list(ns)
             entries = [self._topic_entry(req, "/" + t.name, t) for t in topics]
             self._list(req, respond, "Topics", entries)
         else:
@@ -192,7 +192,10 @@ class Management:
 
     def _queues(self, ns: str) -> list[QueueInfo]:
         # The list omits runtime counts the SDK reads with enrich=true: describe each.
-        return [self.broker.queue_get(ns, q.name) for q in self.broker.queue_list(ns)]
+        return [
+            self.broker.management.queue_get(ns, q.name)
+            for q in self.broker.management.queue_list(ns)
+        ]
 
     # ------------------------------------------------------------ queues and topics
 
@@ -213,9 +216,15 @@ class Management:
         if req.method == "GET":
             kind = self._kind_of(ns, name)
             if kind == "queue":
-                self._ok(respond, self._queue_entry(req, req.path, self.broker.queue_get(ns, name)))
+                self._ok(
+                    respond,
+                    self._queue_entry(req, req.path, self.broker.management.queue_get(ns, name)),
+                )
             elif kind == "topic":
-                self._ok(respond, self._topic_entry(req, req.path, self.broker.topic_get(ns, name)))
+                self._ok(
+                    respond,
+                    self._topic_entry(req, req.path, self.broker.management.topic_get(ns, name)),
+                )
             else:
                 raise MessagingEntityNotFound(f"queue or topic {name!r} does not exist")
         elif req.method == "DELETE":
@@ -224,10 +233,10 @@ class Management:
                 raise MessagingEntityNotFound(f"queue or topic {name!r} does not exist")
             if kind == "queue":
                 keys = [self.broker.resolve(ns, name)[0].key]
-                self.broker.queue_delete(ns, name)
+                self.broker.management.queue_delete(ns, name)
             else:
-                keys = self.broker.subscription_keys(ns, name)
-                self.broker.topic_delete(ns, name)
+                keys = self.broker.management.subscription_keys(ns, name)
+                self.broker.management.topic_delete(ns, name)
             self._gone(keys, f"{kind} {name!r} was deleted")
             self._durable(respond, 200, b"")
         elif req.method == "PUT":
@@ -236,14 +245,26 @@ class Management:
             update = req.headers.get("if-match", "").strip() == "*"
             if kind_tag == "QueueDescription":
                 options = atom.options_from(desc, kind_tag)
-                op = self.broker.queue_update if update else self.broker.queue_create
+                op = (
+                    self.broker.management.queue_update
+                    if update
+                    else self.broker.management.queue_create
+                )
                 queue = op(ns, name, options)
-                xml = self._queue_entry(req, req.path, self.broker.queue_get(ns, queue.name))
+                xml = self._queue_entry(
+                    req, req.path, self.broker.management.queue_get(ns, queue.name)
+                )
             elif kind_tag == "TopicDescription":
                 options = atom.options_from(desc, kind_tag)
-                top = self.broker.topic_update if update else self.broker.topic_create
+                top = (
+                    self.broker.management.topic_update
+                    if update
+                    else self.broker.management.topic_create
+                )
                 topic = top(ns, name, options)
-                xml = self._topic_entry(req, req.path, self.broker.topic_get(ns, topic.name))
+                xml = self._topic_entry(
+                    req, req.path, self.broker.management.topic_get(ns, topic.name)
+                )
             else:
                 raise BadRequest(f"expected a QueueDescription or TopicDescription, not {kind_tag}")
             self._durable(respond, 200 if update else 201, atom.document(xml))
@@ -261,11 +282,11 @@ class Management:
         path = f"/{topic}/Subscriptions/{name}"
         ns = req.namespace
         if req.method == "GET":
-            desc = self.broker.subscription_get(ns, topic, name)
+            desc = self.broker.management.subscription_get(ns, topic, name)
             self._ok(respond, self._sub_entry(req, path, desc))
         elif req.method == "DELETE":
             key = self.broker.resolve(ns, f"{topic}/subscriptions/{name}")[0].key
-            self.broker.subscription_delete(ns, topic, name)
+            self.broker.management.subscription_delete(ns, topic, name)
             self._gone([key], f"subscription {name!r} was deleted")
             self._durable(respond, 200, b"")
         elif req.method == "PUT":
@@ -274,13 +295,13 @@ class Management:
             default_rule = atom.default_rule_of(desc_el)
             update = req.headers.get("if-match", "").strip() == "*"
             if update:
-                self.broker.subscription_update(ns, topic, name, options)
+                self.broker.management.subscription_update(ns, topic, name, options)
             else:
                 rule = atom.rule_from(default_rule) if default_rule is not None else None
-                self.broker.subscription_create(ns, topic, name, options)
+                self.broker.management.subscription_create(ns, topic, name, options)
                 if rule is not None:
                     self._replace_default_rule(ns, topic, name, rule)
-            desc = self.broker.subscription_get(ns, topic, name)
+            desc = self.broker.management.subscription_get(ns, topic, name)
             xml = self._sub_entry(req, path, desc)
             self._durable(respond, 200 if update else 201, atom.document(xml))
         else:
@@ -288,13 +309,13 @@ class Management:
 
     def _replace_default_rule(self, ns: str, topic: str, sub: str, rule: atom.RuleSpec) -> None:
         try:
-            self.broker.rule_delete(ns, topic, sub, "$Default")
-            self.broker.rule_create(
+            self.broker.management.rule_delete(ns, topic, sub, "$Default")
+            self.broker.management.rule_create(
                 ns, topic, sub, rule.name or "$Default", rule.filter, rule.action,
                 rule.action_parameters,
             )  # fmt: skip
         except SbctlError:
-            self.broker.subscription_delete(ns, topic, sub)  # all or nothing
+            self.broker.management.subscription_delete(ns, topic, sub)  # all or nothing
             raise
 
     # ------------------------------------------------------------ rules
@@ -303,10 +324,10 @@ class Management:
         path = f"/{topic}/Subscriptions/{sub}/Rules/{name}"
         ns = req.namespace
         if req.method == "GET":
-            rule = self.broker.rule_get(ns, topic, sub, name)
+            rule = self.broker.management.rule_get(ns, topic, sub, name)
             self._ok(respond, self._rule_entry(req, path, rule))
         elif req.method == "DELETE":
-            self.broker.rule_delete(ns, topic, sub, name)
+            self.broker.management.rule_delete(ns, topic, sub, name)
             self._durable(respond, 200, b"")
         elif req.method == "PUT":
             spec = atom.rule_from(atom.description_of(atom.parse(req.body)))
@@ -314,10 +335,10 @@ class Management:
             if update:
                 self._update_rule(ns, topic, sub, name, spec)
             else:
-                self.broker.rule_create(
+                self.broker.management.rule_create(
                     ns, topic, sub, name, spec.filter, spec.action, spec.action_parameters
                 )
-            rule = self.broker.rule_get(ns, topic, sub, name)
+            rule = self.broker.management.rule_get(ns, topic, sub, name)
             xml = self._rule_entry(req, path, rule)
             self._durable(respond, 200 if update else 201, atom.document(xml))
         else:
@@ -325,12 +346,14 @@ class Management:
 
     def _update_rule(self, ns: str, topic: str, sub: str, name: str, spec: atom.RuleSpec) -> None:
         """Replace a rule's filter and action; the old rule stays when the new one is bad."""
-        old = self.broker.rule_get(ns, topic, sub, name)
-        self.broker.rule_delete(ns, topic, sub, name)
+        old = self.broker.management.rule_get(ns, topic, sub, name)
+        self.broker.management.rule_delete(ns, topic, sub, name)
         try:
-            self.broker.rule_create(
+            self.broker.management.rule_create(
                 ns, topic, sub, name, spec.filter, spec.action, spec.action_parameters
             )
         except SbctlError:
-            self.broker.rule_create(ns, topic, sub, name, old.filter, old.action, old.action_params)
+            self.broker.management.rule_create(
+                ns, topic, sub, name, old.filter, old.action, old.action_params
+            )
             raise

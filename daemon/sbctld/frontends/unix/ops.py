@@ -66,7 +66,7 @@ class Operations:
         return {"stopping": True, "pid": os.getpid()}
 
     def op_namespace_create(self, conn: Connection, req_id: int, a: Any) -> Any:
-        result = self.broker.namespace_create(
+        result = self.broker.management.namespace_create(
             a.name,
             a.sku,
             a.premium_messaging_partitions,
@@ -77,13 +77,13 @@ class Operations:
         return result
 
     def op_namespace_update(self, conn: Connection, req_id: int, a: Any) -> Any:
-        result = self.broker.namespace_update(
+        result = self.broker.management.namespace_update(
             a.name, a.credits_per_second, a.capacity, a.ops_per_unit
         )
         return result
 
     def op_namespace_credits(self, conn: Connection, req_id: int, a: Any) -> Any:
-        return self.broker.namespace_credits(a.name)
+        return self.broker.management.namespace_credits(a.name)
 
     # --- overview (sbctl top; sbctld.overview) ---
     def op_overview(self, conn: Connection, req_id: int, a: Any) -> Any:
@@ -95,7 +95,7 @@ class Operations:
     def op_namespace_metrics(self, conn: Connection, req_id: int, a: Any) -> Any:
         """Premium-style metrics (daemon/README.md §20.3): throttled and served requests, and the
         daemon's own CPU and memory (shared by every namespace it serves)."""
-        credits = self.broker.namespace_credits(a.name)
+        credits = self.broker.management.namespace_credits(a.name)
         info: dict[str, Any] = {
             "namespace": credits.namespace,
             "sku": credits.sku,
@@ -127,13 +127,13 @@ class Operations:
         return self.broker.pairings.status(a.name)
 
     def op_namespace_get(self, conn: Connection, req_id: int, a: Any) -> Any:
-        return self.broker.namespace_get(a.name)
+        return self.broker.management.namespace_get(a.name)
 
     def op_namespace_list(self, conn: Connection, req_id: int, a: Any) -> Any:
-        return self.broker.namespace_list()
+        return self.broker.management.namespace_list()
 
     def op_namespace_delete(self, conn: Connection, req_id: int, a: Any) -> Any:
-        result = self.broker.namespace_delete(a.name)
+        result = self.broker.management.namespace_delete(a.name)
         if self.service.keys is not None:
             self.service.keys.drop(a.name)
         why = ServiceTimeout(f"namespace {a.name!r} was deleted")
@@ -141,81 +141,81 @@ class Operations:
         return result
 
     def op_queue_create(self, conn: Connection, req_id: int, a: Any) -> Any:
-        return self.broker.queue_create(a.namespace, a.name, a.options)
+        return self.broker.management.queue_create(a.namespace, a.name, a.options)
 
     def op_queue_update(self, conn: Connection, req_id: int, a: Any) -> Any:
-        return self.broker.queue_update(a.namespace, a.name, a.options)
+        return self.broker.management.queue_update(a.namespace, a.name, a.options)
 
     def op_queue_get(self, conn: Connection, req_id: int, a: Any) -> Any:
-        return self.broker.queue_get(a.namespace, a.name)
+        return self.broker.management.queue_get(a.namespace, a.name)
 
     def op_queue_list(self, conn: Connection, req_id: int, a: Any) -> Any:
-        return self.broker.queue_list(a.namespace)
+        return self.broker.management.queue_list(a.namespace)
 
     def op_queue_delete(self, conn: Connection, req_id: int, a: Any) -> Any:
-        result = self.broker.queue_delete(a.namespace, a.name)
+        result = self.broker.management.queue_delete(a.namespace, a.name)
         key = (entity_key(a.namespace), entity_key(a.name))
         self.service.gone([key], ServiceTimeout(f"queue {a.name!r} was deleted"))
         return result
 
     def op_topic_create(self, conn: Connection, req_id: int, a: Any) -> Any:
-        return self.broker.topic_create(a.namespace, a.name, a.options)
+        return self.broker.management.topic_create(a.namespace, a.name, a.options)
 
     def op_topic_update(self, conn: Connection, req_id: int, a: Any) -> Any:
-        return self.broker.topic_update(a.namespace, a.name, a.options)
+        return self.broker.management.topic_update(a.namespace, a.name, a.options)
 
     def op_topic_get(self, conn: Connection, req_id: int, a: Any) -> Any:
-        return self.broker.topic_get(a.namespace, a.name)
+        return self.broker.management.topic_get(a.namespace, a.name)
 
     def op_topic_list(self, conn: Connection, req_id: int, a: Any) -> Any:
-        return self.broker.topic_list(a.namespace)
+        return self.broker.management.topic_list(a.namespace)
 
     def op_topic_delete(self, conn: Connection, req_id: int, a: Any) -> Any:
-        keys = self.broker.subscription_keys(a.namespace, a.name)
-        result = self.broker.topic_delete(a.namespace, a.name)
+        keys = self.broker.management.subscription_keys(a.namespace, a.name)
+        result = self.broker.management.topic_delete(a.namespace, a.name)
         self.service.gone(keys, ServiceTimeout(f"topic {a.name!r} was deleted"))
         return result
 
     def op_subscription_create(self, conn: Connection, req_id: int, a: Any) -> Any:
-        result = self.broker.subscription_create(a.namespace, a.topic, a.name, a.options)
+        result = self.broker.management.subscription_create(a.namespace, a.topic, a.name, a.options)
         return result
 
     def op_subscription_update(self, conn: Connection, req_id: int, a: Any) -> Any:
-        result = self.broker.subscription_update(a.namespace, a.topic, a.name, a.options)
+        result = self.broker.management.subscription_update(a.namespace, a.topic, a.name, a.options)
         return result
 
     def op_subscription_get(self, conn: Connection, req_id: int, a: Any) -> Any:
-        return self.broker.subscription_get(a.namespace, a.topic, a.name)
+        return self.broker.management.subscription_get(a.namespace, a.topic, a.name)
 
     def op_subscription_list(self, conn: Connection, req_id: int, a: Any) -> Any:
-        return self.broker.subscription_list(a.namespace, a.topic)
+        return self.broker.management.subscription_list(a.namespace, a.topic)
 
     def op_subscription_delete(self, conn: Connection, req_id: int, a: Any) -> Any:
         key = self.service.key(a.namespace, f"{a.topic}/subscriptions/{a.name}")
-        result = self.broker.subscription_delete(a.namespace, a.topic, a.name)
+        result = self.broker.management.subscription_delete(a.namespace, a.topic, a.name)
         self.service.gone([key], ServiceTimeout(f"subscription {a.name!r} was deleted"))
         return result
 
     def op_rule_create(self, conn: Connection, req_id: int, a: Any) -> Any:
-        result = self.broker.rule_create(
+        result = self.broker.management.rule_create(
             a.namespace, a.topic, a.subscription, a.name, a.filter, a.action
         )
         return result
 
     def op_rule_get(self, conn: Connection, req_id: int, a: Any) -> Any:
-        result = self.broker.rule_get(a.namespace, a.topic, a.subscription, a.name)
+        result = self.broker.management.rule_get(a.namespace, a.topic, a.subscription, a.name)
         return result
 
     def op_rule_list(self, conn: Connection, req_id: int, a: Any) -> Any:
-        return self.broker.rule_list(a.namespace, a.topic, a.name)
+        return self.broker.management.rule_list(a.namespace, a.topic, a.name)
 
     def op_rule_delete(self, conn: Connection, req_id: int, a: Any) -> Any:
-        result = self.broker.rule_delete(a.namespace, a.topic, a.subscription, a.name)
+        result = self.broker.management.rule_delete(a.namespace, a.topic, a.subscription, a.name)
         return result
 
     def op_send(self, conn: Connection, req_id: int, a: Any) -> Any:
         # The connection is the sender a paired primary keeps a backlog queue for.
-        seqs = self.broker.send(a.namespace, a.entity, a.messages, conn.sender)
+        seqs = self.broker.messaging.send(a.namespace, a.entity, a.messages, conn.sender)
         if not a.report:
             return seqs
         # sbctl send: also say where a paired primary diverted the messages
@@ -229,7 +229,7 @@ class Operations:
         return report
 
     def op_peek(self, conn: Connection, req_id: int, a: Any) -> Any:
-        return self.broker.peek(a.namespace, a.entity, a.count, a.from_sequence)
+        return self.broker.messaging.peek(a.namespace, a.entity, a.count, a.from_sequence)
 
     def op_receive(self, conn: Connection, req_id: int, a: Any) -> Any:
         got = receive(self.broker, a)
@@ -243,61 +243,64 @@ class Operations:
         return LATER
 
     def op_settle(self, conn: Connection, req_id: int, a: Any) -> Any:
-        result = self.broker.settle(
+        result = self.broker.messaging.settle(
             a.namespace, a.entity, a.op, a.lock_tokens, a.properties, a.reason, a.description
         )
         return result
 
     def op_session_accept(self, conn: Connection, req_id: int, a: Any) -> Any:
-        return self.broker.session_accept(a.namespace, a.entity, a.session_id)
+        return self.broker.messaging.session_accept(a.namespace, a.entity, a.session_id)
 
     def op_session_renew(self, conn: Connection, req_id: int, a: Any) -> Any:
-        result = self.broker.session_renew(a.namespace, a.entity, a.session_lock_token)
+        result = self.broker.messaging.session_renew(a.namespace, a.entity, a.session_lock_token)
         return result
 
     def op_session_close(self, conn: Connection, req_id: int, a: Any) -> Any:
-        result = self.broker.session_close(a.namespace, a.entity, a.session_lock_token)
+        result = self.broker.messaging.session_close(a.namespace, a.entity, a.session_lock_token)
         return result
 
     def op_session_list(self, conn: Connection, req_id: int, a: Any) -> Any:
-        return self.broker.session_list(a.namespace, a.entity)
+        return self.broker.messaging.session_list(a.namespace, a.entity)
 
     def op_session_get_state(self, conn: Connection, req_id: int, a: Any) -> Any:
-        state = self.broker.session_get_state(a.namespace, a.entity, a.session_id)
+        state = self.broker.messaging.session_get_state(a.namespace, a.entity, a.session_id)
         return {"session_id": a.session_id, "state": state}
 
     def op_session_set_state(self, conn: Connection, req_id: int, a: Any) -> Any:
-        self.broker.session_set_state(a.namespace, a.entity, a.session_id, a.state)
+        self.broker.messaging.session_set_state(a.namespace, a.entity, a.session_id, a.state)
         return {"session_id": a.session_id, "set": a.state is not None}
 
     def op_transact(self, conn: Connection, req_id: int, a: Any) -> Any:
         settlements = [
             (s.op, s.lock_token, s.properties, s.reason, s.description) for s in a.settlements
         ]
-        result = self.broker.transact(a.namespace, a.entity, a.messages, settlements)
+        result = self.broker.messaging.transact(a.namespace, a.entity, a.messages, settlements)
         return result
 
     def op_receive_deferred(self, conn: Connection, req_id: int, a: Any) -> Any:
-        got = self.broker.receive_deferred(
+        got = self.broker.messaging.receive_deferred(
             a.namespace, a.entity, a.sequence_numbers, a.mode, a.session_lock_token
         )
         return got
 
     def op_cancel_scheduled(self, conn: Connection, req_id: int, a: Any) -> Any:
-        cancelled = self.broker.cancel_scheduled(a.namespace, a.entity, a.sequence_numbers)
+        cancelled = self.broker.messaging.cancel_scheduled(
+            a.namespace, a.entity, a.sequence_numbers
+        )
         return {"cancelled": cancelled}
 
     def op_purge(self, conn: Connection, req_id: int, a: Any) -> Any:
-        return {"purged": self.broker.purge(a.namespace, a.entity)}
+        return {"purged": self.broker.messaging.purge(a.namespace, a.entity)}
 
     def op_dlq_resubmit(self, conn: Connection, req_id: int, a: Any) -> Any:
-        result = self.broker.dlq_resubmit(a.namespace, a.entity, a.count, a.to)
+        result = self.broker.messaging.dlq_resubmit(a.namespace, a.entity, a.count, a.to)
         return result
 
     def op_load_adopt(self, conn: Connection, req_id: int, a: Any) -> Any:
         """Check the staged files off the loop, then commit in one step (sbctld.loads)."""
         files = [(f.partition, f.path) for f in a.files]
-        self.broker.load_queue(a.namespace, a.entity, files)  # refuse what is refused now
+        # refuse what is refused now
+        self.broker.housekeeping.load_queue(a.namespace, a.entity, files)
         task = asyncio.get_running_loop().create_task(self._load_adopt(conn, req_id, a, files))
         self._adoptions.add(task)
         task.add_done_callback(self._adoptions.discard)
@@ -307,7 +310,7 @@ class Operations:
         self, conn: Connection, req_id: int, a: Any, files: list[tuple[int, str]]
     ) -> None:
         try:
-            queue = self.broker.load_queue(a.namespace, a.entity, files)
+            queue = self.broker.housekeeping.load_queue(a.namespace, a.entity, files)
             key = (queue.key, a.load_id)
             lock, users = self._load_locks.get(key) or (asyncio.Lock(), 0)
             self._load_locks[key] = (lock, users + 1)
@@ -338,14 +341,16 @@ class Operations:
         t1 = time.perf_counter()
         # The commit runs in one step of the loop: its slow-store delay is this request's.
         with self.service.request(count=False) as req:
-            if self.broker.load_queue(a.namespace, a.entity, files) is not queue:
+            if self.broker.housekeeping.load_queue(a.namespace, a.entity, files) is not queue:
                 raise BadRequest(
                     f"load {a.load_id!r} refused, nothing adopted: {a.entity!r} was deleted "
                     f"or replaced while the load was being checked"
                 )
             if isinstance(prepared, dict):
                 return prepared, req  # this load id had already committed
-            result = self.broker.load_adopted(queue, loads.commit(queue, a.load_id, prepared))
+            result = self.broker.housekeeping.load_adopted(
+                queue, loads.commit(queue, a.load_id, prepared)
+            )
         log.info(
             "load %r: %d messages checked in %.2f s, committed in %.3f s",
             a.load_id,
@@ -356,25 +361,27 @@ class Operations:
         return result, req
 
     def op_load_status(self, conn: Connection, req_id: int, a: Any) -> Any:
-        return self.broker.load_status(a.namespace, a.entity, a.load_id)
+        return self.broker.housekeeping.load_status(a.namespace, a.entity, a.load_id)
 
     def op_fault_add(self, conn: Connection, req_id: int, a: Any) -> Any:
-        return self.broker.fault_add(a.namespace, a.entity, a.partitions, a.kind, a.latency_ms)
+        return self.broker.housekeeping.fault_add(
+            a.namespace, a.entity, a.partitions, a.kind, a.latency_ms
+        )
 
     def op_fault_list(self, conn: Connection, req_id: int, a: Any) -> Any:
-        return self.broker.fault_list(a.namespace)
+        return self.broker.housekeeping.fault_list(a.namespace)
 
     def op_fault_clear(self, conn: Connection, req_id: int, a: Any) -> Any:
-        return self.broker.fault_clear(a.namespace, a.ids, a.all_namespaces)
+        return self.broker.housekeeping.fault_clear(a.namespace, a.ids, a.all_namespaces)
 
     def op_clock_show(self, conn: Connection, req_id: int, a: Any) -> Any:
-        return self.broker.clock_show(a.name)
+        return self.broker.time_travel.clock_show(a.name)
 
     def op_clock_advance(self, conn: Connection, req_id: int, a: Any) -> Any:
-        return self.broker.clock_advance(a.namespace, a.by_ms)
+        return self.broker.time_travel.clock_advance(a.namespace, a.by_ms)
 
     def op_clock_set(self, conn: Connection, req_id: int, a: Any) -> Any:
-        return self.broker.clock_set(a.namespace, a.at_ms)
+        return self.broker.time_travel.clock_set(a.namespace, a.at_ms)
 
     def op_namespace_set_key(self, conn: Connection, req_id: int, a: Any) -> Any:
         """`sbctl namespace set-key`: the store AMQP and HTTP check tokens against."""
@@ -423,7 +430,7 @@ class Operations:
 
 
 def receive(broker: Broker, a: Receive) -> list[Delivered]:
-    return broker.receive(a.namespace, a.entity, a.count, a.mode, a.session_lock_token)
+    return broker.messaging.receive(a.namespace, a.entity, a.count, a.mode, a.session_lock_token)
 
 
 class ParkedReceive(DelayedOperation):
