@@ -658,12 +658,19 @@ def decode(payload: bytes | memoryview | msgspec.Raw) -> Message:
         raise msgspec.DecodeError(str(exc)) from None
 
 
-def stored_form(payload: bytes | memoryview) -> bytes:
+def stored_form(
+    payload: bytes | memoryview, enqueued_ms: int | None = None, expires_ms: int | None = None
+) -> bytes:
     """A record's payload in the AMQP form: as it is, or (a record of versions 1-3)
-    converted once, as it is read."""
+    converted once, as it is read. A delivery gives the message's enqueued and expiry
+    times: a converted record then carries them as its properties' creation-time and (when
+    it has a time to live) absolute-expiry-time, as the releases that stored it sent them."""
     if is_amqp(payload):
         return payload if type(payload) is bytes else bytes(payload)
-    return encode(decode_legacy(payload))
+    m = decode_legacy(payload)
+    if m.time_to_live_ms is None:
+        expires_ms = None
+    return _encode(m, enqueued_ms, expires_ms)
 
 
 # ------------------------------------------------------------------ writing
@@ -674,12 +681,12 @@ def encode(m: Message) -> bytes:
     the broker writes). ValueError naming the property when a typed value does not fit,
     BadRequest for a number no AMQP type holds."""
     try:
-        return _encode(m)
+        return _encode(m, None, None)
     except (struct.error, OverflowError) as exc:
         raise BadRequest(f"a number in the message is too large for its AMQP type: {exc}") from None
 
 
-def _encode(m: Message) -> bytes:
+def _encode(m: Message, created_ms: int | None, expires_ms: int | None) -> bytes:
     out = bytearray()
     ttl = m.time_to_live_ms
     if ttl is not None and 0 <= ttl < UINT_END:
@@ -719,8 +726,8 @@ def _encode(m: Message) -> bytes:
         m.correlation_id,
         Symbol(m.content_type) if m.content_type is not None else None,
         None,
-        None,
-        None,
+        None if expires_ms is None else Timestamp(expires_ms),
+        None if created_ms is None else Timestamp(created_ms),
         m.session_id,
         None,
         m.reply_to_session_id,

@@ -87,8 +87,8 @@ def splice(d: Delivered, *, received: bool, lock: bool) -> bytes:
     """A peeked or received message → the AMQP message sent to its client. ``lock``: the
     locked-until annotation is sent (a peek-lock receive outside a session)."""
     buf = d.payload
-    if not buf or buf[0] != 0x00:
-        buf = stored_form(buf)
+    if not buf or buf[0] != 0x00:  # (a record of versions 1-3, as those releases sent it)
+        buf = stored_form(buf, d.enqueued_time_ms, d.expires_at_ms)
     n = d.delivery_count - 1 if received else d.delivery_count
     if buf.startswith(
         b"\x00\x53\x70"
