@@ -177,7 +177,7 @@ class _Read:
     """What one pass over a message's sections found: the Message's fields in order, and
     where each section lies (its last copy), for the stored form."""
 
-    __slots__ = ("body", "f", "facts", "kind", "new_id", "rewrite", "spans")
+    __slots__ = ("body", "f", "facts", "kind", "new_id", "peer", "rewrite", "spans")
 
     def __init__(self) -> None:
         self.f: list[Any] = _UNSET.copy()
@@ -187,12 +187,17 @@ class _Read:
         self.rewrite = False  # the stored form differs from the bytes read
         self.facts = False  # the delivery annotations hold the broker's facts (kept)
         self.new_id: str | None = None  # a message id given at intake
+        # An AMQP peer's message: a scheduled time out of range is refused naming the
+        # annotation (the others' are refused by the send rules, as the loader's are).
+        self.peer = False
 
 
-def _read(buf: bytes, pos: int, end: int, delivered: bool) -> _Read:
+def _read(buf: bytes, pos: int, end: int, delivered: bool, peer: bool = False) -> _Read:
     """One pass over the sections of the message in ``buf[pos:end]``. ``delivered``: a
-    message as delivered (the broker's annotations read, as a client reads them)."""
+    message as delivered (the broker's annotations read, as a client reads them); ``peer``:
+    sent by an AMQP peer."""
     r = _Read()
+    r.peer = peer
     spans = r.spans
     last = -1
     while pos < end:
@@ -310,7 +315,7 @@ _FACTS: dict[str, tuple[int, Callable[[Any], Any]]] = {
     ENQUEUED_SEQUENCE: (_AT["enqueued_sequence_number"], int),
     DEAD_LETTER_SOURCE: (_AT["dead_letter_source"], text),
     HOPS: (_AT["transfer_hops"], int),
-    LONG_TTL: (_TTL, lambda v: milliseconds(v, LONG_TTL)),
+    LONG_TTL: (_TTL, int),  # (checked by the send rules, as a sender's TTL is)
 }
 
 
@@ -340,7 +345,7 @@ def _annotations(buf: bytes, pos: int, end: int, r: _Read, delivered: bool) -> i
             elif k == "x-opt-partition-key":
                 f[_AT["partition_key"]] = text(v)
             elif k == "x-opt-scheduled-enqueue-time":
-                f[_SCHEDULED] = milliseconds(v, "x-opt-scheduled-enqueue-time")
+                f[_SCHEDULED] = milliseconds(v, k) if r.peer else int(v)
             elif delivered and k in (ENQUEUED_SEQUENCE, DEAD_LETTER_SOURCE):
                 at, read = _FACTS[k]
                 f[at] = read(v)
@@ -355,14 +360,19 @@ def _annotations(buf: bytes, pos: int, end: int, r: _Read, delivered: bool) -> i
     return stop
 
 
-def _properties(buf: bytes, pos: int, end: int, r: _Read, _: bool) -> int:
+def _compound(buf: bytes, pos: int, end: int, kind: int, what: str) -> tuple[int, int, int]:
+    """(count, first item, end) of the list (``kind`` 0xC0) or map (0xC1) at ``pos``, its
+    small form read here; DecodeError saying ``what`` it must be otherwise."""
     ctor = buf[pos]
-    if ctor == 0xC0:
-        count, p, stop = buf[pos + 2], pos + 3, pos + 2 + buf[pos + 1]
-    elif ctor == 0xD0 or ctor == 0x45:
-        count, p, stop = list_items(buf, pos, end)
-    else:
-        raise codec.DecodeError("the properties section must be a list")
+    if ctor == kind:
+        return buf[pos + 2], pos + 3, pos + 2 + buf[pos + 1]
+    if ctor == kind + 0x10 or ctor == (0x45 if kind == 0xC0 else 0x40):
+        return list_items(buf, pos, end)
+    raise codec.DecodeError(what)
+
+
+def _properties(buf: bytes, pos: int, end: int, r: _Read, _: bool) -> int:
+    count, p, stop = _compound(buf, pos, end, 0xC0, "the properties section must be a list")
     f = r.f
     at = _PROPERTY_AT
     for i in range(count):
@@ -383,13 +393,7 @@ def _properties(buf: bytes, pos: int, end: int, r: _Read, _: bool) -> int:
 
 
 def _application_properties(buf: bytes, pos: int, end: int, r: _Read, _: bool) -> int:
-    ctor = buf[pos]
-    if ctor == 0xC1:
-        count, p, stop = buf[pos + 2], pos + 3, pos + 2 + buf[pos + 1]
-    elif ctor == 0xD1 or ctor == 0x40:
-        count, p, stop = list_items(buf, pos, end)
-    else:
-        raise codec.DecodeError("message section 0x74 must be a map")
+    count, p, stop = _compound(buf, pos, end, 0xC1, "message section 0x74 must be a map")
     if count % 2:
         raise codec.DecodeError("a map has an odd number of items")
     props: dict[str, Any] = {}
@@ -538,7 +542,7 @@ def _intake_one(buf: bytes, start: int, end: int, new_id: str | None = None) -> 
             raw = new_id.encode()
             return Sent(Message(buf[at:end], new_id), _id_properties(raw) + buf[data:end])
     try:
-        r = _read(buf, start, end, False)
+        r = _read(buf, start, end, False, new_id is not None)
         if new_id is not None and r.f[_MESSAGE_ID] is None:
             r.f[_MESSAGE_ID] = r.new_id = new_id
         message = _message(buf, r)
