@@ -90,9 +90,28 @@ def splice(d: Delivered, *, received: bool, lock: bool) -> bytes:
     if not buf or buf[0] != 0x00:  # (a record of versions 1-3, as those releases sent it)
         buf = stored_form(buf, d.enqueued_time_ms, d.expires_at_ms)
     n = d.delivery_count - 1 if received else d.delivery_count
-    if buf.startswith(
-        b"\x00\x53\x70"
-    ):  # the header: the sender's first four fields, then the count
+    locked = d.locked_until_ms if lock else None
+    pid = d.partition_id
+    if (  # the usual stored form: properties holding an id first, no header, no annotations
+        len(buf) > 6
+        and buf[2] == 0x73
+        and buf[3] == 0xC0
+        and buf[5]
+        and buf[6] != 0x40
+        and 0 <= n < 256
+        and not d.changes
+    ):
+        pack, head = _PLAIN.get((n, locked is not None, pid is not None)) or _plain(
+            n, locked is not None, pid is not None
+        )
+        state = _STATE.get(d.state, _STATE[0])
+        args = [head, d.sequence_number, _ENQUEUED, d.enqueued_time_ms, state]
+        if locked is not None:
+            args += (_LOCKED, locked)
+        if pid is not None:
+            args += (_PARTITION_ID, pid)
+        return pack(*args) + buf
+    if buf.startswith(b"\x00\x53\x70"):  # the header: the sender's fields, then the count
         count, item, pos = _list_items(buf, 3)
         end = item
         for _ in range(min(count, 4)):
@@ -106,8 +125,6 @@ def splice(d: Delivered, *, received: bool, lock: bool) -> bytes:
     if buf.startswith(b"\x00\x53\x71", pos):
         facts, pos = codec.decode(buf, pos + 3)
     # the message annotations: the broker's entries, then the sender's
-    locked = d.locked_until_ms if lock else None
-    pid = d.partition_id
     ann = [
         _BROKER[locked is not None, pid is not None](
             d.sequence_number,
@@ -174,6 +191,25 @@ def _broker_entries(locked: bool, partitioned: bool) -> Any:
     return entries
 
 
+def _plain(n: int, locked: bool, partitioned: bool) -> tuple[Any, bytes]:
+    """The packing of the usual delivery's header and annotations (no sender's header or
+    annotations): the constant bytes up to the sequence number, then each entry, one struct."""
+    size = len(_SEQUENCE) + 8 + len(_ENQUEUED) + 8 + len(_STATE[0])
+    fmt = f">{len(_ENQUEUED)}sq{len(_STATE[0])}s"
+    if locked:
+        size += len(_LOCKED) + 8
+        fmt += f"{len(_LOCKED)}sq"
+    if partitioned:
+        size += len(_PARTITION_ID) + 2
+        fmt += f"{len(_PARTITION_ID)}sh"
+    pairs = 3 + locked + partitioned
+    head = _HEADERS[n] + b"\x00\x53\x72" + bytes((0xC1, size + 1, 2 * pairs)) + _SEQUENCE
+    layout = (struct.Struct(f">{len(head)}sq" + fmt[1:]).pack, head)
+    _PLAIN[n, locked, partitioned] = layout
+    return layout
+
+
+_PLAIN: dict[tuple[int, bool, bool], tuple[Any, bytes]] = {}
 _BROKER = {
     (lock, part): _broker_entries(lock, part) for lock in (False, True) for part in (False, True)
 }
