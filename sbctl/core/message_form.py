@@ -538,9 +538,10 @@ def _intake_one(buf: bytes, start: int, end: int, new_id: str | None = None) -> 
             at = data + 5
         if at >= 0:
             if new_id is None:
-                return Sent(Message(buf[at:end]), buf[start:end])
-            raw = new_id.encode()
-            return Sent(Message(buf[at:end], new_id), _id_properties(raw) + buf[data:end])
+                whole = buf if start == 0 and end == len(buf) else buf[start:end]
+                return Sent(Message(buf[at:end]), whole)
+            stored = b"".join((_id_properties(new_id.encode()), buf[data:end]))
+            return Sent(Message(buf[at:end], new_id), stored)
     try:
         r = _read(buf, start, end, False, new_id is not None)
         if new_id is not None and r.f[_MESSAGE_ID] is None:
@@ -568,13 +569,16 @@ def intake(raw: bytes, *, give_id: bool = False) -> Sent:
 def intake_sent(raw: bytes | memoryview | msgspec.Raw) -> Sent:
     """One message of a Unix client's send: its AMQP form (as MessagePack binary), or the
     fields of record version 3 an older client sent (a MessagePack array), encoded here."""
-    first = memoryview(raw)[:1].tobytes()
-    if first in (b"\xc4", b"\xc5", b"\xc6"):
-        data: bytes = msgspec.msgpack.decode(raw, type=bytes)
+    first = memoryview(raw)[0] if len(raw) else None
+    if first == 0xC4 or first == 0xC5 or first == 0xC6:  # MessagePack binary
+        data: bytes = _binary.decode(raw)
         return _intake_one(data, 0, len(data))
-    if first == b"\x00":
+    if first == 0x00:
         return intake(bytes(raw))
     return intake(encode(decode_sent_message(raw)))
+
+
+_binary = msgspec.msgpack.Decoder(bytes)
 
 
 def intake_transfer(payload: bytes, message_format: int) -> list[Sent]:

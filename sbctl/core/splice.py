@@ -111,6 +111,11 @@ def splice(d: Delivered, *, received: bool, lock: bool) -> bytes:
         if pid is not None:
             args += (_PARTITION_ID, pid)
         return pack(*args) + buf
+    return _spliced(d, buf, n, locked, pid)
+
+
+def _spliced(d: Delivered, buf: bytes, n: int, locked: int | None, pid: int | None) -> bytes:
+    """:func:`splice` of any stored form (``n``: the header's delivery count)."""
     if buf.startswith(b"\x00\x53\x70"):  # the header: the sender's fields, then the count
         count, item, pos = _list_items(buf, 3)
         end = item
