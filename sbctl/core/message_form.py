@@ -569,13 +569,13 @@ def intake(raw: bytes, *, give_id: bool = False) -> Sent:
 def intake_sent(raw: bytes | memoryview | msgspec.Raw) -> Sent:
     """One message of a Unix client's send: its AMQP form (as MessagePack binary), or the
     fields of record version 3 an older client sent (a MessagePack array), encoded here."""
-    first = memoryview(raw)[0] if len(raw) else None
-    if first == 0xC4 or first == 0xC5 or first == 0xC6:  # MessagePack binary
+    try:
         data: bytes = _binary.decode(raw)
-        return _intake_one(data, 0, len(data))
-    if first == 0x00:
-        return intake(bytes(raw))
-    return intake(encode(decode_sent_message(raw)))
+    except msgspec.DecodeError:  # not MessagePack binary: the AMQP form itself, or fields
+        data = bytes(raw)
+        if not is_amqp(data):
+            return intake(encode(decode_sent_message(data)))
+    return _intake_one(data, 0, len(data))
 
 
 _binary = msgspec.msgpack.Decoder(bytes)
