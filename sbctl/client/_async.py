@@ -416,6 +416,17 @@ class AsyncClient:
     ) -> dict[str, Any]:
         return await self._call(self._calls.cancel_scheduled(entity, sequence_numbers))
 
+    async def delete_messages(
+        self,
+        entity: str,
+        count: int,
+        before_ms: int | None = None,
+        session_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Delete up to ``count`` of the oldest unlocked messages (enqueued before
+        ``before_ms``, of ``session_id``) without receiving them: ``{"deleted": n}``."""
+        return await self._call(self._calls.delete_messages(entity, count, before_ms, session_id))
+
     async def purge(self, entity: str) -> dict[str, Any]:
         """Delete every message of a queue, or of ``queue/$deadletterqueue``."""
         return await self._call(self._calls.purge(entity))

@@ -375,6 +375,11 @@ class _Calls:
         numbers = list(sequence_numbers)
         return self._op("cancel_scheduled", self.namespace, entity, numbers)
 
+    def delete_messages(
+        self, entity: str, count: int, before_ms: int | None, session_id: str | None
+    ) -> Call:
+        return self._op("delete_messages", self.namespace, entity, count, before_ms, session_id)
+
     def purge(self, entity: str) -> Call:
         return self._op("purge", self.namespace, entity)
 

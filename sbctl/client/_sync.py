@@ -445,6 +445,17 @@ class Client:
     def cancel_scheduled(self, entity: str, sequence_numbers: Sequence[int]) -> dict[str, Any]:
         return self._call(self._calls.cancel_scheduled(entity, sequence_numbers))
 
+    def delete_messages(
+        self,
+        entity: str,
+        count: int,
+        before_ms: int | None = None,
+        session_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Delete up to ``count`` of the oldest unlocked messages (enqueued before
+        ``before_ms``, of ``session_id``) without receiving them: ``{"deleted": n}``."""
+        return self._call(self._calls.delete_messages(entity, count, before_ms, session_id))
+
     def purge(self, entity: str) -> dict[str, Any]:
         """Delete every message of a queue, or of ``queue/$deadletterqueue``."""
         return self._call(self._calls.purge(entity))

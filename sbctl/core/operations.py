@@ -1,20 +1,23 @@
-"""The operations of the Unix-socket protocol, each declared once.
+"""The daemon's operations, each declared once: the Unix-socket protocol's, and what the AMQP
+and HTTP front-ends run.
 
 One :class:`Operation` per operation, in the manner of Kafka's RPC declarations (one entry
 per request, with its "about"): its name, its arguments (a Struct of :mod:`sbctl.core.protocol`),
 whether its answer waits until what it wrote is on disk, which entities it wakes, how the
 client reads its result, and one line about it. Both sides are driven by this table:
 
-- the daemon decodes a request's arguments with :func:`decode_args`; its Unix front-end
-  (``sbctld.frontends.unix``) dispatches ``op_<name>``, answers once durable when the
-  declaration says so, and then wakes what the declaration names;
+- the daemon's service (``sbctld.service``) runs ``op_<name>`` for every front-end, answers
+  once durable when the declaration says so, and then wakes what the declaration names; the
+  Unix front-end decodes a request's arguments with :func:`decode_args`, AMQP
+  ``$management``, AMQP links and HTTP routes build the same arguments from their own
+  requests;
 - the client (:mod:`sbctl.client`) builds a request with :meth:`Operation.call` and reads
   the answer with the declaration's reader;
 - ``python -m sbctl.core.operations`` prints the table as Markdown (sbctl/core/PROTOCOL.md).
 
 Rules kept here: the wire format is the arguments' Structs and the results the daemon sends;
-nothing here changes it. ``durable`` and ``wakes`` see the decoded arguments (and ``wakes``
-the result as the front-end answers it) and nothing else: they are pure.
+nothing here changes it. ``durable`` and ``wakes`` see the decoded arguments and the result
+the service answers, and nothing else: they are pure.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from sbctl.core.protocol import (
     PROTOCOL_VERSION,
     ClockAdvance,
     ClockSet,
+    DeleteMessages,
     Empty,
     EntityCreate,
     EntityPath,
@@ -121,7 +125,7 @@ def _field(result: Any, name: str) -> Any:
 
 
 def _the_entity(a: Any, _result: Any) -> Sequence[Wake]:
-    """The entity."""
+    """The entity (what it sent, or the session it freed, is there for a parked request)."""
     return ((a.namespace, a.entity),)
 
 
@@ -159,9 +163,10 @@ def _cleared_namespaces(_a: FaultClear, result: Any) -> Sequence[Wake]:
     return tuple((name, None) for name in dict.fromkeys(names))
 
 
-def _deletes(a: Receive | ReceiveDeferred) -> bool:
-    """In receive-and-delete mode (it removes what it answers, like a settlement)."""
-    return deletes_on_receive(a.mode)
+def _deletes(a: Receive | ReceiveDeferred, result: Any) -> bool:
+    """In receive-and-delete mode, when it received any (it removes what it answers, like a
+    settlement; nothing received wrote nothing)."""
+    return deletes_on_receive(a.mode) and bool(result)
 
 
 # -- The declaration -------------------------------------------------------------------------
@@ -175,14 +180,15 @@ class Operation:
     args: type[msgspec.Struct]  # what the daemon decodes (strictly: an unknown field is refused)
     about: str  # one line: what it does, for the protocol's reference
     # answered once what it wrote is durable (daemon/README.md §21); or a predicate on the args
-    durable: bool | Callable[[Any], bool] = False
+    # and the result
+    durable: bool | Callable[[Any, Any], bool] = False
     # the entities (or namespaces) it writes: parked requests on them are completed after it
     wakes: Callable[[Any, Any], Sequence[Wake]] | None = None
     reads: Reader = plain  # how the client reads the result
     sends: type[msgspec.Struct] | None = None  # what the client encodes, when not ``args``
 
-    def is_durable(self, args: Any) -> bool:
-        return self.durable(args) if callable(self.durable) else self.durable
+    def is_durable(self, args: Any, result: Any) -> bool:
+        return self.durable(args, result) if callable(self.durable) else self.durable
 
     def woken(self, args: Any, result: Any) -> Sequence[Wake]:
         return () if self.wakes is None else self.wakes(args, result)
@@ -378,10 +384,16 @@ _DECLARED = (
     Operation(
         "session_accept",
         SessionAccept,
-        "Lock a session (or the next one with messages): its id, lock token and lock expiry.",
+        "Lock a session (or the next one with messages, waiting up to max_wait_ms for one): "
+        "its id, lock token and lock expiry.",
     ),
     Operation("session_renew", SessionToken, "Renew a session's lock."),
-    Operation("session_close", SessionToken, "Release a session's lock."),
+    Operation(
+        "session_close",
+        SessionToken,
+        "Release a session's lock.",
+        wakes=_the_entity,
+    ),
     Operation("session_list", EntityPath, "The sessions of an entity that hold messages or state."),
     Operation("session_get_state", SessionRef, "A session's state.", reads=session_state),
     Operation(
@@ -395,6 +407,13 @@ _DECLARED = (
         "cancel_scheduled",
         SequenceNumbers,
         "Cancel scheduled messages by sequence number.",
+        durable=True,
+    ),
+    Operation(
+        "delete_messages",
+        DeleteMessages,
+        "Delete the oldest unlocked messages (of a session, enqueued before an instant) "
+        "without receiving them.",
         durable=True,
     ),
     Operation(

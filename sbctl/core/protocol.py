@@ -141,6 +141,7 @@ class RuleCreate(_Args):
     name: str
     filter: dict[str, Any] | None = None
     action: str | None = None
+    action_parameters: dict[str, Any] | None = None  # a SQL action's @parameters
 
 
 class RuleRef(_Args):
@@ -201,6 +202,8 @@ class SessionAccept(_Args):
     namespace: str
     entity: str
     session_id: str | None = None
+    # the next available session (no session_id): wait up to this long for one to be free
+    max_wait_ms: int = 0
 
 
 class SessionToken(_Args):
@@ -258,6 +261,17 @@ class SequenceNumbers(_Args):
     namespace: str
     entity: str
     sequence_numbers: list[int]
+
+
+class DeleteMessages(_Args):
+    """Delete up to ``count`` of the oldest unlocked messages enqueued before ``before_ms``
+    (None: now), of ``session_id`` if given, without receiving them."""
+
+    namespace: str
+    entity: str
+    count: int
+    before_ms: int | None = None
+    session_id: str | None = None
 
 
 class EntityPath(_Args):

@@ -43,18 +43,16 @@ def _answers(sent: list[tuple[int, int | None, Any]]) -> dict[int, str]:
 @given(
     st.lists(st.integers(0, 60), min_size=1, unique=True).map(sorted),
     st.data(),
-    st.booleans(),
 )
 def test_each_delivery_gets_its_answer_in_as_few_dispositions_as_runs(
-    ids: list[int], data: st.DataObject, sync_failed: bool
+    ids: list[int], data: st.DataObject
 ) -> None:
     failing = data.draw(st.sets(st.sampled_from(ids)))
     errors: dict[int, SbctlError] = {i: MessageLockLost(f"lost {i}") for i in failing}
-    sync_error = SbctlError("disk") if sync_failed else None
     owner = _Owner()
-    answer_runs(owner, None, ids, errors, sync_error, Accepted())  # type: ignore[arg-type]
+    answer_runs(owner, None, ids, errors, Accepted())  # type: ignore[arg-type]
     got = _answers(owner.conn.sent)
-    expected = {i: (f"lost {i}" if i in errors else "disk" if sync_error else "ok") for i in ids}
+    expected = {i: (f"lost {i}" if i in errors else "ok") for i in ids}
     assert got == expected
     # one disposition per maximal run of consecutive accepted ids; each failure its own
     runs = sum(
@@ -67,10 +65,10 @@ def test_each_delivery_gets_its_answer_in_as_few_dispositions_as_runs(
 
 def test_a_whole_range_settled_is_one_disposition() -> None:
     owner = _Owner()
-    answer_runs(owner, None, list(range(100, 200)), {}, None, Accepted())  # type: ignore[arg-type]
+    answer_runs(owner, None, list(range(100, 200)), {}, Accepted())  # type: ignore[arg-type]
     assert [(f, last) for f, last, _ in owner.conn.sent] == [(100, 199)]
     owner = _Owner()
-    answer_runs(owner, None, [7], {}, None, Accepted())  # type: ignore[arg-type]
+    answer_runs(owner, None, [7], {}, Accepted())  # type: ignore[arg-type]
     assert [(f, last) for f, last, _ in owner.conn.sent] == [(7, None)]
 
 

@@ -8,6 +8,9 @@ and under ``if TYPE_CHECKING`` included):
   service layer (``sbctld.service``, ``sbctld.service.*``); it imports none of those;
 - only the entry point imports a front-end (front-ends may import one another's modules,
   but none the Unix socket's: they reach the broker through the service);
+- the service is the only door: a front-end imports no domain module but the typed results
+  listed in :data:`ALLOWED_FRONT_END_DOMAIN` (with the reason), and no front-end module
+  touches an attribute named ``broker`` (it runs the service's declared operations);
 - the shared core ``sbctl.core`` imports nothing else of ``sbctl`` and nothing of ``sbctld``;
   the daemon imports nothing of ``sbctl`` but the core, and its domain not the Unix wire
   protocol (:data:`UNIX_WIRE`);
@@ -68,6 +71,13 @@ ALLOWED_CLIENT_TO_DAEMON: dict[tuple[str, str], str] = {
     ),
     ("sbctl.daemonctl", "sbctld.config"): "`import-config` checks entity settings as the daemon",
     ("sbctl.daemonctl", "sbctld.filters"): "`import-config` compiles rules as the daemon does",
+}
+
+# Domain modules a front-end may import: module -> why. Everything else of the domain (the
+# broker, queues, partitions, topics, loads, the overview, storage, ...) a front-end reaches
+# only by running the service's declared operations (sbctld.service.Service.run).
+ALLOWED_FRONT_END_DOMAIN: dict[str, str] = {
+    "sbctld.results": "the domain's typed results: what the service answers, front-ends encode",
 }
 
 # The Unix wire protocol: the domain hands out typed results and never speaks it.
@@ -435,6 +445,67 @@ def test_front_ends_reach_the_broker_through_the_service_not_the_unix_socket(
     assert not wrong, "only sbctld.main starts the Unix front-end:\n" + "\n".join(wrong)
     assert "sbctld.service" in modules["sbctld.frontends.amqp.server"].imports
     assert "sbctld.service" in modules["sbctld.frontends.http.server"].imports
+
+
+def test_front_ends_import_no_domain_module_but_the_listed_results(
+    modules: dict[str, Module],
+) -> None:
+    """The service is the only door (lazy and typing-only imports count too)."""
+    current = {
+        (name, target)
+        for name, module in modules.items()
+        if is_front_end(name)
+        for target in module.imports
+        if is_domain(target)
+    }
+    wrong = sorted(f"{a} imports {b}" for a, b in current if b not in ALLOWED_FRONT_END_DOMAIN)
+    stale = sorted(set(ALLOWED_FRONT_END_DOMAIN) - {b for _, b in current})
+    assert not wrong, "front-ends reach the domain only through the service:\n" + "\n".join(wrong)
+    assert not stale, "no longer imported; delete from ALLOWED_FRONT_END_DOMAIN:\n" + "\n".join(
+        stale
+    )
+
+
+def broker_reaches(tree: ast.AST) -> list[int]:
+    """Lines of ``tree`` that touch an attribute named ``broker`` (``x.broker``, or
+    ``getattr(x, "broker")`` and its kin)."""
+    lines = []
+    for node in ast.walk(tree):
+        by_name = (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("getattr", "setattr", "hasattr", "delattr")
+            and len(node.args) >= 2
+            and isinstance(node.args[1], ast.Constant)
+            and node.args[1].value == "broker"
+        )
+        if by_name or (isinstance(node, ast.Attribute) and node.attr == "broker"):
+            lines.append(node.lineno)
+    return sorted(lines)
+
+
+def test_no_front_end_reaches_the_broker_at_runtime(modules: dict[str, Module]) -> None:
+    """Not even through the service's attribute (``service.broker.send(...)``): a front-end
+    runs declared operations, which apply the durability, wake-ups and metrics."""
+    wrong = [
+        f"{name}:{line}"
+        for name, module in sorted(modules.items())
+        if is_front_end(name)
+        for line in broker_reaches(module.tree)
+    ]
+    assert not wrong, "front-ends must run the service's operations, not the broker:\n" + (
+        "\n".join(wrong)
+    )
+
+
+def test_the_broker_scan_sees_each_way_of_reaching_it() -> None:
+    source = (
+        "def f(service, host):\n"
+        "    service.broker.send()\n"
+        "    b = getattr(host, 'broker')\n"
+        "    host.service.run('send', None, print)\n"
+    )
+    assert broker_reaches(ast.parse(source)) == [2, 3]
 
 
 def _front_end_of(name: str) -> str | None:

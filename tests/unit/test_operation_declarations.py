@@ -1,6 +1,6 @@
 """Operations are declared once (sbctl.core.operations) and both sides follow the declaration.
 
-The table against the Unix front-end's handlers and against the client (every declared
+The table against the service's handlers and against the client (every declared
 operation has a handler and a client call; every handler and every client call names a
 declared operation), the protocol reference generated from it, and the daemon applying a
 declaration's durability and wake-ups (on the real Unix front-end over an in-memory
@@ -24,9 +24,9 @@ from sbctl.core.protocol import FaultAdd, Receive, Send, Settle, encode_request
 from sbctl.core.records import Message
 from sbctld.broker import DEFAULT_NAMESPACE, Broker
 from sbctld.clock import FakeClock
-from sbctld.frontends.unix.ops import Operations
-from sbctld.frontends.unix.server import UnixFrontend, handlers
+from sbctld.frontends.unix.server import UnixFrontend
 from sbctld.service import Service
+from sbctld.service.operations import Operations
 from tests.unit.test_service import FakeTimers, Unix, settle_loop
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -72,20 +72,20 @@ def _calls_used(path: Path) -> set[str]:
 # -- The table against the handlers and the client ------------------------------------------
 
 
-def test_every_declared_operation_has_a_unix_handler_and_every_handler_is_declared() -> None:
+def test_every_declared_operation_has_a_service_handler_and_every_handler_is_declared() -> None:
     served = {name[3:] for name in dir(Operations) if name.startswith("op_")}
     assert sorted(set(OPERATIONS) - served) == [], "declared without a handler"
     assert sorted(served - set(OPERATIONS)) == [], "a handler without a declaration"
 
 
-def test_the_unix_front_end_refuses_to_start_with_a_handler_out_of_the_table() -> None:
+def test_the_service_refuses_to_start_with_a_handler_out_of_the_table() -> None:
     class Extra(Operations):
-        def op_drop_everything(self, conn: Any, req_id: int, a: Any) -> Any:
+        def op_drop_everything(self, a: Any, call: Any) -> Any:
             return None
 
     with pytest.raises(RuntimeError, match="without declaration: drop_everything"):
-        handlers(object.__new__(Extra))
-    table = handlers(object.__new__(Operations))
+        object.__new__(Extra).table()
+    table = object.__new__(Operations).table()
     assert list(table) == list(OPERATIONS)
 
 

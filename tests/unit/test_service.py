@@ -3,8 +3,9 @@ across front-ends, the slow-store delay.
 
 The Unix front-end runs for real over an in-memory transport (requests in as bytes, replies
 out as bytes); the "other protocol" is a stand-in front-end that, like the AMQP and HTTP
-ones, calls only the service's public API. Time-outs and fault delays run on fake timers
-driven by the fake clock; the group commit runs on a real event loop (``call_soon``).
+ones, runs the service's declared operations (Service.run). Time-outs and fault delays run on
+fake timers driven by the fake clock; the group commit runs on a real event loop
+(``call_soon``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from sbctl.core.protocol import (
     EntityRef,
     Receive,
     Send,
+    SendEncoded,
     decode_reply,
     decode_result,
     encode_request,
@@ -132,41 +134,31 @@ class Unix:
 
 
 class OtherFrontend:
-    """A second protocol, as AMQP and HTTP are: the service's public API only."""
+    """A second protocol, as AMQP and HTTP are: it runs the service's declared operations."""
 
     def __init__(self, service: Service) -> None:
         self.service = service
 
     def send(self, entity: str, body: bytes, answer: Callable[[SbctlError | None], None]) -> None:
-        with self.service.request() as req:
-            self.service.broker.messaging.send(NS, entity, [Message(body=body)])
-        self.service.acknowledge(req, answer)
-        self.service.written(NS, entity)
+        def sent(result: Any) -> None:
+            answer(result if isinstance(result, SbctlError) else None)
+
+        messages: Any = [Message(body=body)]
+        self.service.run("send", SendEncoded(NS, entity, messages), sent)
 
     def receive(self, entity: str, timeout_s: float, answer: Callable[[Any], None]) -> bool:
-        return self.service.park(ParkedReceive(self.service, entity, answer), NS, entity, timeout_s)
+        """Answers the body, None on the time-out or the error; True when answered now."""
+        answered = []
 
+        def got(result: Any) -> None:
+            answered.append(True)
+            if isinstance(result, SbctlError):
+                answer(result)
+            else:
+                answer(decode_message(result[0].payload).body if result else None)
 
-class ParkedReceive(DelayedOperation):
-    kind = "receive"
-
-    def __init__(self, service: Service, entity: str, answer: Callable[[Any], None]) -> None:
-        super().__init__()
-        self.service = service
-        self.entity = entity
-        self.answer = answer
-
-    def try_complete(self) -> bool:
-        got = self.service.broker.messaging.receive(NS, self.entity, 1, "peek-lock")
-        if got:
-            self.answer(decode_message(got[0].payload).body)
-        return bool(got)
-
-    def on_expire(self) -> None:
-        self.answer(None)
-
-    def on_fail(self, error: SbctlError) -> None:
-        self.answer(error)
+        self.service.run("receive", Receive(NS, entity, 1, round(timeout_s * 1000)), got)
+        return bool(answered)
 
 
 async def settle_loop() -> None:

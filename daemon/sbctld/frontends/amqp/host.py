@@ -14,12 +14,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from sbctl.core.errors import SbctlError
 from sbctld.frontends.amqp.errors import condition_of, status_of
+from sbctld.service import replying
 
 if TYPE_CHECKING:
-    from sbctld.broker import Broker
     from sbctld.frontends.amqp.connection import Connection
-    from sbctld.pairing import SenderId
-    from sbctld.service import Service
+    from sbctld.service import SenderId, Service
 
 # A ``$management`` answer: status code, description, body, error condition.
 Respond = Callable[[int, str, Any, "str | None"], None]
@@ -29,8 +28,6 @@ class Frontend(Protocol):
     """The AMQP front-end (sbctld.frontends.amqp.server.AmqpFrontend)."""
 
     service: Service
-
-    def wake(self, namespace: str, path: str) -> None: ...
 
 
 class Host(Protocol):
@@ -42,9 +39,6 @@ class Host(Protocol):
 
     @property
     def frontend(self) -> Frontend: ...
-
-    @property
-    def broker(self) -> Broker: ...
 
     @property
     def conn(self) -> Connection: ...
@@ -63,14 +57,18 @@ class Receiving(Protocol):
     paused: bool
 
 
-def ok_when_durable(conn: Host, respond: Respond, body: Any) -> None:
-    """Answer 200 with ``body`` once the write before it is on disk (or the error)."""
+def run(conn: Host, name: str, args: Any, respond: Respond, ok: Callable[[Any], None]) -> None:
+    """Run the declared operation ``name`` for a ``$management`` request: ``ok(result)``
+    answers it (and may raise an SbctlError), an error is answered with its status and
+    condition (:meth:`sbctld.service.Service.run`: durable, woken and delayed as declared)."""
+    conn.frontend.service.run(name, args, answering(respond, ok), sender=conn.sender)
 
-    def done(error: SbctlError | None) -> None:
-        if error is not None:
-            condition, text = condition_of(error)
-            respond(status_of(error), text, None, condition)
-        else:
-            respond(200, "OK", body, None)
 
-    conn.frontend.service.after_durable(done)
+def answering(respond: Respond, ok: Callable[[Any], None]) -> Callable[[Any], None]:
+    """The reply of a ``$management`` operation: ``ok(result)``, or the error answered."""
+
+    def failed(err: SbctlError) -> None:
+        condition, text = condition_of(err)
+        respond(status_of(err), text, None, condition)
+
+    return replying(ok, failed)

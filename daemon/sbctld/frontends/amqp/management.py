@@ -1,6 +1,10 @@
 """The ``$management`` node: request/response operations on an entity (daemon/README.md
 §29). Each request is an amqp-value map; the answer carries ``statusCode``,
-``statusDescription`` and, on failure, ``errorCondition``."""
+``statusDescription`` and, on failure, ``errorCondition``.
+
+Each request is the service's declared operation (sbctl.core.operations) run with the
+arguments the map gives (``renew-lock`` is ``settle`` with ``renew-lock``, ``schedule-message``
+a ``send``, ...): durable, woken and delayed as the Unix socket's (:func:`.host.run`)."""
 
 from __future__ import annotations
 
@@ -14,13 +18,26 @@ from sbctl.core.amqp import codec
 from sbctl.core.amqp.types import Array, Timestamp
 from sbctl.core.delivered import Delivered
 from sbctl.core.errors import BadRequest, InvalidOperation, SbctlError
-from sbctl.core.operations import deletes_on_receive, redelivers
+from sbctl.core.protocol import (
+    DeleteMessages,
+    EntityPath,
+    Peek,
+    ReceiveDeferred,
+    SendEncoded,
+    SequenceNumbers,
+    SessionRef,
+    SessionState,
+    SessionToken,
+    Settle,
+    TxSettle,
+)
 from sbctld.frontends.amqp import rules
 from sbctld.frontends.amqp.arguments import Args, text_of
 from sbctld.frontends.amqp.errors import condition_of, status_of
-from sbctld.frontends.amqp.host import Host, Respond, ok_when_durable
+from sbctld.frontends.amqp.host import Host, Respond, answering, run
 from sbctld.frontends.amqp.transactions import Transaction
 from sbctld.results import LockRenewed, SettleFailed
+from sbctld.service import Step
 
 log = logging.getLogger("sbctld")
 OP_PREFIX = "com.microsoft:"
@@ -47,9 +64,7 @@ def handle(
     try:
         if txn is not None:
             handler = _in_transaction(name, op, handler, txn)
-        # answered without the slow-store delay, as before the service layer
-        with conn.frontend.service.request():
-            handler(conn, path, args, respond)
+        handler(conn, path, args, respond)
     except SbctlError as err:
         condition, text = condition_of(err)
         respond(status_of(err), text, None, condition)
@@ -94,19 +109,17 @@ def _associated_session(conn: Host, app: Args) -> str | None:
 
 def _hold_disposition(conn: Host, path: str, args: Args, txn: Transaction) -> None:
     op, tokens, props, reason, description = _disposition(args)
-    txn.entity(path)[1].extend((op, token, props, reason, description) for token in tokens)
+    txn.entity(path)[1].extend(TxSettle(op, token, props, reason, description) for token in tokens)
 
 
 def _hold_cancel(conn: Host, path: str, args: Args, txn: Transaction) -> None:
     seqs = args.integers("sequence-numbers")
-    txn.later.append(lambda: conn.broker.messaging.cancel_scheduled(conn.namespace, path, seqs))
+    txn.later.append(("cancel_scheduled", SequenceNumbers(conn.namespace, path, seqs)))
 
 
 def _hold_session_state(conn: Host, path: str, args: Args, txn: Transaction) -> None:
     session, value = _session(args) or "", args.binary("session-state")
-    txn.later.append(
-        lambda: conn.broker.messaging.session_set_state(conn.namespace, path, session, value)
-    )
+    txn.later.append(("session_set_state", SessionState(conn.namespace, path, session, value)))
 
 
 def _session(args: Args) -> str | None:
@@ -118,30 +131,35 @@ def peek_message(conn: Host, path: str, args: Args, respond: Respond) -> None:
     count = args.integer("message-count", 1, low=-(2**31), high=2**31 - 1)
     session = _session(args)
     count = min(max(count, 1), 250)
+
+    def peeked(got: list[Delivered]) -> None:
+        if not got:
+            respond(204, "No Content", None, None)
+            return
+        _, payloads, bad = splice.splice_all(got, received=False, lock=False)
+        for d, why in bad:  # (skipped: one record never blocks a peek)
+            log.warning("message %s of %s cannot be peeked: %s", d.sequence_number, path, why)
+        respond(200, "OK", {"messages": [{"message": p} for p in payloads]}, None)
+
     if session is None:
-        got = conn.broker.messaging.peek(conn.namespace, path, count, start)
-    else:
-        got = _peek_session(conn, path, session, start, count)
-    if not got:
-        respond(204, "No Content", None, None)
+        run(conn, "peek", Peek(conn.namespace, path, count, start), respond, peeked)
         return
-    _, payloads, bad = splice.splice_all(got, received=False, lock=False)
-    for d, why in bad:  # (skipped: one record never blocks a peek)
-        log.warning("message %s of %s cannot be peeked: %s", d.sequence_number, path, why)
-    respond(200, "OK", {"messages": [{"message": p} for p in payloads]}, None)
 
+    def session_pages(step: Step) -> list[Delivered]:
+        """A session receiver peeks its session's messages only: page through the entity
+        from ``start`` until ``count`` of them are found or nothing is left (daemon/README.md
+        §9.7)."""
+        out: list[Delivered] = []
+        at = start
+        while len(out) < count:
+            page = step("peek", Peek(conn.namespace, path, 250, at))
+            if not page:
+                break
+            out.extend(d for d in page if _session_of(d) == session)
+            at = page[-1].sequence_number + 1
+        return out[:count]
 
-def _peek_session(conn: Host, path: str, session: str, start: int, count: int) -> list[Any]:
-    """A session receiver peeks its session's messages only: page through the entity from
-    ``start`` until ``count`` of them are found or nothing is left (daemon/README.md §9.7)."""
-    out: list[Any] = []
-    while len(out) < count:
-        page = conn.broker.messaging.peek(conn.namespace, path, 250, start)
-        if not page:
-            break
-        out.extend(d for d in page if _session_of(d) == session)
-        start = page[-1].sequence_number + 1
-    return out[:count]
+    conn.frontend.service.run_steps(session_pages, answering(respond, peeked), sender=conn.sender)
 
 
 def _session_of(d: Any) -> str | None:
@@ -150,29 +168,38 @@ def _session_of(d: Any) -> str | None:
     return decode_message(d.payload).session_id
 
 
-def renew_lock(conn: Host, path: str, args: Args, respond: Respond) -> None:
-    tokens = args.tokens("lock-tokens")
-    results = conn.broker.messaging.settle(conn.namespace, path, "renew-lock", tokens)
-    expirations = []
+def _ok(respond: Respond) -> Callable[[Any], None]:
+    """Answer 200 without a body."""
+    return lambda _result: respond(200, "OK", None, None)
+
+
+def _settled(results: list[Any]) -> None:
+    """Raise the error of the first lock token that failed."""
     for r in results:
         if isinstance(r, SettleFailed):
             raise r.error
-        assert isinstance(r, LockRenewed)
-        expirations.append(r.locked_until_ms)
-    respond(200, "OK", {"expirations": Array("timestamp", expirations)}, None)
+
+
+def renew_lock(conn: Host, path: str, args: Args, respond: Respond) -> None:
+    tokens = args.tokens("lock-tokens")
+
+    def renewed(results: list[Any]) -> None:
+        _settled(results)
+        expirations = [r.locked_until_ms for r in results if isinstance(r, LockRenewed)]
+        respond(200, "OK", {"expirations": Array("timestamp", expirations)}, None)
+
+    run(conn, "settle", Settle(conn.namespace, path, "renew-lock", tokens), respond, renewed)
 
 
 def update_disposition(conn: Host, path: str, args: Args, respond: Respond) -> None:
     op, tokens, props, reason, description = _disposition(args)
-    results = conn.broker.messaging.settle(
-        conn.namespace, path, op, tokens, props, reason, description
-    )
-    for r in results:
-        if isinstance(r, SettleFailed):
-            raise r.error
-    if redelivers(op):
-        conn.frontend.wake(conn.namespace, path)
-    ok_when_durable(conn, respond, None)
+    settle = Settle(conn.namespace, path, op, tokens, props, reason, description)
+
+    def settled(results: list[Any]) -> None:
+        _settled(results)
+        respond(200, "OK", None, None)
+
+    run(conn, "settle", settle, respond, settled)
 
 
 def _disposition(args: Args) -> Disposition:
@@ -200,19 +227,19 @@ def receive_by_sequence_number(conn: Host, path: str, args: Args, respond: Respo
     mode = "receive-and-delete" if args.integer("receiver-settle-mode", 1) == 0 else "peek-lock"
     session = _session(args)  # a session receiver's request names its session
     token = conn.session_token(path, session) if session is not None else None
-    got = conn.broker.messaging.receive_deferred(conn.namespace, path, seqs, mode, token)
-    messages = [
-        {
-            "lock-token": uuid.UUID(d.lock_token) if d.lock_token else uuid.uuid4(),
-            "message": _deferred(d, mode == "peek-lock"),
-        }
-        for d in got
-    ]
-    body = {"messages": messages}
-    if deletes_on_receive(mode):
-        ok_when_durable(conn, respond, body)
-    else:
-        respond(200, "OK", body, None)
+
+    def received(got: list[Delivered]) -> None:
+        messages = [
+            {
+                "lock-token": uuid.UUID(d.lock_token) if d.lock_token else uuid.uuid4(),
+                "message": _deferred(d, mode == "peek-lock"),
+            }
+            for d in got
+        ]
+        respond(200, "OK", {"messages": messages}, None)
+
+    deferred = ReceiveDeferred(conn.namespace, path, seqs, mode, token)
+    run(conn, "receive_deferred", deferred, respond, received)
 
 
 def _deferred(d: Delivered, lock: bool) -> bytes:
@@ -223,18 +250,20 @@ def _deferred(d: Delivered, lock: bool) -> bytes:
 
 
 def schedule_message(conn: Host, path: str, args: Args, respond: Respond) -> None:
-    messages = []
-    for item in args.maps("messages"):
-        messages.append(message_form.intake(item.binary("message") or b"", give_id=True))
-    seqs = conn.broker.messaging.send(conn.namespace, path, messages, conn.sender)
-    conn.frontend.wake(conn.namespace, path)
-    ok_when_durable(conn, respond, {"sequence-numbers": Array("long", seqs)})
+    messages: Any = [
+        message_form.intake(item.binary("message") or b"", give_id=True)
+        for item in args.maps("messages")
+    ]
+
+    def scheduled(seqs: list[int]) -> None:
+        respond(200, "OK", {"sequence-numbers": Array("long", seqs)}, None)
+
+    run(conn, "send", SendEncoded(conn.namespace, path, messages), respond, scheduled)
 
 
 def cancel_scheduled_message(conn: Host, path: str, args: Args, respond: Respond) -> None:
-    seqs = args.integers("sequence-numbers")
-    conn.broker.messaging.cancel_scheduled(conn.namespace, path, seqs)
-    ok_when_durable(conn, respond, None)
+    seqs = SequenceNumbers(conn.namespace, path, args.integers("sequence-numbers"))
+    run(conn, "cancel_scheduled", seqs, respond, _ok(respond))
 
 
 def batch_delete_messages(conn: Host, path: str, args: Args, respond: Respond) -> None:
@@ -244,42 +273,50 @@ def batch_delete_messages(conn: Host, path: str, args: Args, respond: Respond) -
         raise BadRequest(f"message-count must be an integer, not {count!r}")
     cutoff = args.get("enqueued-time-utc")
     before = None if cutoff is None else typed.milliseconds(cutoff, "enqueued-time-utc")
-    deleted = conn.broker.messaging.delete_messages(
-        conn.namespace, path, count, before, _session(args)
-    )
-    ok_when_durable(conn, respond, {"message-count": deleted})
+    delete = DeleteMessages(conn.namespace, path, count, before, _session(args))
+
+    def deleted(result: dict[str, Any]) -> None:
+        respond(200, "OK", {"message-count": result["deleted"]}, None)
+
+    run(conn, "delete_messages", delete, respond, deleted)
 
 
 def renew_session_lock(conn: Host, path: str, args: Args, respond: Respond) -> None:
-    session = _session(args)
-    token = conn.session_token(path, session)
-    info = conn.broker.messaging.session_renew(conn.namespace, path, token)
-    respond(200, "OK", {"expiration": Timestamp(info.locked_until_ms)}, None)
+    token = conn.session_token(path, _session(args))
+
+    def renewed(lock: Any) -> None:
+        respond(200, "OK", {"expiration": Timestamp(lock.locked_until_ms)}, None)
+
+    run(conn, "session_renew", SessionToken(conn.namespace, path, token), respond, renewed)
 
 
 def get_session_state(conn: Host, path: str, args: Args, respond: Respond) -> None:
-    session = _session(args) or ""
-    state = conn.broker.messaging.session_get_state(conn.namespace, path, session)
-    respond(200, "OK", {"session-state": state}, None)
+    def state(result: dict[str, Any]) -> None:
+        respond(200, "OK", {"session-state": result["state"]}, None)
+
+    ref = SessionRef(conn.namespace, path, _session(args) or "")
+    run(conn, "session_get_state", ref, respond, state)
 
 
 def set_session_state(conn: Host, path: str, args: Args, respond: Respond) -> None:
-    session = _session(args) or ""
-    conn.broker.messaging.session_set_state(
-        conn.namespace, path, session, args.binary("session-state")
-    )
-    ok_when_durable(conn, respond, None)
+    value = args.binary("session-state")
+    state = SessionState(conn.namespace, path, _session(args) or "", value)
+    run(conn, "session_set_state", state, respond, _ok(respond))
 
 
 def get_message_sessions(conn: Host, path: str, args: Args, respond: Respond) -> None:
     skip = args.integer("skip", 0, high=2**31 - 1)
     top = args.integer("top", 100, high=2**31 - 1) or 100
-    sessions = conn.broker.messaging.session_list(conn.namespace, path)
-    ids = [s.session_id for s in sessions][skip : skip + top]
-    if not ids:
-        respond(204, "No Content", None, None)
-        return
-    respond(200, "OK", {"skip": skip + len(ids), "sessions-ids": Array("string", ids)}, None)
+
+    def listed(sessions: list[Any]) -> None:
+        ids = [s.session_id for s in sessions][skip : skip + top]
+        if not ids:
+            respond(204, "No Content", None, None)
+            return
+        body = {"skip": skip + len(ids), "sessions-ids": Array("string", ids)}
+        respond(200, "OK", body, None)
+
+    run(conn, "session_list", EntityPath(conn.namespace, path), respond, listed)
 
 
 # Inside a transaction (daemon/README.md §29.7): served at once, held until the commit, and why

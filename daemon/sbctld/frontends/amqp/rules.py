@@ -19,10 +19,11 @@ from sbctl.core import typed
 from sbctl.core.amqp.types import Described, Timestamp, ULong
 from sbctl.core.errors import BadRequest
 from sbctl.core.names import parse_entity_path
+from sbctl.core.protocol import RuleCreate, RuleRef, SubscriptionRef
 from sbctl.core.typed import plain
 from sbctld.frontends.amqp.arguments import Args
 from sbctld.frontends.amqp.arguments import text_of as _text
-from sbctld.frontends.amqp.host import Host, Respond, ok_when_durable
+from sbctld.frontends.amqp.host import Host, Respond, run
 from sbctld.results import RuleInfo
 
 RULE_DESCRIPTION = ULong(0x0000013700000004)
@@ -147,22 +148,27 @@ def add_rule(conn: Host, path: str, args: Args, respond: Respond) -> None:
     topic, sub = _subscription(path)
     name = args.text("rule-name") or ""
     spec, action, params = filter_spec(_map(args.map("rule-description")))
-    conn.broker.management.rule_create(conn.namespace, topic, sub, name, spec, action, params)
-    ok_when_durable(conn, respond, None)
+    rule = RuleCreate(conn.namespace, topic, sub, name, spec, action, params)
+    run(conn, "rule_create", rule, respond, lambda _rule: respond(200, "OK", None, None))
 
 
 def remove_rule(conn: Host, path: str, args: Args, respond: Respond) -> None:
     topic, sub = _subscription(path)
-    conn.broker.management.rule_delete(conn.namespace, topic, sub, args.text("rule-name") or "")
-    ok_when_durable(conn, respond, None)
+    ref = RuleRef(conn.namespace, topic, sub, args.text("rule-name") or "")
+    run(conn, "rule_delete", ref, respond, lambda _result: respond(200, "OK", None, None))
 
 
 def enumerate_rules(conn: Host, path: str, args: Args, respond: Respond) -> None:
     topic, sub = _subscription(path)
     skip = args.integer("skip", 0, high=2**31 - 1)
     top = args.integer("top", 100, high=2**31 - 1) or 100
-    rules = conn.broker.management.rule_list(conn.namespace, topic, sub)[skip : skip + top]
-    if not rules:
-        respond(204, "No Content", None, None)
-        return
-    respond(200, "OK", {"rules": [{"rule-description": described_rule(r)} for r in rules]}, None)
+
+    def listed(found: list[RuleInfo]) -> None:
+        rules = found[skip : skip + top]
+        if not rules:
+            respond(204, "No Content", None, None)
+            return
+        body = {"rules": [{"rule-description": described_rule(r)} for r in rules]}
+        respond(200, "OK", body, None)
+
+    run(conn, "rule_list", SubscriptionRef(conn.namespace, topic, sub), respond, listed)

@@ -1,13 +1,14 @@
-"""The asyncio transport of the AMQP front-end and its adapter to the broker.
+"""The asyncio transport of the AMQP front-end and its adapter to the service.
 
 One :class:`AmqpFrontend` owns the TCP listeners: the main port serves the default
 namespace, every other namespace gets a port of its own (kept in ``<data dir>/amqp/
 ports.json`` so connection strings stay valid across restarts). Each TCP connection is an
 :class:`AmqpConnection`: it feeds bytes to the sans-IO :class:`Connection` and answers its
-callbacks through the service (sbctld.service) and the broker's public methods, with the
-durable acknowledgement every front-end gets (a transfer is accepted only once the group
-commit that holds it is on disk) and the same wake-ups (a send here completes a Unix-socket
-long poll or an HTTP receive; a send there feeds an AMQP receiver waiting with credit).
+callbacks by running the service's declared operations (sbctld.service: a transfer is a
+``send``, a flow with credit a ``receive``, a disposition a ``settle``), with the durable
+acknowledgement every front-end gets (a transfer is accepted only once the group commit
+that holds it is on disk) and the same wake-ups (a send here completes a Unix-socket long
+poll or an HTTP receive; a send there feeds an AMQP receiver waiting with credit).
 """
 
 from __future__ import annotations
@@ -37,11 +38,12 @@ from sbctl.core.amqp.types import (
     TransactionalState,
 )
 from sbctl.core.amqp.types import Coordinator as CoordinatorTarget
-from sbctl.core.errors import SbctlError, ServiceTimeout
+from sbctl.core.errors import SbctlError
 from sbctl.core.limits import MAX_RECEIVE
 from sbctl.core.message_form import UNDECODABLE, intake_transfer
 from sbctl.core.names import entity_key
 from sbctl.core.operations import deletes_on_receive
+from sbctl.core.protocol import Receive, SendEncoded, SessionAccept, SessionToken, Settle, TxSettle
 from sbctl.core.splice import splice_all
 from sbctld.frontends.amqp import management
 from sbctld.frontends.amqp.cbs import token_problem
@@ -57,8 +59,9 @@ from sbctld.frontends.amqp.replies import Replies
 from sbctld.frontends.amqp.session_filter import SESSION_FILTER, echoed, requested_session
 from sbctld.frontends.amqp.settlement import Settlement, lock_tags, settle_range
 from sbctld.frontends.amqp.transactions import Coordinator as Transactions
-from sbctld.frontends.amqp.waiting import LinkWatch, SessionWait
+from sbctld.frontends.amqp.waiting import LinkWatch
 from sbctld.results import SessionLock
+from sbctld.service import DelayedOperation
 
 if TYPE_CHECKING:
     from sbctld.service import Service
@@ -116,7 +119,7 @@ class AmqpConnection(asyncio.Protocol):
     def __init__(self, frontend: AmqpFrontend, namespace: str) -> None:
         self.frontend = frontend
         self.namespace = namespace
-        self.broker = frontend.service.broker
+        self.service = frontend.service
         self.sender = frontend.service.new_sender()  # a paired primary's backlog key
         self.conn = Connection(self, trace=_trace if TRACE else None)
         self.replies = Replies(self.conn)
@@ -214,16 +217,14 @@ class AmqpConnection(asyncio.Protocol):
             self._accept(link)
             return
         try:
-            queue, _sub = self.broker.resolve(self.namespace, path)
+            key = self.service.key(self.namespace, path)
         except SbctlError as err:
             self.conn.refuse(link, *condition_of(err))
             self.flush()
             return
         if link.role == RECEIVER:
-            link.context = ("in", path, queue.key)
-            self._accept(
-                link, max_message_size=self.broker.namespace(self.namespace).max_message_bytes
-            )
+            link.context = ("in", path, key)
+            self._accept(link, max_message_size=self.service.max_message_bytes(self.namespace))
             self.conn.grant(link, 1000)
         else:
             self._attach_receiver(link, path)
@@ -235,26 +236,49 @@ class AmqpConnection(asyncio.Protocol):
             self.conn.grant(link, 100)
         self.flush()
 
-    def _attach_receiver(self, link: Link, path: str, session: SessionLock | None = None) -> None:
+    def _attach_receiver(self, link: Link, path: str) -> None:
+        """A link we send messages on; a session receiver first locks its session (the next
+        available one waits for a free session up to the link's time-out)."""
+        filters = getattr(link.source, "filter", None) or {}
+        if SESSION_FILTER not in filters:
+            self._attached(link, path, None)
+            return
+        try:
+            wanted = requested_session(filters[SESSION_FILTER])
+        except SbctlError as err:
+            self.conn.refuse(link, *condition_of(err))
+            return
+        wait_ms = round(self._session_timeout(link) * 1000) if wanted is None else 0
+        waits = self.frontend.session_waits.setdefault(link, set())
+
+        def locked(session: Any) -> None:
+            self.frontend.session_waits.pop(link, None)
+            if link.detached or self.closed:  # gone while a slow store delayed the answer
+                if isinstance(session, SessionLock):
+                    token = SessionToken(self.namespace, path, session.session_lock_token)
+                    self.service.run("session_close", token, _ignore, sender=self.sender)
+                return
+            if isinstance(session, SbctlError):
+                self.conn.refuse(link, *condition_of(session))
+            else:
+                self._attached(link, path, session)
+            self.flush()
+
+        self.service.run(
+            "session_accept",
+            SessionAccept(self.namespace, path, wanted, wait_ms),
+            locked,
+            sender=self.sender,
+            alive=lambda: not link.detached and not self.closed,
+            parked=waits,
+        )
+
+    def _attached(self, link: Link, path: str, session: SessionLock | None) -> None:
         mode = "receive-and-delete" if link.snd_settle_mode == 1 else "peek-lock"
         source = link.source
         filters = getattr(source, "filter", None) or {}
-        if SESSION_FILTER in filters and session is None:
-            try:
-                wanted = requested_session(filters[SESSION_FILTER])
-                session = self.broker.messaging.session_accept(self.namespace, path, wanted)
-            except ServiceTimeout as err:
-                if wanted is None and not link.detached:
-                    # Next available session: wait for one, up to the link's time-out.
-                    self.frontend.wait_for_session(self, link, path, self._session_timeout(link))
-                    return
-                self.conn.refuse(link, *condition_of(err))
-                return
-            except SbctlError as err:
-                self.conn.refuse(link, *condition_of(err))
-                return
         state = ReceiveState(path, mode, session)
-        state.key = self.broker.resolve(self.namespace, path)[0].key
+        state.key = self.service.key(self.namespace, path)
         state.owner = self
         link.context = state
         props: dict[Any, Any] | None = None
@@ -289,26 +313,6 @@ class AmqpConnection(asyncio.Protocol):
         value = link.properties.get(TIMEOUT)
         return int(value) / 1000 if isinstance(value, int) and value > 0 else SESSION_WAIT_S
 
-    def retry_session(self, link: Link, path: str, final: bool) -> bool:
-        """Try a waiting next-available session link again; True once it is answered."""
-        if link.detached or self.closed:
-            return True
-        try:
-            session = self.broker.messaging.session_accept(self.namespace, path, None)
-        except ServiceTimeout as err:
-            if not final:
-                return False
-            self.conn.refuse(link, *condition_of(err))
-            self.flush()
-            return True
-        except SbctlError as err:
-            self.conn.refuse(link, *condition_of(err))
-            self.flush()
-            return True
-        self._attach_receiver(link, path, session)
-        self.flush()
-        return True
-
     def session_token(self, path: str, session_id: str | None) -> str:
         """The session lock token a receive link of this connection holds."""
         for session in self.conn.sessions.values():
@@ -330,26 +334,20 @@ class AmqpConnection(asyncio.Protocol):
         self.replies.drop(link)
         if link.context == "coordinator":
             self.transactions.drop_link(link)
-        parked = self.frontend.session_waits.pop(link, None)
-        if parked is not None:
-            self.frontend.service.purgatory.cancel(parked)
+        waits = self.frontend.session_waits.pop(link, None)
+        if waits is not None:
+            self.service.cancel(waits)
         state = link.context
         if isinstance(state, ReceiveState):
             self.frontend.unwatch(link)
-            if state.session_token is not None:
-                with contextlib.suppress(SbctlError):
-                    self.broker.messaging.session_close(
-                        self.namespace, state.entity, state.session_token
-                    )
-                if state.key is not None:  # the session is free for a waiting receiver
-                    self.frontend.service.wake(state.key)
+            if state.session_token is not None:  # (its close wakes a waiting receiver)
+                token = SessionToken(self.namespace, state.entity, state.session_token)
+                self.service.run("session_close", token, _ignore, sender=self.sender)
             if state.deliveries and state.mode == "peek-lock":
                 tokens = list(state.deliveries.values())
                 state.deliveries.clear()
-                with contextlib.suppress(SbctlError):
-                    self.broker.messaging.settle(self.namespace, state.entity, "abandon", tokens)
-                if state.key is not None:
-                    self.frontend.service.wake(state.key)
+                abandon = Settle(self.namespace, state.entity, "abandon", tokens)
+                self.service.run("settle", abandon, _ignore, sender=self.sender)
 
     # ------------------------------------------------------------ incoming messages
 
@@ -454,9 +452,8 @@ class AmqpConnection(asyncio.Protocol):
         management.handle(self, path, request, respond, txn)
 
     def _send(self, link: Link, path: str, delivery: Delivery) -> None:
-        service = self.frontend.service
         try:
-            messages = intake_transfer(delivery.payload, delivery.message_format)
+            messages: Any = intake_transfer(delivery.payload, delivery.message_format)
             if isinstance(delivery.state, TransactionalState):
                 txn = self.transactions.get(delivery.state.txn_id)
                 txn.entity(path)[0].extend(messages)
@@ -464,25 +461,24 @@ class AmqpConnection(asyncio.Protocol):
                     link, delivery.id, TransactionalState(delivery.state.txn_id, Accepted())
                 )
                 return
-            with service.request() as req:
-                self.broker.messaging.send(self.namespace, path, messages, self.sender)
         except SbctlError as err:
             self._settle_send(link, delivery, err)
             return
 
-        def done(error: SbctlError | None) -> None:
-            self._settle_send(link, delivery, error)
+        def done(result: Any) -> None:
+            self._settle_send(link, delivery, result)
 
-        service.acknowledge(req, done)
-        service.written(self.namespace, path)
+        send = SendEncoded(self.namespace, path, messages)  # stored as they are
+        self.service.run("send", send, done, sender=self.sender)
 
-    def _settle_send(self, link: Link, delivery: Delivery, error: SbctlError | None) -> None:
+    def _settle_send(self, link: Link, delivery: Delivery, result: Any) -> None:
+        """Answer a transfer: accepted, or rejected with the error ``result`` is."""
         if self.closed or link.detached or delivery.settled:
             return
-        if error is None:
+        if not isinstance(result, SbctlError):
             state: Any = Accepted()
         else:
-            condition, description = condition_of(error)
+            condition, description = condition_of(result)
             state = Rejected(Error(Symbol(condition), description))
         self.conn.disposition(link, delivery.id, state)
         self.flush()
@@ -509,16 +505,30 @@ class AmqpConnection(asyncio.Protocol):
                 self.frontend.unwatch(link)
                 self.conn.drained(link)
             return
-        service = self.frontend.service
-        try:
-            with service.request(count=False) as req:
-                got = self.broker.messaging.receive(
-                    self.namespace, state.entity, want, state.mode, state.session_token
-                )
-        except SbctlError as err:
-            self.frontend.unwatch(link)
-            self.conn.detach(link, *condition_of(err))
-            return
+        state.inflight += want
+        answered_now = [True]  # (False once run returned: a later answer flushes itself)
+
+        def received(got: Any) -> None:
+            state.inflight -= want
+            if link.detached or self.closed:
+                return
+            if isinstance(got, SbctlError):
+                self.frontend.unwatch(link)
+                self.conn.detach(link, *condition_of(got))
+            elif got or answered_now[0]:
+                self._deliver(link, state, got)
+            else:  # nothing, after a slow store's delay: a write meanwhile woke no watch
+                self.pump(link)
+            if not answered_now[0]:
+                self.flush()
+
+        receive = Receive(self.namespace, state.entity, want, 0, state.mode, state.session_token)
+        self.service.run("receive", receive, received, sender=self.sender)
+        answered_now[0] = False
+
+    def _deliver(self, link: Link, state: ReceiveState, got: list[Any]) -> None:
+        """Transfer what a receive got (settled in receive-and-delete mode, answered once
+        durable); nothing: watch the entity (or answer a drain)."""
         if not got:
             if link.drain:
                 self.frontend.unwatch(link)
@@ -526,23 +536,14 @@ class AmqpConnection(asyncio.Protocol):
             else:
                 self.frontend.watch(link)
             return
-        lock = state.mode == "peek-lock" and state.session is None
         if deletes_on_receive(state.mode):
-            state.inflight += len(got)
-
-            def done(error: SbctlError | None) -> None:
-                state.inflight -= len(got)
-                if link.detached or self.closed:
-                    return
-                _, payloads, bad = splice_all(got, received=True, lock=False)
-                self._unreadable(state, bad)
-                for payload in payloads:
-                    self.conn.transfer(link, uuid.uuid4().bytes_le, payload, settled=True)
-                self.pump(link)
-                self.flush()
-
-            service.acknowledge(req, done)
+            _, payloads, bad = splice_all(got, received=True, lock=False)
+            self._unreadable(state, bad)
+            for payload in payloads:
+                self.conn.transfer(link, uuid.uuid4().bytes_le, payload, settled=True)
+            self.pump(link)
             return
+        lock = state.mode == "peek-lock" and state.session is None
         got, payloads, bad = splice_all(got, received=True, lock=lock)
         self._unreadable(state, bad)
         tokens = [d.lock_token or str(uuid.uuid4()) for d in got]
@@ -559,20 +560,15 @@ class AmqpConnection(asyncio.Protocol):
             log.warning("message %s of %s cannot be sent: %s", d.sequence_number, state.entity, why)
         tokens = [d.lock_token for d, _ in bad if d.lock_token]
         if tokens and not deletes_on_receive(state.mode):
-            with contextlib.suppress(SbctlError):
-                self.broker.messaging.settle(
-                    self.namespace,
-                    state.entity,
-                    "dead-letter",
-                    tokens,
-                    None,
-                    "MessageUnreadable",
-                    f"the stored message cannot be rendered ({bad[0][1]})",
-                )
+            why = f"the stored message cannot be rendered ({bad[0][1]})"
+            settle = Settle(
+                self.namespace, state.entity, "dead-letter", tokens, None, "MessageUnreadable", why
+            )
+            self.service.run("settle", settle, _ignore, sender=self.sender)
 
     def on_dispositions(self, link: Link, ids: list[int], settled: bool, state: Any) -> None:
         """A disposition's range of our deliveries on ``link``: outside a transaction one
-        broker settle for them all (:mod:`.settlement`)."""
+        ``settle`` for them all (:mod:`.settlement`)."""
         ctx = link.context
         if not isinstance(ctx, ReceiveState):
             if _is_node(ctx):
@@ -609,7 +605,9 @@ class AmqpConnection(asyncio.Protocol):
                 Rejected(Error(Symbol("amqp:transaction:unknown-id"), err.message)),
             )
             return
-        txn.entity(ctx.entity)[1].append((how.op, token, how.props, how.reason, how.description))
+        txn.entity(ctx.entity)[1].append(
+            TxSettle(how.op, token, how.props, how.reason, how.description)
+        )
         if not settled:
             self.conn.disposition(
                 link, delivery_id, TransactionalState(state.txn_id, state.outcome)
@@ -644,7 +642,8 @@ class AmqpFrontend:
         self.listeners: dict[str, asyncio.AbstractServer] = {}
         self.connections: set[AmqpConnection] = set()
         self.watching: dict[Link, LinkWatch] = {}  # receiver links waiting for a message
-        self.session_waits: dict[Link, SessionWait] = {}  # waiting for a free session
+        # session receivers waiting for a free session (parked in the service)
+        self.session_waits: dict[Link, set[DelayedOperation]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def start(self) -> None:
@@ -652,17 +651,17 @@ class AmqpFrontend:
         await self._listen(DEFAULT_NAMESPACE, self.port)
         self.port = self.ports[entity_key(DEFAULT_NAMESPACE)]
         saved = self._saved_ports()
-        for ns in self.service.broker.management.namespace_list():
-            name = ns.name
+        for name in self.service.namespaces():
             if entity_key(name) in self.ports:
                 continue
             await self.ensure(name, saved.get(entity_key(name), 0))
         self.service.providers["amqp_endpoint"] = self.op_endpoint
 
     def op_endpoint(self, args: Any, answer: Callable[[Any], None]) -> None:
-        """The operation behind `sbctl namespace connection-string` (for the Unix socket):
-        ``answer`` gets the namespace's port and key, or an error."""
-        name = self.service.broker.namespace(args.name).name  # raises when it does not exist
+        """The operation behind `sbctl namespace connection-string` (run by the service for
+        an existing namespace, by its name as created): ``answer`` gets the namespace's port
+        and key, or an error."""
+        name = args.name
         key_name, key = self.keys.get(name)
 
         def reply(port: int) -> None:
@@ -743,21 +742,14 @@ class AmqpFrontend:
         for conn in list(self.connections):
             conn.conn.close(Error(Symbol("amqp:connection:forced"), "the daemon is stopping"))
             conn.flush()
-        for op in [*self.watching.values(), *self.session_waits.values()]:
+        for op in self.watching.values():
             self.service.purgatory.cancel(op)
+        for waits in self.session_waits.values():
+            self.service.cancel(waits)
         self.watching.clear()
         self.session_waits.clear()
 
     # ------------------------------------------------------------ waiting receivers
-
-    def wait_for_session(
-        self, owner: AmqpConnection, link: Link, path: str, timeout_s: float
-    ) -> None:
-        """Park a next-available session link until a session frees up or time runs out."""
-        op = SessionWait(owner, link, path, self._forget_session_wait)
-        self.session_waits[link] = op
-        key = self.service.key(owner.namespace, path)
-        self.service.purgatory.watch(op, [key], timeout_s)
 
     def watch(self, link: Link) -> None:
         state = link.context
@@ -773,15 +765,13 @@ class AmqpFrontend:
         if op is not None:
             self.service.purgatory.cancel(op)
 
-    def _forget_session_wait(self, link: Link) -> None:
-        self.session_waits.pop(link, None)
-
     def _forget_watch(self, link: Link) -> None:
         self.watching.pop(link, None)
 
-    def wake(self, namespace: str, path: str) -> None:
-        """After a write here: complete what waits on it, on every front-end."""
-        self.service.written(namespace, path)
+
+def _ignore(_result: Any) -> None:
+    """The reply of an operation no one waits for (a detach's close, an unreadable message's
+    dead-lettering): an error changes nothing."""
 
 
 __all__ = ["AmqpFrontend"]

@@ -2,10 +2,10 @@
 
 A disposition settles a range ``first..last`` of deliveries with one outcome (AMQP 1.0
 §2.7.6; a batching client completes a whole batch with one frame). Outside a transaction
-the range becomes one broker settle call (one journal record per partition, one group
-commit wait) and one answer per contiguous run of deliveries that share a result, sent
-once the group commit holding the settlement is on disk (daemon/README.md §3.4: a complete
-is acknowledged only when durable).
+the range becomes one ``settle`` operation of the service (one journal record per
+partition, one group commit wait) and one answer per contiguous run of deliveries that
+share a result, sent once the group commit holding the settlement is on disk
+(daemon/README.md §3.4: a complete is acknowledged only when durable).
 """
 
 from __future__ import annotations
@@ -23,10 +23,9 @@ from sbctl.core.amqp.types import (
     Symbol,
 )
 from sbctl.core.errors import SbctlError
-from sbctl.core.operations import redelivers
+from sbctl.core.protocol import Settle
 from sbctld.frontends.amqp.errors import condition_of
 from sbctld.results import SettleFailed
-from sbctld.service import Request
 
 if TYPE_CHECKING:
     from sbctld.frontends.amqp.connection import Link
@@ -106,7 +105,8 @@ def settle_range(
     settled: bool,
     outcome: Any,
 ) -> None:
-    """Settle the deliveries ``ids`` of ``link`` (not transactional) with ``outcome``."""
+    """Settle the deliveries ``ids`` of ``link`` (not transactional) with ``outcome``: one
+    ``settle`` operation for them all."""
     pop = state.deliveries.pop
     tokens = [(i, token) for i in ids if (token := pop(i, None)) is not None]
     if not tokens:
@@ -114,63 +114,51 @@ def settle_range(
     how = Settlement(outcome)
     if how.pause:
         state.paused = True
-    errors: dict[int, SbctlError] = {}
-    service = owner.frontend.service
-    req = Request()
-    try:
-        if how.error is not None:
-            raise how.error
-        with service.request() as req:
-            results = owner.broker.messaging.settle(
-                owner.namespace,
-                state.entity,
-                how.op,
-                [token for _, token in tokens],
-                how.props,
-                how.reason,
-                how.description,
-            )
-        for (delivery_id, _), result in zip(tokens, results, strict=True):
-            if isinstance(result, SettleFailed):
-                errors[delivery_id] = result.error
-    except SbctlError as err:
-        errors = {delivery_id: err for delivery_id, _ in tokens}
-    if redelivers(how.op) and len(errors) < len(tokens) and state.key:
-        service.wake(state.key)
-    if settled:  # no one waits for it: synced within the group-commit window all the same
-        service.committer.flush_soon()
-        return
     echo = type(outcome)() if outcome is not None else Accepted()
 
-    def done(sync_error: SbctlError | None) -> None:
-        if owner.closed:
+    def answer(results: Any) -> None:
+        # settled: no one waits for the answer (the settlement is synced within the
+        # group-commit window all the same)
+        if settled or owner.closed:
             return
-        answer_runs(owner, link, [d for d, _ in tokens], errors, sync_error, echo)
+        if isinstance(results, SbctlError):
+            errors = {delivery_id: results for delivery_id, _ in tokens}
+        else:
+            errors = {
+                delivery_id: result.error
+                for (delivery_id, _), result in zip(tokens, results, strict=True)
+                if isinstance(result, SettleFailed)
+            }
+        answer_runs(owner, link, [d for d, _ in tokens], errors, echo)
         owner.flush()
 
-    if len(errors) == len(tokens):
-        done(None)
-    else:
-        service.acknowledge(req, done)
+    if how.error is not None:
+        answer(how.error)
+        return
+    settle = Settle(
+        owner.namespace,
+        state.entity,
+        how.op,
+        [token for _, token in tokens],
+        how.props,
+        how.reason,
+        how.description,
+    )
+    owner.frontend.service.run("settle", settle, answer, sender=owner.sender)
 
 
 def answer_runs(
-    owner: Host,
-    link: Link,
-    ids: list[int],
-    errors: dict[int, SbctlError],
-    sync_error: SbctlError | None,
-    echo: Any,
+    owner: Host, link: Link, ids: list[int], errors: dict[int, SbctlError], echo: Any
 ) -> None:
     """One disposition per run of consecutive delivery ids with the same answer (``ids``
     ascending, as a disposition's range gives them)."""
-    if not errors and sync_error is None and ids[-1] - ids[0] == len(ids) - 1:
+    if not errors and ids[-1] - ids[0] == len(ids) - 1:
         last = ids[-1]
         owner.conn.disposition(link, ids[0], echo, last=None if last == ids[0] else last)
         return  # (the usual: the whole range settled, one run)
     runs: list[tuple[int, int, Any]] = []
     for delivery_id in ids:
-        failure = errors.get(delivery_id) or sync_error
+        failure = errors.get(delivery_id)
         if failure is not None:
             condition, text = condition_of(failure)
             reply: Any = Rejected(Error(Symbol(condition), text))

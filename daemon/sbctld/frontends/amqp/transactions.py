@@ -14,19 +14,18 @@ entity, so a failure on the second leaves the first committed (the rejection say
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from sbctl.core.amqp import codec
 from sbctl.core.amqp.types import Declare, Declared, Discharge, Error, Rejected, Symbol
 from sbctl.core.errors import SbctlError
 from sbctl.core.message_form import Sent
+from sbctl.core.protocol import TransactEncoded, TxSettle
 
 if TYPE_CHECKING:
     from sbctld.frontends.amqp.connection import Delivery, Link
     from sbctld.frontends.amqp.host import Host
-
-Settlement = tuple[str, str, dict[str, Any] | None, str | None, str | None]
+    from sbctld.service import Step
 
 
 class Transaction:
@@ -34,12 +33,12 @@ class Transaction:
 
     def __init__(self, link: Link) -> None:
         self.link = link  # the coordinator link that declared it
-        self.by_entity: dict[str, tuple[list[Sent], list[Settlement]]] = {}
+        self.by_entity: dict[str, tuple[list[Sent], list[TxSettle]]] = {}
         # $management writes held until the commit, applied after the entities' sends and
-        # settlements (daemon/README.md §29.7)
-        self.later: list[Callable[[], Any]] = []
+        # settlements (daemon/README.md §29.7): (operation, arguments)
+        self.later: list[tuple[str, Any]] = []
 
-    def entity(self, path: str) -> tuple[list[Sent], list[Settlement]]:
+    def entity(self, path: str) -> tuple[list[Sent], list[TxSettle]]:
         return self.by_entity.setdefault(path, ([], []))
 
 
@@ -78,34 +77,32 @@ class Coordinator:
         if body.fail:
             self.conn.conn.disposition(link, delivery.id, codec_accepted())
             return
-        broker = self.conn.broker
-        done: list[str] = []
-        try:
-            for path, (messages, settlements) in txn.by_entity.items():
-                broker.messaging.transact(self.conn.namespace, path, messages, settlements)
-                done.append(path)
-            for action in txn.later:
-                action()
-        except SbctlError as err:
-            text = err.message
-            if done:
-                text += f" (already committed on {', '.join(done)})"
-            self._reject(link, delivery, "amqp:transaction:rollback", text)
-            return
-        finally:
-            for path in done:
-                self.conn.frontend.wake(self.conn.namespace, path)
+        namespace = self.conn.namespace
+        done: list[str] = []  # the entities committed
+        applied = []  # [True] once every step ran (a later error: making it durable failed)
 
-        def durable(error: SbctlError | None) -> None:
+        def commit(step: Step) -> None:
+            for path, (messages, settlements) in txn.by_entity.items():
+                held: Any = messages  # stored as they are (sbctld.service.operations)
+                step("transact", TransactEncoded(namespace, path, held, settlements))
+                done.append(path)
+            for name, args in txn.later:
+                step(name, args)
+            applied.append(True)
+
+        def answer(result: Any) -> None:
             if self.conn.closed:
                 return
-            if error is not None:
-                self._reject(link, delivery, "amqp:transaction:rollback", error.message)
+            if isinstance(result, SbctlError):
+                text = result.message
+                if done and not applied:
+                    text += f" (already committed on {', '.join(done)})"
+                self._reject(link, delivery, "amqp:transaction:rollback", text)
             else:
                 self.conn.conn.disposition(link, delivery.id, codec_accepted())
             self.conn.flush()
 
-        self.conn.frontend.service.after_durable(durable)
+        self.conn.frontend.service.run_steps(commit, answer, sender=self.conn.sender)
 
     def drop_link(self, link: Link) -> None:
         """A coordinator link went away: roll back what it left open."""

@@ -1,9 +1,9 @@
-"""The AMQP front-end's parked requests, as operations of the service's purgatory.
+"""The AMQP front-end's parked receiver links, as operations of the service's purgatory.
 
 A receiver link with credit and no message waits as a :class:`LinkWatch` on its entity
-(no time-out: it waits as long as it has credit); a next-available session receiver waits as
-a :class:`SessionWait` up to its time-out. Any write to the entity, through any front-end,
-retries them (sbctld.service.purgatory).
+(no time-out: it waits as long as it has credit). Any write to the entity, through any
+front-end, retries it (sbctld.service.purgatory). (A next-available session receiver waits
+in the service: a ``session_accept`` with a ``max_wait_ms``.)
 """
 
 from __future__ import annotations
@@ -24,8 +24,6 @@ class Owner(Protocol):
     def pump(self, link: Link) -> None: ...
 
     def flush(self) -> None: ...
-
-    def retry_session(self, link: Link, path: str, final: bool) -> bool: ...
 
 
 class LinkWatch(DelayedOperation):
@@ -51,37 +49,6 @@ class LinkWatch(DelayedOperation):
 
     def on_fail(self, error: SbctlError) -> None:
         self.try_complete()  # the receive fails and detaches the link
-
-    def on_cancel(self) -> None:
-        self.forget(self.link)
-
-
-class SessionWait(DelayedOperation):
-    """A next-available session receiver waiting for a free session."""
-
-    kind = "session"
-
-    def __init__(
-        self, owner: Owner, link: Link, path: str, forget: Callable[[Link], object]
-    ) -> None:
-        super().__init__()
-        self.owner = owner
-        self.link = link
-        self.path = path
-        self.forget = forget  # drops it from the front-end's table
-
-    def alive(self) -> bool:
-        return not self.owner.closed and not self.link.detached
-
-    def try_complete(self) -> bool:
-        done = self.owner.retry_session(self.link, self.path, final=False)
-        if done:
-            self.forget(self.link)
-        return done
-
-    def on_expire(self) -> None:
-        self.forget(self.link)
-        self.owner.retry_session(self.link, self.path, final=True)
 
     def on_cancel(self) -> None:
         self.forget(self.link)

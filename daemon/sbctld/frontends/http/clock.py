@@ -19,7 +19,7 @@ from sbctl.core.durations import (
     parse_duration_ms,
 )
 from sbctl.core.errors import BadRequest, SbctlError
-from sbctl.core.names import entity_key
+from sbctl.core.protocol import ClockAdvance, ClockSet, NamespaceRef
 from sbctld.frontends.http.request import Request, Respond
 from sbctld.frontends.statuses import status_of
 from sbctld.results import ClockInfo
@@ -32,22 +32,25 @@ USAGE = 'POST a JSON object: {"advance": "1h"} or {"set": "2030-01-01T00:00:00Z"
 
 
 def handle(service: Service, req: Request, respond: Respond) -> None:
+    def reply(result: Any) -> None:
+        if isinstance(result, SbctlError):
+            _error(respond, result)
+        else:
+            _answer(respond, result)
+
     try:
         if req.method == "GET":
-            _answer(respond, service.broker.time_travel.clock_show(req.namespace))
+            service.run("clock_show", NamespaceRef(req.namespace), reply)
         elif req.method == "POST":
-            result = _move(service, req)
-            service.wake_namespace(entity_key(req.namespace))
-            service.after_durable(
-                lambda err: _answer(respond, result) if err is None else _error(respond, err)
-            )
+            service.run(*_move(req), reply)
         else:
             _error(respond, BadRequest(f"{req.method} is not allowed on {req.path}: GET or POST"))
     except SbctlError as err:
         _error(respond, err)
 
 
-def _move(service: Service, req: Request) -> ClockInfo:
+def _move(req: Request) -> tuple[str, ClockAdvance | ClockSet]:
+    """The operation a POST asks for (wakes every entity of the namespace, durable)."""
     try:
         body = json.loads(req.body or b"null")
     except ValueError:
@@ -57,10 +60,9 @@ def _move(service: Service, req: Request) -> ClockInfo:
     ((how, value),) = body.items()
     if not isinstance(value, str):
         raise BadRequest(f"{how!r} must be a string: {USAGE}")
-    broker = service.broker
     if how == "advance":
-        return broker.time_travel.clock_advance(req.namespace, parse_duration_ms(value))
-    return broker.time_travel.clock_set(req.namespace, parse_absolute_instant_ms(value))
+        return "clock_advance", ClockAdvance(req.namespace, parse_duration_ms(value))
+    return "clock_set", ClockSet(req.namespace, parse_absolute_instant_ms(value))
 
 
 def _answer(respond: Respond, info: ClockInfo) -> None:

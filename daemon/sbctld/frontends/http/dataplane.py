@@ -28,10 +28,10 @@ from sbctl.core.delivered import Delivered
 from sbctl.core.durations import MAX_TIMESPAN_MS, parse_instant_ms
 from sbctl.core.errors import BadRequest, SbctlError
 from sbctl.core.message_form import decode as decode_message
-from sbctl.core.operations import redelivers
+from sbctl.core.protocol import Receive, SendEncoded, Settle
 from sbctl.core.records import Message
 from sbctl.core.typed import TYPED, to_json
-from sbctld.frontends.http.management import MethodNotAllowed, error, fail
+from sbctld.frontends.http.management import MethodNotAllowed, answering, error, fail
 from sbctld.frontends.http.request import Request, Respond
 from sbctld.results import LockRenewed, SettleFailed
 
@@ -263,7 +263,6 @@ class DataPlane:
     def __init__(self, frontend: HttpHost) -> None:
         self.frontend = frontend
         self.service = frontend.service
-        self.broker = frontend.service.broker
 
     def handle(
         self, req: Request, entity: str, rest: list[str], respond: Respond, alive: Alive
@@ -293,18 +292,10 @@ class DataPlane:
     # ------------------------------------------------------------ send
 
     def send(self, req: Request, entity: str, respond: Respond) -> None:
-        messages = messages_of(req)
-        with self.service.request() as request:
-            self.broker.messaging.send(req.namespace, entity, messages, req.sender)
-
-        def done(err: SbctlError | None) -> None:
-            if err is not None:
-                fail(respond, err)
-            else:
-                respond(201, [], b"")
-
-        self.service.acknowledge(request, done)
-        self.service.written(req.namespace, entity)
+        messages: Any = messages_of(req)  # stored as they are (sbctld.service.operations)
+        args = SendEncoded(req.namespace, entity, messages)
+        reply = answering(respond, lambda _seqs: respond(201, [], b""))
+        self.service.run("send", args, reply, sender=req.sender)
 
     # ------------------------------------------------------------ receive
 
@@ -321,68 +312,39 @@ class DataPlane:
         return min(value, MAX_TIMEOUT_S)
 
     def receive(self, req: Request, entity: str, mode: str, respond: Respond, alive: Alive) -> None:
-        timeout = self._timeout(req)
-        ns = req.namespace
-        key = self.broker.resolve(ns, entity)[0].key
+        """One message, waiting up to ``?timeout`` seconds for it (parked in the service,
+        woken by a write from any front-end); 204 when none came."""
+        wait_ms = round(self._timeout(req) * 1000)
 
-        def attempt(final: bool) -> bool:
-            """True once answered (or the client is gone)."""
-            if not alive():
-                return True
-            try:
-                got = self.broker.messaging.receive(ns, entity, 1, mode)
-            except SbctlError as err:
-                fail(respond, err)
-                return True
-            if got:
-                self._deliver(req, entity, mode, got[0], respond)
-                return True
-            if final:
+        def got(messages: list[Delivered]) -> None:
+            if not messages:
                 respond(204, [], b"")
-                return True
-            return False
+                return
+            d = messages[0]
+            m = decode_message(d.payload)
+            location = None
+            if mode == "peek-lock":
+                location = req.url(f"/{entity}/messages/{d.sequence_number}/{d.lock_token}")
+            respond(201 if location else 200, delivered_headers(d, m, location), m.body)
 
-        if not attempt(timeout <= 0):
-            self.frontend.wait(key, attempt, timeout)
-
-    def _deliver(
-        self, req: Request, entity: str, mode: str, d: Delivered, respond: Respond
-    ) -> None:
-        m = decode_message(d.payload)
-        if mode == "peek-lock":
-            location = req.url(f"/{entity}/messages/{d.sequence_number}/{d.lock_token}")
-            respond(201, delivered_headers(d, m, location), m.body)
-            return
-        headers = delivered_headers(d, m, None)
-
-        def done(err: SbctlError | None) -> None:
-            if err is not None:
-                fail(respond, err)
-            else:
-                respond(200, headers, m.body)
-
-        self.service.after_durable(done)
+        args = Receive(req.namespace, entity, 1, wait_ms, mode)
+        reply = answering(respond, got)
+        self.service.run("receive", args, reply, alive=alive, parked=self.frontend.waiting)
 
     # ------------------------------------------------------------ settle
 
     def settle(self, req_ns: str, entity: str, op: str, token: str, respond: Respond) -> None:
-        (result,) = self.broker.messaging.settle(req_ns, entity, op, [token])
-        if isinstance(result, SettleFailed):
-            raise result.error
-        headers: list[tuple[str, str]] = []
-        if isinstance(result, LockRenewed):
-            until = rfc1123(result.locked_until_ms)
-            headers.append(("BrokerProperties", json.dumps({"LockedUntilUtc": until})))
-        if redelivers(op):
-            self.frontend.wake(req_ns, entity)
+        def settled(results: list[Any]) -> None:
+            (result,) = results
+            if isinstance(result, SettleFailed):
+                raise result.error
+            headers: list[tuple[str, str]] = []
+            if isinstance(result, LockRenewed):
+                until = rfc1123(result.locked_until_ms)
+                headers.append(("BrokerProperties", json.dumps({"LockedUntilUtc": until})))
+            respond(200, headers, b"")
 
-        def done(err: SbctlError | None) -> None:
-            if err is not None:
-                fail(respond, err)
-            else:
-                respond(200, headers, b"")
-
-        self.service.after_durable(done)
+        self.service.run("settle", Settle(req_ns, entity, op, [token]), answering(respond, settled))
 
 
 Alive = Callable[[], bool]

@@ -1,10 +1,12 @@
-"""The management API (Atom XML): routes → the broker operations the CLI calls.
+"""The management API (Atom XML): routes → the service's operations, those the CLI runs.
 
 ``GET|PUT|DELETE /{queue-or-topic}``, ``/{topic}/subscriptions/{name}``,
 ``/{topic}/subscriptions/{sub}/rules/{name}``; lists at ``/$Resources/queues|topics``,
 ``/{topic}/subscriptions`` and ``…/rules`` (``$skip``, ``$top``, a ``next`` link while more
 remain); ``GET /$namespaceinfo``. ``PUT`` creates (409 when it exists) unless it carries
 ``If-Match: *``, which updates (404 when missing). Changes are answered once durable.
+A route made of several operations (create, then describe) runs them as one request
+(:meth:`sbctld.service.Service.run_steps`).
 Every error is the service's ``<Error><Code>…</Code><Detail>…</Detail></Error>`` with the
 HTTP status of the error (daemon/README.md §30).
 """
@@ -13,7 +15,8 @@ from __future__ import annotations
 
 import math
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
 from sbctl.core.durations import format_instant
@@ -23,12 +26,23 @@ from sbctl.core.errors import (
     MessagingEntityNotFound,
     SbctlError,
     ServiceCommunicationProblem,
-    ServiceTimeout,
+)
+from sbctl.core.protocol import (
+    EntityCreate,
+    EntityRef,
+    NamespaceRef,
+    NamespaceScope,
+    RuleCreate,
+    RuleRef,
+    SubscriptionCreate,
+    SubscriptionRef,
+    TopicScope,
 )
 from sbctld.frontends.http import atom
 from sbctld.frontends.http.request import Request, Respond
 from sbctld.frontends.statuses import status_of
 from sbctld.results import QueueInfo, RuleInfo, SubscriptionInfo, TopicInfo
+from sbctld.service import Reply, Step, replying
 
 if TYPE_CHECKING:
     from sbctld.frontends.http.host import HttpHost
@@ -60,6 +74,12 @@ def fail(respond: Respond, err: SbctlError) -> None:
     error(respond, status, err.message, headers)
 
 
+def answering(respond: Respond, ok: Callable[[Any], None]) -> Reply:
+    """A reply that answers an operation's result with ``ok`` (which may raise an SbctlError)
+    and its error as the service answers errors."""
+    return replying(ok, lambda err: fail(respond, err))
+
+
 def _now() -> str:
     return format_instant(int(time.time() * 1000))
 
@@ -67,7 +87,7 @@ def _now() -> str:
 class Management:
     def __init__(self, frontend: HttpHost) -> None:
         self.frontend = frontend
-        self.broker = frontend.service.broker
+        self.service = frontend.service
 
     # ------------------------------------------------------------ dispatch
 
@@ -98,33 +118,52 @@ class Management:
     def _subscription_route(
         self, req: Request, topic: str, rest: list[str], respond: Respond
     ) -> None:
+        ns = req.namespace
         if not rest:
             self._only(req, "GET")
-            self._list(req, respond, "Subscriptions", self._sub_entries(req, topic))
+
+            def subscriptions(subs: list[SubscriptionInfo]) -> None:
+                entries = [
+                    self._sub_entry(req, f"/{topic}/Subscriptions/{s.name}", s) for s in subs
+                ]
+                self._list(req, respond, "Subscriptions", entries)
+
+            self._run(respond, "subscription_list", TopicScope(ns, topic), subscriptions)
         elif len(rest) == 1:
             self._subscription(req, topic, rest[0], respond)
         elif len(rest) == 2 and rest[1].lower() == "rules":
             self._only(req, "GET")
-            rules = self.broker.management.rule_list(req.namespace, topic, rest[0])
             base = f"/{topic}/Subscriptions/{rest[0]}/Rules/"
-            entries = [self._rule_entry(req, base + r.name, r) for r in rules]
-            self._list(req, respond, "Rules", entries)
+
+            def rules(found: list[RuleInfo]) -> None:
+                entries = [self._rule_entry(req, base + r.name, r) for r in found]
+                self._list(req, respond, "Rules", entries)
+
+            self._run(respond, "rule_list", SubscriptionRef(ns, topic, rest[0]), rules)
         elif len(rest) == 3 and rest[1].lower() == "rules":
             self._rule(req, topic, rest[0], rest[2], respond)
         else:
             raise MessagingEntityNotFound(f"no such resource {req.path!r}")
 
-    # ------------------------------------------------------------ answers
+    # ------------------------------------------------------------ running and answering
 
-    def _durable(self, respond: Respond, status: int, body: bytes) -> None:
-        def done(err: SbctlError | None) -> None:
-            if err is not None:
-                fail(respond, err)
-            else:
-                headers = [("Content-Type", ATOM_TYPE)] if body else []
-                respond(status, headers, body)
+    def _run(self, respond: Respond, name: str, args: Any, ok: Callable[[Any], None]) -> None:
+        self.service.run(name, args, answering(respond, ok))
 
-        self.frontend.service.after_durable(done)
+    def _steps(
+        self, respond: Respond, steps: Callable[[Step], Any], ok: Callable[[Any], None]
+    ) -> None:
+        self.service.run_steps(steps, answering(respond, ok))
+
+    @staticmethod
+    def _answer_xml(respond: Respond, status: int) -> Callable[[str], None]:
+        """Answer ``status`` with the entry the operation's result is made into."""
+        return lambda xml: respond(status, [("Content-Type", ATOM_TYPE)], atom.document(xml))
+
+    @staticmethod
+    def _answer_empty(respond: Respond) -> Callable[[Any], None]:
+        """Answer 200 without a body (a delete)."""
+        return lambda _result: respond(200, [], b"")
 
     def _entry(self, req: Request, path: str, title: str, content: str) -> str:
         return atom.entry(req.url(path), title, _now(), content, req.namespace)
@@ -147,10 +186,6 @@ class Management:
     def _rule_entry(self, req: Request, path: str, rule: RuleInfo) -> str:
         return self._entry(req, path, rule.name, atom.rule_xml(rule))
 
-    def _sub_entries(self, req: Request, topic: str) -> list[str]:
-        subs = self.broker.management.subscription_list(req.namespace, topic)
-        return [self._sub_entry(req, f"/{topic}/Subscriptions/{s.name}", s) for s in subs]
-
     def _list(self, req: Request, respond: Respond, title: str, entries: list[str]) -> None:
         try:
             skip = int(req.query.get("$skip", "0") or 0)
@@ -169,111 +204,89 @@ class Management:
         body = atom.feed(req.url(query=urlencode(req.query)), title, _now(), page, next_url)
         respond(200, [("Content-Type", FEED_TYPE)], atom.document(body))
 
-    def _ok(self, respond: Respond, xml: str) -> None:
-        respond(200, [("Content-Type", ATOM_TYPE)], atom.document(xml))
-
     # ------------------------------------------------------------ namespace
 
     def _namespace(self, req: Request, respond: Respond) -> None:
-        ns = self.broker.management.namespace_get(req.namespace)
-        self._ok(respond, self._entry(req, "/$namespaceinfo", ns.name, atom.namespace_xml(ns)))
+        def ok(ns: Any) -> None:
+            entry = self._entry(req, "/$namespaceinfo", ns.name, atom.namespace_xml(ns))
+            self._answer_xml(respond, 200)(entry)
+
+        self._run(respond, "namespace_get", NamespaceRef(req.namespace), ok)
 
     def _list_entities(self, req: Request, kind: str, respond: Respond) -> None:
         ns = req.namespace
         if kind == "queues":
-            entries = [self._queue_entry(req, "/" + q.name, q) for q in self._queues(ns)]
-            self._list(req, respond, "Queues", entries)
+
+            def queues(step: Step) -> list[QueueInfo]:
+                # The list omits runtime counts the SDK reads with enrich=true: describe each.
+                found = step("queue_list", NamespaceScope(ns))
+                return [step("queue_get", EntityRef(ns, q.name)) for q in found]
+
+            def listed_queues(found: list[QueueInfo]) -> None:
+                entries = [self._queue_entry(req, "/" + q.name, q) for q in found]
+                self._list(req, respond, "Queues", entries)
+
+            self._steps(respond, queues, listed_queues)
         elif kind == "topics":
-            topics = self.broker.management.topic_list(ns)
-            entries = [self._topic_entry(req, "/" + t.name, t) for t in topics]
-            self._list(req, respond, "Topics", entries)
+
+            def listed_topics(found: list[TopicInfo]) -> None:
+                entries = [self._topic_entry(req, "/" + t.name, t) for t in found]
+                self._list(req, respond, "Topics", entries)
+
+            self._run(respond, "topic_list", NamespaceScope(ns), listed_topics)
         else:
             raise BadRequest(f"unknown resource collection {kind!r}: use queues or topics")
 
-    def _queues(self, ns: str) -> list[QueueInfo]:
-        # The list omits runtime counts the SDK reads with enrich=true: describe each.
-        return [
-            self.broker.management.queue_get(ns, q.name)
-            for q in self.broker.management.queue_list(ns)
-        ]
-
     # ------------------------------------------------------------ queues and topics
 
-    def _kind_of(self, ns: str, name: str) -> str | None:
-        try:
-            self.broker.queue(ns, name)
-            return "queue"
-        except SbctlError:
-            pass
-        try:
-            self.broker.topic(ns, name)
-            return "topic"
-        except SbctlError:
-            return None
+    @staticmethod
+    def _describe(step: Step, ns: str, name: str) -> tuple[str, Any]:
+        """Whether ``name`` is a queue or a topic, and its description
+        (MessagingEntityNotFound: neither)."""
+        for kind in ("queue", "topic"):
+            try:
+                return kind, step(f"{kind}_get", EntityRef(ns, name))
+            except MessagingEntityNotFound:
+                pass
+        raise MessagingEntityNotFound(f"queue or topic {name!r} does not exist")
 
     def _entity(self, req: Request, name: str, respond: Respond) -> None:
         ns = req.namespace
+        entry: dict[str, Callable[[Request, str, Any], str]] = {
+            "queue": self._queue_entry,
+            "topic": self._topic_entry,
+        }
         if req.method == "GET":
-            kind = self._kind_of(ns, name)
-            if kind == "queue":
-                self._ok(
-                    respond,
-                    self._queue_entry(req, req.path, self.broker.management.queue_get(ns, name)),
-                )
-            elif kind == "topic":
-                self._ok(
-                    respond,
-                    self._topic_entry(req, req.path, self.broker.management.topic_get(ns, name)),
-                )
-            else:
-                raise MessagingEntityNotFound(f"queue or topic {name!r} does not exist")
+
+            def get(step: Step) -> str:
+                kind, desc = self._describe(step, ns, name)
+                return entry[kind](req, req.path, desc)
+
+            self._steps(respond, get, self._answer_xml(respond, 200))
         elif req.method == "DELETE":
-            kind = self._kind_of(ns, name)
-            if kind is None:
-                raise MessagingEntityNotFound(f"queue or topic {name!r} does not exist")
-            if kind == "queue":
-                keys = [self.broker.resolve(ns, name)[0].key]
-                self.broker.management.queue_delete(ns, name)
-            else:
-                keys = self.broker.management.subscription_keys(ns, name)
-                self.broker.management.topic_delete(ns, name)
-            self._gone(keys, f"{kind} {name!r} was deleted")
-            self._durable(respond, 200, b"")
+
+            def delete(step: Step) -> None:  # (receives parked on it fail: the service's)
+                step(f"{self._describe(step, ns, name)[0]}_delete", EntityRef(ns, name))
+
+            self._steps(respond, delete, self._answer_empty(respond))
         elif req.method == "PUT":
             desc = atom.description_of(atom.parse(req.body))
             kind_tag = atom._local(desc.tag)
             update = req.headers.get("if-match", "").strip() == "*"
-            if kind_tag == "QueueDescription":
-                options = atom.options_from(desc, kind_tag)
-                op = (
-                    self.broker.management.queue_update
-                    if update
-                    else self.broker.management.queue_create
-                )
-                queue = op(ns, name, options)
-                xml = self._queue_entry(
-                    req, req.path, self.broker.management.queue_get(ns, queue.name)
-                )
-            elif kind_tag == "TopicDescription":
-                options = atom.options_from(desc, kind_tag)
-                top = (
-                    self.broker.management.topic_update
-                    if update
-                    else self.broker.management.topic_create
-                )
-                topic = top(ns, name, options)
-                xml = self._topic_entry(
-                    req, req.path, self.broker.management.topic_get(ns, topic.name)
-                )
-            else:
+            kind = {"QueueDescription": "queue", "TopicDescription": "topic"}.get(kind_tag)
+            if kind is None:
                 raise BadRequest(f"expected a QueueDescription or TopicDescription, not {kind_tag}")
-            self._durable(respond, 200 if update else 201, atom.document(xml))
+            options = atom.options_from(desc, kind_tag)
+
+            def put(step: Step) -> str:
+                made = step(
+                    f"{kind}_{'update' if update else 'create'}", EntityCreate(ns, name, options)
+                )
+                return entry[kind](req, req.path, step(f"{kind}_get", EntityRef(ns, made.name)))
+
+            self._steps(respond, put, self._answer_xml(respond, 200 if update else 201))
         else:
             raise MethodNotAllowed(f"{req.method} is not allowed on {req.path}")
-
-    def _gone(self, keys: list[tuple[str, str]], why: str) -> None:
-        """After a delete: end the receives waiting on the entity, on every front-end."""
-        self.frontend.service.gone(keys, ServiceTimeout(why))
 
     # ------------------------------------------------------------ subscriptions
 
@@ -281,79 +294,95 @@ class Management:
         # The JavaScript SDK reads the names from the entry's id: Azure's capitals.
         path = f"/{topic}/Subscriptions/{name}"
         ns = req.namespace
+        ref = SubscriptionRef(ns, topic, name)
         if req.method == "GET":
-            desc = self.broker.management.subscription_get(ns, topic, name)
-            self._ok(respond, self._sub_entry(req, path, desc))
-        elif req.method == "DELETE":
-            key = self.broker.resolve(ns, f"{topic}/subscriptions/{name}")[0].key
-            self.broker.management.subscription_delete(ns, topic, name)
-            self._gone([key], f"subscription {name!r} was deleted")
-            self._durable(respond, 200, b"")
+            ok = self._answer_xml(respond, 200)
+            self._run(respond, "subscription_get", ref, lambda d: ok(self._sub_entry(req, path, d)))
+        elif req.method == "DELETE":  # (receives parked on it fail: the service's)
+            self._run(respond, "subscription_delete", ref, self._answer_empty(respond))
         elif req.method == "PUT":
             desc_el = atom.description_of(atom.parse(req.body))
             options = atom.options_from(desc_el, "SubscriptionDescription")
             default_rule = atom.default_rule_of(desc_el)
             update = req.headers.get("if-match", "").strip() == "*"
-            if update:
-                self.broker.management.subscription_update(ns, topic, name, options)
-            else:
-                rule = atom.rule_from(default_rule) if default_rule is not None else None
-                self.broker.management.subscription_create(ns, topic, name, options)
+            rule = atom.rule_from(default_rule) if default_rule is not None and not update else None
+            args = SubscriptionCreate(ns, topic, name, options)
+
+            def put(step: Step) -> str:
+                step("subscription_update" if update else "subscription_create", args)
                 if rule is not None:
-                    self._replace_default_rule(ns, topic, name, rule)
-            desc = self.broker.management.subscription_get(ns, topic, name)
-            xml = self._sub_entry(req, path, desc)
-            self._durable(respond, 200 if update else 201, atom.document(xml))
+                    self._replace_default_rule(step, ref, rule)
+                return self._sub_entry(req, path, step("subscription_get", ref))
+
+            self._steps(respond, put, self._answer_xml(respond, 200 if update else 201))
         else:
             raise MethodNotAllowed(f"{req.method} is not allowed on {req.path}")
 
-    def _replace_default_rule(self, ns: str, topic: str, sub: str, rule: atom.RuleSpec) -> None:
+    @staticmethod
+    def _replace_default_rule(step: Step, sub: SubscriptionRef, rule: atom.RuleSpec) -> None:
+        ns, topic, name = sub.namespace, sub.topic, sub.name
         try:
-            self.broker.management.rule_delete(ns, topic, sub, "$Default")
-            self.broker.management.rule_create(
-                ns, topic, sub, rule.name or "$Default", rule.filter, rule.action,
-                rule.action_parameters,
-            )  # fmt: skip
+            step("rule_delete", RuleRef(ns, topic, name, "$Default"))
+            step(
+                "rule_create",
+                RuleCreate(
+                    ns,
+                    topic,
+                    name,
+                    rule.name or "$Default",
+                    rule.filter,
+                    rule.action,
+                    rule.action_parameters,
+                ),
+            )
         except SbctlError:
-            self.broker.management.subscription_delete(ns, topic, sub)  # all or nothing
+            step("subscription_delete", sub)  # all or nothing
             raise
 
     # ------------------------------------------------------------ rules
 
     def _rule(self, req: Request, topic: str, sub: str, name: str, respond: Respond) -> None:
         path = f"/{topic}/Subscriptions/{sub}/Rules/{name}"
-        ns = req.namespace
+        ref = RuleRef(req.namespace, topic, sub, name)
         if req.method == "GET":
-            rule = self.broker.management.rule_get(ns, topic, sub, name)
-            self._ok(respond, self._rule_entry(req, path, rule))
+            ok = self._answer_xml(respond, 200)
+            self._run(respond, "rule_get", ref, lambda r: ok(self._rule_entry(req, path, r)))
         elif req.method == "DELETE":
-            self.broker.management.rule_delete(ns, topic, sub, name)
-            self._durable(respond, 200, b"")
+            self._run(respond, "rule_delete", ref, self._answer_empty(respond))
         elif req.method == "PUT":
             spec = atom.rule_from(atom.description_of(atom.parse(req.body)))
             update = req.headers.get("if-match", "").strip() == "*"
-            if update:
-                self._update_rule(ns, topic, sub, name, spec)
-            else:
-                self.broker.management.rule_create(
-                    ns, topic, sub, name, spec.filter, spec.action, spec.action_parameters
-                )
-            rule = self.broker.management.rule_get(ns, topic, sub, name)
-            xml = self._rule_entry(req, path, rule)
-            self._durable(respond, 200 if update else 201, atom.document(xml))
+            new = RuleCreate(
+                req.namespace, topic, sub, name, spec.filter, spec.action, spec.action_parameters
+            )
+
+            def put(step: Step) -> str:
+                if update:
+                    self._update_rule(step, ref, new)
+                else:
+                    step("rule_create", new)
+                return self._rule_entry(req, path, step("rule_get", ref))
+
+            self._steps(respond, put, self._answer_xml(respond, 200 if update else 201))
         else:
             raise MethodNotAllowed(f"{req.method} is not allowed on {req.path}")
 
-    def _update_rule(self, ns: str, topic: str, sub: str, name: str, spec: atom.RuleSpec) -> None:
+    @staticmethod
+    def _update_rule(step: Step, ref: RuleRef, new: RuleCreate) -> None:
         """Replace a rule's filter and action; the old rule stays when the new one is bad."""
-        old = self.broker.management.rule_get(ns, topic, sub, name)
-        self.broker.management.rule_delete(ns, topic, sub, name)
+        old = step("rule_get", ref)
+        step("rule_delete", ref)
         try:
-            self.broker.management.rule_create(
-                ns, topic, sub, name, spec.filter, spec.action, spec.action_parameters
-            )
+            step("rule_create", new)
         except SbctlError:
-            self.broker.management.rule_create(
-                ns, topic, sub, name, old.filter, old.action, old.action_params
+            restore = RuleCreate(
+                ref.namespace,
+                ref.topic,
+                ref.subscription,
+                ref.name,
+                old.filter,
+                old.action,
+                old.action_params,
             )
+            step("rule_create", restore)
             raise

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from sbctld.pairing import SenderId
+from sbctld.service import SenderId
 
 Respond = Callable[[int, list[tuple[str, str]], bytes], None]
 API_VERSIONS = ("2017-04", "2021-05", "2024-05")

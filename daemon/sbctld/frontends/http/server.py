@@ -28,7 +28,6 @@ from sbctl.core import __version__
 from sbctld.frontends.http import auth, clock, sniff, websocket
 from sbctld.frontends.http.dataplane import DataPlane
 from sbctld.frontends.http.explorer import Explorer, wants_page
-from sbctld.frontends.http.host import Attempt
 from sbctld.frontends.http.management import Management, error
 from sbctld.frontends.http.request import API_VERSIONS, Request, Respond
 from sbctld.frontends.http.tls import server_context
@@ -297,7 +296,7 @@ class HttpFrontend:
         self.dataplane = DataPlane(self)
         # the web page (daemon/README.md §33)
         self.explorer = Explorer(service, data_dir, host, self.keys)
-        self.waiting: set[HttpReceive] = set()
+        self.waiting: set[DelayedOperation] = set()  # its receives parked in the service
         self._tls: ssl.SSLContext | None = None
         # A new AMQP connection of a namespace, for AMQP over WebSocket (set by the daemon
         # when AMQP is on).
@@ -331,9 +330,7 @@ class HttpFrontend:
             self.listener.close()
         for conn in list(self.connections):
             conn.close()
-        for op in list(self.waiting):
-            self.service.purgatory.cancel(op)
-        self.waiting.clear()
+        self.service.cancel(self.waiting)
 
     # ------------------------------------------------------------ requests
 
@@ -371,39 +368,3 @@ class HttpFrontend:
             self.dataplane.handle(req, entity, parts[i + 1 :], respond, alive)
             return
         self.management.handle(req, respond)
-
-    # ------------------------------------------------------------ waiting receivers
-
-    def wait(self, key: tuple[str, str], attempt: Attempt, timeout_s: float) -> None:
-        """Park a receive until a write on ``key`` answers it or time runs out."""
-        op = HttpReceive(self, attempt)
-        self.waiting.add(op)
-        self.service.purgatory.watch(op, [key], timeout_s)
-
-    def wake(self, namespace: str, path: str) -> None:
-        """After a write here: complete what waits on it, on every front-end."""
-        self.service.written(namespace, path)
-
-
-class HttpReceive(DelayedOperation):
-    """A receive waiting for a message (``attempt(final)``: True once answered)."""
-
-    kind = "receive"
-
-    def __init__(self, frontend: HttpFrontend, attempt: Attempt) -> None:
-        super().__init__()
-        self.frontend = frontend
-        self.attempt = attempt
-
-    def try_complete(self) -> bool:
-        done = self.attempt(False)
-        if done:
-            self.frontend.waiting.discard(self)
-        return done
-
-    def on_expire(self) -> None:
-        self.frontend.waiting.discard(self)
-        self.attempt(True)
-
-    def on_cancel(self) -> None:
-        self.frontend.waiting.discard(self)

@@ -81,6 +81,10 @@ class Connection(asyncio.Protocol):
             log.warning("refused a connection from another user")
             transport.close()
 
+    def is_open(self) -> bool:
+        """Whether the client still waits for its answers."""
+        return not self.closed
+
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self.buf = bytearray()

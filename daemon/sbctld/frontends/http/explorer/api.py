@@ -1,9 +1,9 @@
 """The explorer's JSON API: ``POST /explorer/api/op/<name>`` runs one service operation.
 
-The operations are the Unix socket's (:mod:`sbctl.core.operations`), run by its front-end's
-handlers through the service's provider ``"operation"`` (front-ends never import each
-other): the same arguments (as a JSON object), the same durability (answered once durable
-when the declaration says so), the same wake-ups of parked receives and the same errors.
+The operations are the Unix socket's (:mod:`sbctl.core.operations`), run by
+:meth:`sbctld.service.Service.run` as every front-end runs them: the same arguments (as a
+JSON object), the same durability (answered once durable when the declaration says so), the
+same wake-ups of parked receives and the same errors.
 What differs from the socket is only the encoding:
 
 - ``send`` takes its ``messages`` as the JSON Lines objects of ``sbctl send --input``
@@ -36,8 +36,7 @@ from sbctl.core.messages import ReceivedMessage, check_properties, json_value, m
 from sbctl.core.operations import OPERATIONS
 from sbctld.frontends.http.request import Respond
 from sbctld.frontends.statuses import status_of
-from sbctld.pairing import SenderId
-from sbctld.service import OperationCall, Service
+from sbctld.service import SenderId, Service
 
 ALLOWED = frozenset(
     (
@@ -92,15 +91,12 @@ def run(
     scope: str | None,
     respond: Respond,
 ) -> None:
-    """Run operation ``name`` with the JSON arguments ``body`` (served by the Unix
-    front-end's handlers, provider ``"operation"``) and answer it. ``call``: the sender and
-    whether the page still waits; ``scope``: the only namespace reachable (None: every one)."""
-    provider = service.providers.get("operation")
+    """Run operation ``name`` with the JSON arguments ``body`` and answer it. ``call``: the
+    sender and whether the page still waits; ``scope``: the only namespace reachable (None:
+    every one)."""
     try:
         args = decode(name, body)
         check_scope(name, args, scope)
-        if provider is None:
-            raise GeneralError("the daemon serves no operations to its front-ends")
     except SbctlError as err:
         answer_error(respond, err)
         return
@@ -113,7 +109,8 @@ def run(
             result = [ns for ns in result if ns.name.lower() == scope.lower()]
         answer_json(respond, 200, to_json(result))
 
-    provider(OperationCall(name, args, *call), reply)
+    sender, alive = call
+    service.run(name, args, reply, sender=sender, alive=alive)
 
 
 def decode(name: str, body: bytes) -> Any:
