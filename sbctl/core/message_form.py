@@ -35,6 +35,7 @@ from random import getrandbits
 from typing import Any
 
 import msgspec
+from msgspec.structs import astuple
 
 from sbctl.core.amqp import codec
 from sbctl.core.amqp.sections import (
@@ -688,10 +689,17 @@ def encode(m: Message) -> bytes:
     """A message's fields → its AMQP form (a client's send, HTTP's, Spark staging, a record
     the broker writes). ValueError naming the property when a typed value does not fit,
     BadRequest for a number no AMQP type holds."""
+    if m.message_id is None and astuple(m)[2:] == _BODY_ONLY:  # a body alone (the usual send)
+        n = len(m.body)
+        head = bytes((0xA0, n)) if n < 256 else b"\xb0" + struct.pack(">I", n)
+        return b"".join((_EMPTY_PROPERTIES, _DATA, head, m.body))
     try:
         return _encode(m, None, None)
     except (struct.error, OverflowError) as exc:
         raise BadRequest(f"a number in the message is too large for its AMQP type: {exc}") from None
+
+
+_BODY_ONLY = (None,) * (len(_AT) - 2)  # every field but the body and the message id unset
 
 
 def _encode(m: Message, created_ms: int | None, expires_ms: int | None) -> bytes:
