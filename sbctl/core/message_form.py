@@ -48,6 +48,7 @@ from sbctl.core.amqp.sections import (
     HEADER,
     MESSAGE_ANNOTATIONS,
     PROPERTIES,
+    batch_messages,
     list_items,
     map_of,
     properties_with_id,
@@ -491,8 +492,12 @@ _EMPTY_PROPERTIES = b"\x00\x53\x73\x45"  # a properties section with no field
 
 
 def _id_properties(raw: bytes) -> bytes:
-    """A properties section holding only a message id (``raw``, UTF-8, < 250 bytes)."""
-    return bytes((0x00, 0x53, 0x73, 0xC0, len(raw) + 3, 1, 0xA1, len(raw))) + raw
+    """The start of a properties section holding only a message id (``raw``, UTF-8, < 250
+    bytes), up to the id's bytes."""
+    return bytes((0x00, 0x53, 0x73, 0xC0, len(raw) + 3, 1, 0xA1, len(raw)))
+
+
+_ID32 = _id_properties(b"0" * 32)  # (the ids given: 32 hex digits)
 
 
 def _with_id(buf: bytes, start: int, end: int, r: _Read, message_id: str) -> bytes:
@@ -505,7 +510,7 @@ def _with_id(buf: bytes, start: int, end: int, r: _Read, message_id: str) -> byt
     after = spans.get(APPLICATION_PROPERTIES) or (r.body[0][1:] if r.body else spans.get(FOOTER))
     at = end if after is None else after[0] - 3
     raw = message_id.encode()
-    section = bytes((0x00, 0x53, 0x73, 0xC0, len(raw) + 3, 1, 0xA1, len(raw))) + raw
+    section = _id_properties(raw) + raw
     if len(raw) > 250:
         section = properties_with_id(b"", message_id)
     return b"".join((buf[start:at], section, buf[at:end]))
@@ -541,8 +546,9 @@ def _intake_one(buf: bytes, start: int, end: int, new_id: str | None = None) -> 
             if new_id is None:
                 whole = buf if start == 0 and end == len(buf) else buf[start:end]
                 return Sent(Message(buf[at:end]), whole)
-            stored = b"".join((_id_properties(new_id.encode()), buf[data:end]))
-            return Sent(Message(buf[at:end], new_id), stored)
+            raw = new_id.encode()
+            head = _ID32 if len(raw) == 32 else _id_properties(raw)
+            return Sent(Message(buf[at:end], new_id), b"".join((head, raw, buf[data:end])))
     try:
         r = _read(buf, start, end, False, new_id is not None)
         if new_id is not None and r.f[_MESSAGE_ID] is None:
@@ -591,65 +597,9 @@ def intake_transfer(payload: bytes, message_format: int) -> list[Sent]:
         payload = bytes(payload)
     if message_format != codec.BATCH_FORMAT:
         return [_intake_one(payload, 0, len(payload), new_message_id())]
-    spans = _batch(payload)
+    spans = batch_messages(payload)
     ids = new_message_ids(len(spans))
     return [_intake_one(payload, s, e, i) for (s, e), i in zip(spans, ids, strict=True)]
-
-
-def _batch(buf: bytes) -> list[tuple[int, int]]:
-    """Where each message of a batch envelope lies (its data sections' values); the other
-    sections of the envelope (the SDKs copy the first message's properties there) are
-    checked and not used."""
-    out: list[tuple[int, int]] = []
-    pos, end = 0, len(buf)
-    try:
-        while pos < end:
-            if buf[pos] or buf[pos + 1] != 0x53:  # (another descriptor form: rare)
-                return [(s, s + len(c)) for s, c in _located(buf)]
-            code, ctor = buf[pos + 2], buf[pos + 3]
-            if code == DATA:
-                if ctor == 0xB0:
-                    start, stop = pos + 8, pos + 8 + _U32(buf, pos + 4)[0]
-                elif ctor == 0xA0:
-                    start, stop = pos + 5, pos + 5 + buf[pos + 4]
-                else:
-                    raise codec.DecodeError("a data section must hold binary")
-                if stop > end:
-                    raise codec.DecodeError("a data section overruns the transfer")
-                out.append((start, stop))
-                pos = stop
-            elif HEADER <= code <= APPLICATION_PROPERTIES or code == FOOTER:
-                pos = _checked(buf, pos + 3, code)
-            else:
-                raise codec.DecodeError(f"unknown message section 0x{code:02x}")
-    except (IndexError, struct.error) as exc:
-        raise codec.DecodeError(f"a batch that does not decode: {exc}") from None
-    return out
-
-
-def _checked(buf: bytes, pos: int, code: int) -> int:
-    """The end of an envelope section's value, which must decode as its kind."""
-    value, stop = codec.decode(buf, pos)
-    if code in (HEADER, PROPERTIES):
-        if not isinstance(value, list):
-            raise codec.DecodeError(f"message section 0x{code:02x} must be a list")
-    elif value is not None and not isinstance(value, dict):
-        raise codec.DecodeError(f"message section 0x{code:02x} must be a map")
-    return stop
-
-
-def _located(buf: bytes) -> list[tuple[int, bytes]]:
-    """The data sections of an envelope written with long descriptors (rare), copied."""
-    chunks = codec.decode_message(buf)
-    if chunks.body_kind != "data":
-        raise codec.DecodeError("a batch's messages must be data sections")
-    out = []
-    pos = 0
-    for chunk in chunks.body:
-        at = buf.index(chunk, pos)
-        out.append((at, chunk))
-        pos = at + len(chunk)
-    return out
 
 
 def decode(payload: bytes | memoryview | msgspec.Raw) -> Message:

@@ -2,8 +2,9 @@
 
 What :mod:`sbctl.core.message_form` and :mod:`sbctl.core.splice` need below the level of
 values: where a value ends from its constructor alone, the items of a list or map, a map
-made of encoded entries, a properties section with its message id set, and a fast reader of
-the values the SDKs send most (the others through the codec). Nothing here builds a message.
+made of encoded entries, a properties section with its message id set, where each message of
+a batch transfer lies (message format 0x80013700), and a fast reader of the values the SDKs
+send most (the others through the codec). Nothing here builds a message.
 """
 
 from __future__ import annotations
@@ -124,3 +125,59 @@ def map_of(pairs: int, body: bytes) -> bytes:
     if n + 1 < 256 and 2 * pairs < 256:
         return bytes((0xC1, n + 1, 2 * pairs)) + body
     return b"\xd1" + struct.pack(">II", n + 4, 2 * pairs) + body
+
+
+def batch_messages(buf: bytes) -> list[tuple[int, int]]:
+    """Where each message of a batch envelope lies (its data sections' values); the other
+    sections of the envelope (the SDKs copy the first message's properties there) are
+    checked and not used."""
+    out: list[tuple[int, int]] = []
+    pos, end = 0, len(buf)
+    try:
+        while pos < end:
+            if buf[pos] or buf[pos + 1] != 0x53:  # (another descriptor form: rare)
+                return [(s, s + len(c)) for s, c in _located(buf)]
+            code, ctor = buf[pos + 2], buf[pos + 3]
+            if code == DATA:
+                if ctor == 0xB0:
+                    start, stop = pos + 8, pos + 8 + _U32(buf, pos + 4)[0]
+                elif ctor == 0xA0:
+                    start, stop = pos + 5, pos + 5 + buf[pos + 4]
+                else:
+                    raise codec.DecodeError("a data section must hold binary")
+                if stop > end:
+                    raise codec.DecodeError("a data section overruns the transfer")
+                out.append((start, stop))
+                pos = stop
+            elif HEADER <= code <= APPLICATION_PROPERTIES or code == FOOTER:
+                pos = _checked(buf, pos + 3, code)
+            else:
+                raise codec.DecodeError(f"unknown message section 0x{code:02x}")
+    except (IndexError, struct.error) as exc:
+        raise codec.DecodeError(f"a batch that does not decode: {exc}") from None
+    return out
+
+
+def _checked(buf: bytes, pos: int, code: int) -> int:
+    """The end of an envelope section's value, which must decode as its kind."""
+    value, stop = codec.decode(buf, pos)
+    if code in (HEADER, PROPERTIES):
+        if not isinstance(value, list):
+            raise codec.DecodeError(f"message section 0x{code:02x} must be a list")
+    elif value is not None and not isinstance(value, dict):
+        raise codec.DecodeError(f"message section 0x{code:02x} must be a map")
+    return stop
+
+
+def _located(buf: bytes) -> list[tuple[int, bytes]]:
+    """The data sections of an envelope written with long descriptors (rare), copied."""
+    chunks = codec.decode_message(buf)
+    if chunks.body_kind != "data":
+        raise codec.DecodeError("a batch's messages must be data sections")
+    out = []
+    pos = 0
+    for chunk in chunks.body:
+        at = buf.index(chunk, pos)
+        out.append((at, chunk))
+        pos = at + len(chunk)
+    return out
