@@ -45,9 +45,12 @@ from sbctl.core.errors import (
     ServerBusy,
     ServiceCommunicationProblem,
 )
+from sbctl.core.message_form import Sendable
+from sbctl.core.message_form import decode as decode_message
+from sbctl.core.message_form import encode as encode_message
 from sbctl.core.names import entity_key
 from sbctl.core.partitioning import partition_for_key
-from sbctl.core.records import Message, decode_message, encode_message
+from sbctl.core.records import Message
 from sbctld.config import MB, NOT_ON_BASIC
 from sbctld.credits import DATA_COST, MANAGEMENT_COST
 from sbctld.paired_host import PairingHost
@@ -323,7 +326,7 @@ class PairedNamespaces:
         pairing: Pairing,
         namespace: str,
         path: str,
-        messages: Sequence[Message | bytes | msgspec.Raw],
+        messages: Sequence[Sendable],
         sender: SenderId | None,
     ) -> list[int]:
         """A send to the primary: to the primary while the entity is healthy, to a
@@ -380,7 +383,7 @@ class PairedNamespaces:
         st: EntityState,
         entity: Queue,
         path: str,
-        messages: Sequence[Message | bytes | msgspec.Raw],
+        messages: Sequence[Sendable],
         sender: SenderId | None,
         now: int,
     ) -> list[int]:
@@ -388,7 +391,7 @@ class PairedNamespaces:
         if not decoded:
             raise BadRequest("a send needs at least one message")
         for m, payload in zip(decoded, payloads, strict=True):
-            _check_for_primary(entity, m, send_rules.message_size(m, len(payload)))
+            _check_for_primary(entity, m, len(payload))
         copies = [divert_message(m, path) for m in decoded]
         while True:
             index = pairing.backlog_for(st, sender)

@@ -9,9 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-import msgspec
-
-from sbctl.core.records import Message
+from sbctl.core.message_form import Sendable
 from sbctld.pairing import SenderId
 from sbctld.results import QueueInfo
 
@@ -38,7 +36,7 @@ class PairingMessaging(Protocol):
         self,
         namespace: str,
         path: str,
-        messages: Sequence[Message | bytes | msgspec.Raw],
+        messages: Sequence[Sendable],
         sender: SenderId | None = None,
         *,
         direct: bool = False,

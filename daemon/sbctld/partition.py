@@ -26,8 +26,6 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import msgspec
-
 from sbctl.core.delivered import Delivered
 from sbctl.core.locks import lock_token_for
 from sbctl.core.records import NOT_SCHEDULED, RECORD_HEADER, StagedRecord
@@ -184,7 +182,7 @@ class Partition:
             log.exp[i],
             self.id,
             log.state[i],
-            msgspec.Raw(payload),
+            payload,
             log.props.get(seq),
         )
 
@@ -340,7 +338,7 @@ class Partition:
                         log.exp[i],
                         self.id,
                         st,
-                        msgspec.Raw(payload),
+                        payload,
                         log.props.get(seq),
                     )
                 )

@@ -22,6 +22,7 @@ from typing import Any
 import msgspec
 
 from sbctl.core import layout, send_rules
+from sbctl.core.amqp import codec
 from sbctl.core.delivered import Delivered
 from sbctl.core.errors import (
     BadRequest,
@@ -33,14 +34,10 @@ from sbctl.core.errors import (
     SessionLockLost,
 )
 from sbctl.core.limits import MAX_TRANSACTION
+from sbctl.core.message_form import Sendable, Sent, intake, intake_sent
+from sbctl.core.message_form import encode as encode_message
 from sbctl.core.partitioning import partition_for_key, partition_key_of
-from sbctl.core.records import (
-    NOT_SCHEDULED,
-    Message,
-    StagedRecord,
-    decode_sent_message,
-    encode_message,
-)
+from sbctl.core.records import NOT_SCHEDULED, Message, StagedRecord
 from sbctld.config import MB, QueueConfig, save_toml
 from sbctld.dedup import DuplicateHistory
 from sbctld.faults import all_down
@@ -72,22 +69,24 @@ from sbctld.storage.sync import Syncer
 
 
 def decode_batch(
-    batch: Sequence[Message | bytes | msgspec.Raw],
+    batch: Sequence[Sendable],
 ) -> tuple[list[Message], list[bytes]]:
-    """Messages and their encoded payloads; a payload that does not decode is a BadRequest."""
+    """Messages and their stored forms, each read once (sbctl.core.message_form): a message
+    a front-end took in already (``Sent``), the AMQP encoding of one, the bytes a Unix
+    client sent, or fields (encoded here); one that does not decode is a BadRequest."""
     messages: list[Message] = []
     payloads: list[bytes] = []
     for i, item in enumerate(batch, 1):
-        if isinstance(item, Message):
-            messages.append(item)
-            payloads.append(encode_message(item))
+        if isinstance(item, Sent):
+            messages.append(item.message)
+            payloads.append(item.payload)
             continue
-        data = bytes(item)
         try:
-            messages.append(decode_sent_message(data))
-        except (msgspec.DecodeError, ValueError) as exc:  # ValueError: invalid UTF-8
+            sent = intake(encode_message(item)) if isinstance(item, Message) else intake_sent(item)
+        except (codec.DecodeError, msgspec.DecodeError, ValueError) as exc:
             raise BadRequest(f"message {i} of the batch is malformed: {exc}") from None
-        payloads.append(data)
+        messages.append(sent.message)
+        payloads.append(sent.payload)
     return messages, payloads
 
 
@@ -161,7 +160,7 @@ class Queue:
 
     def send(
         self,
-        batch: Sequence[Message | bytes | msgspec.Raw],
+        batch: Sequence[Sendable],
         now: int,
         *,
         detect_duplicates: bool = True,
@@ -202,9 +201,6 @@ class Queue:
         keyed_by_id = cfg.requires_duplicate_detection
         for m, payload in zip(messages, payloads, strict=True):
             size = len(payload)
-            amqp = m.body_amqp
-            if amqp is not None and len(amqp) > 1:  # (send_rules.message_size, inlined)
-                size -= len(m.body)
             # send_rules.check_message, its two halves called here directly (the hot loop)
             send_rules.check_fields(m, requires_session)
             key = send_rules.check_encoded(m, size, keyed_by_id)
@@ -484,7 +480,7 @@ class Queue:
 
     def transact(
         self,
-        batch: Sequence[Message | bytes | msgspec.Raw],
+        batch: Sequence[Sendable],
         settlements: Sequence[tuple[str, str, dict[str, Any] | None, str | None, str | None]],
         now: int,
     ) -> Transacted:

@@ -24,8 +24,8 @@ from sbctl.core.layout import sessions_dir
 from sbctl.core.limits import (
     MAX_ID_LENGTH,
 )
+from sbctl.core.message_form import decode as decode_message
 from sbctl.core.partitioning import partition_for_key
-from sbctl.core.records import decode_message
 from sbctld.partition import Partition
 from sbctld.queue_state import LOCAL_MASK, SESSION_RECEIVER_ON_PLAIN, QueueState
 from sbctld.queue_timers import QueueTimers

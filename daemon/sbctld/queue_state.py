@@ -28,7 +28,8 @@ from sbctl.core.errors import (
     SessionLockLost,
 )
 from sbctl.core.locks import parse_lock_token
-from sbctl.core.records import Message, decode_message
+from sbctl.core.message_form import decode as decode_message
+from sbctl.core.records import Message
 from sbctl.core.typed import plain
 from sbctld.config import QueueConfig
 from sbctld.dedup import DuplicateHistory

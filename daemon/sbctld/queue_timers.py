@@ -15,7 +15,7 @@ from __future__ import annotations
 from itertools import groupby
 
 from sbctl.core.durations import MAX_TIMESPAN_MS
-from sbctl.core.records import decode_message
+from sbctl.core.message_form import decode as decode_message
 from sbctld.partition import Partition
 from sbctld.queue_state import (
     DEAD_LETTER_DESCRIPTION,

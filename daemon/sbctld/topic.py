@@ -36,13 +36,9 @@ from typing import Any, NamedTuple
 import msgspec
 
 from sbctl.core import layout
-from sbctl.core.records import (
-    NOT_SCHEDULED,
-    Message,
-    StagedRecord,
-    decode_message,
-    encode_message,
-)
+from sbctl.core.message_form import decode as decode_message
+from sbctl.core.message_form import encode as encode_message
+from sbctl.core.records import NOT_SCHEDULED, Message, StagedRecord
 from sbctld.config import SubscriptionConfig, TopicConfig, load_toml, save_toml
 from sbctld.dedup import DuplicateHistory
 from sbctld.filters import (

@@ -1,8 +1,10 @@
 """A peeked or received message as the broker hands it out: its broker-owned facts and its
 stored payload, untouched.
 
-The domain builds it, the service passes it on, each front-end encodes it in its own wire
-form (the Unix socket sends it as it is, see sbctl/core/protocol.py).
+The domain builds it, the service passes it on, each front-end renders it in its own wire
+form: AMQP and the Unix socket send the stored message with the broker's facts spliced in
+(sbctl.core.splice; the Unix client decodes it with sbctl.core.message_form), HTTP decodes
+it at its edge.
 """
 
 from __future__ import annotations
@@ -23,5 +25,5 @@ class Delivered(msgspec.Struct, array_like=True):
     expires_at_ms: int
     partition_id: int | None
     state: int
-    payload: msgspec.Raw
+    payload: bytes  # the stored form (sbctl.core.message_form); spliced when sent
     changes: dict[str, Any] | None = None

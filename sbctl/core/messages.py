@@ -20,7 +20,9 @@ from sbctl.core import typed
 from sbctl.core.delivered import Delivered
 from sbctl.core.durations import format_instant, instant_ms, parse_duration_ms, parse_instant_ms
 from sbctl.core.errors import BadRequest
-from sbctl.core.records import STRING_FIELDS, Message, PropertyValue, decode_message
+from sbctl.core.message_form import decode as decode_message
+from sbctl.core.records import STRING_FIELDS, Message, PropertyValue
+from sbctl.core.typed import json_value
 
 _PLAIN = frozenset((str, int, float, bool, type(None)))
 STATE_NAMES = {1: "active", 2: "deferred", 3: "scheduled", 4: "deadlettered", 5: "deadlettered"}
@@ -133,32 +135,6 @@ def _typed_value(key: str, kind: Any, raw: Any) -> PropertyValue:
     raise BadRequest(
         f"application property {key!r}: unknown $type {kind!r} (use {', '.join(TYPED_NAMES)})"
     )
-
-
-def json_value(value: Any) -> Any:
-    """A property or annotation value for JSON output: typed values as
-    ``{"$type": ..., "value": ...}`` (a timestamp in ISO 8601 UTC, a UUID canonical, binary
-    base64, the AMQP types as :func:`sbctl.core.typed.to_json` shows them), plain values as
-    they are."""
-    kind = type(value)
-    if value is None or kind in (str, int, float, bool):
-        return value
-    if kind in typed.TYPED:
-        return typed.to_json(value)
-    if isinstance(value, datetime):
-        return {"$type": "timestamp", "value": format_instant(instant_ms(value))}
-    if isinstance(value, uuid.UUID):
-        return {"$type": "uuid", "value": str(value)}
-    if isinstance(value, bytes | bytearray | memoryview):
-        return {"$type": "binary", "value": base64.b64encode(bytes(value)).decode()}
-    if isinstance(value, list):
-        return [json_value(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): json_value(v) for k, v in value.items()}
-    for base in (bool, int, float, str):  # subclasses (AMQP's Int, Timestamp...) as the base
-        if isinstance(value, base):
-            return base(value)
-    return str(value)
 
 
 def parse_property(text: str) -> tuple[str, PropertyValue]:

@@ -22,7 +22,8 @@ from typing import Any
 import msgspec
 
 from sbctl.core.errors import BadRequest
-from sbctl.core.records import Message, tagged
+from sbctl.core.message_form import encode as encode_message
+from sbctl.core.records import Message
 from sbctl.core.typed import TYPED, plain
 
 PROTOCOL_VERSION = 1
@@ -153,7 +154,7 @@ class RuleRef(_Args):
 class Send(_Args):
     namespace: str
     entity: str
-    messages: list[Message]
+    messages: list[Message | bytes]  # each sent as its AMQP form (sbctl.core.message_form)
     # True: the reply is {"sequence_numbers": [...], "diverted_to": <backlog queue or
     # null>, "diverted_namespace": ...} instead of the list (a paired primary's diverted
     # sends answer sequence number 0).
@@ -161,8 +162,9 @@ class Send(_Args):
 
 
 class SendEncoded(_Args):
-    """How the daemon reads a :class:`Send`: each message stays its encoded bytes, which
-    are validated once and then stored as they are (no re-encoding on the hot path)."""
+    """How the daemon reads a :class:`Send`: each message stays its encoded bytes (its AMQP
+    form as MessagePack binary), read once and stored as it is (no re-encoding on the hot
+    path; sbctl.core.message_form.intake_sent, which also reads an older client's fields)."""
 
     namespace: str
     entity: str
@@ -234,7 +236,7 @@ class TxSettle(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
 class Transact(_Args):
     namespace: str
     entity: str
-    messages: list[Message] = []
+    messages: list[Message | bytes] = []
     settlements: list[TxSettle] = []
 
 
@@ -363,12 +365,10 @@ def encode_frame(obj: Any) -> bytes:
 
 def encode_request(req_id: int, op: str, args: msgspec.Struct) -> bytes:
     messages = getattr(args, "messages", None)
-    if messages and any(
-        isinstance(m, Message) and (m.application_properties or m.message_annotations)
-        for m in messages
-    ):  # UUID values travel as their extension, exactly as stored (sbctl.core.records)
+    if messages and any(isinstance(m, Message) for m in messages):
+        # Each message travels in its AMQP form, as stored (sbctl.core.message_form).
         args = msgspec.structs.replace(
-            args, messages=[tagged(m) if isinstance(m, Message) else m for m in messages]
+            args, messages=[encode_message(m) if isinstance(m, Message) else m for m in messages]
         )
     try:
         return encode_frame((PROTOCOL_VERSION, req_id, op, args))

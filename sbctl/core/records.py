@@ -22,11 +22,19 @@ Record layout (inside the CRC)::
     4      4    rel_seq        u32  sequence number relative to base_seq
     8      8    ttl_ms         i64  effective time to live (already capped by the entity)
     16     8    scheduled_ms   i64  scheduled enqueue time, or -1 when not scheduled
-    24     ...  payload        MessagePack of :class:`Message`
+    24     ...  payload        the message (see below)
 
 Because ``base_seq`` and ``base_time_ms`` sit before the CRC'd region, a batch staged
 elsewhere (spark-load) is adopted by rewriting those 16 header bytes only; the records, their
 relative sequence numbers and the CRC stay as written.
+
+The payload's version is told by its first byte. Version 4 (this release writes only it) is
+the AMQP 1.0 encoding of the message as its sender sent it, whose first byte is always 0x00
+(a described section): :mod:`sbctl.core.message_form` owns it. Versions 1-3 are a MessagePack
+array of :class:`Message` (its first byte 0x90-0x9F or 0xDC/0xDD, never 0x00); they are read
+here (:func:`decode_legacy`) and converted once, where they are read, to version 4.
+:class:`Message` stays the fields every side works with (what a sender sets; what the
+broker reads of a message).
 """
 
 from __future__ import annotations
@@ -58,7 +66,7 @@ MAX_BATCH_BYTES = 64 * 1024 * 1024
 # Python values cannot tell apart (sbctl.core.typed: Long, Short, Symbol, ...) as extension
 # AMQP_EXT holding the value's AMQP encoding (record version 3). Records written before typed
 # values existed hold plain values only and decode unchanged.
-# (msgspec cannot type-check such a union, so the record holds ``Any`` and decode_message
+# (msgspec cannot type-check such a union, so the record holds ``Any`` and decode_legacy
 # checks the values instead.)
 PropertyValue = str | int | float | bool | None | datetime | uuid.UUID | bytes
 VALUE_TYPES = frozenset(
@@ -83,10 +91,11 @@ STRING_FIELDS = (
 
 
 class Message(msgspec.Struct, array_like=True, omit_defaults=True, forbid_unknown_fields=True):
-    """What a sender sets (daemon/README.md §1.2). Also the stored payload of a record.
+    """What a sender sets (daemon/README.md §1.2); the stored payload of records of versions
+    1-3.
 
-    Field order is the wire and disk format: append new fields at the end only. The record
-    is a MessagePack array whose length is its version: every field added later is optional
+    Field order is the format of those records: append new fields at the end only. Such a
+    record is a MessagePack array whose length is its version: every field added later is optional
     and trailing, so a record written before it existed (a shorter array) decodes with the
     field's default. Fields 0-15 are version 1 (the first release, 16 elements); 16-18
     (``message_annotations``, ``body_kind``, ``body_amqp``) are version 2 (19 elements).
@@ -162,7 +171,7 @@ def _tag(key: str, value: Any) -> Any:
     return stored(value)
 
 
-def tag_values(values: Mapping[str, Any]) -> Mapping[str, Any]:
+def _tag_values(values: Mapping[str, Any]) -> Mapping[str, Any]:
     """``values`` as stored: UUIDs and the AMQP-typed values as their extensions, naive
     datetimes as UTC (the same mapping when it has none of them). ValueError naming the
     property when a typed value does not fit its type."""
@@ -172,16 +181,16 @@ def tag_values(values: Mapping[str, Any]) -> Mapping[str, Any]:
     return values
 
 
-def tagged(message: Message) -> Message:
+def _tagged(message: Message) -> Message:
     """``message`` ready for MessagePack: a copy when it holds a UUID value, else itself."""
     props = message.application_properties
     ann = message.message_annotations
     if props:
-        new = tag_values(props)
+        new = _tag_values(props)
         if new is not props:
             message = msgspec.structs.replace(message, application_properties=new)
     if ann:
-        new = tag_values(ann)
+        new = _tag_values(ann)
         if new is not ann:
             message = msgspec.structs.replace(message, message_annotations=new)
     return message
@@ -192,24 +201,26 @@ _encoder = msgspec.msgpack.Encoder()
 _decoder = msgspec.msgpack.Decoder(Message, ext_hook=_ext_hook)
 
 
-def encode_message(message: Message) -> bytes:
+def encode_legacy(message: Message) -> bytes:
+    """A record as version 3 wrote it (MessagePack): what tests use to make the records of
+    an older data dir (this release writes version 4 only)."""
     # (the scan is inlined: this is the hot path, and a call costs more than the loop)
     props = message.application_properties
     if props:
         for v in props.values():
             if type(v) in _TAGGED:
-                message = tagged(message)
+                message = _tagged(message)
                 break
     if message.message_annotations:
-        message = tagged(message)
+        message = _tagged(message)
     return _encoder.encode(message)
 
 
-def decode_message(payload: bytes | memoryview) -> Message:
-    """A stored or delivered record (already checked when it was sent). A record an older
-    release stored with a property key that is not a string (a null key: the AMQP front-end
-    let one through) reads with that key as text, so it never blocks a queue's reads
-    (daemon/README.md §29.11); a record that does not decode even so raises as before."""
+def decode_legacy(payload: bytes | memoryview) -> Message:
+    """A record of versions 1-3 (a MessagePack array; checked when it was sent). A record
+    an older release stored with a property key that is not a string (a null key: the AMQP
+    front-end let one through) reads with that key as text, so it never blocks a queue's
+    reads (daemon/README.md §29.11); a record that does not decode even so raises."""
     try:
         return _decoder.decode(payload)
     except msgspec.ValidationError:

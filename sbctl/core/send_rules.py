@@ -69,9 +69,10 @@ def check_fields(m: Message, requires_session: bool) -> None:
 
 
 def check_encoded(m: Message, size: int, duplicate_detection: bool) -> str | None:
-    """The rules that need the :func:`message_size`: the properties (the size less the body) fit
-    64 KB, each one 32 KB (daemon/README.md §1.4); then the partition key, where SessionId
-    and PartitionKey must agree (daemon/README.md §1.7), which it returns."""
+    """The rules that need the encoded size (of its stored form, sbctl.core.message_form):
+    the properties (the size less the body) fit 64 KB, each one 32 KB (daemon/README.md
+    §1.4); then the partition key, where SessionId and PartitionKey must agree
+    (daemon/README.md §1.7), which it returns."""
     header = size - body_size(m)
     if header > MAX_HEADER_BYTES:
         raise MessageSizeExceeded(f"the message header of {header} bytes exceeds the 64 KB limit")
@@ -84,18 +85,10 @@ def check_encoded(m: Message, size: int, duplicate_detection: bool) -> str | Non
     return partition_key_of(m.session_id, m.partition_key, m.message_id, duplicate_detection)
 
 
-def message_size(m: Message, size: int) -> int:
-    """The size Service Bus counts of a message whose record is ``size`` bytes: the record
-    less the text or JSON stored beside an AMQP-encoded body (amqp-value, amqp-sequence;
-    sbctl.core.records), which the message does not carry."""
-    amqp = m.body_amqp
-    return size if amqp is None or len(amqp) < 2 else size - len(m.body)
-
-
 def body_size(m: Message) -> int:
-    """The bytes of a message's body in its :func:`message_size`: the data, or the AMQP
-    encoding of an amqp-value or amqp-sequence body, so that neither counts as header
-    (daemon/README.md §1.4)."""
+    """The bytes of a message's body in its encoded size: the data, or the AMQP encoding of
+    an amqp-value or amqp-sequence body, so that neither counts as header (daemon/README.md
+    §1.4)."""
     amqp = m.body_amqp
     return len(m.body) if amqp is None or len(amqp) < 2 else len(amqp)
 

@@ -20,8 +20,10 @@ text for ``char`` and ``symbol``, the bytes in hex for the decimals.
 
 from __future__ import annotations
 
+import base64
 import math
 import struct
+import uuid
 from datetime import UTC, datetime
 from typing import Any
 
@@ -43,6 +45,8 @@ from sbctl.core.amqp.types import (
     ULong,
     UShort,
 )
+from sbctl.core.durations import format_instant, instant_ms
+from sbctl.core.errors import BadRequest
 
 # The integer types: class and range.
 INTEGERS: dict[str, tuple[type[int], int, int]] = {
@@ -173,3 +177,96 @@ def _from_json_other(name: str, raw: Any) -> Any:
         return raw
     what = {"char": "one character", "symbol": "ASCII text", "string": "text"}
     raise ValueError(f"a {name} is {what.get(name, 'true or false')}")
+
+
+def json_value(value: Any) -> Any:
+    """A property or annotation value for JSON output: typed values as
+    ``{"$type": ..., "value": ...}`` (a timestamp in ISO 8601 UTC, a UUID canonical, binary
+    base64, the AMQP types as :func:`sbctl.core.to_json` shows them), plain values as
+    they are."""
+    kind = type(value)
+    if value is None or kind in (str, int, float, bool):
+        return value
+    if kind in TYPED:
+        return to_json(value)
+    if isinstance(value, datetime):
+        return {"$type": "timestamp", "value": format_instant(instant_ms(value))}
+    if isinstance(value, uuid.UUID):
+        return {"$type": "uuid", "value": str(value)}
+    if isinstance(value, bytes | bytearray | memoryview):
+        return {"$type": "binary", "value": base64.b64encode(bytes(value)).decode()}
+    if isinstance(value, list):
+        return [json_value(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): json_value(v) for k, v in value.items()}
+    for base in (bool, int, float, str):  # subclasses (AMQP's Int, Timestamp...) as the base
+        if isinstance(value, base):
+            return base(value)
+    return str(value)
+
+
+# ------------------------------------------------------------------ AMQP values
+
+INT32 = (INT32_MIN, INT32_MAX)
+MAX_MS = 2**63 - 1  # what a stored record's millisecond fields hold
+_KEPT = frozenset((bool, str, float, bytes, uuid.UUID, *TYPED))
+
+
+def text(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, bytes):
+        return value.decode(errors="replace")
+    return str(value)
+
+
+def property_value(value: Any, what: str = "application property") -> Any:
+    """An AMQP value → the property value the broker and clients see, its AMQP type kept
+    (sbctl.core.typed): an ``int`` as a plain int, a ``long`` that fits 32 bits as a
+    ``Long``, a timestamp as an aware UTC datetime; the other types as the codec decoded
+    them. BadRequest for a value that is no property value (a list, a map)."""
+    kind = type(value)
+    if value is None or kind in _KEPT:
+        return value
+    if kind is int:
+        return Long(value) if INT32[0] <= value <= INT32[1] else value
+    if kind is Int:
+        return int(value)
+    if kind is Timestamp:
+        try:
+            return datetime.fromtimestamp(int(value) / 1000, tz=UTC)
+        except (ValueError, OverflowError, OSError):
+            raise BadRequest(
+                f"{what} timestamp {int(value)} is out of range (years 1 to 9999)"
+            ) from None
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value)
+    raise BadRequest(f"{what} value of type {kind.__name__} is not supported")
+
+
+def amqp_value(value: Any) -> Any:
+    """A property value → what goes on the wire (inverse of :func:`property_value`): a
+    plain int an ``int`` when it fits 32 bits, else a ``long``, else (from 2**63) a
+    ``ulong``; a datetime a timestamp."""
+    kind = type(value)
+    if kind is int:
+        if INT32[0] <= value <= INT32[1]:
+            return Int(value)
+        return ULong(value) if value > LONG_MAX else value
+    if kind is datetime:
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=UTC)
+        return Timestamp(round(value.timestamp() * 1000))
+    return value
+
+
+def milliseconds(value: Any, what: str) -> int:
+    """A count of milliseconds a message carries, as a stored integer; BadRequest naming
+    ``what`` when it is not a number or does not fit the record (0 to 2**63 - 1)."""
+    try:
+        ms = int(value)
+    except (TypeError, ValueError, OverflowError):
+        raise BadRequest(f"{what} must be a number of milliseconds, not {value!r}") from None
+    if not 0 <= ms <= MAX_MS:
+        raise BadRequest(f"{what} {value!r} is out of range (0 to {MAX_MS} milliseconds)")
+    return ms

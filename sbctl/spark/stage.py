@@ -25,9 +25,9 @@ import msgspec
 from sbctl.core import layout, send_rules
 from sbctl.core.durations import parse_duration_ms, parse_instant_ms
 from sbctl.core.errors import SbctlError
+from sbctl.core.message_form import encode as _encode
 from sbctl.core.messages import property_value
 from sbctl.core.records import NOT_SCHEDULED, STRING_FIELDS, Message, StagedRecord, encode_batch
-from sbctl.core.records import encode_message as _encode
 
 BATCH_BYTES = 1024 * 1024  # a staged batch is cut at about this many payload bytes
 FILE_BYTES = 64 * 1024 * 1024  # and a staged file (a future segment) at about this many

@@ -14,7 +14,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sbctl.core.records import NOT_SCHEDULED, Message, StagedRecord, encode_batch, encode_message
+from sbctl.core.message_form import encode as encode_message
+from sbctl.core.records import NOT_SCHEDULED, Message, StagedRecord, encode_batch
 
 MESSAGES = int(os.environ.get("SBCTL_ADOPT_MESSAGES", "100000"))
 BODY = 1024

@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from sbctl.core.errors import SbctlError
+from sbctl.core.message_form import encode as encode_message
 from sbctl.core.partitioning import partition_for_key
-from sbctl.core.records import Message, encode_message
+from sbctl.core.records import Message
 
 P = 16
 LOCAL_MASK = (1 << 48) - 1

@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from conftest import CliResult, Daemon
+from sbctl.core.message_form import encode as encode_message
 from sbctl.core.partitioning import partition_for_key
-from sbctl.core.records import Message, encode_message
+from sbctl.core.records import Message
 
 P = "accept-prim"
 S = "accept-sec"

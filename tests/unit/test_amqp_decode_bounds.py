@@ -18,8 +18,8 @@ from sbctl.core import records as records
 from sbctl.core.amqp import codec, framing
 from sbctl.core.amqp import types as t
 from sbctl.core.errors import BadRequest
+from sbctl.core.message_form import intake, intake_transfer
 from sbctld.frontends.amqp import connection as amqp_connection
-from sbctld.frontends.amqp import convert
 from sbctld.frontends.amqp.arguments import Args
 from sbctld.frontends.amqp.connection import Connection
 from tests.unit.test_amqp_connection import Recorder, f, frames, opened
@@ -158,11 +158,9 @@ def test_a_performative_that_does_not_decode_closes_with_decode_error() -> None:
 def test_an_application_property_key_must_be_a_string() -> None:
     raw = codec.encode_message(codec.Message(application_properties={None: "v"}, body=[b"x"]))
     with pytest.raises(codec.DecodeError, match="key None is not a string"):
-        convert.to_stored(raw)
+        intake(raw)
     with pytest.raises(codec.DecodeError, match="key None is not a string"):
-        from sbctld.frontends.amqp.fastin import stored_messages
-
-        stored_messages(raw, 0)
+        intake_transfer(raw, 0)
 
 
 def test_a_record_stored_with_a_null_key_still_reads() -> None:
@@ -170,7 +168,7 @@ def test_a_record_stored_with_a_null_key_still_reads() -> None:
     raw = msgspec.msgpack.encode([b"body", "id", *[None] * 10, {None: "v", "k": 1}])
     with pytest.raises(msgspec.ValidationError):
         msgspec.msgpack.decode(raw, type=records.Message)
-    m = records.decode_message(raw)
+    m = records.decode_legacy(raw)
     assert (m.body, m.message_id, m.application_properties) == (b"body", "id", {"": "v", "k": 1})
 
 

@@ -10,7 +10,7 @@ import pytest
 from sbctl.core.amqp import codec
 from sbctl.core.amqp import types as t
 from sbctl.core.errors import BadRequest
-from sbctld.frontends.amqp import convert, fastin
+from sbctl.core.message_form import intake_transfer
 
 DATA = b"\x00\x53\x75\xa0\x02hi"
 
@@ -21,18 +21,12 @@ def header_with_ttl(encoded_ttl: bytes) -> bytes:
     return b"\x00\x53\x70\xc0" + bytes((len(items) + 1, 3)) + items
 
 
-def both_paths(payload: bytes) -> list[object]:
-    """The generic and the fast inbound paths give the same answer."""
-    results = []
-    for decode in (
-        lambda: [convert.to_stored(payload)],
-        lambda: fastin.stored_messages(payload, 0),
-    ):
-        try:
-            results.append(decode())
-        except BadRequest as exc:
-            results.append(exc)
-    return results
+def intake_answer(payload: bytes) -> list[object]:
+    """The intake's answer: the messages' fields, or the error."""
+    try:
+        return [[sent.message for sent in intake_transfer(payload, 0)]]
+    except BadRequest as exc:
+        return [exc]
 
 
 @pytest.mark.parametrize(
@@ -44,13 +38,13 @@ def both_paths(payload: bytes) -> list[object]:
     ],
 )
 def test_a_ttl_the_record_cannot_hold_is_refused_naming_it(ttl: bytes, why: str) -> None:
-    for result in both_paths(header_with_ttl(ttl) + DATA):
+    for result in intake_answer(header_with_ttl(ttl) + DATA):
         assert isinstance(result, BadRequest), result
         assert why in str(result)
 
 
 def test_a_plain_uint_ttl_is_kept() -> None:
-    for result in both_paths(header_with_ttl(b"\x70" + struct.pack(">I", 60_000)) + DATA):
+    for result in intake_answer(header_with_ttl(b"\x70" + struct.pack(">I", 60_000)) + DATA):
         assert isinstance(result, list)
         assert result[0].time_to_live_ms == 60_000
 
@@ -60,7 +54,7 @@ def test_a_timestamp_property_beyond_year_9999_is_refused_naming_it(ms: int) -> 
     payload = codec.encode_message(
         codec.Message(application_properties={"when": t.Timestamp(ms)}, body=[b"x"])
     )
-    for result in both_paths(payload):
+    for result in intake_answer(payload):
         assert isinstance(result, BadRequest), result
         assert f"application property timestamp {ms} is out of range" in str(result)
 
@@ -71,7 +65,7 @@ def test_a_scheduled_time_beyond_the_record_is_refused_naming_it() -> None:
             message_annotations={"x-opt-scheduled-enqueue-time": t.Timestamp(-1)}, body=[b"x"]
         )
     )
-    for result in both_paths(payload):
+    for result in intake_answer(payload):
         assert isinstance(result, BadRequest), result
         assert "x-opt-scheduled-enqueue-time -1 is out of range" in str(result)
 
@@ -80,6 +74,6 @@ def test_an_annotation_timestamp_beyond_year_9999_is_dropped_like_other_unkeepab
     payload = codec.encode_message(
         codec.Message(message_annotations={"x-mine": t.Timestamp(2**62)}, body=[b"x"])
     )
-    for result in both_paths(payload):
+    for result in intake_answer(payload):
         assert isinstance(result, list), result
         assert not result[0].message_annotations

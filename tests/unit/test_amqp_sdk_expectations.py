@@ -7,15 +7,14 @@ from __future__ import annotations
 import re
 import uuid
 
-import msgspec
-
 from sbctl.core.amqp import codec
 from sbctl.core.amqp import types as t
 from sbctl.core.delivered import Delivered
 from sbctl.core.errors import MessageNotFound, MessagingEntityNotFound
+from sbctl.core.message_form import encode as encode_stored
+from sbctl.core.message_form import intake_transfer
 from sbctl.core.records import Message as Stored
-from sbctl.core.records import encode_message as encode_stored
-from sbctld.frontends.amqp.convert import from_delivered, to_stored
+from sbctl.core.splice import splice
 from sbctld.frontends.amqp.errors import condition_of
 from sbctld.frontends.amqp.settlement import lock_tag
 
@@ -45,6 +44,10 @@ def test_a_message_sent_without_a_message_id_gets_one_and_a_given_one_is_kept() 
     # @azure/service-bus keys message-lock renewal by message id and cannot settle a
     # received message without one; Service Bus gives every message an id.
     bare = codec.encode_message(codec.Message(body=[b"x"]))
+
+    def to_stored(raw: bytes) -> Stored:
+        return intake_transfer(raw, 0)[0].message
+
     first, second = to_stored(bare), to_stored(bare)
     assert first.message_id and re.fullmatch(r"[0-9a-f]{32}", first.message_id)
     assert first.message_id != second.message_id
@@ -57,12 +60,11 @@ def test_a_message_sent_without_a_message_id_gets_one_and_a_given_one_is_kept() 
 
 
 def _delivered(stored: Stored, seq: int) -> Delivered:
-    raw = msgspec.Raw(encode_stored(stored))
-    return Delivered(seq, 1_700_000_000_000, 1, None, None, 2**62, None, 1, raw)
+    return Delivered(seq, 1_700_000_000_000, 1, None, None, 2**62, None, 1, encode_stored(stored))
 
 
 def _message_id(d: Delivered) -> object:
-    props = codec.decode_message(from_delivered(d, received=True, lock=False)).properties
+    props = codec.decode_message(splice(d, received=True, lock=False)).properties
     assert props is not None
     return props.message_id
 

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from conftest import crash
-from sbctl.core.records import Message, decode_message
+from sbctl.core.message_form import decode as decode_message
+from sbctl.core.records import Message
 from sbctld.broker import DEFAULT_NAMESPACE, Broker
 from sbctld.clock import FakeClock
 from sbctld.storage.sync import Syncer

@@ -11,7 +11,8 @@ import pytest
 
 import presenting
 from sbctl.core.errors import BadRequest, InvalidOperation, MessagingEntityDisabled
-from sbctl.core.records import Message, decode_message
+from sbctl.core.message_form import decode as decode_message
+from sbctl.core.records import Message
 from sbctld.broker import DEFAULT_NAMESPACE
 from sbctld.clock import FakeClock
 

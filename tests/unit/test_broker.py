@@ -25,8 +25,10 @@ from sbctl.core.errors import (
     QuotaExceeded,
 )
 from sbctl.core.locks import lock_token_for
+from sbctl.core.message_form import decode as decode_message
+from sbctl.core.message_form import encode as encode_message
 from sbctl.core.partitioning import partition_for_key
-from sbctl.core.records import Message, decode_message, encode_message
+from sbctl.core.records import Message
 from sbctld import queue as queue_module
 from sbctld.broker import DEFAULT_NAMESPACE, Broker
 from sbctld.broker import management as broker_management

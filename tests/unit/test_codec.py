@@ -24,10 +24,10 @@ from sbctl.core.records import (
     CorruptBatch,
     Message,
     StagedRecord,
-    decode_message,
+    decode_legacy,
     decode_sent_message,
     encode_batch,
-    encode_message,
+    encode_legacy,
     iter_records,
     read_batch_header,
     rewrite_header,
@@ -285,7 +285,7 @@ messages_st = st.builds(
 
 @given(message=messages_st)
 def test_message_round_trip(message: Message) -> None:
-    decoded = decode_message(encode_message(message))
+    decoded = decode_legacy(encode_legacy(message))
     assert decoded == message
     # bool stays bool and int stays int (True == 1 in Python, so compare types too).
     for key, value in (message.application_properties or {}).items():
@@ -299,7 +299,7 @@ def test_a_version_1_record_decodes_with_version_2_defaults() -> None:
     v1 = [b"x", "id", *[None] * 10, {"s": "v", "i": 1, "f": 0.5, "b": True, "n": None}]
     v1 += [7, 2, "q"]
     assert len(v1) == 16
-    m = decode_message(msgspec.msgpack.encode(v1))
+    m = decode_legacy(msgspec.msgpack.encode(v1))
     assert m == Message(
         b"x",
         "id",
@@ -310,16 +310,16 @@ def test_a_version_1_record_decodes_with_version_2_defaults() -> None:
     )
     assert (m.message_annotations, m.body_kind, m.body_amqp) == (None, None, None)
     # and its plain values encode as the first release encoded them
-    assert msgspec.msgpack.decode(encode_message(m))[:16] == v1
+    assert msgspec.msgpack.decode(encode_legacy(m))[:16] == v1
 
 
 def test_typed_values_are_stored_as_tagged_msgpack() -> None:
     u = uuid.UUID("12345678-1234-5678-1234-567812345678")
     at = datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=UTC)
     m = Message(b"", application_properties={"u": u, "t": at, "b": b"\x00\xff"})
-    raw = msgspec.msgpack.decode(encode_message(m), ext_hook=lambda c, d: (c, bytes(d)))
+    raw = msgspec.msgpack.decode(encode_legacy(m), ext_hook=lambda c, d: (c, bytes(d)))
     assert raw[12] == {"u": (UUID_EXT, u.bytes), "t": at, "b": b"\x00\xff"}
-    assert decode_message(encode_message(m)) == m
+    assert decode_legacy(encode_legacy(m)) == m
     assert m.application_properties == {"u": u, "t": at, "b": b"\x00\xff"}  # not mutated
 
 
@@ -330,7 +330,7 @@ def test_message_round_trip_keeps_nan_and_unicode() -> None:
         session_id="\u202e\x00 bidi and nul",
         application_properties={"nan": math.nan, "inf": -math.inf, "ключ": "значение"},
     )
-    decoded = decode_message(memoryview(encode_message(m)))
+    decoded = decode_legacy(memoryview(encode_legacy(m)))
     props = decoded.application_properties
     assert props is not None
     assert math.isnan(props["nan"])  # type: ignore[arg-type]
@@ -345,11 +345,11 @@ def test_message_round_trip_keeps_nan_and_unicode() -> None:
 
 def test_message_encoding_is_positional() -> None:
     """Field order is the disk format: body first, message_id second, properties last."""
-    fields = msgspec.msgpack.decode(encode_message(Message(b"x", "id", subject="s")))
+    fields = msgspec.msgpack.decode(encode_legacy(Message(b"x", "id", subject="s")))
     assert fields[:2] == [b"x", "id"]
     assert fields[Message.__struct_fields__.index("subject")] == "s"
     # A shorter array (written before later fields existed) still decodes.
-    assert decode_message(msgspec.msgpack.encode([b"x", "id"])) == Message(b"x", "id")
+    assert decode_legacy(msgspec.msgpack.encode([b"x", "id"])) == Message(b"x", "id")
 
 
 @pytest.mark.parametrize(

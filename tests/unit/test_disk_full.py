@@ -17,7 +17,8 @@ import presenting
 from conftest import crash
 from sbctl.core import layout
 from sbctl.core.errors import QuotaExceeded
-from sbctl.core.records import Message, decode_message
+from sbctl.core.message_form import decode as decode_message
+from sbctl.core.records import Message
 from sbctld.broker import DEFAULT_NAMESPACE, Broker
 from sbctld.storage import files, journal, log
 

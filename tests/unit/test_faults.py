@@ -22,8 +22,9 @@ from sbctl.core.errors import (
     MessagingEntityNotFound,
     ServiceCommunicationProblem,
 )
+from sbctl.core.message_form import decode as decode_message
 from sbctl.core.partitioning import partition_for_key
-from sbctl.core.records import Message, decode_message
+from sbctl.core.records import Message
 from sbctld.broker import DEFAULT_NAMESPACE, Broker
 from sbctld.clock import FakeClock
 

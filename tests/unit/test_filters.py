@@ -20,7 +20,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sbctl.core.errors import BadRequest
-from sbctl.core.records import Message, encode_message
+from sbctl.core.message_form import encode as encode_message
+from sbctl.core.records import Message
 from sbctld.filters import (
     INT64_MAX,
     INT64_MIN,

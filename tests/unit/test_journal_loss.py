@@ -14,7 +14,8 @@ import pytest
 import presenting
 from conftest import crash
 from sbctl.core.layout import JOURNAL_SUFFIX, MIRROR_SUFFIX, numbered
-from sbctl.core.records import Message, decode_message
+from sbctl.core.message_form import decode as decode_message
+from sbctl.core.records import Message
 from sbctld.broker import DEFAULT_NAMESPACE, Broker
 
 # Results as the CLI and the client see them (tests/presenting.py).

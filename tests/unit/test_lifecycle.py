@@ -25,8 +25,10 @@ from sbctl.core.errors import (
     MessagingEntityDisabled,
     MessagingEntityNotFound,
 )
+from sbctl.core.message_form import decode as decode_message
+from sbctl.core.message_form import encode as encode_message
 from sbctl.core.messages import ReceivedMessage
-from sbctl.core.records import Message, decode_message, encode_message
+from sbctl.core.records import Message
 from sbctld.broker import DEFAULT_NAMESPACE, Broker
 from sbctld.clock import FakeClock
 

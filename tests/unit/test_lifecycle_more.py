@@ -32,9 +32,11 @@ from sbctl.core.errors import (
     SessionLockLost,
 )
 from sbctl.core.locks import lock_token_for
+from sbctl.core.message_form import decode as decode_message
+from sbctl.core.message_form import encode as encode_message
 from sbctl.core.messages import ReceivedMessage
 from sbctl.core.partitioning import partition_for_key
-from sbctl.core.records import Message, decode_message, encode_message
+from sbctl.core.records import Message
 from sbctld.broker import DEFAULT_NAMESPACE, Broker
 from sbctld.clock import FakeClock
 

@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 
 from sbctl.core.errors import BadRequest
+from sbctl.core.message_form import encode as encode_message
 from sbctl.core.partitioning import partition_for_key
-from sbctl.core.records import NOT_SCHEDULED, Message, StagedRecord, encode_batch, encode_message
+from sbctl.core.records import NOT_SCHEDULED, Message, StagedRecord, encode_batch
 from sbctld import loads, staged
 from sbctld.broker import Broker
 from sbctld.clock import FakeClock
@@ -47,7 +48,7 @@ def prepare(log: PartitionLog, files: list[Path], now_ms: int, max_payload: int)
 
 
 def bodies_of(log: PartitionLog) -> list[bytes]:
-    from sbctl.core.records import decode_message
+    from sbctl.core.message_form import decode as decode_message
 
     return [decode_message(log.read_payload(s)).body for s in log.seqs_in(State.ACTIVE)]
 

@@ -22,7 +22,8 @@ from sbctl.core.errors import (
     ServiceCommunicationProblem,
 )
 from sbctl.core.limits import STANDARD_MESSAGE_BYTES
-from sbctl.core.records import Message, decode_message
+from sbctl.core.message_form import decode as decode_message
+from sbctl.core.records import Message
 from sbctld import paired as paired_module
 from sbctld.broker import Broker
 from sbctld.broker.messaging import Messaging

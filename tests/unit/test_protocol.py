@@ -11,6 +11,8 @@ from hypothesis import strategies as st
 
 from sbctl.core.delivered import Delivered
 from sbctl.core.errors import BadRequest
+from sbctl.core.message_form import decode as decode_message
+from sbctl.core.message_form import encode, intake_sent
 from sbctl.core.operations import OPS, decode_args, decode_request
 from sbctl.core.protocol import (
     LENGTH,
@@ -59,7 +61,7 @@ from sbctl.core.protocol import (
     encode_request,
 )
 from sbctl.core.protocol import Empty as EmptyArgs
-from sbctl.core.records import Message, decode_message
+from sbctl.core.records import Message
 
 
 def body(obj: Any) -> bytes:
@@ -77,7 +79,7 @@ def same_args(op: str, decoded: Any, sent: msgspec.Struct) -> bool:
     """Equal field by field; a send's messages may stay encoded on the daemon side."""
     if op not in ("send", "transact"):
         return bool(decoded == sent)
-    got = [m if isinstance(m, Message) else decode_message(m) for m in decoded.messages]
+    got = [m if isinstance(m, Message) else intake_sent(m).message for m in decoded.messages]
     others = getattr(decoded, "settlements", None), getattr(sent, "settlements", None)
     return (decoded.namespace, decoded.entity, got) == (
         sent.namespace,  # type: ignore[attr-defined]
@@ -430,12 +432,8 @@ def test_replies_round_trip(result: Any) -> None:
 
 
 def test_delivered_round_trips_with_its_raw_payload() -> None:
-    from sbctl.core.records import encode_message
-
-    payload = encode_message(Message(b"body", "mid"))
-    d = Delivered(
-        (2 << 48) | 5, 1, 1, "tok", 10, 20, 2, 1, msgspec.Raw(payload), {"DeadLetterReason": "r"}
-    )
+    payload = encode(Message(b"body", "mid"))
+    d = Delivered((2 << 48) | 5, 1, 1, "tok", 10, 20, 2, 1, payload, {"DeadLetterReason": "r"})
     frame = encode_reply(1, True, [d])
     reply = decode_reply(frame[LENGTH.size :])
     (back,) = decode_result(reply.result, list[Delivered])

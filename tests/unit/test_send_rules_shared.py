@@ -23,7 +23,8 @@ from sbctl.core import send_rules
 from sbctl.core.durations import MAX_TIMESPAN_MS
 from sbctl.core.errors import BadRequest, InvalidOperation, MessageSizeExceeded, SbctlError
 from sbctl.core.limits import MAX_TIME_MS, SESSION_REQUIRED, STANDARD_MESSAGE_BYTES
-from sbctl.core.records import Message, encode_message
+from sbctl.core.message_form import encode as encode_message
+from sbctl.core.records import Message
 from sbctl.spark.stage import Rejected, Row, Rules, build, check_size
 from sbctld.broker import DEFAULT_NAMESPACE, Broker
 from sbctld.clock import FakeClock

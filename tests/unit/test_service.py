@@ -20,6 +20,7 @@ import pytest
 
 from sbctl.core.delivered import Delivered
 from sbctl.core.errors import SbctlError, ServiceTimeout
+from sbctl.core.message_form import decode as decode_message
 from sbctl.core.protocol import (
     LENGTH,
     EntityRef,
@@ -30,7 +31,7 @@ from sbctl.core.protocol import (
     decode_result,
     encode_request,
 )
-from sbctl.core.records import Message, decode_message
+from sbctl.core.records import Message
 from sbctld.broker import DEFAULT_NAMESPACE, Broker
 from sbctld.clock import FakeClock
 from sbctld.frontends.unix.connection import Connection

@@ -75,7 +75,7 @@ def test_a_rule_with_parameters_routes_and_survives_a_restart(broker: Broker) ->
     broker.management.rule_delete(ns, "t", "s", "$Default")
     spec = {"type": "sql", "sql_expression": "color = @c", "parameters": {"@c": "red"}}
     broker.management.rule_create(ns, "t", "s", "red", spec, "SET seen = @by", {"@by": "rule"})
-    from sbctl.core.records import encode_message
+    from sbctl.core.message_form import encode as encode_message
 
     for color in ("blue", "red"):
         m = Message(color.encode(), application_properties={"color": color})

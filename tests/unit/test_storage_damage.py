@@ -15,7 +15,8 @@ from conftest import crash
 from sbctl.core.layout import CHECKPOINT_FILE as CHECKPOINT
 from sbctl.core.layout import JOURNAL_SUFFIX, numbered
 from sbctl.core.layout import PREVIOUS_CHECKPOINT_FILE as PREVIOUS
-from sbctl.core.records import Message, decode_message
+from sbctl.core.message_form import decode as decode_message
+from sbctl.core.records import Message
 from sbctld.broker import DEFAULT_NAMESPACE, Broker
 from sbctld.storage.sync import Syncer
 

@@ -18,7 +18,8 @@ from sbctl.core.errors import (
     ServiceCommunicationProblem,
     SessionLockLost,
 )
-from sbctl.core.records import Message, decode_message
+from sbctl.core.message_form import decode as decode_message
+from sbctl.core.records import Message
 from sbctld.broker import DEFAULT_NAMESPACE, Broker
 from sbctld.clock import FakeClock
 from sbctld.overview import overview

@@ -20,13 +20,9 @@ import presenting
 from sbctl.core.delivered import Delivered
 from sbctl.core.layout import CHECKPOINT_FILE as CHECKPOINT
 from sbctl.core.layout import JOURNAL_SUFFIX, MIRROR_SUFFIX, SEGMENT_SUFFIX, segment_name
-from sbctl.core.records import (
-    BATCH_OVERHEAD,
-    RECORD_OVERHEAD,
-    Message,
-    decode_message,
-    encode_message,
-)
+from sbctl.core.message_form import decode as decode_message
+from sbctl.core.message_form import encode as encode_message
+from sbctl.core.records import BATCH_OVERHEAD, RECORD_OVERHEAD, Message
 from sbctld.broker import DEFAULT_NAMESPACE, Broker
 from sbctld.clock import FakeClock
 from sbctld.storage.log import DEFAULT_SEGMENT_BYTES

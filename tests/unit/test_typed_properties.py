@@ -13,6 +13,9 @@ import pytest
 
 from sbctl.core.delivered import Delivered
 from sbctl.core.errors import BadRequest
+from sbctl.core.message_form import decode as decode_message
+from sbctl.core.message_form import encode as encode_message
+from sbctl.core.message_form import intake_sent
 from sbctl.core.messages import (
     ReceivedMessage,
     check_properties,
@@ -22,7 +25,7 @@ from sbctl.core.messages import (
 )
 from sbctl.core.operations import decode_request
 from sbctl.core.protocol import LENGTH, Send, encode_request
-from sbctl.core.records import Message, decode_message, encode_message
+from sbctl.core.records import Message
 
 AT = datetime(2026, 3, 4, 5, 6, 7, 891000, tzinfo=UTC)
 ID = uuid.UUID("0f8fad5b-d9cb-469f-a165-70867728950e")
@@ -37,7 +40,7 @@ def test_json_input_and_output_use_the_same_typed_convention() -> None:
     m = message_from_json({"body": "x", "application_properties": {**TYPED_JSON, "n": 1}}, 0)
     assert m.application_properties == {"at": AT, "id": ID, "blob": b"\x00\xff", "n": 1}
     stored = decode_message(encode_message(m))
-    d = Delivered(1, 0, 0, None, None, 0, 0, 1, msgspec.Raw(encode_message(stored)))
+    d = Delivered(1, 0, 0, None, None, 0, 0, 1, encode_message(stored))
     shown = ReceivedMessage.from_wire(d).to_dict()
     assert shown["application_properties"] == {**TYPED_JSON, "n": 1}
     assert "message_annotations" not in shown and "body_kind" not in shown
@@ -87,8 +90,8 @@ def test_typed_values_cross_the_unix_protocol_as_stored() -> None:
     _, op, args = decode_request(frame[LENGTH.size :])
     assert op == "send"
     (raw,) = args.messages
-    assert bytes(raw) == encode_message(m)  # what the daemon stores as is
-    assert decode_message(bytes(raw)).application_properties == {
+    assert intake_sent(raw).payload == encode_message(m)  # what the daemon stores as is
+    assert decode_message(intake_sent(raw).payload).application_properties == {
         "at": AT,
         "id": ID,
         "blob": b"\x00",

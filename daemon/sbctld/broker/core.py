@@ -29,13 +29,13 @@ from sbctl.core.errors import (
 from sbctl.core.limits import (
     MAX_TRANSFER_HOPS,
 )
+from sbctl.core.message_form import decode as decode_message
 from sbctl.core.names import (
     entity_key,
     parse_entity_path,
     validate_entity_name,
     validate_subscription_name,
 )
-from sbctl.core.records import decode_message
 from sbctld.broker.namespace import Namespace
 from sbctld.clock import Clock
 from sbctld.faults import FaultRegistry

@@ -12,18 +12,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import msgspec
-
 from sbctl.core.delivered import Delivered
 from sbctl.core.errors import (
     BadRequest,
     InvalidOperation,
 )
 from sbctl.core.limits import MAX_PEEK, MAX_RECEIVE
+from sbctl.core.message_form import Sendable
 from sbctl.core.names import (
     entity_key,
 )
-from sbctl.core.records import Message
 from sbctld import batch_delete
 from sbctld.broker.core import BrokerState
 from sbctld.broker.namespace import (
@@ -52,7 +50,7 @@ class Messaging:
         self,
         namespace: str,
         path: str,
-        messages: Sequence[Message | bytes | msgspec.Raw],
+        messages: Sequence[Sendable],
         sender: SenderId | None = None,
         *,
         direct: bool = False,
@@ -190,7 +188,7 @@ class Messaging:
         self,
         namespace: str,
         path: str,
-        messages: Sequence[Message | bytes | msgspec.Raw],
+        messages: Sequence[Sendable],
         settlements: Sequence[tuple[str, str, dict[str, Any] | None, str | None, str | None]],
     ) -> Transacted:
         """Sends and settlements on one entity, all or nothing (daemon/README.md §12)."""

@@ -27,7 +27,6 @@ from typing import Any, Protocol
 
 from sbctl.core.amqp import framing
 from sbctl.core.amqp.types import (
-    Array,
     Attach,
     Begin,
     Close,
@@ -733,7 +732,3 @@ class Connection:
             self._emit(0, Close(error))
         self._drop_all(error)
         self.closed = True
-
-
-def symbols(values: Any) -> Array:
-    return Array("symbol", [Symbol(v) for v in values])

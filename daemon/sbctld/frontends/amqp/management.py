@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from sbctl.core import message_form, splice, typed
 from sbctl.core.amqp import codec
 from sbctl.core.amqp.types import Array, Timestamp
 from sbctl.core.delivered import Delivered
@@ -30,7 +31,7 @@ from sbctl.core.protocol import (
     Settle,
     TxSettle,
 )
-from sbctld.frontends.amqp import convert, fastout, rules
+from sbctld.frontends.amqp import rules
 from sbctld.frontends.amqp.arguments import Args, text_of
 from sbctld.frontends.amqp.errors import condition_of, status_of
 from sbctld.frontends.amqp.host import Host, Respond, answering, run
@@ -135,7 +136,7 @@ def peek_message(conn: Host, path: str, args: Args, respond: Respond) -> None:
         if not got:
             respond(204, "No Content", None, None)
             return
-        _, payloads, bad = fastout.renderable(got, received=False, lock=False)
+        _, payloads, bad = splice.splice_all(got, received=False, lock=False)
         for d, why in bad:  # (skipped: one record never blocks a peek)
             log.warning("message %s of %s cannot be peeked: %s", d.sequence_number, path, why)
         respond(200, "OK", {"messages": [{"message": p} for p in payloads]}, None)
@@ -162,7 +163,7 @@ def peek_message(conn: Host, path: str, args: Args, respond: Respond) -> None:
 
 
 def _session_of(d: Any) -> str | None:
-    from sbctl.core.records import decode_message
+    from sbctl.core.message_form import decode as decode_message
 
     return decode_message(d.payload).session_id
 
@@ -215,7 +216,7 @@ def _disposition(args: Args) -> Disposition:
         raise BadRequest(f"unknown disposition-status {status!r}")
     tokens = args.tokens("lock-tokens")
     props = args.map("properties-to-modify")
-    props = {text_of(k): convert._property(v) for k, v in props.items()} if props else None
+    props = {text_of(k): typed.property_value(v) for k, v in props.items()} if props else None
     reason = args.text("deadletter-reason")
     description = args.text("deadletter-description")
     return (op, tokens, props, reason or None, description or None)
@@ -244,13 +245,14 @@ def receive_by_sequence_number(conn: Host, path: str, args: Args, respond: Respo
 def _deferred(d: Delivered, lock: bool) -> bytes:
     """A message received by sequence number, encoded; a locked one carries its lock token
     in the delivery annotation ``x-opt-lock-token`` too, as Service Bus sends it."""
-    encoded = fastout.encode_delivered(d, received=True, lock=lock)
-    return fastout.with_lock_token(encoded, d.lock_token) if lock and d.lock_token else encoded
+    encoded = splice.splice(d, received=True, lock=lock)
+    return splice.with_lock_token(encoded, d.lock_token) if lock and d.lock_token else encoded
 
 
 def schedule_message(conn: Host, path: str, args: Args, respond: Respond) -> None:
     messages: Any = [
-        convert.to_stored(item.binary("message") or b"") for item in args.maps("messages")
+        message_form.intake(item.binary("message") or b"", give_id=True)
+        for item in args.maps("messages")
     ]
 
     def scheduled(seqs: list[int]) -> None:
@@ -270,7 +272,7 @@ def batch_delete_messages(conn: Host, path: str, args: Args, respond: Respond) -
     if not isinstance(count, int) or isinstance(count, bool):
         raise BadRequest(f"message-count must be an integer, not {count!r}")
     cutoff = args.get("enqueued-time-utc")
-    before = None if cutoff is None else convert.milliseconds(cutoff, "enqueued-time-utc")
+    before = None if cutoff is None else typed.milliseconds(cutoff, "enqueued-time-utc")
     delete = DeleteMessages(conn.namespace, path, count, before, _session(args))
 
     def deleted(result: dict[str, Any]) -> None:

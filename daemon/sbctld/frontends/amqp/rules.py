@@ -15,12 +15,12 @@ import uuid
 from datetime import datetime
 from typing import Any
 
+from sbctl.core import typed
 from sbctl.core.amqp.types import Described, Timestamp, ULong
 from sbctl.core.errors import BadRequest
 from sbctl.core.names import parse_entity_path
 from sbctl.core.protocol import RuleCreate, RuleRef, SubscriptionRef
 from sbctl.core.typed import plain
-from sbctld.frontends.amqp import convert
 from sbctld.frontends.amqp.arguments import Args
 from sbctld.frontends.amqp.arguments import text_of as _text
 from sbctld.frontends.amqp.host import Host, Respond, run
@@ -68,7 +68,7 @@ def _correlation_value(value: Any) -> Any:
     and a UUID or binary value its text."""
     if isinstance(value, bytes):
         return _text(value)
-    kept = plain(convert._property(value, "correlation filter property"))
+    kept = plain(typed.property_value(value, "correlation filter property"))
     if isinstance(kept, datetime):
         return kept.isoformat(timespec="milliseconds").replace("+00:00", "Z")
     if isinstance(kept, uuid.UUID):

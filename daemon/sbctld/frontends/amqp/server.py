@@ -40,10 +40,12 @@ from sbctl.core.amqp.types import (
 from sbctl.core.amqp.types import Coordinator as CoordinatorTarget
 from sbctl.core.errors import SbctlError
 from sbctl.core.limits import MAX_RECEIVE
+from sbctl.core.message_form import UNDECODABLE, intake_transfer
 from sbctl.core.names import entity_key
 from sbctl.core.operations import deletes_on_receive
 from sbctl.core.protocol import Receive, SendEncoded, SessionAccept, SessionToken, Settle, TxSettle
-from sbctld.frontends.amqp import fastout, management
+from sbctl.core.splice import splice_all
+from sbctld.frontends.amqp import management
 from sbctld.frontends.amqp.cbs import token_problem
 from sbctld.frontends.amqp.connection import (
     RECEIVER,
@@ -52,9 +54,7 @@ from sbctld.frontends.amqp.connection import (
     Delivery,
     Link,
 )
-from sbctld.frontends.amqp.convert import UNDECODABLE
 from sbctld.frontends.amqp.errors import condition_of
-from sbctld.frontends.amqp.fastin import stored_messages
 from sbctld.frontends.amqp.replies import Replies
 from sbctld.frontends.amqp.session_filter import SESSION_FILTER, echoed, requested_session
 from sbctld.frontends.amqp.settlement import Settlement, lock_tags, settle_range
@@ -453,7 +453,7 @@ class AmqpConnection(asyncio.Protocol):
 
     def _send(self, link: Link, path: str, delivery: Delivery) -> None:
         try:
-            messages: Any = stored_messages(delivery.payload, delivery.message_format)
+            messages: Any = intake_transfer(delivery.payload, delivery.message_format)
             if isinstance(delivery.state, TransactionalState):
                 txn = self.transactions.get(delivery.state.txn_id)
                 txn.entity(path)[0].extend(messages)
@@ -537,14 +537,14 @@ class AmqpConnection(asyncio.Protocol):
                 self.frontend.watch(link)
             return
         if deletes_on_receive(state.mode):
-            _, payloads, bad = fastout.renderable(got, received=True, lock=False)
+            _, payloads, bad = splice_all(got, received=True, lock=False)
             self._unreadable(state, bad)
             for payload in payloads:
                 self.conn.transfer(link, uuid.uuid4().bytes_le, payload, settled=True)
             self.pump(link)
             return
         lock = state.mode == "peek-lock" and state.session is None
-        got, payloads, bad = fastout.renderable(got, received=True, lock=lock)
+        got, payloads, bad = splice_all(got, received=True, lock=lock)
         self._unreadable(state, bad)
         tokens = [d.lock_token or str(uuid.uuid4()) for d in got]
         ids = self.conn.transfers(link, lock_tags(tokens), payloads, settled=False)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import struct
 from typing import TYPE_CHECKING, Any
 
+from sbctl.core import typed
 from sbctl.core.amqp.types import (
     Accepted,
     Error,
@@ -23,7 +24,6 @@ from sbctl.core.amqp.types import (
 )
 from sbctl.core.errors import SbctlError
 from sbctl.core.protocol import Settle
-from sbctld.frontends.amqp import convert
 from sbctld.frontends.amqp.errors import condition_of
 from sbctld.results import SettleFailed
 
@@ -91,7 +91,7 @@ class Settlement:
         try:
             # typed values (an unsigned int, a timestamp, ...) stored as the management
             # path stores them (daemon/README.md §29)
-            props = {str(k): convert._property(v, "property to modify") for k, v in raw.items()}
+            props = {str(k): typed.property_value(v, "property to modify") for k, v in raw.items()}
         except SbctlError as err:
             self.error, props = err, {}
         self.props = props or None

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 from sbctl.core.amqp import codec
 from sbctl.core.amqp.types import Declare, Declared, Discharge, Error, Rejected, Symbol
 from sbctl.core.errors import SbctlError
+from sbctl.core.message_form import Sent
 from sbctl.core.protocol import TransactEncoded, TxSettle
-from sbctl.core.records import Message as Stored
 
 if TYPE_CHECKING:
     from sbctld.frontends.amqp.connection import Delivery, Link
@@ -33,12 +33,12 @@ class Transaction:
 
     def __init__(self, link: Link) -> None:
         self.link = link  # the coordinator link that declared it
-        self.by_entity: dict[str, tuple[list[Stored], list[TxSettle]]] = {}
+        self.by_entity: dict[str, tuple[list[Sent], list[TxSettle]]] = {}
         # $management writes held until the commit, applied after the entities' sends and
         # settlements (daemon/README.md §29.7): (operation, arguments)
         self.later: list[tuple[str, Any]] = []
 
-    def entity(self, path: str) -> tuple[list[Stored], list[TxSettle]]:
+    def entity(self, path: str) -> tuple[list[Sent], list[TxSettle]]:
         return self.by_entity.setdefault(path, ([], []))
 
 

@@ -27,8 +27,9 @@ from typing import TYPE_CHECKING, Any
 from sbctl.core.delivered import Delivered
 from sbctl.core.durations import MAX_TIMESPAN_MS, parse_instant_ms
 from sbctl.core.errors import BadRequest, SbctlError
+from sbctl.core.message_form import decode as decode_message
 from sbctl.core.protocol import Receive, SendEncoded, Settle
-from sbctl.core.records import Message, decode_message
+from sbctl.core.records import Message
 from sbctl.core.typed import TYPED, to_json
 from sbctld.frontends.http.management import MethodNotAllowed, answering, error, fail
 from sbctld.frontends.http.request import Request, Respond

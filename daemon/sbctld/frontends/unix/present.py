@@ -5,9 +5,11 @@ Rules kept here: the output is exactly the wire form the client has always read 
 public, ``sbctl … -o json`` prints it): a duration field ``x_ms`` becomes ``x`` as an
 ISO 8601 duration (``PT1M``), an instant ``x_ms`` becomes ``x_utc`` as ISO 8601 UTC with
 milliseconds, an UNSET field is left out, the field order is kept. A result may stand
-alone, in a list, or in a field of a result; anything else (sequence numbers, delivered
-messages, plain dicts) passes as it is, without a look at each item, so the data plane's
-replies cost one check. Called once, where a reply is encoded
+alone, in a list, or in a field of a result; a delivered message goes out in its stored
+AMQP form (sbctl.core.message_form, which the client decodes; a record of an older version
+is converted as it is read) beside the broker's facts Delivered carries; anything else
+(sequence numbers, plain dicts) passes as it is, without a look at each item, so the data
+plane's replies cost one check. Called once, where a reply is encoded
 (sbctld.frontends.unix.connection).
 """
 
@@ -18,9 +20,12 @@ from collections.abc import Callable
 from typing import Any
 
 import msgspec
+from msgspec.structs import replace
 
+from sbctl.core.delivered import Delivered
 from sbctl.core.durations import format_duration_iso, format_instant
 from sbctl.core.errors import SbctlError
+from sbctl.core.message_form import is_amqp, stored_form
 from sbctl.core.wire_errors import error_to_wire
 from sbctld.results import EntityOverview, Result
 
@@ -33,9 +38,21 @@ def present(result: Any) -> Any:
     """A handler's result → what the reply carries."""
     if isinstance(result, Result):
         return _struct(result)
-    if type(result) is list and result and isinstance(result[0], Result):
-        return [_struct(v) for v in result]  # settlement results: one per lock token
+    if type(result) is list and result:
+        first = type(result[0])
+        if first is Delivered:
+            return [d if is_amqp(d.payload) else _converted(d) for d in result]
+        if issubclass(first, Result):
+            return [_struct(v) for v in result]  # settlement results: one per lock token
     return result
+
+
+def _converted(d: Delivered) -> Delivered:
+    """A delivery of a record of versions 1-3, its payload in the AMQP form."""
+    try:
+        return replace(d, payload=stored_form(d.payload))
+    except Exception:  # (a damaged record: the client shows why, never blocking the rest)
+        return d
 
 
 def _show(value: Any) -> Any:

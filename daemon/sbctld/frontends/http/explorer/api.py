@@ -31,9 +31,9 @@ import msgspec
 
 from sbctl.core.delivered import Delivered
 from sbctl.core.errors import BadRequest, GeneralError, InvalidOperation, SbctlError
+from sbctl.core.message_form import encode as encode_message
 from sbctl.core.messages import ReceivedMessage, check_properties, json_value, message_from_json
 from sbctl.core.operations import OPERATIONS
-from sbctl.core.records import encode_message
 from sbctld.frontends.http.request import Respond
 from sbctld.frontends.statuses import status_of
 from sbctld.service import SenderId, Service
