@@ -8,8 +8,9 @@ the client's imports.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from sbctl.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from sbctl.client import AsyncClient, Client
@@ -37,10 +38,4 @@ _EXPORTS = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'sbctl' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports("sbctl", _EXPORTS, globals())

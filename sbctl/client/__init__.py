@@ -22,8 +22,9 @@ asyncio: importing :mod:`sbctl.client._sync` runs this file first.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from sbctl.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from sbctl.client._async import AsyncClient
@@ -42,10 +43,4 @@ _EXPORTS = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'sbctl.client' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports("sbctl.client", _EXPORTS, globals())
