@@ -251,6 +251,7 @@ def test_export_then_load_round_trips(daemon: Any, spark: Any, tmp_path: Path) -
         assert after[mid].partition_id == m.partition_id
 
 
+@pytest.mark.timeout(420)  # two Spark runs; on a loaded 2-core CI machine each can take minutes
 def test_sigkill_during_adoption_leaves_nothing_then_all(
     daemon_factory: Any, tmp_path: Path
 ) -> None:
