@@ -34,7 +34,7 @@ from sbctl.core.errors import (
     SessionLockLost,
 )
 from sbctl.core.limits import MAX_TRANSACTION
-from sbctl.core.message_form import Sendable, Sent, intake, intake_sent
+from sbctl.core.message_form import Sendable, Sent, intake, intake_bare, intake_sent
 from sbctl.core.message_form import encode as encode_message
 from sbctl.core.partitioning import partition_for_key, partition_key_of
 from sbctl.core.records import NOT_SCHEDULED, Message, StagedRecord
@@ -74,6 +74,9 @@ def decode_batch(
     """Messages and their stored forms, each read once (sbctl.core.message_form): a message
     a front-end took in already (``Sent``), the AMQP encoding of one, the bytes a Unix
     client sent, or fields (encoded here); one that does not decode is a BadRequest."""
+    bare = intake_bare(batch)
+    if bare is not None:
+        return bare
     messages: list[Message] = []
     payloads: list[bytes] = []
     for i, item in enumerate(batch, 1):

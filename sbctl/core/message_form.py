@@ -27,15 +27,12 @@ converts an older record once when it is read for delivery.
 
 from __future__ import annotations
 
-import functools
 import struct
 import uuid
-from collections.abc import Callable
-from random import getrandbits
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import msgspec
-from msgspec.structs import astuple
 
 from sbctl.core.amqp import codec
 from sbctl.core.amqp.sections import (
@@ -57,6 +54,7 @@ from sbctl.core.amqp.sections import (
 )
 from sbctl.core.amqp.types import Int, Symbol, Timestamp, UInt, ULong
 from sbctl.core.errors import BadRequest
+from sbctl.core.message_ids import new_message_id, new_message_ids
 from sbctl.core.records import Message, decode_legacy, decode_sent_message
 from sbctl.core.typed import (
     TYPED,
@@ -120,42 +118,12 @@ class Sent(msgspec.Struct, array_like=True, gc=False):
 
 
 # What a send takes: fields, a message taken in already, or an encoded one.
-Sendable = Message | Sent | bytes | msgspec.Raw
+Sendable = Message | Sent | bytes | list[Any] | msgspec.Raw
 
 
 def is_amqp(payload: bytes | memoryview) -> bool:
     """Whether a record's payload is the AMQP form (version 4), not a MessagePack array."""
     return len(payload) > 0 and payload[0] == 0x00
-
-
-# ------------------------------------------------------------------ values
-
-
-def new_message_id() -> str:
-    """A random version-4 UUID in hex, like ``uuid.uuid4().hex`` at a fifth of the cost (no
-    system call per message; an id is not a secret, 122 random bits keep it unique)."""
-    return "%032x" % (getrandbits(128) & _V4_CLEAR | _V4_SET)
-
-
-def new_message_ids(n: int) -> list[str]:
-    """``n`` ids as :func:`new_message_id` makes them, from one draw of random bits."""
-    if n == 0:
-        return []
-    clear, set_, slices = _id_masks(n)
-    text = (getrandbits(128 * n) & clear | set_).to_bytes(16 * n, "big").hex()
-    return list(map(text.__getitem__, slices))
-
-
-@functools.lru_cache(maxsize=64)
-def _id_masks(n: int) -> tuple[int, int, list[slice]]:
-    """The version-4 bit masks for ``n`` ids side by side, and where each id lies."""
-    clear = int(f"{_V4_CLEAR:032x}" * n, 16)
-    set_ = int(f"{_V4_SET:032x}" * n, 16)
-    return clear, set_, [slice(i, i + 32) for i in range(0, 32 * n, 32)]
-
-
-_V4_CLEAR = 0xFFFFFFFF_FFFF_0FFF_3FFF_FFFFFFFFFFFF
-_V4_SET = 0x00000000_0000_4000_8000_000000000000
 
 
 # ------------------------------------------------------------------ reading
@@ -573,9 +541,14 @@ def intake(raw: bytes, *, give_id: bool = False) -> Sent:
     return _intake_one(raw, 0, len(raw), new_message_id() if give_id else None)
 
 
-def intake_sent(raw: bytes | memoryview | msgspec.Raw) -> Sent:
-    """One message of a Unix client's send: its AMQP form (as MessagePack binary), or the
-    fields of record version 3 an older client sent (a MessagePack array), encoded here."""
+def intake_sent(raw: bytes | list[Any] | memoryview | msgspec.Raw) -> Sent:
+    """One message of a Unix client's send: its AMQP form (bytes, or MessagePack binary still
+    encoded), or the fields of record version 3 an older client sent (a MessagePack array,
+    decoded or not), encoded here."""
+    if type(raw) is bytes:
+        return _intake_one(raw, 0, len(raw))
+    if isinstance(raw, list):
+        return intake(encode(decode_sent_message(msgspec.msgpack.encode(raw))))
     try:
         data: bytes = _binary.decode(raw)
     except msgspec.DecodeError:  # not MessagePack binary: the AMQP form itself, or fields
@@ -583,6 +556,29 @@ def intake_sent(raw: bytes | memoryview | msgspec.Raw) -> Sent:
         if not is_amqp(data):
             return intake(encode(decode_sent_message(data)))
     return _intake_one(data, 0, len(data))
+
+
+_BARE_SHORT = _EMPTY_PROPERTIES + _DATA + b"\xa0"  # how encode() writes a body alone:
+_BARE_LONG = _EMPTY_PROPERTIES + _DATA + b"\xb0"  # (< 256 bytes, or a 4-byte length)
+
+
+def intake_bare(items: Sequence[Any]) -> tuple[list[Message], list[bytes]] | None:
+    """The fields and stored forms of a send's messages when each is a body alone as
+    :func:`encode` writes it (the usual Unix send), in one tight pass; None when any item
+    is something else (the caller then reads each with :func:`intake_sent`, which gives the
+    same result for these)."""
+    messages: list[Message] = []
+    for b in items:
+        if type(b) is not bytes:
+            return None
+        n = len(b)
+        if b.startswith(_BARE_LONG) and n >= 12 and 12 + _U32(b, 8)[0] == n:
+            messages.append(Message(b[12:]))
+        elif b.startswith(_BARE_SHORT) and n >= 9 and 9 + b[8] == n:
+            messages.append(Message(b[9:]))
+        else:
+            return None
+    return messages, list(items)
 
 
 _binary = msgspec.msgpack.Decoder(bytes)
@@ -679,17 +675,22 @@ def encode(m: Message) -> bytes:
     """A message's fields → its AMQP form (a client's send, HTTP's, Spark staging, a record
     the broker writes). ValueError naming the property when a typed value does not fit,
     BadRequest for a number no AMQP type holds."""
-    if m.message_id is None and astuple(m)[2:] == _BODY_ONLY:  # a body alone (the usual send)
-        n = len(m.body)
-        head = bytes((0xA0, n)) if n < 256 else b"\xb0" + struct.pack(">I", n)
-        return b"".join((_EMPTY_PROPERTIES, _DATA, head, m.body))
+    head = bare_head(m)
+    if head is not None:
+        return head + m.body
     try:
         return _encode(m, None, None)
     except (struct.error, OverflowError) as exc:
         raise BadRequest(f"a number in the message is too large for its AMQP type: {exc}") from None
 
 
-_BODY_ONLY = (None,) * (len(_AT) - 2)  # every field but the body and the message id unset
+def bare_head(m: Message) -> bytes | None:
+    """For a message that is a body alone (the usual send), what its AMQP form holds before
+    the body (empty properties, the data section's start); None for any other message."""
+    if m != Message(m.body):
+        return None
+    n = len(m.body)
+    return _BARE_SHORT + bytes((n,)) if n < 256 else _BARE_LONG + n.to_bytes(4, "big")
 
 
 def _encode(m: Message, created_ms: int | None, expires_ms: int | None) -> bytes:

@@ -22,6 +22,7 @@ from typing import Any
 import msgspec
 
 from sbctl.core.errors import BadRequest
+from sbctl.core.message_form import bare_head
 from sbctl.core.message_form import encode as encode_message
 from sbctl.core.records import Message
 from sbctl.core.typed import TYPED, plain
@@ -163,12 +164,13 @@ class Send(_Args):
 
 class SendEncoded(_Args):
     """How the daemon reads a :class:`Send`: each message stays its encoded bytes (its AMQP
-    form as MessagePack binary), read once and stored as it is (no re-encoding on the hot
-    path; sbctl.core.message_form.intake_sent, which also reads an older client's fields)."""
+    form, MessagePack binary on the wire), read once and stored as it is (no re-encoding on
+    the hot path; sbctl.core.message_form.intake_sent, which also reads the fields an older
+    client sent as a MessagePack array)."""
 
     namespace: str
     entity: str
-    messages: list[msgspec.Raw]
+    messages: list[bytes | list[Any]]
     report: bool = False
 
 
@@ -245,7 +247,7 @@ class TransactEncoded(_Args):
 
     namespace: str
     entity: str
-    messages: list[msgspec.Raw] = []
+    messages: list[bytes | list[Any]] = []
     settlements: list[TxSettle] = []
 
 
@@ -358,18 +360,53 @@ _request_decoder = msgspec.msgpack.Decoder(Request)
 _reply_decoder = msgspec.msgpack.Decoder(Reply)
 
 
-def encode_frame(obj: Any) -> bytes:
-    body = _encoder.encode(obj)
-    return LENGTH.pack(len(body)) + body
+def encode_frame(obj: Any) -> bytearray:
+    """One length-prefixed frame, encoded in place (a frame of a send or a receive is large:
+    no copy of it is made, and none of its messages)."""
+    frame = bytearray(LENGTH.size)
+    _encoder.encode_into(obj, frame, LENGTH.size)
+    LENGTH.pack_into(frame, 0, len(frame) - LENGTH.size)
+    return frame
 
 
-def encode_request(req_id: int, op: str, args: msgspec.Struct) -> bytes:
+def _messages_array(messages: list[Message | bytes]) -> msgspec.Raw:
+    """A send's messages as a MessagePack array of binaries, each the message's AMQP form
+    (sbctl.core.message_form), written into one buffer: a body alone is written as it is,
+    never copied into a message of its own first."""
+    n = len(messages)
+    out = bytearray(bytes((0x90 | n,)) if n < 16 else _HEAD16(0xDC, n) if n < 65536 else b"")
+    if not out:
+        out += _HEAD32(0xDD, n)
+    for m in messages:
+        if isinstance(m, Message):
+            head = bare_head(m)
+            if head is not None:
+                out += _bin_head(len(head) + len(m.body))
+                out += head
+                out += m.body
+                continue
+            m = encode_message(m)
+        out += _bin_head(len(m))
+        out += m
+    return msgspec.Raw(out)
+
+
+def _bin_head(n: int) -> bytes:
+    """The MessagePack head of a binary of ``n`` bytes."""
+    if n < 256:
+        return bytes((0xC4, n))
+    return _HEAD16(0xC5, n) if n < 65536 else _HEAD32(0xC6, n)
+
+
+_HEAD16 = struct.Struct(">BH").pack  # a MessagePack type byte and a 16- or 32-bit length
+_HEAD32 = struct.Struct(">BI").pack
+
+
+def encode_request(req_id: int, op: str, args: msgspec.Struct) -> bytearray:
     messages = getattr(args, "messages", None)
     if messages and any(isinstance(m, Message) for m in messages):
         # Each message travels in its AMQP form, as stored (sbctl.core.message_form).
-        args = msgspec.structs.replace(
-            args, messages=[encode_message(m) if isinstance(m, Message) else m for m in messages]
-        )
+        args = msgspec.structs.replace(args, messages=_messages_array(messages))
     try:
         return encode_frame((PROTOCOL_VERSION, req_id, op, args))
     except OverflowError:
@@ -389,7 +426,7 @@ def decode_envelope(body: bytes | memoryview) -> Request:
     return req
 
 
-def encode_reply(req_id: int, ok: bool, result: Any) -> bytes:
+def encode_reply(req_id: int, ok: bool, result: Any) -> bytearray:
     return encode_frame((req_id, ok, result))
 
 

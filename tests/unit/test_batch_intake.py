@@ -68,3 +68,45 @@ def test_a_cut_envelope_is_left_to_the_general_intake() -> None:
     payload = _batch([_data(b"x" * 100)])
     for cut in range(1, len(payload)):
         assert mf._bare_batch(payload[:cut]) is None
+
+
+# The Unix socket's send: each message is its AMQP form as encode() wrote it.
+UNIX_ANY = st.one_of(
+    st.binary(max_size=3000).map(lambda body: mf.encode(Message(body))),
+    OTHER,
+    st.binary(max_size=40),  # not a message at all: left to the general intake, which refuses it
+)
+
+
+def _a_body_alone(item: bytes) -> bool:
+    try:
+        return mf.encode(Message(mf.decode(item).body)) == item
+    except Exception:
+        return False
+
+
+@given(st.lists(st.binary(max_size=3000), min_size=1, max_size=20))
+@settings(max_examples=150)
+def test_a_unix_send_of_bodies_alone_is_read_as_each_message_alone(bodies: list[bytes]) -> None:
+    items = [mf.encode(Message(b)) for b in bodies]
+    got = mf.intake_bare(items)
+    assert got is not None
+    each = [mf.intake_sent(i) for i in items]
+    assert got == ([s.message for s in each], [s.payload for s in each])
+    assert got[0] == [Message(b) for b in bodies]
+
+
+@given(st.lists(UNIX_ANY, min_size=1, max_size=8))
+@settings(max_examples=150)
+def test_a_unix_send_with_any_other_item_is_read_message_by_message(items: list[bytes]) -> None:
+    got = mf.intake_bare(items)
+    bare = [_a_body_alone(i) for i in items]
+    if got is None:
+        assert not all(bare)
+    else:
+        assert all(bare)
+        assert got[1] == items
+
+
+def test_an_older_clients_fields_are_not_bare() -> None:
+    assert mf.intake_bare([mf.encode(Message(b"x")), [b"x"]]) is None

@@ -152,7 +152,7 @@ class Connection(asyncio.Protocol):
         if pos and buf is self.buf:
             del buf[:pos]
 
-    def send(self, frame: bytes) -> None:
+    def send(self, frame: bytes | bytearray) -> None:
         if not self.closed and self.transport is not None:
             self.burst_bytes += len(frame)
             self.transport.write(frame)

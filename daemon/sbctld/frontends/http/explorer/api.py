@@ -133,13 +133,13 @@ def decode(name: str, body: bytes) -> Any:
         raise BadRequest(f"bad arguments for {name}: {exc}") from None
 
 
-def encoded(messages: Any) -> list[msgspec.Raw]:
+def encoded(messages: Any) -> list[bytes]:
     """``send``'s messages (JSON objects as ``sbctl send --input`` reads) as stored."""
     if not isinstance(messages, list) or not messages:
         raise BadRequest("send: 'messages' must be a non-empty list of messages")
     now = int(time.time() * 1000)
     try:
-        return [msgspec.Raw(encode_message(message_from_json(m, now))) for m in messages]
+        return [encode_message(message_from_json(m, now)) for m in messages]
     except OverflowError:
         raise BadRequest("send: a number is too large (at most 2**63 - 1)") from None
 
