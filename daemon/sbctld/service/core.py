@@ -56,6 +56,7 @@ log = logging.getLogger("sbctld")
 TICK_SECONDS = 0.05
 CHECKPOINT_SECONDS = 5.0
 CHECKPOINT_MIN_CHANGES = 50_000
+MIRROR_SYNC_SECONDS = 1.0  # how far a journal's mirror may lag the journal on disk
 
 Callback = Callable[[SbctlError | None], None]
 # Runs one declared operation inside run_steps: (name, arguments) -> its result.
@@ -113,8 +114,13 @@ class Service:
         self.committer.close()
 
     async def _ticker(self) -> None:
+        mirrors_due = time.monotonic() + MIRROR_SYNC_SECONDS
         while not self.stopping.is_set():
             await asyncio.sleep(TICK_SECONDS)
+            if time.monotonic() >= mirrors_due:  # the journals' mirrors (storage.sync)
+                mirrors_due = time.monotonic() + MIRROR_SYNC_SECONDS
+                self.syncer.take_lazy()
+                self.committer.flush_soon()
             try:
                 for key in self.broker.housekeeping.tick() + list(self.broker.take_touched()):
                     self.wake(key)

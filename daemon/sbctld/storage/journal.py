@@ -1,8 +1,12 @@
 """The settlement journal: an append-only record of what happened to stored messages.
 
 Each append is one CRC'd batch of entries, written to two files: the journal
-``<generation>.jnl`` and its mirror ``<generation>.jnm``, at the same offset, both synced
-in the same commit round (the server syncs a round's files concurrently). A damaged,
+``<generation>.jnl`` and its mirror ``<generation>.jnm``, at the same offset. An
+acknowledgement waits for the journal's sync only (one device flush per commit round); the
+mirror is a redundant copy, synced within a second (sbctld.storage.sync, ``mark_lazily``), at
+every checkpoint, rotation and close. A process crash loses neither (both writes are in the
+kernel before the acknowledgement); only a power loss in that second, and then damage to
+the journal itself, can cost a batch the mirror did not yet hold on disk. A damaged,
 truncated or deleted file is read from the other: recovery (:func:`merge`) takes, at each
 offset, the batch that is valid in either copy, so each batch applies once and only a batch
 damaged in both files is lost. Journals written before the mirror held every batch twice
@@ -245,8 +249,9 @@ class Journal:
             fsync_dir(self.directory)  # the new files' entries (once a generation)
 
     def append(self, entries: Iterable[Entry], reserve: Reserve | None = None) -> list[int]:
-        """Append one batch (to the journal and its mirror); returns the descriptors to
-        mark dirty.
+        """Append one batch (to the journal and its mirror); returns the descriptor an
+        acknowledgement waits for (the journal's; the mirror is :attr:`mirror_fd`, synced
+        lazily: module docstring).
 
         A failed write is cut back, so the journal never holds a partial batch; on a full
         disk ``reserve`` (the settlement reserve, sbctld.storage.space) is released and the
@@ -276,7 +281,8 @@ class Journal:
                 raise storage_error(exc, path) from exc
             break
         self.size += len(data)
-        return self.fds
+        assert self.fd is not None
+        return [self.fd]
 
     def truncate(self, size: int) -> None:
         """Take back the batches appended after ``size`` (not yet applied anywhere)."""

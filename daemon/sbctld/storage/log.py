@@ -564,11 +564,18 @@ class PartitionLog(StateIndex):
         entries = list(entries)
         if not entries:
             return
-        for fd in self.journal.append(entries, self.syncer.reserve if reserve else None):
-            self.syncer.mark(fd)
+        self.journaled(self.journal.append(entries, self.syncer.reserve if reserve else None))
         for entry in entries:
             self._apply(entry)
         self.changes_since_checkpoint += len(entries)
+
+    def journaled(self, fds: list[int]) -> None:
+        """Mark what a journal append wrote: the journal for the commit round, its mirror
+        lazily (sbctld.storage.journal)."""
+        for fd in fds:
+            self.syncer.mark(fd)
+        if self.journal.mirror_fd is not None:
+            self.syncer.mark_lazily(self.journal.mirror_fd)
 
     def set_state(self, seq: int, state: State, changes: dict[str, Any] | None = None) -> None:
         extra = msgspec.msgpack.encode(changes) if changes else b""

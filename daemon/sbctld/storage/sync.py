@@ -4,8 +4,12 @@ Writers append with plain ``os.write`` and :meth:`Syncer.mark` the descriptor di
 server's commit loop repeatedly takes the dirty set and fdatasyncs it in a worker thread;
 every request whose writes happened before a round started is acknowledged when that round
 ends. Many concurrent requests thus share one fdatasync per file. The server syncs a round's
-files concurrently (threads), so a journal and its mirror (sbctld.storage.journal) cost one
-sync's latency, not two.
+files concurrently (threads), so several files cost one sync's latency.
+
+A redundant copy (a journal's mirror, sbctld.storage.journal) is marked with
+:meth:`mark_lazily`: no acknowledgement waits for it, so an awaited settlement costs one
+device flush, not two. The server hands those to the next round each second
+(:meth:`take_lazy`); a file closed (:meth:`close_later`) or synced now is synced anyway.
 
 Only the event-loop thread calls :meth:`mark`, :meth:`take` and :meth:`close_later`; the
 worker thread only runs :func:`sync_fds` on the list it was handed.
@@ -24,6 +28,7 @@ class Syncer:
             raise ValueError(f"durability must be fsync or os, not {durability!r}")
         self.durable = durability == "fsync"
         self._dirty: set[int] = set()
+        self._lazy: set[int] = set()  # redundant copies: synced soon, never waited for
         self._closing: list[int] = []
         # The settlement reserve of the data dir (sbctld.storage.space); none by default.
         self.reserve = Reserve(None, 0)
@@ -35,8 +40,19 @@ class Syncer:
     def mark(self, fd: int) -> None:
         self._dirty.add(fd)
 
+    def mark_lazily(self, fd: int) -> None:
+        """``fd`` holds a redundant copy: synced by a round after :meth:`take_lazy`."""
+        self._lazy.add(fd)
+
+    def take_lazy(self) -> None:
+        """Hand the redundant copies written since the last call to the next round."""
+        self._dirty |= self._lazy
+        self._lazy.clear()
+
     def close_later(self, fd: int) -> None:
-        """Close ``fd`` after the next round, which may still be syncing it."""
+        """Close ``fd`` after the next round, which may still be syncing it (and syncs it
+        first)."""
+        self._lazy.discard(fd)
         self._closing.append(fd)
 
     def take(self) -> tuple[list[int], list[int]]:
@@ -46,6 +62,7 @@ class Syncer:
 
     def sync_now(self) -> None:
         """Synchronous round (used by tests, shutdown and the storage's own tools)."""
+        self.take_lazy()
         dirty, closing = self.take()
         sync_fds(dirty, closing, self.durable)
 

@@ -282,8 +282,7 @@ class TopicLog(PartitionLog):
             except StorageError:
                 self.unstage(staged)
                 raise
-            for fd in fds:
-                self.syncer.mark(fd)
+            self.journaled(fds)
         return staged, entries, journal_size
 
     def unstage_routed(self, staged: tuple[Staged, list[jnl.Entry], int]) -> None:
