@@ -260,14 +260,14 @@ class Journal:
         data = encode_entries(entries)
         if not self.mirror:
             data = data + data  # a lone file holds each batch twice (module docstring)
-        path = self.directory / journal_name(self.generation)
         for attempt in (0, 1):
+            name = journal_name  # (the file a failed write names)
             try:
                 self._open()
                 assert self.fd is not None
                 write_all(self.fd, data)
                 if self.mirror_fd is not None:
-                    path = self.directory / mirror_name(self.generation)
+                    name = mirror_name
                     write_all(self.mirror_fd, data)
             except OSError as exc:
                 for fd in self.fds:
@@ -276,9 +276,8 @@ class Journal:
                     except OSError:
                         pass
                 if attempt == 0 and exc.errno in SPACE_ERRNOS and reserve and reserve.release():
-                    path = self.directory / journal_name(self.generation)
                     continue
-                raise storage_error(exc, path) from exc
+                raise storage_error(exc, self.directory / name(self.generation)) from exc
             break
         self.size += len(data)
         assert self.fd is not None
