@@ -239,10 +239,13 @@ def cli_start_ms(tmpdir: Path | None = None, runs: int = START_RUNS) -> float:
     return _median_start_ms(start, tmpdir, runs)
 
 
-def stored_bench(messages: int, size: int, tmpdir: Path | None = None) -> dict[str, Any]:
+def stored_bench(
+    messages: int, size: int, tmpdir: Path | None = None, *, restarts: bool = True
+) -> dict[str, Any]:
     """Memory and restart time of a private daemon holding ``messages`` stored messages:
-    RSS above idle, restart after a clean stop (from the checkpoint), and restart after
-    SIGKILL with no checkpoint at all (every segment scanned and CRC-checked)."""
+    RSS above idle (and per message), then (``restarts``) restart after a clean stop (from
+    the checkpoint), and restart after SIGKILL with no checkpoint at all (every segment
+    scanned and CRC-checked)."""
     import psutil
 
     from sbctl import daemonctl
@@ -251,7 +254,9 @@ def stored_bench(messages: int, size: int, tmpdir: Path | None = None) -> dict[s
     data_dir, sock = root / "data", root / "s.sock"
     out: dict[str, Any] = {"stored_messages": messages, "size": size}
     try:
-        daemonctl.start(data_dir, sock, amqp=PRIVATE_AMQP, http=PRIVATE_HTTP)
+        daemonctl.start(
+            data_dir, sock, default_credits_per_second=0, amqp=PRIVATE_AMQP, http=PRIVATE_HTTP
+        )  # (unthrottled: the fill measures the daemon, not the credits)
         with Client(sock) as client:
             proc = psutil.Process(int(client.ping()["pid"]))
             idle = proc.memory_info().rss
@@ -264,8 +269,12 @@ def stored_bench(messages: int, size: int, tmpdir: Path | None = None) -> dict[s
                 left -= min(left, len(batch))
             out["fill_msgs_per_s"] = round(messages / (time.perf_counter() - t0))
             out["idle_rss_mb"] = round(idle / 2**20, 1)
-            out["stored_rss_above_idle_mb"] = round((proc.memory_info().rss - idle) / 2**20, 1)
+            above = proc.memory_info().rss - idle
+            out["stored_rss_above_idle_mb"] = round(above / 2**20, 1)
+            out["stored_bytes_per_msg"] = round(above / messages, 1)
         daemonctl.stop(data_dir, sock)
+        if not restarts:
+            return out
         t0 = time.perf_counter()
         pid = int(daemonctl.start(data_dir, sock, amqp=PRIVATE_AMQP, http=PRIVATE_HTTP)["pid"])
         out["restart_s"] = round(time.perf_counter() - t0, 3)
@@ -648,6 +657,7 @@ def run_bench(
     loop: str = "auto",
     topic: bool = False,
     subscriptions: int = 10,
+    receive: bool = True,
 ) -> dict[str, Any]:
     """Benchmark the running daemon at ``socket_path``; see the module docstring.
 
@@ -696,7 +706,7 @@ def run_bench(
                     max_size_in_megabytes=QUEUE_MAX_SIZE_MB,
                     lock_duration=LOCK_DURATION_MS,
                 )
-        for phase in ("send",) if topic else ("send", "receive"):
+        for phase in ("send",) if topic or not receive else ("send", "receive"):
             before = _daemon_counters(sock)
             count, secs, lat = run_phase(
                 sock,

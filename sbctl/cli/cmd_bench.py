@@ -31,6 +31,7 @@ ROWS = (
     ("fill_msgs_per_s", "fill rate (batches of 200)", "msgs/s"),
     ("idle_rss_mb", "daemon RSS when idle", "MB"),
     ("stored_rss_above_idle_mb", "daemon RSS above idle with the messages stored", "MB"),
+    ("stored_bytes_per_msg", "daemon RSS above idle per stored message", "B"),
     ("restart_s", "restart after a clean stop", "s"),
     ("restart_full_scan_s", "restart after SIGKILL, no checkpoint", "s"),
     ("recovered_messages", "messages after that restart", "n"),
@@ -139,6 +140,17 @@ def bench(
         ),
     ] = False,
     runs: Annotated[int, typer.Option("--runs", min=1, help="With --cli: runs per command.")] = 15,
+    targets: Annotated[
+        bool,
+        typer.Option(
+            "--targets",
+            help="Instead: the Unix-socket performance targets (batches of 100 against the "
+            "disk's 100-per-sync ceiling, 32 concurrent senders against its single-sync "
+            "rate, receive + complete in batches, memory per stored message), each with its "
+            "ceiling, ratio and target; --messages per workload, --stored messages (default "
+            "1,000,000: 1 GB of disk for a minute) for the memory.",
+        ),
+    ] = False,
 ) -> None:
     """Benchmark the running daemon: durable send and receive-and-complete throughput and
     latency in a throwaway namespace (deleted afterwards), beside this machine's raw
@@ -146,7 +158,7 @@ def bench(
     from sbctl.bench import run_bench, stored_bench
 
     g = options.state(ctx)
-    if stored is not None:
+    if stored is not None and not targets:
         render.emit(g.output, stored_bench(stored, size), _table)
         return
     data_dir, socket_path = options.daemon_paths(g)
@@ -154,6 +166,14 @@ def bench(
         from sbctl.bench_cli import cli_bench
 
         render.emit(g.output, cli_bench(socket_path, runs), _cli_table)
+        return
+    if targets:
+        from sbctl.bench_targets import targets_bench, targets_table
+
+        result = targets_bench(
+            socket_path, data_dir, messages=messages, stored=stored or STORED_FOR_TARGETS
+        )
+        render.emit(g.output, result, lambda r: render.rows(_TARGET_COLUMNS)(targets_table(r)))
         return
     if amqp:
         from sbctl.bench_amqp import AMQP_ROWS, amqp_bench
@@ -192,8 +212,8 @@ def _number(value: Any, unit: str) -> str:
         return f"{value:,.3f} {unit}" if unit == "s" else f"{value:,.1f} {unit}"
     if unit == "n" and isinstance(value, int):
         return f"{value:,}"
-    if unit in ("us", "n"):
-        return f"{value:.1f}" + (" µs" if unit == "us" else "")
+    if unit in ("us", "n", "B"):
+        return f"{value:.1f}" + {"us": " µs", "B": " B"}.get(unit, "")
     return f"{value:,.0f} {unit}"
 
 
@@ -203,6 +223,10 @@ def _table(result: dict[str, Any], rows: tuple[tuple[str, str, str], ...] = ROWS
         if key in result:
             shown[label] = _number(result[key], unit)
     return render.record(shown)
+
+
+_TARGET_COLUMNS = ["figure", "value", "ceiling", "ratio", "target", "met"]
+STORED_FOR_TARGETS = 1_000_000  # enough that the daemon's fixed memory is noise per message
 
 
 def _cli_table(result: dict[str, Any]) -> Any:

@@ -120,3 +120,30 @@ def test_bench_stored_mode_reports_memory_and_restarts(daemon: Any) -> None:
     assert "stored_rss_above_idle_mb" in out
     listed = daemon.cli("-o", "json", "namespace", "list").json()
     assert [n["name"] for n in listed] == ["sbemulatorns"]  # the running daemon was untouched
+
+
+def test_bench_targets_prints_each_figure_with_its_ceiling_ratio_and_target(daemon: Any) -> None:
+    res = daemon.cli("-o", "json", "bench", "--targets", "--messages", "400", "--stored", "3000")
+    assert res.code == 0, res.stderr
+    rows = {row["figure"]: row for row in res.json()["targets"]}
+    assert list(rows) == [
+        "send, batches of 100",
+        "send, 32 concurrent single senders",
+        "receive + complete, batches of 100",
+        "daemon memory per stored message",
+    ]
+    for row in rows.values():
+        assert row["value"] > 0 or row["unit"] == "B", row  # (RSS can shrink on a small fill)
+        if row["ceiling"] is not None:
+            assert row["ceiling_value"] > 0
+            assert math.isclose(row["ratio"], row["value"] / row["ceiling_value"], rel_tol=0.01)
+        measured = row["value"] if row["ratio"] is None else row["ratio"]
+        assert row["met"] == (
+            measured >= row["target"] if row["at_least"] else measured <= row["target"]
+        )
+    assert rows["send, batches of 100"]["target"] == 0.5
+    assert rows["send, 32 concurrent single senders"]["target"] == 5.0
+    assert _namespaces(daemon) == ["sbemulatorns"]  # the throwaway namespaces are gone
+    table = daemon.cli("bench", "--targets", "--messages", "200", "--stored", "2000")
+    assert table.code == 0, table.stderr
+    assert "ceiling" in table.stdout and "32 concurrent single senders" in table.stdout

@@ -1,0 +1,101 @@
+"""``sbctl bench --targets``: the Unix-socket performance targets, each figure beside the
+ceiling it is measured against (taken in the same run) and the ratio the target names.
+
+- batches of 100: durable send rate / the disk's append+fdatasync rate at 100 records per
+  sync (target at least 0.5);
+- 32 concurrent single senders: send rate / the disk's single append+fdatasync rate (target
+  at least 5: the group commit shares each sync among the waiting senders);
+- receive + complete in batches of 100: messages per second (target at least 60,000);
+- memory per stored message: a private daemon's RSS above idle with ``stored`` messages,
+  per message (target at most 40 bytes).
+
+The AMQP targets are measured side by side with RabbitMQ by the harness the performance
+guide names (sbctl/guides/performance.md), not here: it needs RabbitMQ installed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+# (key, label, unit, ceiling key or None, target ratio or figure, at least?)
+TARGETS = (
+    ("batch100", "send, batches of 100", "msgs/s", "fsync100", 0.5, True),
+    ("senders32", "send, 32 concurrent single senders", "msgs/s", "fsync1", 5.0, True),
+    ("receive100", "receive + complete, batches of 100", "msgs/s", None, 60_000.0, True),
+    ("stored_bytes", "daemon memory per stored message", "B", None, 40.0, False),
+)
+CEILINGS = {
+    "fsync100": "raw append + fdatasync, 100 records/sync",
+    "fsync1": "raw append + fdatasync, 1 record/sync",
+}
+
+
+def targets_bench(
+    socket_path: Path | None,
+    data_dir: Path | None,
+    *,
+    messages: int = 20_000,
+    stored: int = 1_000_000,
+) -> dict[str, Any]:
+    """Run each workload against the running daemon (and a private one for memory)."""
+    from sbctl.bench import run_bench, stored_bench
+
+    batched = run_bench(
+        socket_path, messages=messages, batch=100, data_dir_for_raw=data_dir, skip_start=True
+    )
+    senders = run_bench(
+        socket_path, messages=messages, clients=32, skip_raw=True, skip_start=True, receive=False
+    )
+    memory = stored_bench(stored, 1024, restarts=False)
+    figures = {
+        "batch100": batched["send_msgs_per_s"],
+        "senders32": senders["send_msgs_per_s"],
+        "receive100": batched["receive_msgs_per_s"],
+        "stored_bytes": memory["stored_bytes_per_msg"],
+        "fsync100": batched["raw_fsync_batch100_records_per_s"],
+        "fsync1": batched["raw_fsync_per_s"],
+    }
+    rows = []
+    for key, label, unit, ceiling, target, at_least in TARGETS:
+        value = figures[key]
+        base = figures[ceiling] if ceiling else None
+        measured = value / base if base else value
+        rows.append(
+            {
+                "figure": label,
+                "value": round(value, 1),
+                "unit": unit,
+                "ceiling": None if ceiling is None else CEILINGS[ceiling],
+                "ceiling_value": None if base is None else round(base, 1),
+                "ratio": None if base is None else round(measured, 3),
+                "target": target,
+                "at_least": at_least,
+                "met": measured >= target if at_least else measured <= target,
+            }
+        )
+    return {"messages": messages, "stored_messages": stored, "targets": rows}
+
+
+def targets_table(result: dict[str, Any]) -> list[dict[str, str]]:
+    """One row per target: the figure, its ceiling, the ratio and the target."""
+    out = []
+    for row in result["targets"]:
+        ratio = row["ratio"]
+        sign = ">=" if row["at_least"] else "<="
+        target = f"{sign} {row['target']:g}" + (" x" if ratio is not None else f" {row['unit']}")
+        out.append(
+            {
+                "figure": row["figure"],
+                "value": f"{row['value']:,.0f} {row['unit']}"
+                if row["unit"] != "B"
+                else f"{row['value']:.1f} B",
+                "ceiling": "-"
+                if row["ceiling"] is None
+                else f"{row['ceiling_value']:,.0f} ({row['ceiling']})",
+                "ratio": "-" if ratio is None else f"{ratio:.2f} x",
+                "target": target,
+                "met": "yes" if row["met"] else "no",
+            }
+        )
+    return out
