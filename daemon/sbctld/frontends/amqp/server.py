@@ -127,6 +127,7 @@ class AmqpConnection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._paused = False  # frames wait for the next turn (:meth:`data_received`)
+        self._flush_due = False  # a flush is scheduled (:meth:`flush_soon`)
         self.closed = False
 
     # ------------------------------------------------------------ transport
@@ -184,6 +185,17 @@ class AmqpConnection(asyncio.Protocol):
         if self.conn.closed and self.transport is not None and not self.closed:
             self.transport.close()
             self.closed = True
+
+    def flush_soon(self) -> None:
+        """One write, later in this turn of the loop, for every frame queued until then: a
+        commit round settles many transfers at once, and each would otherwise be a write."""
+        if not self._flush_due:
+            self._flush_due = True
+            asyncio.get_running_loop().call_soon(self._flush_now)
+
+    def _flush_now(self) -> None:
+        self._flush_due = False
+        self.flush()
 
     def _schedule_heartbeat(self) -> None:
         interval = self.conn.heartbeat_interval
@@ -481,7 +493,7 @@ class AmqpConnection(asyncio.Protocol):
             condition, description = condition_of(result)
             state = Rejected(Error(Symbol(condition), description))
         self.conn.disposition(link, delivery.id, state)
-        self.flush()
+        self.flush_soon()
 
     # ------------------------------------------------------------ outgoing messages
 

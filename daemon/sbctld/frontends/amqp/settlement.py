@@ -130,7 +130,7 @@ def settle_range(
                 if isinstance(result, SettleFailed)
             }
         answer_runs(owner, link, [d for d, _ in tokens], errors, echo)
-        owner.flush()
+        owner.flush_soon()
 
     if how.error is not None:
         answer(how.error)
