@@ -81,20 +81,17 @@ def targets_table(result: dict[str, Any]) -> list[dict[str, str]]:
     """One row per target: the figure, its ceiling, the ratio and the target."""
     out = []
     for row in result["targets"]:
-        ratio = row["ratio"]
+        ratio, unit = row["ratio"], row["unit"]
         sign = ">=" if row["at_least"] else "<="
-        target = f"{sign} {row['target']:g}" + (" x" if ratio is not None else f" {row['unit']}")
+        value = f"{row['value']:.1f} B" if unit == "B" else f"{row['value']:,.0f} {unit}"
+        ceiling = row["ceiling"]
         out.append(
             {
                 "figure": row["figure"],
-                "value": f"{row['value']:,.0f} {row['unit']}"
-                if row["unit"] != "B"
-                else f"{row['value']:.1f} B",
-                "ceiling": "-"
-                if row["ceiling"] is None
-                else f"{row['ceiling_value']:,.0f} ({row['ceiling']})",
+                "value": value,
+                "ceiling": "-" if ceiling is None else f"{row['ceiling_value']:,.0f} ({ceiling})",
                 "ratio": "-" if ratio is None else f"{ratio:.2f} x",
-                "target": target,
+                "target": f"{sign} {row['target']:g} " + ("x" if ratio is not None else unit),
                 "met": "yes" if row["met"] else "no",
             }
         )

@@ -36,6 +36,8 @@ ROWS = (
     ("restart_full_scan_s", "restart after SIGKILL, no checkpoint", "s"),
     ("recovered_messages", "messages after that restart", "n"),
 )
+_TARGET_COLUMNS = ["figure", "value", "ceiling", "ratio", "target", "met"]
+STORED_FOR_TARGETS = 1_000_000  # enough that the daemon's fixed memory is noise per message
 PARAMS = (
     "messages",
     "size",
@@ -223,10 +225,6 @@ def _table(result: dict[str, Any], rows: tuple[tuple[str, str, str], ...] = ROWS
         if key in result:
             shown[label] = _number(result[key], unit)
     return render.record(shown)
-
-
-_TARGET_COLUMNS = ["figure", "value", "ceiling", "ratio", "target", "met"]
-STORED_FOR_TARGETS = 1_000_000  # enough that the daemon's fixed memory is noise per message
 
 
 def _cli_table(result: dict[str, Any]) -> Any:
