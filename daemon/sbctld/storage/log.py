@@ -52,6 +52,11 @@ from sbctld.storage.space import CorruptRecord, StorageError, storage_error
 from sbctld.storage.sync import Syncer
 
 DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024
+# A read that follows the record read before it reads this much of the segment at once
+# (daemon/README.md §21.11); the daemon keeps one such buffer, whichever log read last.
+READ_AHEAD_BYTES = 64 * 1024
+# (segment, its offset, the bytes read there, the sequence number read last)
+_read_ahead: list[tuple[Any, int, bytes, int] | None] = [None]
 
 OP_STATE = 1  # arg = new State; extra = property changes (msgpack map) or empty
 OP_DELIVERY = 2  # arg = delivery count
@@ -318,6 +323,7 @@ class PartitionLog(StateIndex):
     def _truncate_segment(self, k: int, valid_end: int, problem: str) -> None:
         """Cut segment ``k`` at ``valid_end`` (a torn tail)."""
         seg = self.segments[k]
+        _read_ahead[0] = None
         dropped, seg.size = seg.size - valid_end, valid_end
         os.ftruncate(seg.fd, valid_end)
         os.fsync(seg.fd)
@@ -487,6 +493,7 @@ class PartitionLog(StateIndex):
         self._cut(staged.seg, staged.offset)
 
     def _cut(self, seg: Segment, size: int) -> None:
+        _read_ahead[0] = None
         try:
             os.ftruncate(seg.fd, size)
         except OSError as exc:  # cannot happen on a shrink; the next recovery would cut it
@@ -639,11 +646,25 @@ class PartitionLog(StateIndex):
         if k < 0 or off < RECORD_HEADER.size:
             raise CorruptRecord(seq, str(self.directory))
         seg = self.segments[k]
-        try:
-            raw = os.pread(seg.fd, n + RECORD_HEADER.size, off - RECORD_HEADER.size)
-        except OSError as exc:
-            raise CorruptRecord(seq, f"{seg.path} ({exc})") from exc
-        if len(raw) != n + RECORD_HEADER.size or crc32c.crc32c(raw) != self.crc[i]:
+        start, size = off - RECORD_HEADER.size, n + RECORD_HEADER.size
+        ahead = _read_ahead[0]
+        if ahead is not None and ahead[0] is seg and start >= ahead[1]:
+            at = start - ahead[1]
+            raw = ahead[2][at : at + size]
+        else:
+            raw = b""
+        if len(raw) != size:
+            sequential = ahead is not None and ahead[0] is seg and ahead[3] == seq - 1
+            want = max(size, min(READ_AHEAD_BYTES, seg.size - start)) if sequential else size
+            try:
+                buf = os.pread(seg.fd, want, start)
+            except OSError as exc:
+                raise CorruptRecord(seq, f"{seg.path} ({exc})") from exc
+            raw = buf[:size] if len(buf) > size else buf
+            _read_ahead[0] = (seg, start, buf, seq)
+        else:
+            _read_ahead[0] = (seg, ahead[1], ahead[2], seq)  # type: ignore[index]
+        if len(raw) != size or crc32c.crc32c(raw) != self.crc[i]:
             raise CorruptRecord(seq, str(seg.path))
         return raw
 
