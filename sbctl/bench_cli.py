@@ -2,12 +2,15 @@
 
 :func:`cli_bench` creates a throwaway namespace (``bench-<hex>``) with a queue and a topic on
 the running daemon, then runs each command of :data:`COMMANDS` ``runs`` times as a new
-``python -m sbctl.cli.app`` process (what the console script runs), round-robin so that a
-busy machine slows every command alike, and reports per command the median and fastest wall
-time, the median CPU time (user + system) and the median against :data:`TARGET_MS`. The
-first row is the interpreter alone (``python -c pass``): the floor no command can go below.
-Each command must exit with its expected status (errors are measured too). The namespace is
-deleted afterwards, also on failure.
+process running what the console script runs (:mod:`sbctl.cli.launch`), two ways: in its
+own process (``SBCTL_CLI_SERVER=0``: import, build, run) and handed to a warm CLI server
+(:mod:`sbctl.cli.preload`; the bench starts its own, in a private runtime directory, and
+stops it). Runs go round-robin, so that a busy machine slows every command alike; per
+command and way it reports the median and fastest wall time and the median CPU time (user +
+system) of the process, and the served median against :data:`TARGET_MS`. The first row is
+the interpreter alone (``python -c pass``): the floor no command can go below. Each command
+must exit with its expected status (errors are measured too). The namespace is deleted
+afterwards, also on failure.
 
 The figures only mean something on the machine that printed them: they are printed, never
 asserted (tests/unit/test_cli_startup.py checks the mechanism instead: what a command
@@ -26,6 +29,7 @@ import secrets
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -89,39 +93,86 @@ def bytecode_cached() -> bool:
     return origin is not None and Path(importlib.util.cache_from_source(origin)).exists()
 
 
+# How a command runs: what the console script runs (sbctl.cli.launch), in its own process
+# (SBCTL_CLI_SERVER=0) and handed to a warm CLI server (sbctl.cli.preload).
+LAUNCH = "from sbctl.cli.launch import main; main()"
+MODES = ("own", "served")
+
+
 def measure(
     env: dict[str, str], runs: int = RUNS, commands: tuple[tuple[str, Args, int], ...] = COMMANDS
 ) -> list[dict[str, Any]]:
-    """One row per command (the interpreter alone first), each run ``runs`` times
-    round-robin after one untimed warm-up run."""
-    cli = [sys.executable, "-m", "sbctl.cli.app"]
-    table = [("python -c pass (the floor)", [sys.executable, "-c", "pass"], 0)]
-    table += [(label, cli, expected) for label, _args, expected in commands]
-    argv: dict[str, Callable[[int], list[str]]] = {table[0][0]: lambda i: []}
-    argv.update({label: args for label, args, _expected in commands})
-    samples: dict[str, list[tuple[float, float]]] = {label: [] for label, _, _ in table}
-    for i in range(-1, runs):  # run -1 warms up (and writes bytecode where Python may)
-        for label, head, expected in table:
-            code, wall, cpu, err = _timed([*head, *argv[label](i)], env)
-            if code != expected:
-                last = (err.strip().splitlines() or [""])[-1]
-                raise GeneralError(f"{label!r} exited {code}, not {expected}: {last}")
-            if i >= 0:
-                samples[label].append((wall, cpu))
+    """One row per command (the interpreter alone first), each run ``runs`` times per mode,
+    round-robin after one untimed warm-up run (which also starts the bench's own CLI server,
+    in a private runtime directory, stopped at the end)."""
+    with tempfile.TemporaryDirectory(prefix="sbctl-bench-cli-") as runtime:
+        envs = {
+            "own": {**env, "SBCTL_CLI_SERVER": "0"},
+            "served": {**env, "SBCTL_CLI_SERVER": "1", "XDG_RUNTIME_DIR": runtime},
+        }
+        try:
+            samples = _sample(envs, runs, commands, runtime)
+        finally:
+            _stop_servers(runtime)
     rows = []
-    for label, _head, _expected in table:
-        walls = [wall for wall, _cpu in samples[label]]
-        median = round(statistics.median(walls), 1)
-        rows.append(
-            {
-                "command": label,
-                "median_ms": median,
-                "min_ms": round(min(walls), 1),
-                "cpu_ms": round(statistics.median(cpu for _wall, cpu in samples[label]), 1),
-                "vs_target": round(median / TARGET_MS, 2),
-            }
-        )
+    for label, by_mode in samples.items():
+        row: dict[str, Any] = {"command": label}
+        for mode in MODES:
+            walls = [wall for wall, _cpu in by_mode[mode]]
+            row[f"{mode}_median_ms"] = round(statistics.median(walls), 1)
+            row[f"{mode}_min_ms"] = round(min(walls), 1)
+            row[f"{mode}_cpu_ms"] = round(statistics.median(cpu for _w, cpu in by_mode[mode]), 1)
+        row["vs_target"] = round(row["served_median_ms"] / TARGET_MS, 2)
+        rows.append(row)
     return rows
+
+
+def _sample(
+    envs: dict[str, dict[str, str]],
+    runs: int,
+    commands: tuple[tuple[str, Args, int], ...],
+    runtime: str,
+) -> dict[str, dict[str, list[tuple[float, float]]]]:
+    floor = "python -c pass (the floor)"
+    table: list[tuple[str, Args, int]] = [(floor, lambda i: [], 0), *commands]
+    samples: dict[str, dict[str, list[tuple[float, float]]]] = {
+        label: {mode: [] for mode in MODES} for label, _a, _e in table
+    }
+    for i in range(-1, runs):  # run -1 warms up (and writes bytecode where Python may)
+        for label, args, expected in table:
+            for k, mode in enumerate(MODES):
+                head = [sys.executable, "-c", "pass" if label == floor else LAUNCH]
+                run = i * len(MODES) + k  # (each run creates its own names)
+                code, wall, cpu, err = _timed([*head, *args(run)], envs[mode])
+                if code != expected:
+                    last = (err.strip().splitlines() or [""])[-1]
+                    raise GeneralError(f"{label!r} exited {code}, not {expected}: {last}")
+                if i >= 0:
+                    samples[label][mode].append((wall, cpu))
+        if i == -1:
+            _await_server(runtime)
+    return samples
+
+
+def _await_server(runtime: str, timeout: float = 30.0) -> None:
+    """Wait for the CLI server the warm-up started to listen (it imports for a moment)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if any(p.suffix == ".sock" for p in Path(runtime).glob("sbctl-cli-*/*")):
+            return
+        time.sleep(0.05)
+    raise GeneralError("the CLI server did not start within 30 s")
+
+
+def _stop_servers(runtime: str) -> None:
+    """End the CLI servers listening under ``runtime`` (the bench's own)."""
+    import psutil
+
+    for proc in psutil.process_iter(["cmdline"]):
+        cmdline = proc.info.get("cmdline") or []
+        if "sbctl.cli.preload" in cmdline and any(runtime in arg for arg in cmdline):
+            with contextlib.suppress(psutil.Error):
+                proc.terminate()
 
 
 def cli_bench(socket_path: Path, runs: int = RUNS) -> dict[str, Any]:
@@ -145,6 +196,6 @@ def cli_bench(socket_path: Path, runs: int = RUNS) -> dict[str, Any]:
         "runs": runs,
         "target_ms": TARGET_MS,
         "bytecode_cached": bytecode_cached(),
-        "over_target": sum(1 for row in rows[1:] if row["median_ms"] > TARGET_MS),
+        "over_target": sum(1 for row in rows[1:] if row["served_median_ms"] > TARGET_MS),
         "commands": rows,
     }

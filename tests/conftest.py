@@ -26,6 +26,11 @@ from typing import Any
 
 import pytest
 
+# The console script hands commands to a CLI server it starts in the background
+# (sbctl.cli.launch); the suite's CLI calls fork from its own zygote (forkcli.py) and leave
+# nothing running: only tests/integration/test_cli_server.py turns the server on.
+os.environ.setdefault("SBCTL_CLI_SERVER", "0")
+
 import forkcli
 from sbctl import AsyncClient, Client, daemonctl
 from sbctl.core.errors import SbctlError

@@ -310,9 +310,11 @@ def full_tree() -> Any:
     return options.polish(typer.main.get_command(whole))
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    """The console script: run the command line ``argv`` and exit with its status."""
-    command = command_tree()
+def main(argv: Sequence[str] | None = None, *, tree: Any = None) -> None:
+    """Run the command line ``argv`` and exit with its status (what the console script
+    :mod:`sbctl.cli.launch` runs); ``tree``: the root :func:`command_tree`, already built
+    (the CLI server's, :mod:`sbctl.cli.preload`)."""
+    command = command_tree() if tree is None else tree
     args = list(sys.argv[1:] if argv is None else argv)
     options.ARGV[:] = args
     try:
