@@ -58,7 +58,12 @@ def emit(output: Output, data: Any, table: Renderer | None, *, lines: bool = Fal
     if isinstance(shown, str):
         sys.stdout.write(shown + "\n")
     elif shown is not None:
-        console().print(shown)
+        out = console()
+        text = None if out.is_terminal else plain(shown, out.width)
+        if text is None:
+            out.print(shown)
+        else:
+            sys.stdout.write(text)
 
 
 def error(code: str, message: str, output: Output, number: int | None = None) -> None:
@@ -85,6 +90,65 @@ def console() -> Console:
     # Piped tables are read with less or grep: do not squeeze them into 80 columns.
     wide = not sys.stdout.isatty() and not os.environ.get("COLUMNS")
     return Console(highlight=False, markup=False, emoji=False, width=200 if wide else None)
+
+
+def plain(shown: Any, width: int) -> str | None:
+    """What rich prints for ``shown`` (a table of :func:`_table`, or a Group of them and
+    strings) on a console ``width`` columns wide that is not a terminal, written without
+    rich's layout engine (most of a table command's time); None when rich has more to do
+    than that: a table wider than ``width`` (rich folds it), text that is not one line of
+    printable ASCII, or a renderable of another kind. tests/unit/test_render_plain.py checks
+    that it equals rich's output wherever it answers."""
+    from rich import box
+    from rich.console import Group
+    from rich.table import Table
+
+    if isinstance(shown, str):
+        return shown + "\n" if _printable(shown) else None
+    if isinstance(shown, Group):
+        parts = [plain(part, width) for part in shown.renderables]
+        return None if any(part is None for part in parts) else "".join(parts)  # type: ignore[arg-type]
+    if not isinstance(shown, Table) or not _simple(shown, box.SIMPLE_HEAD):
+        return None
+    cells = [[column.header, *column._cells] for column in shown.columns]
+    if not cells or not all(_printable(c) for column in cells for c in column):
+        return None
+    columns = [[str(c) for c in column] for column in cells]
+    widths = [max(len(c) for c in column) for column in columns]
+    total = sum(widths) + 3 * (len(widths) - 1)
+    if total > width:
+        return None
+    lines = [
+        "   ".join(column[i].ljust(w) for column, w in zip(columns, widths, strict=True))
+        for i in range(len(columns[0]))
+    ]
+    lines.insert(1, "─" * total)
+    return "\n".join(lines) + "\n"
+
+
+def _printable(text: object) -> bool:
+    return isinstance(text, str) and text.isascii() and text.isprintable() and text == text.strip()
+
+
+def _simple(table: Table, head: Any) -> bool:
+    """Whether ``table`` is laid out as :func:`_table` makes them, with nothing else set."""
+    return (
+        table.box is head
+        and table.show_header
+        and not table.show_edge
+        and not table.pad_edge
+        and table.padding == (0, 1, 0, 1)
+        and not (table.expand or table.show_lines or table.show_footer or table.leading)
+        and table.title is None
+        and table.caption is None
+        and table.width is None
+        and table.min_width is None
+        and all(not row.style and not row.end_section for row in table.rows)
+        and all(
+            c.justify == "left" and c.width is None and c.max_width is None and c.ratio is None
+            for c in table.columns
+        )
+    )
 
 
 def _table(*headers: str, tight: tuple[str, ...] = ()) -> Table:
