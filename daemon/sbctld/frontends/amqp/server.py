@@ -43,7 +43,7 @@ from sbctl.core.limits import MAX_RECEIVE
 from sbctl.core.message_form import UNDECODABLE, intake_transfer
 from sbctl.core.names import entity_key
 from sbctl.core.operations import deletes_on_receive
-from sbctl.core.protocol import Receive, SendEncoded, SessionAccept, SessionToken, Settle, TxSettle
+from sbctl.core.protocol import Receive, SessionAccept, SessionToken, Settle, TxSettle
 from sbctl.core.splice import splice_all
 from sbctld.frontends.amqp import management
 from sbctld.frontends.amqp.cbs import token_problem
@@ -55,6 +55,7 @@ from sbctld.frontends.amqp.connection import (
     Link,
 )
 from sbctld.frontends.amqp.errors import condition_of
+from sbctld.frontends.amqp.incoming import Sends
 from sbctld.frontends.amqp.replies import Replies
 from sbctld.frontends.amqp.session_filter import SESSION_FILTER, echoed, requested_session
 from sbctld.frontends.amqp.settlement import Settlement, lock_tags, settle_range
@@ -128,6 +129,7 @@ class AmqpConnection(asyncio.Protocol):
         self._timer: asyncio.TimerHandle | None = None
         self._paused = False  # frames wait for the next turn (:meth:`data_received`)
         self._flush_due = False  # a flush is scheduled (:meth:`flush_soon`)
+        self.sends = Sends(self)  # the transfers of this read, stored after it
         self.closed = False
 
     # ------------------------------------------------------------ transport
@@ -147,6 +149,8 @@ class AmqpConnection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         try:
             self.conn.receive_data(data)
+            if self.sends.pending:
+                self.sends.store()
             if self.conn.failure is not None:
                 log.warning("AMQP peer sent an invalid frame: %r", self.conn.failure)
                 self.conn.failure = None
@@ -377,13 +381,13 @@ class AmqpConnection(asyncio.Protocol):
         except codec.DecodeError as exc:  # the peer's error: a typed answer, one log line
             text = str(exc) if str(exc).startswith(UNDECODABLE) else f"{UNDECODABLE}: {exc}"
             log.warning("AMQP peer sent an %s", text)
-            self._reject(link, delivery, "amqp:decode-error", text)
+            self.reject(link, delivery, "amqp:decode-error", text)
         except Exception:
             log.error("AMQP transfer failed:\n%s", traceback.format_exc())
-            self._reject(link, delivery, "amqp:internal-error", "internal error")
+            self.reject(link, delivery, "amqp:internal-error", "internal error")
         self.flush()
 
-    def _reject(self, link: Link, delivery: Delivery, condition: str, text: str) -> None:
+    def reject(self, link: Link, delivery: Delivery, condition: str, text: str) -> None:
         if not delivery.settled:
             self.conn.disposition(link, delivery.id, Rejected(Error(Symbol(condition), text)))
 
@@ -474,16 +478,12 @@ class AmqpConnection(asyncio.Protocol):
                 )
                 return
         except SbctlError as err:
-            self._settle_send(link, delivery, err)
+            self.settle_send(link, delivery, err)
             return
 
-        def done(result: Any) -> None:
-            self._settle_send(link, delivery, result)
+        self.sends.pending.append((link, path, delivery, messages))
 
-        send = SendEncoded(self.namespace, path, messages)  # stored as they are
-        self.service.run("send", send, done, sender=self.sender)
-
-    def _settle_send(self, link: Link, delivery: Delivery, result: Any) -> None:
+    def settle_send(self, link: Link, delivery: Delivery, result: Any) -> None:
         """Answer a transfer: accepted, or rejected with the error ``result`` is."""
         if self.closed or link.detached or delivery.settled:
             return

@@ -1,0 +1,77 @@
+"""Transfers that arrive in one read are stored together, each still answered on its own
+(daemon/README.md §29.14): pipelined sends keep their order, and a transfer the entity
+refuses is rejected alone while its neighbours are stored."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sbctl.core.amqp import codec, framing
+from sbctl.core.amqp import types as t
+from tests.integration.amqp_raw import RawClient
+from tests.integration.test_amqp_raw_protocol import amqp_port
+
+
+def pipelined(client: RawClient, tx: int, messages: list[codec.Message]) -> dict[int, Any]:
+    """Send ``messages`` unsettled in one write; the outcome of each delivery id."""
+    frames = b"".join(
+        framing.encode_frame(
+            0, t.Transfer(tx, i, i.to_bytes(4, "big"), 0, False), codec.encode_message(m)
+        )
+        for i, m in enumerate(messages)
+    )
+    client.sock.sendall(frames)
+    outcomes: dict[int, Any] = {}
+    while len(outcomes) < len(messages):
+        body = client.until(t.Disposition).body
+        last = body.first if body.last is None else body.last
+        for i in range(int(body.first), int(last) + 1):
+            outcomes[i] = body.state
+    return outcomes
+
+
+def message(body: str, session: str | None = None) -> codec.Message:
+    return codec.Message(
+        properties=t.Properties(message_id=body, group_id=session),
+        body=[body.encode()],
+        body_kind="data",
+    )
+
+
+def received_bodies(daemon: Any, entity: str, count: int, *args: str) -> list[str]:
+    got = daemon.cli("-o", "json", "peek", entity, "--count", str(count), *args, check=True).jsonl()
+    return [m["body"] for m in got]
+
+
+def test_pipelined_transfers_are_stored_in_order(daemon: Any) -> None:
+    daemon.cli("queue", "create", "inorder", check=True)
+    client = RawClient(amqp_port(daemon))
+    try:
+        tx = client.attach(False, "inorder")
+        client.until(t.Flow)  # the daemon's credit
+        bodies = [f"m{i:03d}" for i in range(150)]  # more than one coalesced request
+        outcomes = pipelined(client, tx, [message(b) for b in bodies])
+    finally:
+        client.close()
+    assert all(isinstance(state, t.Accepted) for state in outcomes.values())
+    assert received_bodies(daemon, "inorder", 200) == bodies
+
+
+def test_a_refused_transfer_is_rejected_alone(daemon: Any) -> None:
+    daemon.cli("queue", "create", "sessions", "--enable-session", check=True)
+    client = RawClient(amqp_port(daemon))
+    try:
+        tx = client.attach(False, "sessions")
+        client.until(t.Flow)
+        sent = [message("a1", "a"), message("a2", "a"), message("none"), message("a3", "a")]
+        outcomes = pipelined(client, tx, sent)
+    finally:
+        client.close()
+    assert [type(outcomes[i]).__name__ for i in range(4)] == [
+        "Accepted",
+        "Accepted",
+        "Rejected",
+        "Accepted",
+    ]
+    assert "session" in str(outcomes[2].error.description).lower()
+    assert received_bodies(daemon, "sessions", 10) == ["a1", "a2", "a3"]
