@@ -109,3 +109,76 @@ def test_a_peer_disposition_reaches_each_link_with_its_own_deliveries(
     assert all(s is settled for _, _, s in handler.got)
     gone = {d for ids in expected.values() for d in ids} if settled else set()
     assert session.unsettled == {d: link for d, link in before.items() if d not in gone}
+
+
+def _frames(data: bytes) -> list[Any]:
+    from sbctl.core.amqp import framing
+
+    out, pos = [], 0
+    while pos < len(data):
+        got = framing.parse_frame(data, pos, 1 << 20)
+        assert got is not None
+        frame, pos = got
+        out.append(frame.body)
+    return out
+
+
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 40), st.sampled_from(["accept", "reject", "unsettled", "flow"])),
+        max_size=40,
+    )
+)
+def test_accepts_queued_one_after_another_go_out_as_ranges(
+    steps: list[tuple[int, str]],
+) -> None:
+    """Settled accepts of consecutive deliveries, queued one after another, leave as one
+    disposition per run; every delivery gets exactly the answer it was given."""
+    conn = Connection(_Ranges())  # type: ignore[arg-type]
+    session = Session(0, 0, t.Begin(None, 0, 5000, 5000))
+    link = Link(session, t.Attach("in", 0, True), 0)
+    given_answers: list[tuple[int, str]] = []
+    for delivery_id, kind in steps:
+        if kind == "flow":
+            conn._emit(0, t.Flow(0, 100, 0, 100))  # another frame in between
+            given_answers.append((-1, "flow"))
+            continue
+        state = t.Rejected(t.Error(t.Symbol("x"))) if kind == "reject" else Accepted()
+        conn.disposition(link, delivery_id, state, settled=kind != "unsettled")
+        given_answers.append((delivery_id, kind))
+    sent = _frames(conn.data_to_send())
+    got: list[tuple[int, str]] = []
+    for body in sent:
+        if isinstance(body, t.Flow):
+            got.append((-1, "flow"))
+            continue
+        last = body.first if body.last is None else body.last
+        assert last >= body.first
+        if body.last is not None and last > body.first:  # only a run of settled accepts
+            assert body.settled and isinstance(body.state, t.Accepted)
+        kind = (
+            "reject"
+            if isinstance(body.state, t.Rejected)
+            else ("accept" if body.settled else "unsettled")
+        )
+        got += [(d, kind) for d in range(int(body.first), int(last) + 1)]
+    assert got == given_answers
+    runs = sum(
+        1
+        for k, (d, kind) in enumerate(given_answers)
+        if not (k > 0 and kind == "accept" and given_answers[k - 1] == (d - 1, "accept"))
+    )
+    assert len(sent) == runs
+
+
+def test_a_commit_round_accepts_consecutive_transfers_in_one_frame() -> None:
+    conn = Connection(_Ranges())  # type: ignore[arg-type]
+    session = Session(0, 0, t.Begin(None, 0, 5000, 5000))
+    link = Link(session, t.Attach("in", 0, True), 0)
+    for delivery_id in range(10, 110):
+        conn.disposition(link, delivery_id, Accepted())
+    (only,) = _frames(conn.data_to_send())
+    assert (only.first, only.last, only.settled) == (10, 109, True)
+    conn.disposition(link, 110, Accepted())  # after a write: a frame of its own
+    (alone,) = _frames(conn.data_to_send())
+    assert (alone.first, alone.last) == (110, None)

@@ -23,10 +23,11 @@ Rules this module keeps (AMQP 1.0 parts 2 and 5; daemon/README.md §29):
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from sbctl.core.amqp import framing
 from sbctl.core.amqp.types import (
+    Accepted,
     Attach,
     Begin,
     Close,
@@ -43,6 +44,18 @@ from sbctl.core.amqp.types import (
     Symbol,
     Transfer,
 )
+
+
+class AcceptedRange(NamedTuple):
+    """A settled accept of deliveries ``first..last`` queued at ``_out[start:end]``."""
+
+    start: int
+    end: int
+    channel: int
+    role: bool
+    first: int
+    last: int
+
 
 SENDER = False  # the role field of attach / disposition
 RECEIVER = True
@@ -177,6 +190,7 @@ class Connection:
         self._ended: set[int] = set()  # the peer's channels whose session ended
         self._buf = bytearray()
         self._out = bytearray()
+        self._accepted: AcceptedRange | None = None  # the last frame queued, if an accept
         self._state = "header"  # header, sasl, amqp-header, open, closed
         self._sent_amqp_header = False
         self._opened = False
@@ -191,6 +205,7 @@ class Connection:
     def data_to_send(self) -> bytes:
         out = bytes(self._out)
         self._out.clear()
+        self._accepted = None
         return out
 
     @property
@@ -717,10 +732,28 @@ class Connection:
     def disposition(
         self, link: Link, first: int, state: Any, *, settled: bool = True, last: int | None = None
     ) -> None:
-        self._emit(
-            link.session.channel,
-            Disposition(link.role, first, last, settled, state),
-        )
+        """Settle deliveries ``first..last`` of ``link``'s session. A settled accept of the
+        delivery right after the range the last queued frame accepted extends that frame
+        instead (a commit round accepts many transfers at once: one frame for them all, as
+        a peer batches its own; delivery ids count per session)."""
+        channel = link.session.channel
+        accepted = settled and type(state) is Accepted
+        held = self._accepted
+        if (
+            accepted
+            and last is None
+            and held is not None
+            and held.end == len(self._out)
+            and (held.channel, held.role, held.last + 1) == (channel, link.role, first)
+        ):
+            del self._out[held.start :]
+            first, last = held.first, first
+        start = len(self._out)
+        self._emit(channel, Disposition(link.role, first, last, settled, state))
+        self._accepted = None
+        if accepted:
+            end = first if last is None else last
+            self._accepted = AcceptedRange(start, len(self._out), channel, link.role, first, end)
 
     def close(self, error: Composite | None = None) -> None:
         if self.closed:
