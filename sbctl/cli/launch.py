@@ -54,7 +54,11 @@ FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
-    if os.environ.get(ENV_SWITCH, "1") != "0" and not IN_PROCESS.intersection(args):
+    if (
+        sys.platform == "linux"  # (SO_PEERCRED, posix_spawn's setsid)
+        and os.environ.get(ENV_SWITCH, "1") != "0"
+        and not IN_PROCESS.intersection(args)
+    ):
         path = socket_path()
         if path is not None:
             status = _via_server(path, args)
