@@ -111,3 +111,18 @@ def test_the_direct_transfer_encoding_is_the_generic_one(
         + payload
     )
     assert direct == generic
+
+
+@given(
+    st.integers(0, 0xFFFF),
+    st.booleans(),
+    st.integers(0, 2**32 - 1),
+    st.one_of(st.none(), st.integers(0, 2**32 - 1)),
+)
+def test_an_accepted_disposition_is_written_as_the_generic_encoder_writes_it(
+    channel: int, role: bool, first: int, last: int | None
+) -> None:
+    from sbctl.core.amqp.types import Accepted, Disposition
+
+    generic = framing.encode_frame(channel, Disposition(role, first, last, True, Accepted()))
+    assert framing.accepted_disposition(channel, role, first, last) == generic

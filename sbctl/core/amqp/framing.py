@@ -59,6 +59,25 @@ def encode_frame(
     return FRAME_HEADER.pack(size, 2, kind, channel) + bytes(body) + payload
 
 
+# A disposition's fields after first and last when it settles with accepted: settled true,
+# state accepted (descriptor 0x24, empty list), batchable null (as encode_frame writes them).
+_ACCEPTED_TAIL = b"\x41\x00\x53\x24\x45\x40"
+
+
+def accepted_disposition(channel: int, role: bool, first: int, last: int | None) -> bytes:
+    """``encode_frame(channel, Disposition(role, first, last, True, Accepted()))``, byte for
+    byte, without the generic encoder: a commit round sends one per run of transfers
+    (tests/unit/test_amqp_framing.py compares the two)."""
+    fields = (
+        (b"\x41" if role else b"\x42")
+        + _uint(first)
+        + (b"\x40" if last is None else _uint(last))
+        + _ACCEPTED_TAIL
+    )
+    body = b"\x00\x53\x15\xc0" + bytes((len(fields) + 1, 6)) + fields
+    return FRAME_HEADER.pack(HEADER_SIZE + len(body), 2, AMQP_FRAME, channel) + body
+
+
 def parse_frame(
     buf: bytes | bytearray | memoryview, pos: int, max_size: int
 ) -> tuple[Frame, int] | None:

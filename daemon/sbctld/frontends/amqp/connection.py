@@ -749,7 +749,10 @@ class Connection:
             del self._out[held.start :]
             first, last = held.first, first
         start = len(self._out)
-        self._emit(channel, Disposition(link.role, first, last, settled, state))
+        if accepted and self.trace is None:
+            self._out += framing.accepted_disposition(channel, link.role, first, last)
+        else:
+            self._emit(channel, Disposition(link.role, first, last, settled, state))
         self._accepted = None
         if accepted:
             end = first if last is None else last
