@@ -75,3 +75,42 @@ def test_a_refused_transfer_is_rejected_alone(daemon: Any) -> None:
     ]
     assert "session" in str(outcomes[2].error.description).lower()
     assert received_bodies(daemon, "sessions", 10) == ["a1", "a2", "a3"]
+
+
+def test_a_request_in_the_same_read_sees_the_transfers_before_it(daemon: Any) -> None:
+    daemon.cli("queue", "create", "seen", check=True)
+    client = RawClient(amqp_port(daemon))
+    try:
+        tx = client.attach(False, "seen")
+        client.until(t.Flow)
+        node = "seen/$management"
+        mtx, _mrx = client.management(node)
+        client.until(t.Attach)
+        transfers = b"".join(
+            framing.encode_frame(
+                0,
+                t.Transfer(tx, i, i.to_bytes(4, "big"), 0, False),
+                codec.encode_message(message(f"s{i}")),
+            )
+            for i in range(5)
+        )
+        peek = codec.Message(
+            properties=t.Properties(message_id="p", reply_to=node),
+            application_properties={"operation": "com.microsoft:peek-message"},
+            body={"from-sequence-number": t.Long(0), "message-count": t.Int(10)},
+            body_kind="value",
+        )
+        request = framing.encode_frame(
+            0, t.Transfer(mtx, 5, b"peek", 0, True), codec.encode_message(peek)
+        )
+        client.sock.sendall(transfers + request)  # one write: most likely one read
+        while True:
+            frame = client.until(t.Transfer)
+            if frame.body.handle is not None and not frame.body.more:
+                reply = codec.decode_message(frame.payload)
+                if (reply.application_properties or {}).get("statusCode") is not None:
+                    break
+    finally:
+        client.close()
+    assert reply.application_properties["statusCode"] == 200
+    assert len(reply.body["messages"]) == 5

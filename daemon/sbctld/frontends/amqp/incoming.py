@@ -7,7 +7,9 @@ order they came, are one send request of up to :data:`COALESCED_MESSAGES` messag
 transfer is still answered on its own (its own disposition, once the request is durable),
 and a run the service refuses (nothing of it is stored: a send is all or nothing) is sent
 again transfer by transfer, so that each gets the answer it would have got alone: one bad
-message never takes its neighbours down with it.
+message never takes its neighbours down with it. Any other frame of the read (a flow, a
+settlement, a management request, an attach or detach) stores what is pending first, so that
+it sees the transfers that came before it.
 """
 
 from __future__ import annotations
@@ -38,6 +40,13 @@ class Sends:
     def __init__(self, owner: AmqpConnection) -> None:
         self.owner = owner
         self.pending: list[PendingSend] = []
+
+    def in_order(self) -> None:
+        """Store what is pending before anything else of the same read is acted on (a
+        flow, a settlement, a management request, an attach or detach), so that whatever
+        came after a transfer sees it stored."""
+        if self.pending:
+            self.store()
 
     def store(self) -> None:
         """One send request per run of transfers to the same entity."""

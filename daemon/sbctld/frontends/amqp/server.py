@@ -216,6 +216,7 @@ class AmqpConnection(asyncio.Protocol):
     # ------------------------------------------------------------ attach / detach
 
     def on_attach(self, link: Link) -> None:
+        self.sends.in_order()
         address = link.address or ""
         if address == "$cbs" or address.endswith("/$cbs"):
             link.context = "cbs"
@@ -347,6 +348,7 @@ class AmqpConnection(asyncio.Protocol):
         raise SessionLockLost(f"this connection holds no lock on session {session_id!r}")
 
     def on_detach(self, link: Link, error: Any) -> None:
+        self.sends.in_order()
         self.replies.drop(link)
         if link.context == "coordinator":
             self.transactions.drop_link(link)
@@ -369,6 +371,8 @@ class AmqpConnection(asyncio.Protocol):
 
     def on_transfer(self, link: Link, delivery: Delivery) -> None:
         ctx = link.context
+        if not (isinstance(ctx, tuple) and ctx[0] == "in"):
+            self.sends.in_order()
         try:
             if ctx == "cbs":
                 self._cbs(link, delivery)
@@ -498,6 +502,7 @@ class AmqpConnection(asyncio.Protocol):
     # ------------------------------------------------------------ outgoing messages
 
     def on_flow(self, link: Link) -> None:
+        self.sends.in_order()
         if isinstance(link.context, ReceiveState):
             link.context.paused = False
             self.pump(link)
@@ -581,6 +586,7 @@ class AmqpConnection(asyncio.Protocol):
     def on_dispositions(self, link: Link, ids: list[int], settled: bool, state: Any) -> None:
         """A disposition's range of our deliveries on ``link``: outside a transaction one
         ``settle`` for them all (:mod:`.settlement`)."""
+        self.sends.in_order()
         ctx = link.context
         if not isinstance(ctx, ReceiveState):
             if _is_node(ctx):
@@ -595,6 +601,7 @@ class AmqpConnection(asyncio.Protocol):
     def on_disposition(self, link: Link, delivery_id: int, settled: bool, state: Any) -> None:
         """One delivery settled inside a transaction: held until the discharge (the
         connection hands every other disposition to :meth:`on_dispositions`)."""
+        self.sends.in_order()
         ctx = link.context
         if not isinstance(ctx, ReceiveState) or not isinstance(state, TransactionalState):
             return
