@@ -17,14 +17,12 @@ from __future__ import annotations
 import logging
 import traceback
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from sbctl.core.errors import SbctlError
 from sbctl.core.protocol import SendEncoded
 from sbctld.frontends.amqp.connection import Delivery, Link
-
-if TYPE_CHECKING:
-    from sbctld.frontends.amqp.server import AmqpConnection
+from sbctld.service import SenderId, Service
 
 log = logging.getLogger("sbctld")
 
@@ -34,10 +32,22 @@ PendingSend = tuple[Link, str, Delivery, list[Any]]
 COALESCED_MESSAGES = 100
 
 
+class Owner(Protocol):
+    """What a connection gives :class:`Sends` (sbctld.frontends.amqp.server.AmqpConnection)."""
+
+    namespace: str
+    service: Service
+    sender: SenderId
+
+    def settle_send(self, link: Link, delivery: Delivery, result: Any) -> None: ...
+
+    def reject(self, link: Link, delivery: Delivery, condition: str, text: str) -> None: ...
+
+
 class Sends:
     """The transfers of one read of ``owner``'s socket, waiting to be stored."""
 
-    def __init__(self, owner: AmqpConnection) -> None:
+    def __init__(self, owner: Owner) -> None:
         self.owner = owner
         self.pending: list[PendingSend] = []
 
