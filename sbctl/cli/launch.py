@@ -49,7 +49,8 @@ ENV_SWITCH = "SBCTL_CLI_SERVER"
 # stderr ride along as SCM_RIGHTS. The answers are lines: "pid N", then "exit S".
 HEADER_BYTES = 4
 STD_FDS = b"".join(fd.to_bytes(4, sys.byteorder) for fd in (0, 1, 2))
-FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+# (SIGWINCH: a resized terminal reaches a live view, `--watch`)
+FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGWINCH)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -158,9 +159,10 @@ def _follow(conn: _socket.socket) -> int | None:
     line = lines.next()
     if line.startswith(b"exit "):
         return int(line[5:])
-    if received:  # the child died of the signal this process was sent: so does this one
-        signal.signal(received[-1], signal.SIG_DFL)
-        os.kill(os.getpid(), received[-1])
+    fatal = [signum for signum in received if signum != signal.SIGWINCH]
+    if fatal:  # the child died of the signal this process was sent: so does this one
+        signal.signal(fatal[-1], signal.SIG_DFL)
+        os.kill(os.getpid(), fatal[-1])
     sys.stderr.write("error: the sbctl command process ended without an exit status\n")
     return 1
 

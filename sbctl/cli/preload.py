@@ -34,8 +34,8 @@ from sbctl.cli import app
 from sbctl.cli.launch import HEADER_BYTES
 
 IDLE_SECONDS = 600.0  # (env SBCTL_CLI_SERVER_IDLE: seconds)
-# How often an idle server checks that its socket is still there (a deleted runtime
-# directory ends it).
+# How often (at most; a quarter of the idle time when shorter) an idle server checks that
+# its socket is still there (a deleted runtime directory ends it).
 CHECK_SECONDS = 10.0
 MAX_REQUEST = 1 << 20
 
@@ -57,7 +57,7 @@ def main(argv: list[str]) -> int:
     gc.collect()
     gc.freeze()  # what is loaded now is never scanned again, in the server or a child
     idle = _idle_seconds()
-    listener.settimeout(min(idle, CHECK_SECONDS))
+    listener.settimeout(min(idle / 4, CHECK_SECONDS))
     last = time.monotonic()
     try:
         while True:
