@@ -106,6 +106,7 @@ def _via_server(path: str, args: list[str]) -> int | None:
         except OSError:
             start_server(path)
             return None
+        signals = _Signals()  # from now on a signal is kept for the child, not lost
         request = marshal.dumps(
             {
                 "argv": args,
@@ -120,13 +121,50 @@ def _via_server(path: str, args: list[str]) -> int | None:
             if sent < len(data):
                 conn.sendall(data[sent:])
         except OSError:
-            return None  # a standard stream is closed: run here
-        status = _follow(conn)
+            sent = -1  # a standard stream is closed: run here
+        status = _follow(conn, signals) if sent >= 0 else None
+        if status is None:
+            signals.restore()
+            fatal = signals.fatal()
+            if fatal is not None:  # stopped before anything ran
+                return 128 + fatal
     finally:
         conn.close()
-    if status is None:
+    if status is None and sent >= 0:
         start_server(path)  # the server declined: its files changed
     return status
+
+
+class _Signals:
+    """The signals this process gets while a child runs its command: kept until the child
+    is known, then passed on to it."""
+
+    def __init__(self) -> None:
+        self.received: list[int] = []
+        self.child = 0
+        self.before = {signum: signal.signal(signum, self.forward) for signum in FORWARDED}
+
+    def forward(self, signum: int, _frame: object = None) -> None:
+        self.received.append(signum)
+        if self.child:
+            try:
+                os.kill(self.child, signum)
+            except ProcessLookupError:
+                pass
+
+    def started(self, child: int) -> None:
+        self.child = child
+        for signum in self.received:
+            os.kill(child, signum)
+
+    def fatal(self) -> int | None:
+        """The last signal received that ends a process (not SIGWINCH)."""
+        fatal = [signum for signum in self.received if signum != signal.SIGWINCH]
+        return fatal[-1] if fatal else None
+
+    def restore(self) -> None:
+        for signum, handler in self.before.items():
+            signal.signal(signum, handler)
 
 
 def _stream(stream: object) -> list[object]:
@@ -138,31 +176,20 @@ def _stream(stream: object) -> list[object]:
     ]
 
 
-def _follow(conn: _socket.socket) -> int | None:
-    """Read the child's pid, forward signals to it, and return its exit status."""
+def _follow(conn: _socket.socket, signals: _Signals) -> int | None:
+    """Read the child's pid, pass signals on to it, and return its exit status."""
     lines = _Lines(conn)
     first = lines.next()
     if not first.startswith(b"pid "):
         return None  # the server declined (its files changed): nothing ran
-    child = int(first[4:])
-    received: list[int] = []
-
-    def forward(signum: int, _frame: object) -> None:
-        received.append(signum)
-        try:
-            os.kill(child, signum)
-        except ProcessLookupError:
-            pass
-
-    for signum in FORWARDED:
-        signal.signal(signum, forward)
+    signals.started(int(first[4:]))
     line = lines.next()
     if line.startswith(b"exit "):
         return int(line[5:])
-    fatal = [signum for signum in received if signum != signal.SIGWINCH]
-    if fatal:  # the child died of the signal this process was sent: so does this one
-        signal.signal(fatal[-1], signal.SIG_DFL)
-        os.kill(os.getpid(), fatal[-1])
+    fatal = signals.fatal()
+    if fatal is not None:  # the child died of the signal this process was sent: so does this one
+        signal.signal(fatal, signal.SIG_DFL)
+        os.kill(os.getpid(), fatal)
     sys.stderr.write("error: the sbctl command process ended without an exit status\n")
     return 1
 

@@ -211,6 +211,8 @@ def _child(conn: socket.socket, tree: Any) -> None:
         conn.sendall(f"pid {os.getpid()}\n".encode())
         threading.Thread(target=_stop_with_caller, args=(conn,), daemon=True).start()
         status = _run(request["argv"], tree)
+    except KeyboardInterrupt:  # Ctrl-C before the command ran: as the command answers it
+        status = 130
     except BaseException:  # whatever happens, the caller gets a status
         status = 1
     finally:
