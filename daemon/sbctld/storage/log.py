@@ -648,22 +648,19 @@ class PartitionLog(StateIndex):
         seg = self.segments[k]
         start, size = off - RECORD_HEADER.size, n + RECORD_HEADER.size
         ahead = _read_ahead[0]
+        raw = b""
         if ahead is not None and ahead[0] is seg and start >= ahead[1]:
-            at = start - ahead[1]
-            raw = ahead[2][at : at + size]
-        else:
-            raw = b""
+            _seg, base, buf, _last = ahead
+            raw = buf[start - base : start - base + size]
         if len(raw) != size:
             sequential = ahead is not None and ahead[0] is seg and ahead[3] == seq - 1
             want = max(size, min(READ_AHEAD_BYTES, seg.size - start)) if sequential else size
             try:
-                buf = os.pread(seg.fd, want, start)
+                base, buf = start, os.pread(seg.fd, want, start)
             except OSError as exc:
                 raise CorruptRecord(seq, f"{seg.path} ({exc})") from exc
-            raw = buf[:size] if len(buf) > size else buf
-            _read_ahead[0] = (seg, start, buf, seq)
-        else:
-            _read_ahead[0] = (seg, ahead[1], ahead[2], seq)  # type: ignore[index]
+            raw = buf[:size]
+        _read_ahead[0] = (seg, base, buf, seq)
         if len(raw) != size or crc32c.crc32c(raw) != self.crc[i]:
             raise CorruptRecord(seq, str(seg.path))
         return raw

@@ -149,8 +149,7 @@ class AmqpConnection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         try:
             self.conn.receive_data(data)
-            if self.sends.pending:
-                self.sends.store()
+            self.sends.in_order()
             if self.conn.failure is not None:
                 log.warning("AMQP peer sent an invalid frame: %r", self.conn.failure)
                 self.conn.failure = None
