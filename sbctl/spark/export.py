@@ -131,7 +131,7 @@ def run_export(
         }
     finally:
         if own:
-            spark.stop()
+            session.stop(spark)
 
 
 def _props_json(props: dict[str, Any]) -> str:

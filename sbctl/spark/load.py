@@ -276,7 +276,7 @@ def run(
         )
     finally:
         if own:
-            spark.stop()
+            session.stop(spark)
         shutil.rmtree(work, ignore_errors=True)
 
 

@@ -9,20 +9,26 @@
 - The JVM's output (log4j, the JDK's start-up warnings, Python workers' stderr) goes to a
   log file (``spark.log`` in the data dir) instead of the terminal, where it would break
   the progress bar.
+- Spark's JVM loads some 10,000 classes as it starts (about 10 s of CPU on a 2-core machine).
+  The first command keeps them in a class-data-sharing archive (:func:`class_cache`) that later
+  starts map instead (about 4 s faster each).
 """
 
 from __future__ import annotations
 
 import atexit
+import hashlib
 import os
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
 import threading
 import zipfile
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -42,6 +48,10 @@ QUIET = {
     "spark.driver.extraJavaOptions": _LOG4J,
 }
 PYTHON_CONF = "spark.pyspark.python"
+JAVA_OPTIONS = "spark.driver.extraJavaOptions"
+CLASS_CACHE_ENV = "SBCTL_SPARK_CLASS_CACHE"  # a folder for the archives, or 0: none
+CLASS_CACHE_LOCK_SECONDS = 900  # a creator's lock older than this is stale
+CLASS_CACHE_EXIT_SECONDS = 180  # how long the creating JVM may take to write the archive
 LOG_BYTES = 8 * 1024 * 1024  # spark.log is moved to spark.log.1 past this size
 
 # Where the running session's JVM writes its output (None: the terminal).
@@ -83,6 +93,127 @@ def code_zip() -> str:
     return str(path)
 
 
+@dataclass(frozen=True)
+class _Archive:
+    """The class archive this process's JVM writes as it exits (the first start only)."""
+
+    pending: Path  # where the JVM writes it
+    final: Path  # where later starts find it, once it is whole
+    lock: Path  # held while one command writes it
+
+
+# Set by start() when its JVM writes the archive; stop() then waits for it.
+_archive: _Archive | None = None
+
+
+def class_cache_dir() -> Path | None:
+    """Where the class archives live: ``$SBCTL_SPARK_CLASS_CACHE`` (``0``: nowhere, no
+    archive), else ``$XDG_CACHE_HOME/sbctl/spark-classes`` (``~/.cache/...``)."""
+    chosen = os.environ.get(CLASS_CACHE_ENV, "")
+    if chosen == "0":
+        return None
+    if chosen:
+        return Path(chosen)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "sbctl" / "spark-classes"
+
+
+def _archive_key() -> str | None:
+    """What an archive belongs to: this Spark (version, jars) and this Java runtime."""
+    import pyspark
+
+    home = os.environ.get("JAVA_HOME")
+    java = os.path.join(home, "bin", "java") if home else shutil.which("java")
+    jars = Path(os.environ.get("SPARK_HOME") or os.path.dirname(pyspark.__file__)) / "jars"
+    try:
+        real = os.path.realpath(java or "")
+        st, jst = os.stat(real), os.stat(jars)
+    except OSError:
+        return None
+    ident = (
+        f"{pyspark.__version__}|{os.path.realpath(jars)}|{jst.st_mtime_ns}|{real}|"
+        f"{st.st_size}|{st.st_mtime_ns}"
+    )
+    return hashlib.sha256(ident.encode()).hexdigest()[:16]
+
+
+def _take(lock: Path) -> bool:
+    """Create ``lock`` (this process writes the archive); False while another one does."""
+    for _ in range(2):
+        try:
+            os.close(os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+            return True
+        except FileExistsError:
+            try:
+                age = datetime.now(UTC).timestamp() - lock.stat().st_mtime
+            except FileNotFoundError:
+                continue
+            if age < CLASS_CACHE_LOCK_SECONDS:
+                return False
+            lock.unlink(missing_ok=True)  # its writer died
+    return False
+
+
+def class_cache() -> str:
+    """The JVM options that map the class archive of this Spark and Java runtime, or (the
+    first time, or after either changed) make this JVM write it as it exits.
+
+    A JDK class-data-sharing archive holds the classes parsed and verified; mapping it
+    saves most of the JVM's start-up. A truncated archive crashes the JVM that maps it, so
+    an archive is written under a temporary name and takes its final one only after its
+    JVM exited with status 0 (:func:`stop`). No options when the cache is off, there is no
+    Java, or another command is writing the archive.
+    """
+    global _archive
+    folder = class_cache_dir()
+    key = _archive_key() if folder is not None else None
+    if folder is None or key is None:
+        return ""
+    quiet = "-Xlog:cds=off -Xlog:cds+dynamic=off"  # (what it could not archive, and why)
+    final = folder / f"spark-{key}.jsa"
+    if final.is_file():
+        return f"-XX:SharedArchiveFile={final} {quiet}"
+    lock = folder / f"spark-{key}.lock"
+    try:
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if not _take(lock):
+            return ""
+    except OSError:
+        return ""
+    for stale in folder.glob(f"spark-{key}.*.tmp"):  # left by a writer that was killed
+        stale.unlink(missing_ok=True)
+    _archive = _Archive(folder / f"spark-{key}.{os.getpid()}.tmp", final, lock)
+    return f"-XX:ArchiveClassesAtExit={_archive.pending} {quiet}"
+
+
+def stop(spark: Any) -> None:
+    """Stop a session :func:`start` began. When its JVM writes the class archive, end the
+    JVM now (it writes the archive as it exits, some 15 s once) and keep the archive only
+    if the JVM exited cleanly."""
+    global _archive
+    spark.stop()
+    archive, _archive = _archive, None
+    if archive is None:
+        return
+    from pyspark import SparkContext
+
+    gateway = SparkContext._gateway
+    proc = getattr(gateway, "proc", None)
+    try:
+        if gateway is not None and proc is not None and proc.stdin is not None:
+            gateway.shutdown()
+            SparkContext._gateway = None
+            SparkContext._jvm = None
+            proc.stdin.close()  # Spark's gateway exits when its stdin closes
+            if proc.wait(CLASS_CACHE_EXIT_SECONDS) == 0 and archive.pending.stat().st_size:
+                os.replace(archive.pending, archive.final)
+    except (OSError, subprocess.TimeoutExpired):
+        pass  # no archive this time: the next start tries again
+    finally:
+        archive.pending.unlink(missing_ok=True)
+        archive.lock.unlink(missing_ok=True)
+
+
 def _open_log(log: Path, app: str, master: str) -> Any:
     log.parent.mkdir(parents=True, exist_ok=True)
     try:
@@ -114,12 +245,18 @@ def _jvm_said(log: Path, offset: int) -> str:
     return lines[-1] if lines else ""
 
 
+def _jvm_running() -> bool:
+    from pyspark import SparkContext
+
+    return SparkContext._gateway is not None or "PYSPARK_GATEWAY_PORT" in os.environ
+
+
 def _launch_jvm(settings: dict[str, str], master: str, app: str, log: Path) -> None:
     """Start Spark's JVM with its stdout and stderr in ``log`` (once per process)."""
     from pyspark import SparkConf, SparkContext
     from pyspark.java_gateway import launch_gateway
 
-    if SparkContext._gateway is not None or "PYSPARK_GATEWAY_PORT" in os.environ:
+    if _jvm_running():
         return  # a JVM already runs (an earlier session of this process, or a notebook)
     conf = SparkConf(loadDefaults=False).setMaster(master).setAppName(app)
     conf.setAll(list(settings.items()))
@@ -147,6 +284,8 @@ def start(master: str, conf: dict[str, str], app: str, log: Path | None = None) 
     from pyspark.sql import SparkSession
 
     settings = {**QUIET, **conf}
+    if JAVA_OPTIONS not in conf and not _jvm_running():
+        settings[JAVA_OPTIONS] = f"{QUIET[JAVA_OPTIONS]} {class_cache()}".strip()
     python = worker_python(conf)
     saved = os.environ.get("PYSPARK_PYTHON")
     os.environ["PYSPARK_PYTHON"] = python  # read once, when the SparkContext starts

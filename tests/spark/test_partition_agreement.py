@@ -84,23 +84,17 @@ def _keys() -> list[str]:
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[Any]:
-    from pyspark.sql import SparkSession
+    from sbctl.spark import session
 
-    session = (
-        SparkSession.builder.master("local[1]")
-        .appName("sbctl-partition-agreement")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "1")
-        .config("spark.default.parallelism", "1")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.extraJavaOptions", "-Dlog4j2.level=ERROR")
-        .getOrCreate()
+    spark = session.start(
+        "local[1]",
+        {"spark.sql.shuffle.partitions": "1", "spark.default.parallelism": "1"},
+        "sbctl-partition-agreement",
     )
-    session.sparkContext.setLogLevel("ERROR")
     try:
-        yield session
+        yield spark
     finally:
-        session.stop()
+        session.stop(spark)
 
 
 def test_spark_places_every_key_like_sbctl(spark: Any) -> None:

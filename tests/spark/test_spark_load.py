@@ -39,7 +39,7 @@ def spark() -> Iterator[Any]:
     try:
         yield s
     finally:
-        s.stop()
+        session.stop(s)
 
 
 def load(daemon: Any, spark: Any, source: Path | str, entity: str, **kw: Any) -> dict[str, Any]:
