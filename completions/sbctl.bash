@@ -33,7 +33,7 @@ _sbctl_options() {
         "purge") echo "--dlq -h --help" ;;
         "spark-load") echo "--entity --format --option --body-column --message-id-column --session-id-column --partition-key-column --correlation-id-column --subject-column --content-type-column --ttl-column --scheduled-enqueue-time-column --property-columns --all-other-columns-as-properties --body-format --master --spark-conf --staging-dir --load-id --max-rejects --rejects-file -h --help" ;;
         "spark-export") echo "--to --format --master --spark-conf -h --help" ;;
-        "bench") echo "--messages --size --batch --clients --entity --partitioned --workers --skip-raw --skip-start --topic --subscriptions --stored --amqp --connections --cli --runs --targets -h --help" ;;
+        "bench") echo "--messages --size --batch --clients --entity --partitioned --workers --skip-raw --skip-start --topic --subscriptions --stored --amqp --connections --cli --runs --spark --targets -h --help" ;;
         "top") echo "--once --interval --sort --reverse --filter -h --help" ;;
         "explorer") echo "--no-open -h --help" ;;
         "help") echo "--raw -h --help" ;;

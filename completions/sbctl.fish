@@ -375,6 +375,7 @@ complete -c sbctl -n '__sbctl_using \'bench\'' -l amqp -d 'Instead: the same sen
 complete -c sbctl -n '__sbctl_using \'bench\'' -l connections -x -d 'With --amqp: also hold this many AMQP connections at once (each with a token and a link) and report the daemon\'s memory growth'
 complete -c sbctl -n '__sbctl_using \'bench\'' -l cli -d 'Instead: time sbctl\'s own commands, each run --runs times in a fresh process against the running daemon; the median wall time per command beside the 100 ms target'
 complete -c sbctl -n '__sbctl_using \'bench\'' -l runs -x -d 'With --cli: runs per command'
+complete -c sbctl -n '__sbctl_using \'bench\'' -l spark -d 'Instead: sbctl spark-load against the best sbctl send --input (batches of 100 or 1,000) of one JSON Lines file of --messages lines with --size-byte bodies (--partitioned: into 16-partition queues, 1,000 partition keys), each command timed end to end; the ratio beside the 3 x target'
 complete -c sbctl -n '__sbctl_using \'bench\'' -l targets -d 'Instead: the Unix-socket performance targets (batches of 100 against the disk\'s 100-per-sync ceiling, 32 concurrent senders against its single-sync rate, receive + complete in batches, memory per stored message), each with its ceiling, ratio and target; --messages per workload, --stored messages (default 1,000,000: 1 GB of disk for a minute) for the memory'
 complete -c sbctl -n '__sbctl_using \'bench\'' -s h -l help -d 'Show this message and exit'
 complete -c sbctl -n '__sbctl_using \'top\'' -l once -d 'Print one snapshot (table, or JSON with -o json) and exit'

@@ -38,7 +38,7 @@ from sbctl.core.errors import BadRequest, InvalidOperation, QuotaExceeded
 from sbctl.core.messages import INPUT_FIELDS
 from sbctl.core.names import parse_entity_path
 from sbctl.spark import columns, session
-from sbctl.spark.stage import Rules, Target, stage_rows
+from sbctl.spark.stage import Rules, Target, stage_lines, stage_rows
 
 FORMATS_BY_SUFFIX = {
     ".json": "json",
@@ -53,6 +53,8 @@ FORMATS_BY_SUFFIX = {
     ".text": "text",
 }
 DEFAULT_OPTIONS = {"csv": {"header": "true"}}
+LINES_SUFFIXES = tuple(k for k, v in FORMATS_BY_SUFFIX.items() if v == "json")
+SPLIT_BYTES = 32 * 1024 * 1024  # a task reads at most this much of a JSON Lines file
 # The `send --input` JSON Lines fields, all read as text: an object body or
 # application_properties arrives as its JSON text (property types survive), a number TTL as
 # its digits (seconds, as parse_duration_ms reads them).
@@ -145,6 +147,33 @@ def message_lines(req: LoadRequest, fmt: str, sample: int = 1000) -> bool:
     return True
 
 
+def line_splits(
+    req: LoadRequest, fmt: str, rules: Rules, parallelism: int
+) -> list[tuple[str, int, int]] | None:
+    """The byte ranges ``(path, start, end)`` Python tasks read themselves
+    (:func:`sbctl.spark.stage.stage_lines`) when every source is a local JSON Lines file
+    in the `send --input` format and the queue does not detect duplicates (which needs the
+    whole input ordered by MessageId: Spark's window); None: Spark reads the sources.
+
+    Each file is cut into at least ``parallelism`` ranges overall, at most 32 MB each.
+    """
+    if rules.duplicate_detection or not message_lines(req, fmt):
+        return None
+    paths = [_local(source) for source in req.sources]
+    sizes: list[tuple[str, int]] = []
+    for path in paths:
+        if path is None or not path.endswith(LINES_SUFFIXES) or not os.path.isfile(path):
+            return None
+        sizes.append((path, os.path.getsize(path)))
+    total = sum(size for _, size in sizes)
+    step = max(1024 * 1024, min(SPLIT_BYTES, -(-total // max(1, parallelism))))
+    return [
+        (path, start, min(size, start + step))
+        for path, size in sizes
+        for start in range(0, size, step)
+    ]
+
+
 def _read(spark: Any, req: LoadRequest, fmt: str) -> Any:
     options = {**DEFAULT_OPTIONS.get(fmt, {}), **req.options}
     if fmt == "csv" and any(s.endswith(".tsv") for s in req.sources):
@@ -235,16 +264,23 @@ def run(
         log = Path(req.log_file) if req.log_file else None
         spark = session.start(req.master, req.spark_conf, "sbctl spark-load", log)
     try:
-        source = _read(spark, req, fmt)
-        staged = plan(source, req, rules)
         target = Target(str(work), rules)
-        with warnings.catch_warnings():
-            # PySpark 4 warns that toJSON will return a DataFrame some day; the RDD of JSON
-            # text is the fastest way to hand rows to Python tasks.
-            warnings.simplefilter("ignore", UserWarning)
-            lines = staged.toJSON()
-        # The tasks import only sbctl.spark.stage (and the codec): what executors need.
-        job = lines.mapPartitionsWithIndex(functools.partial(stage_rows, target=target))
+        sc = spark.sparkContext
+        splits = line_splits(req, fmt, rules, sc.defaultParallelism)
+        if splits is not None:
+            job = sc.parallelize(splits, len(splits)).mapPartitionsWithIndex(
+                functools.partial(stage_lines, target=target)
+            )
+        else:
+            source = _read(spark, req, fmt)
+            staged = plan(source, req, rules)
+            with warnings.catch_warnings():
+                # PySpark 4 warns that toJSON will return a DataFrame some day; the RDD of
+                # JSON text is the fastest way to hand rows to Python tasks.
+                warnings.simplefilter("ignore", UserWarning)
+                lines = staged.toJSON()
+            # The tasks import only sbctl.spark.stage (and the codec): what executors need.
+            job = lines.mapPartitionsWithIndex(functools.partial(stage_rows, target=target))
         with session.watching(spark, report, "staging record batches"):
             out = job.collect()
         files = sorted((r[1], r[2]) for r in out if r[0] == "file")
@@ -255,8 +291,12 @@ def run(
         rejects_path = None
         if rejected:
             rejects_path = Path(req.rejects_file or layout.rejects_file(staging, load_id))
-            with session.watching(spark, None, "writing the rejects file"):
-                _write_rejects(spark, source, layout.task_rejects_dir(work), rejects_path)
+            folder = layout.task_rejects_dir(work)
+            if splits is not None:
+                _join_rejects(folder, rejects_path)
+            else:
+                with session.watching(spark, None, "writing the rejects file"):
+                    _write_rejects(spark, source, folder, rejects_path)
         if req.max_rejects is not None and rejected > req.max_rejects:
             raise QuotaExceeded(
                 f"{rejected} rows were rejected, more than --max-rejects {req.max_rejects}: "
@@ -278,6 +318,15 @@ def run(
         if own:
             session.stop(spark)
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _join_rejects(folder: Path, path: Path) -> None:
+    """The tasks' rejects files (whole lines with reasons), in task order: input order."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("wb") as out:
+        for part in sorted(folder.iterdir()):
+            with part.open("rb") as fh:
+                shutil.copyfileobj(fh, out)
 
 
 def _write_rejects(spark: Any, source: Any, folder: Path, path: Path) -> None:

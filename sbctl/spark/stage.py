@@ -26,7 +26,8 @@ from sbctl.core import layout, send_rules
 from sbctl.core.durations import parse_duration_ms, parse_instant_ms
 from sbctl.core.errors import SbctlError
 from sbctl.core.message_form import encode as _encode
-from sbctl.core.messages import property_value
+from sbctl.core.messages import message_from_json, property_value
+from sbctl.core.partitioning import partition_for_key
 from sbctl.core.records import NOT_SCHEDULED, STRING_FIELDS, Message, StagedRecord, encode_batch
 
 BATCH_BYTES = 1024 * 1024  # a staged batch is cut at about this many payload bytes
@@ -165,16 +166,18 @@ def _scheduled(row: Row, now_ms: int) -> int | None:
     return at
 
 
-def check_size(message: Message, payload: bytes, rules: Rules) -> None:
+def check_size(message: Message, payload: bytes, rules: Rules) -> str | None:
     """The rules that need the encoded message (:mod:`sbctl.core.send_rules`, in the daemon's
-    order): header and property sizes, the partition key, then the tier's limit."""
+    order): header and property sizes, the partition key (returned), then the tier's
+    limit."""
     try:
-        send_rules.check_encoded(
+        key = send_rules.check_encoded(
             message, len(payload), duplicate_detection=rules.duplicate_detection
         )
         send_rules.check_size(len(payload), rules.max_message_bytes)
     except SbctlError as exc:
         raise Rejected(exc.message) from None
+    return key
 
 
 @dataclass(frozen=True)
@@ -232,6 +235,49 @@ class _PartitionFiles:
         self.k += 1
 
 
+class _TaskOutput:
+    """What one task writes: staged files per target partition, and its rejects file."""
+
+    def __init__(self, target: Target, task: int) -> None:
+        self.target = target
+        self.task = task
+        self.files: dict[int, _PartitionFiles] = {}
+        self.rejects: Any = None
+        self.staged = self.rejected = 0
+
+    def add(self, pid: int, record: StagedRecord) -> None:
+        out = self.files.get(pid)
+        if out is None:
+            out = self.files[pid] = _PartitionFiles(self.target.directory, pid, self.task)
+        out.add(record)
+        self.staged += 1
+
+    def reject(self, line: bytes) -> None:
+        self.rejected += 1
+        if self.rejects is None:
+            folder = layout.task_rejects_dir(self.target.directory)
+            os.makedirs(folder, mode=0o700, exist_ok=True)
+            self.rejects = layout.open_private(layout.task_rejects_file(folder, self.task))
+        self.rejects.write(line)
+
+    def finish(self) -> None:
+        for out in self.files.values():
+            out.flush()
+            out.close_file()
+
+    def close(self) -> None:
+        if self.rejects is not None:
+            self.rejects.close()
+
+    def results(self, rows: int, duplicates: int) -> Iterator[tuple[Any, ...]]:
+        """``("file", pid, path, records, bytes)`` per staged file, then the task's
+        ``("task", rows, staged, rejected, duplicates)``."""
+        for out in self.files.values():
+            for pid, path, records, size in out.done:
+                yield ("file", pid, path, records, size)
+        yield ("task", rows, self.staged, self.rejected, duplicates)
+
+
 def stage_rows(task: int, lines: Iterable[str], target: Target) -> Iterator[tuple[Any, ...]]:
     """Spark's ``mapPartitionsWithIndex`` function: stage one task's rows.
 
@@ -240,9 +286,8 @@ def stage_rows(task: int, lines: Iterable[str], target: Target) -> Iterator[tupl
     """
     rules = target.rules
     decode = msgspec.json.Decoder(Row).decode
-    files: dict[int, _PartitionFiles] = {}
-    rejects: Any = None
-    rows = staged = rejected = duplicates = 0
+    out = _TaskOutput(target, task)
+    rows = duplicates = 0
     reject_line = msgspec.json.Encoder().encode
     try:
         for line in lines:
@@ -258,25 +303,90 @@ def stage_rows(task: int, lines: Iterable[str], target: Target) -> Iterator[tupl
                 if not 0 <= row.p < rules.partitions:
                     raise Rejected(f"partition {row.p} is outside [0, {rules.partitions})")
             except Rejected as exc:
-                rejected += 1
-                if rejects is None:
-                    folder = layout.task_rejects_dir(target.directory)
-                    os.makedirs(folder, mode=0o700, exist_ok=True)
-                    rejects = layout.open_private(layout.task_rejects_file(folder, task))
-                rejects.write(reject_line({"o": row.o, "reason": str(exc)}) + b"\n")
+                out.reject(reject_line({"o": row.o, "reason": str(exc)}) + b"\n")
                 continue
-            out = files.get(row.p)
-            if out is None:
-                out = files[row.p] = _PartitionFiles(target.directory, row.p, task)
-            out.add(StagedRecord(payload, ttl if ttl is not None else -1, sched))
-            staged += 1
-        for out in files.values():
-            out.flush()
-            out.close_file()
+            out.add(row.p, StagedRecord(payload, ttl if ttl is not None else -1, sched))
+        out.finish()
     finally:
-        if rejects is not None:
-            rejects.close()
-    for out in files.values():
-        for pid, path, records, size in out.done:
-            yield ("file", pid, path, records, size)
-    yield ("task", rows, staged, rejected, duplicates)
+        out.close()
+    yield from out.results(rows, duplicates)
+
+
+def _from_line(line: bytes, rules: Rules) -> tuple[bytes, int, int, str | None]:
+    """A `send --input` line → its stored form, TTL as stored, scheduled time and partition
+    key, checked as `send` and the daemon check it (:class:`Rejected` with the reason)."""
+    try:
+        message = message_from_json(msgspec.json.decode(line), rules.now_ms)
+        send_rules.check_fields(message, requires_session=rules.requires_session)
+        payload = _encode(message)
+    except msgspec.DecodeError as exc:
+        raise Rejected(f"not a JSON object: {exc}") from None
+    except SbctlError as exc:
+        raise Rejected(exc.message) from None
+    except (ValueError, TypeError, OverflowError) as exc:
+        raise Rejected(str(exc)) from None
+    key = check_size(message, payload, rules)
+    at = message.scheduled_enqueue_time_ms
+    ttl = send_rules.stored_time_to_live(message.time_to_live_ms, rules.default_ttl_ms)
+    return payload, ttl, at if at is not None and at > rules.now_ms else NOT_SCHEDULED, key
+
+
+def _lines(path: str, start: int, end: int) -> Iterator[bytes]:
+    """The lines that start in ``[start, end)`` of the file (a split's, as Hadoop cuts text:
+    a line belongs to the split its first byte is in)."""
+    with open(path, "rb", buffering=1024 * 1024) as fh:
+        pos = start
+        if start:
+            fh.seek(start - 1)
+            pos = start - 1 + len(fh.readline())  # the end of the line before the split
+        while pos < end:
+            line = fh.readline()
+            if not line:
+                return
+            pos += len(line)
+            yield line
+
+
+def _reject_line(line: bytes, reason: str) -> bytes:
+    """``{"row": <the line's JSON>, "reason": ...}`` (a line that is not JSON: as text)."""
+    row = line.strip()
+    try:
+        msgspec.json.decode(row)
+    except msgspec.DecodeError:
+        row = msgspec.json.encode(row.decode("utf-8", "replace"))
+    return b'{"row": ' + row + b', "reason": ' + msgspec.json.encode(reason) + b"}\n"
+
+
+def stage_lines(
+    task: int, splits: Iterable[tuple[str, int, int]], target: Target
+) -> Iterator[tuple[Any, ...]]:
+    """Spark's ``mapPartitionsWithIndex`` function for `send --input` JSON Lines files: read
+    the task's byte ranges of the files itself (no row passes through the JVM), stage each
+    line as `send --input` would send it. Yields what :func:`stage_rows` yields; a refused
+    line goes to the task's rejects file whole, with the reason."""
+    rules = target.rules
+    out = _TaskOutput(target, task)
+    rows = 0
+    turn = task << 33  # keyless messages go round-robin, as Spark's row ids would place them
+    try:
+        for path, start, end in splits:
+            for line in _lines(path, start, end):
+                if line.isspace():
+                    continue  # blank lines are skipped, as `send --input` skips them
+                rows += 1
+                try:
+                    payload, ttl, sched, key = _from_line(line, rules)
+                except Rejected as exc:
+                    out.reject(_reject_line(line, str(exc)))
+                    continue
+                if rules.partitions == 1:
+                    pid = 0
+                elif key is not None:
+                    pid = partition_for_key(key, rules.partitions)
+                else:
+                    pid = (turn + rows) % rules.partitions
+                out.add(pid, StagedRecord(payload, ttl, sched))
+        out.finish()
+    finally:
+        out.close()
+    yield from out.results(rows, 0)
