@@ -55,6 +55,7 @@ from sbctl.core.amqp.sections import (
 from sbctl.core.amqp.types import Int, Symbol, Timestamp, UInt, ULong
 from sbctl.core.errors import BadRequest
 from sbctl.core.message_ids import new_message_id, new_message_ids
+from sbctl.core.message_plain import plain_head, plain_message, property_fields
 from sbctl.core.records import Message, decode_legacy, decode_sent_message
 from sbctl.core.typed import (
     TYPED,
@@ -498,97 +499,9 @@ def _broker_keys_dropped(buf: bytes, pos: int, end: int) -> bytes:
     return b"\x00\x53\x72" + map_of(len(kept), b"".join(kept))
 
 
-_PLAIN_FIELDS = (
-    "message_id",
-    None,
-    "to",
-    "subject",
-    "reply_to",
-    "correlation_id",
-    "content_type",
-    None,
-    None,
-    None,
-    "session_id",
-    None,
-    "reply_to_session_id",
-)
-_PK_ANNOTATION = b"\x00\x53\x72\xc1"
-
-
-def _plain_text(buf: bytes, pos: int, end: int, symbol: bool) -> tuple[str, int]:
-    """The string (``symbol``: symbol) at ``pos``; ValueError for any other value."""
-    ctor = buf[pos]
-    if ctor == (0xA3 if symbol else 0xA1):
-        start, stop = pos + 2, pos + 2 + buf[pos + 1]
-    elif ctor == (0xB3 if symbol else 0xB1):
-        start = pos + 5
-        stop = start + _U32(buf, pos + 1)[0]
-    else:
-        raise ValueError("not plain")
-    if stop > end:
-        raise ValueError("not plain")
-    raw = buf[start:stop]
-    return (raw.decode("ascii") if symbol else raw.decode()), stop
-
-
-def _plain_message(buf: bytes, pos: int, end: int) -> Message | None:
-    """The fields of what :func:`_plain_head` writes (text fields, a partition key
-    annotation, one data section), read without the generic reader: the Message it would
-    give. None for anything else (the generic reader then reads, or refuses, it)."""
-    fields: dict[str, Any] = {}
-    try:
-        if buf.startswith(_PK_ANNOTATION, pos):
-            stop = pos + 5 + buf[pos + 4]
-            if buf[pos + 5] != 2 or not buf.startswith(_PK_KEY, pos + 6):
-                return None
-            fields["partition_key"], at = _plain_text(buf, pos + 6 + len(_PK_KEY), stop, False)
-            if at != stop:
-                return None
-            pos = stop
-        if not buf.startswith(b"\x00\x53\x73", pos):
-            return None
-        ctor = buf[pos + 3]
-        if ctor == 0x45:
-            count, at, stop = 0, pos + 4, pos + 4
-        elif ctor == 0xC0:
-            count, at, stop = buf[pos + 5], pos + 6, pos + 5 + buf[pos + 4]
-        elif ctor == 0xD0:
-            count, at, stop = _U32(buf, pos + 8)[0], pos + 12, pos + 8 + _U32(buf, pos + 4)[0]
-        else:
-            return None
-        if count > len(_PLAIN_FIELDS) or stop > end:
-            return None
-        for i in range(count):
-            if buf[at] == 0x40:
-                at += 1
-                continue
-            name = _PLAIN_FIELDS[i]
-            if name is None:
-                return None
-            fields[name], at = _plain_text(buf, at, stop, i == 6)
-        if at != stop or not buf.startswith(_DATA, stop):
-            return None
-        ctor = buf[stop + 3]
-        if ctor == 0xA0:
-            at = stop + 5
-            size = buf[stop + 4]
-        elif ctor == 0xB0:
-            at = stop + 8
-            size = _U32(buf, stop + 4)[0]
-        else:
-            return None
-        if at + size != end:
-            return None
-    except (ValueError, IndexError, struct.error):
-        return None
-    return Message(buf[at:end], **fields)
-
-
-def _intake_one(buf: bytes, start: int, end: int, new_id: str | None = None) -> Sent:
-    """One message read; ``new_id``: the id it is given if it has none. A message that is
-    a body alone (one data section, maybe after empty properties: the bare form a client
-    sends) is recognised by its first bytes; any other goes through :func:`_read`."""
+def _quick(buf: bytes, start: int, end: int, new_id: str | None) -> Sent | None:
+    """A body alone (a data section, maybe after empty properties: the bare form a client
+    sends) or text fields only (:mod:`sbctl.core.message_plain`); None for any other."""
     data = start + 4 if buf.startswith(_EMPTY_PROPERTIES, start) else start
     if buf.startswith(_DATA, data):
         ctor = buf[data + 3]
@@ -604,9 +517,17 @@ def _intake_one(buf: bytes, start: int, end: int, new_id: str | None = None) -> 
             raw = new_id.encode()
             head = _ID32 if len(raw) == 32 else _id_properties(raw)
             return Sent(Message(buf[at:end], new_id), b"".join((head, raw, buf[data:end])))
-    plain = _plain_message(buf, start, end)
+    plain = plain_message(buf, start, end)
     if plain is not None and (new_id is None or plain.message_id is not None):
         return Sent(plain, buf[start:end] if start or end != len(buf) else buf)
+    return None
+
+
+def _intake_one(buf: bytes, start: int, end: int, new_id: str | None = None) -> Sent:
+    """One message read; ``new_id``: the id it is given if it has none (:func:`_quick`,
+    else :func:`_read`)."""
+    if (quick := _quick(buf, start, end, new_id)) is not None:
+        return quick
     try:
         r = _read(buf, start, end, False, new_id is not None)
         if new_id is not None and r.f[_MESSAGE_ID] is None:
@@ -768,7 +689,7 @@ def encode(m: Message) -> bytes:
     head = bare_head(m)
     if head is not None:
         return head + m.body
-    head = _plain_head(m)
+    head = plain_head(m)
     if head is not None:
         return head + m.body
     try:
@@ -784,79 +705,6 @@ def bare_head(m: Message) -> bytes | None:
         return None
     n = len(m.body)
     return _BARE_SHORT + bytes((n,)) if n < 256 else _BARE_LONG + n.to_bytes(4, "big")
-
-
-def _text(value: str, small: int, large: int) -> bytes:
-    """A string (or symbol) as the codec writes it: one-byte size under 256 bytes."""
-    raw = value.encode()
-    n = len(raw)
-    return (bytes((small, n)) if n < 256 else bytes((large,)) + n.to_bytes(4, "big")) + raw
-
-
-def _sized(small: int, large: int, count: int, body: bytes) -> bytes:
-    """A list or map of ``count`` items as the codec writes it (list8/map8 when small)."""
-    n = len(body) + 1
-    if n < 256:
-        return bytes((small, n, count)) + body
-    return bytes((large,)) + (n + 3).to_bytes(4, "big") + count.to_bytes(4, "big") + body
-
-
-_PK_KEY = b"\xa3\x13x-opt-partition-key"
-_NULL = b"\x40"
-
-
-def _plain_head(m: Message) -> bytes | None:
-    """For a message with text fields and a data body only (no TTL, schedule, properties,
-    annotations or broker fields), what its AMQP form holds before the body: the bytes
-    :func:`_encode` writes, without the generic codec (Spark staging and `send --input`
-    encode one per line). None for any other message."""
-    if (
-        m.time_to_live_ms is not None
-        or m.scheduled_enqueue_time_ms is not None
-        or m.application_properties
-        or m.message_annotations
-        or m.body_amqp is not None
-        or m.enqueued_sequence_number is not None
-        or m.transfer_hops is not None
-        or m.dead_letter_source is not None
-        or (m.content_type is not None and not m.content_type.isascii())
-    ):
-        return None
-    fields = (
-        m.message_id,
-        None,
-        m.to,
-        m.subject,
-        m.reply_to,
-        m.correlation_id,
-        m.content_type,
-        None,
-        None,
-        None,
-        m.session_id,
-        None,
-        m.reply_to_session_id,
-    )
-    count = len(fields)
-    while count and fields[count - 1] is None:
-        count -= 1
-    parts = []
-    for i in range(count):
-        value = fields[i]
-        if value is None:
-            parts.append(_NULL)
-        elif i == 6:  # content-type is a symbol
-            parts.append(_text(value, 0xA3, 0xB3))
-        else:
-            parts.append(_text(value, 0xA1, 0xB1))
-    head = b""
-    if m.partition_key is not None:
-        pk = _PK_KEY + _text(m.partition_key, 0xA1, 0xB1)
-        head = b"\x00\x53\x72" + _sized(0xC1, 0xD1, 2, pk)
-    props = _sized(0xC0, 0xD0, count, b"".join(parts)) if count else b"\x45"
-    n = len(m.body)
-    size = bytes((0xA0, n)) if n < 256 else b"\xb0" + n.to_bytes(4, "big")
-    return head + b"\x00\x53\x73" + props + _DATA + size
 
 
 def _encode(m: Message, created_ms: int | None, expires_ms: int | None) -> bytes:
@@ -890,21 +738,12 @@ def _encode(m: Message, created_ms: int | None, expires_ms: int | None) -> bytes
     if ann:
         out += b"\x00\x53\x72"
         codec.encode_into(ann, out)
-    props = [
-        m.message_id,
-        None,
-        m.to,
-        m.subject,
-        m.reply_to,
-        m.correlation_id,
+    props = property_fields(
+        m,
         Symbol(m.content_type) if m.content_type is not None else None,
-        None,
         None if expires_ms is None else Timestamp(expires_ms),
         None if created_ms is None else Timestamp(created_ms),
-        m.session_id,
-        None,
-        m.reply_to_session_id,
-    ]
+    )
     while props and props[-1] is None:
         props.pop()
     out += b"\x00\x53\x73"

@@ -1,12 +1,12 @@
 """The AMQP form of a message with text fields only is written without the generic codec
-(sbctl.core.message_form._plain_head): byte for byte what the generic encoder writes."""
+(sbctl.core.message_plain.plain_head): byte for byte what the generic encoder writes."""
 
 from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sbctl.core import message_form
+from sbctl.core import message_form, message_plain
 from sbctl.core.records import Message
 
 # Lengths around the one-byte/four-byte size boundaries count most.
@@ -53,7 +53,7 @@ def messages(draw: st.DrawFn) -> Message:
 
 @given(messages())
 def test_plain_messages_encode_as_the_generic_encoder_does(m: Message) -> None:
-    head = message_form._plain_head(m)
+    head = message_plain.plain_head(m)
     try:
         generic = message_form._encode(m, None, None)
     except UnicodeEncodeError:  # a content type that is no symbol: the generic error stands
@@ -67,11 +67,11 @@ def test_plain_messages_encode_as_the_generic_encoder_does(m: Message) -> None:
 
 def test_only_text_fields_take_the_short_way() -> None:
     m = Message(b"x", message_id="m", partition_key="k", content_type="text/plain", to="t")
-    assert message_form._plain_head(m) is not None
+    assert message_plain.plain_head(m) is not None
     buf = message_form.encode(m)
-    assert message_form._plain_message(buf, 0, len(buf)) == m
-    assert message_form._plain_head(Message(b"x", message_id="m", time_to_live_ms=1)) is None
-    assert message_form._plain_head(Message(b"x", application_properties={"a": 1})) is None
+    assert message_plain.plain_message(buf, 0, len(buf)) == m
+    assert message_plain.plain_head(Message(b"x", message_id="m", time_to_live_ms=1)) is None
+    assert message_plain.plain_head(Message(b"x", application_properties={"a": 1})) is None
 
 
 def _generic(buf: bytes) -> Message | Exception:
@@ -87,8 +87,8 @@ def test_plain_messages_read_as_the_generic_reader_reads_them(m: Message) -> Non
         buf = message_form.encode(m)
     except UnicodeEncodeError:
         return
-    plain = message_form._plain_message(buf, 0, len(buf))
-    if message_form._plain_head(m) is not None:
+    plain = message_plain.plain_message(buf, 0, len(buf))
+    if message_plain.plain_head(m) is not None:
         assert plain in (None, m)  # (None: left to the generic reader, e.g. a long key)
     if plain is not None:
         assert plain == _generic(buf)
@@ -107,7 +107,7 @@ def test_a_damaged_plain_message_is_read_as_the_generic_reader_reads_it_or_left_
         buf[at] = data.draw(st.integers(0, 255))
     cut = data.draw(st.integers(0, 2))
     raw = bytes(buf[: len(buf) - cut])
-    plain = message_form._plain_message(raw, 0, len(raw))
+    plain = message_plain.plain_message(raw, 0, len(raw))
     if plain is not None:
         assert plain == _generic(raw)
     sent = message_form.intake(raw) if plain is not None else None
