@@ -54,7 +54,7 @@ FORMATS_BY_SUFFIX = {
 }
 DEFAULT_OPTIONS = {"csv": {"header": "true"}}
 LINES_SUFFIXES = tuple(k for k, v in FORMATS_BY_SUFFIX.items() if v == "json")
-SPLIT_BYTES = 32 * 1024 * 1024  # a task reads at most this much of a JSON Lines file
+SPLIT_BYTES = 128 * 1024 * 1024  # a task reads at most this much of a JSON Lines file
 # The `send --input` JSON Lines fields, all read as text: an object body or
 # application_properties arrives as its JSON text (property types survive), a number TTL as
 # its digits (seconds, as parse_duration_ms reads them).
