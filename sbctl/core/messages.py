@@ -78,22 +78,16 @@ def message_from_json(obj: Any, now_ms: int) -> Message:
     return Message(**fields)
 
 
-class _TextLine(msgspec.Struct, forbid_unknown_fields=True):
-    """A JSON Lines message of a text body and text fields only (the usual line)."""
-
-    body: str = ""
-    message_id: str | None = None
-    session_id: str | None = None
-    partition_key: str | None = None
-    correlation_id: str | None = None
-    subject: str | None = None
-    content_type: str | None = None
-    to: str | None = None
-    reply_to: str | None = None
-    reply_to_session_id: str | None = None
-
-
+# A JSON Lines message of a text body and text fields only (the usual line); its fields
+# after the body are Message's, in Message's order.
+_TextLine = msgspec.defstruct(
+    "_TextLine",
+    [("body", str, ""), *((name, str | None, None) for name in STRING_FIELDS)],
+    forbid_unknown_fields=True,
+)
+assert Message.__struct_fields__[1 : 1 + len(STRING_FIELDS)] == STRING_FIELDS
 _text_line = msgspec.json.Decoder(_TextLine).decode
+_fields = msgspec.structs.astuple
 
 
 def message_from_line(line: bytes, now_ms: int) -> Message:
@@ -101,21 +95,10 @@ def message_from_line(line: bytes, now_ms: int) -> Message:
     usual line, text fields only, without building the object first). Raises
     msgspec.DecodeError for a line that is not JSON, else as message_from_json."""
     try:
-        t = _text_line(line)
+        body, *fields = _fields(_text_line(line))
     except msgspec.DecodeError:  # (ValidationError too: any other line)
         return message_from_json(msgspec.json.decode(line), now_ms)
-    return Message(
-        t.body.encode(),
-        message_id=t.message_id,
-        session_id=t.session_id,
-        partition_key=t.partition_key,
-        correlation_id=t.correlation_id,
-        subject=t.subject,
-        content_type=t.content_type,
-        to=t.to,
-        reply_to=t.reply_to,
-        reply_to_session_id=t.reply_to_session_id,
-    )
+    return Message(body.encode(), *fields)
 
 
 TYPED_NAMES = ("timestamp", "uuid", "binary", *typed.NAMES)
