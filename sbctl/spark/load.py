@@ -262,7 +262,9 @@ def run(
     own = spark is None
     if own:
         log = Path(req.log_file) if req.log_file else None
-        spark = session.start(req.master, req.spark_conf, "sbctl spark-load", log)
+        # Python reads the files itself (line_splits): the JVM only schedules the tasks.
+        light = line_splits(req, fmt, rules, 1) is not None
+        spark = session.start(req.master, req.spark_conf, "sbctl spark-load", log, light=light)
     try:
         target = Target(str(work), rules)
         sc = spark.sparkContext

@@ -117,3 +117,10 @@ def test_stop_without_an_archive_to_write_only_stops(cache: Path) -> None:
     spark = _Session()
     session.stop(spark)
     assert spark.stopped and not cache.exists()
+
+
+def test_a_light_jvm_stops_at_the_first_jit_tier(cache: Path) -> None:
+    light = session.java_options(True)
+    assert session.LIGHT_JVM in light and "-Dlog4j2.configurationFile=" in light
+    session._archive = None
+    assert session.LIGHT_JVM not in session.java_options(False)
