@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from sbctl.client import Client
+from sbctl.core import layout
 from sbctl.core.errors import GeneralError, SbctlError
 
 SEND_BATCHES = (100, 1000)
@@ -99,7 +100,7 @@ def spark_bench(
                 out[f"cli_send_b{batch}_s"] = _sbctl(
                     [*args, "--batch-size", str(batch)], socket, ns
                 )
-            staging = Path(tmp) / "staging"
+            staging = layout.staging_dir(Path(tmp))
             out["spark_load_s"] = _sbctl(
                 ["spark-load", str(source), "--entity", "spark", "--staging-dir", str(staging)],
                 socket,

@@ -181,9 +181,11 @@ def class_cache() -> str:
             return ""
     except OSError:
         return ""
-    for stale in folder.glob(f"spark-{key}.*.tmp"):  # left by a writer that was killed
+    for stale in folder.glob(
+        f"spark-{key}.*{layout.TEMP_SUFFIX}"
+    ):  # left by a writer that was killed
         stale.unlink(missing_ok=True)
-    _archive = _Archive(folder / f"spark-{key}.{os.getpid()}.tmp", final, lock)
+    _archive = _Archive(folder / f"spark-{key}.{os.getpid()}{layout.TEMP_SUFFIX}", final, lock)
     return f"-XX:ArchiveClassesAtExit={_archive.pending} {quiet}"
 
 
