@@ -155,7 +155,7 @@ def line_splits(
     in the `send --input` format and the queue does not detect duplicates (which needs the
     whole input ordered by MessageId: Spark's window); None: Spark reads the sources.
 
-    Each file is cut into at least ``parallelism`` ranges overall, at most 32 MB each.
+    Each file is cut into at least ``parallelism`` ranges overall, at most 128 MB each.
     """
     if rules.duplicate_detection or not message_lines(req, fmt):
         return None
