@@ -55,6 +55,8 @@ from sbctl.core.amqp.sections import (
 from sbctl.core.amqp.types import Int, Symbol, Timestamp, UInt, ULong
 from sbctl.core.errors import BadRequest
 from sbctl.core.message_ids import new_message_id, new_message_ids
+from sbctl.core.message_plain import DATA_SECTION as _DATA
+from sbctl.core.message_plain import PROPERTY_FIELDS as _PROPERTY_FIELDS
 from sbctl.core.message_plain import plain_head, plain_message, property_fields
 from sbctl.core.records import Message, decode_legacy, decode_sent_message
 from sbctl.core.typed import (
@@ -90,22 +92,6 @@ _DROPPED = BROKER_ANNOTATIONS - _SENDERS
 # The broker's facts of a record it wrote itself (delivery annotations of the stored form).
 ENQUEUED_SEQUENCE, DEAD_LETTER_SOURCE = "x-opt-enqueue-sequence-number", "x-opt-deadletter-source"
 HOPS, LONG_TTL = "x-opt-sbctl-hops", "x-opt-sbctl-ttl"
-# properties list index → Message field (group-id is the session id).
-_PROPERTY_FIELDS = (
-    "message_id",
-    None,  # user-id
-    "to",
-    "subject",
-    "reply_to",
-    "correlation_id",
-    "content_type",
-    None,  # content-encoding
-    None,  # absolute-expiry-time
-    None,  # creation-time
-    "session_id",  # group-id
-    None,  # group-sequence
-    "reply_to_session_id",  # reply-to-group-id
-)
 _ORDER = (HEADER, DELIVERY_ANNOTATIONS, MESSAGE_ANNOTATIONS, PROPERTIES, APPLICATION_PROPERTIES)
 _U32 = struct.Struct(">I").unpack_from
 _PLAIN = frozenset((str, float, bool, bytes, type(None), uuid.UUID))
@@ -456,7 +442,6 @@ def _stored(buf: bytes, start: int, end: int, r: _Read) -> bytes:
     return b"".join(parts)
 
 
-_DATA = b"\x00\x53\x75"  # a data section
 _EMPTY_PROPERTIES = b"\x00\x53\x73\x45"  # a properties section with no field
 
 

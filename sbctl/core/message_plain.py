@@ -16,7 +16,23 @@ from typing import Any
 from sbctl.core.records import Message
 
 _U32 = struct.Struct(">I").unpack_from
-_DATA = b"\x00\x53\x75"  # a data section
+DATA_SECTION = b"\x00\x53\x75"
+# properties list index → Message field (group-id is the session id).
+PROPERTY_FIELDS = (
+    "message_id",
+    None,  # user-id
+    "to",
+    "subject",
+    "reply_to",
+    "correlation_id",
+    "content_type",
+    None,  # content-encoding
+    None,  # absolute-expiry-time
+    None,  # creation-time
+    "session_id",  # group-id
+    None,  # group-sequence
+    "reply_to_session_id",  # reply-to-group-id
+)
 
 
 def _text(value: str, small: int, large: int) -> bytes:
@@ -39,8 +55,8 @@ _NULL = b"\x40"
 
 
 def property_fields(m: Message, content_type: Any, expires: Any, created: Any) -> list[Any]:
-    """The properties section's 13 fields in order (user-id, content-encoding and
-    group-sequence never set)."""
+    """The values of the properties section's 13 fields, in :data:`PROPERTY_FIELDS`' order
+    (user-id, content-encoding and group-sequence never set)."""
     return [
         m.message_id,
         None,
@@ -95,24 +111,9 @@ def plain_head(m: Message) -> bytes | None:
     props = _sized(0xC0, 0xD0, count, b"".join(parts)) if count else b"\x45"
     n = len(m.body)
     size = bytes((0xA0, n)) if n < 256 else b"\xb0" + n.to_bytes(4, "big")
-    return head + b"\x00\x53\x73" + props + _DATA + size
+    return head + b"\x00\x53\x73" + props + DATA_SECTION + size
 
 
-_PLAIN_FIELDS = (
-    "message_id",
-    None,
-    "to",
-    "subject",
-    "reply_to",
-    "correlation_id",
-    "content_type",
-    None,
-    None,
-    None,
-    "session_id",
-    None,
-    "reply_to_session_id",
-)
 _PK_ANNOTATION = b"\x00\x53\x72\xc1"
 
 
@@ -133,7 +134,7 @@ def _plain_text(buf: bytes, pos: int, end: int, symbol: bool) -> tuple[str, int]
 
 
 def plain_message(buf: bytes, pos: int, end: int) -> Message | None:
-    """The fields of what :func:`_plain_head` writes (text fields, a partition key
+    """The fields of what :func:`plain_head` writes (text fields, a partition key
     annotation, one data section), read without the generic reader: the Message it would
     give. None for anything else (the generic reader then reads, or refuses, it)."""
     fields: dict[str, Any] = {}
@@ -157,17 +158,17 @@ def plain_message(buf: bytes, pos: int, end: int) -> Message | None:
             count, at, stop = _U32(buf, pos + 8)[0], pos + 12, pos + 8 + _U32(buf, pos + 4)[0]
         else:
             return None
-        if count > len(_PLAIN_FIELDS) or stop > end:
+        if count > len(PROPERTY_FIELDS) or stop > end:
             return None
         for i in range(count):
             if buf[at] == 0x40:
                 at += 1
                 continue
-            name = _PLAIN_FIELDS[i]
+            name = PROPERTY_FIELDS[i]
             if name is None:
                 return None
             fields[name], at = _plain_text(buf, at, stop, i == 6)
-        if at != stop or not buf.startswith(_DATA, stop):
+        if at != stop or not buf.startswith(DATA_SECTION, stop):
             return None
         ctor = buf[stop + 3]
         if ctor == 0xA0:

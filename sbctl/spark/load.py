@@ -147,24 +147,26 @@ def message_lines(req: LoadRequest, fmt: str, sample: int = 1000) -> bool:
     return True
 
 
-def line_splits(
-    req: LoadRequest, fmt: str, rules: Rules, parallelism: int
-) -> list[tuple[str, int, int]] | None:
-    """The byte ranges ``(path, start, end)`` Python tasks read themselves
-    (:func:`sbctl.spark.stage.stage_lines`) when every source is a local JSON Lines file
-    in the `send --input` format and the queue does not detect duplicates (which needs the
-    whole input ordered by MessageId: Spark's window); None: Spark reads the sources.
-
-    Each file is cut into at least ``parallelism`` ranges overall, at most 128 MB each.
-    """
+def line_sources(req: LoadRequest, fmt: str, rules: Rules) -> list[tuple[str, int]] | None:
+    """The files and sizes Python tasks read themselves (:func:`line_splits`) when every
+    source is a local JSON Lines file in the `send --input` format and the queue does not
+    detect duplicates (which needs the whole input ordered by MessageId: Spark's window);
+    None: Spark reads the sources."""
     if rules.duplicate_detection or not message_lines(req, fmt):
         return None
-    paths = [_local(source) for source in req.sources]
     sizes: list[tuple[str, int]] = []
-    for path in paths:
+    for source in req.sources:
+        path = _local(source)
         if path is None or not path.endswith(LINES_SUFFIXES) or not os.path.isfile(path):
             return None
         sizes.append((path, os.path.getsize(path)))
+    return sizes
+
+
+def line_splits(sizes: list[tuple[str, int]], parallelism: int) -> list[tuple[str, int, int]]:
+    """The byte ranges ``(path, start, end)`` of the files the tasks read
+    (:func:`sbctl.spark.stage.stage_lines`): at least ``parallelism`` ranges overall, at
+    most 128 MB each (and at least 1 MB)."""
     total = sum(size for _, size in sizes)
     step = max(1024 * 1024, min(SPLIT_BYTES, -(-total // max(1, parallelism))))
     return [
@@ -259,16 +261,17 @@ def run(
         )
     work = layout.load_work_dir(staging, uuid.uuid4().hex[:12])
     work.mkdir(parents=True, mode=0o700)
+    sizes = line_sources(req, fmt, rules)
     own = spark is None
     if own:
         log = Path(req.log_file) if req.log_file else None
         # Python reads the files itself (line_splits): the JVM only schedules the tasks.
-        light = line_splits(req, fmt, rules, 1) is not None
+        light = sizes is not None
         spark = session.start(req.master, req.spark_conf, "sbctl spark-load", log, light=light)
     try:
         target = Target(str(work), rules)
         sc = spark.sparkContext
-        splits = line_splits(req, fmt, rules, sc.defaultParallelism)
+        splits = None if sizes is None else line_splits(sizes, sc.defaultParallelism)
         if splits is not None:
             job = sc.parallelize(splits, len(splits)).mapPartitionsWithIndex(
                 functools.partial(stage_lines, target=target)

@@ -144,9 +144,14 @@ def build(row: Row, rules: Rules) -> tuple[Message, int | None, int]:
     except SbctlError as exc:
         raise Rejected(exc.message) from None
     message.application_properties = _props(row)
+    return message, *_as_stored(ttl, at, rules)
+
+
+def _as_stored(ttl: int | None, at: int | None, rules: Rules) -> tuple[int, int]:
+    """A message's TTL as stored (capped by the queue's default) and its scheduled time (or
+    NOT_SCHEDULED when none, or already past)."""
     stored_ttl = send_rules.stored_time_to_live(ttl, rules.default_ttl_ms)
-    sched = at if at is not None and at > rules.now_ms else NOT_SCHEDULED
-    return message, stored_ttl, sched
+    return stored_ttl, at if at is not None and at > rules.now_ms else NOT_SCHEDULED
 
 
 def _ttl(row: Row) -> int | None:
@@ -330,9 +335,8 @@ def _from_line(line: bytes, rules: Rules) -> tuple[bytes, int, int, str | None]:
     except (ValueError, TypeError, OverflowError) as exc:
         raise Rejected(str(exc)) from None
     key = check_size(message, payload, rules)
-    at = message.scheduled_enqueue_time_ms
-    ttl = send_rules.stored_time_to_live(message.time_to_live_ms, rules.default_ttl_ms)
-    return payload, ttl, at if at is not None and at > rules.now_ms else NOT_SCHEDULED, key
+    ttl, at = _as_stored(message.time_to_live_ms, message.scheduled_enqueue_time_ms, rules)
+    return payload, ttl, at, key
 
 
 def _lines(path: str, start: int, end: int) -> Iterator[bytes]:

@@ -148,19 +148,21 @@ def test_which_sources_python_reads_itself(tmp_path: Path) -> None:
     path = tmp_path / "m.jsonl"
     path.write_text('{"body": "a"}\n' * 100)
     req = load.LoadRequest(sources=[str(path)], entity="q")
-    splits = load.line_splits(req, "json", rules(), 2)
-    assert splits == [(str(path), 0, path.stat().st_size)]  # (at least 1 MB a range)
-    assert load.line_splits(req, "json", rules(duplicate_detection=True), 2) is None
+    sizes = load.line_sources(req, "json", rules())
+    assert sizes == [(str(path), path.stat().st_size)]
+    assert load.line_splits(sizes, 2) == [(str(path), 0, path.stat().st_size)]  # (>= 1 MB)
+    assert load.line_sources(req, "json", rules(duplicate_detection=True)) is None
     other = tmp_path / "m.csv"
     other.write_text("body\na\n")
-    assert (
-        load.line_splits(load.LoadRequest([str(path), str(other)], "q"), "json", rules(), 2) is None
-    )
+    both = load.LoadRequest([str(path), str(other)], "q")
+    assert load.line_sources(both, "json", rules()) is None
     mapped = load.LoadRequest([str(path)], "q", options={"multiLine": "true"})
-    assert load.line_splits(mapped, "json", rules(), 2) is None
+    assert load.line_sources(mapped, "json", rules()) is None
     big = tmp_path / "big.jsonl"
     big.write_bytes((b'{"body": "' + b"y" * 1000 + b'"}\n') * 5000)
-    ranges = load.line_splits(load.LoadRequest([str(big)], "q"), "json", rules(), 4)
-    assert ranges is not None and len(ranges) == 4
+    big_sizes = load.line_sources(load.LoadRequest([str(big)], "q"), "json", rules())
+    assert big_sizes is not None
+    ranges = load.line_splits(big_sizes, 4)
+    assert len(ranges) == 4
     assert ranges[0][1] == 0 and ranges[-1][2] == big.stat().st_size
     assert all(a[2] == b[1] for a, b in itertools.pairwise(ranges))
