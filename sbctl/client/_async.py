@@ -8,7 +8,7 @@ import itertools
 import os
 from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import msgspec
 
@@ -19,6 +19,7 @@ from sbctl.core.messages import ReceivedMessage
 from sbctl.core.protocol import (
     LENGTH,
     MAX_REPLY_BYTES,
+    Reply,
     decode_reply,
     encode_request,
 )
@@ -60,52 +61,46 @@ class AsyncClient:
         self.namespace = namespace or os.environ.get("SBCTL_NAMESPACE") or DEFAULT_NAMESPACE
         self.retry = _policy(retry_total, retry_backoff_factor, retry_backoff_max)
         self._calls = _Calls(self.namespace)
-        self._reader: asyncio.StreamReader | None = None
-        self._writer: asyncio.StreamWriter | None = None
+        self._transport: asyncio.Transport | None = None
+        self._closed: asyncio.Future[None] | None = None  # done when the transport is gone
         self._pending: dict[int, tuple[asyncio.Future[Any], Callable[[msgspec.Raw], Any]]] = {}
-        self._reader_task: asyncio.Task[None] | None = None
         self._ids = itertools.count(1)
         self._lock = asyncio.Lock()
 
-    async def _connect(self) -> asyncio.StreamWriter:
+    async def _connect(self) -> asyncio.Transport:
+        transport = self._transport
+        if transport is not None:
+            return transport
         async with self._lock:
-            if self._writer is None:
+            if self._transport is None:
+                loop = asyncio.get_running_loop()
                 try:
-                    reader, writer = await asyncio.open_unix_connection(
-                        self.socket_path, limit=MAX_REPLY_BYTES
-                    )
+                    await loop.create_unix_connection(lambda: _Replies(self), self.socket_path)
                 except OSError as exc:
                     raise _unreachable(self.socket_path, exc) from exc
-                self._reader, self._writer = reader, writer
-                self._reader_task = asyncio.get_running_loop().create_task(self._read_loop())
-            return self._writer
+            assert self._transport is not None
+            return self._transport
 
-    async def _read_loop(self) -> None:
-        assert self._reader is not None
-        reader = self._reader
-        error: SbctlError = ServiceCommunicationProblem("the sbctl daemon closed the connection")
+    def _answer(self, reply: Reply) -> None:
+        """One reply read: settle the request it answers."""
+        pending = self._pending
+        if reply.id == 0 and not reply.ok and len(pending) == 1:
+            reply.id = next(iter(pending))  # an unreadable request's error
+        fut, read = pending.pop(reply.id, (None, None))
+        if fut is None or read is None or fut.done():
+            return
         try:
-            while True:
-                head = await reader.readexactly(4)
-                (n,) = LENGTH.unpack(head)
-                reply = decode_reply(await reader.readexactly(n))
-                if reply.id == 0 and not reply.ok and len(self._pending) == 1:
-                    reply.id = next(iter(self._pending))  # an unreadable request's error
-                fut, read = self._pending.pop(reply.id, (None, None))
-                if fut is None or read is None or fut.done():
-                    continue
-                try:
-                    fut.set_result(_raise_or_result(reply.ok, reply.result, read))
-                except SbctlError as exc:
-                    fut.set_exception(_Answered(exc))
-        except (asyncio.IncompleteReadError, OSError) as exc:
-            error = ServiceCommunicationProblem(f"lost the sbctl daemon connection: {exc}")
-        finally:
-            for fut, _ in self._pending.values():
-                if not fut.done():
-                    fut.set_exception(error)
-            self._pending.clear()
-            self._writer = None
+            fut.set_result(_raise_or_result(reply.ok, reply.result, read))
+        except SbctlError as exc:
+            fut.set_exception(_Answered(exc))
+
+    def _lost(self, error: SbctlError) -> None:
+        """The connection ended: every request still waiting fails with ``error``."""
+        self._transport = None
+        for fut, _ in self._pending.values():
+            if not fut.done():
+                fut.set_exception(error)
+        self._pending.clear()
 
     async def _call(self, call: Call | Local) -> Any:
         if isinstance(call, Local):
@@ -123,24 +118,20 @@ class AsyncClient:
 
     async def _call_once(self, call: Call) -> Any:
         op, args, read = call
-        writer = await self._connect()
+        transport = await self._connect()
         req_id = next(self._ids)
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._pending[req_id] = (fut, read)
-        writer.write(encode_request(req_id, op, args))
+        transport.write(encode_request(req_id, op, args))
         return await fut
 
     async def aclose(self) -> None:
-        writer, self._writer = self._writer, None
-        if writer is not None:
-            writer.close()
-            with contextlib.suppress(OSError):
-                await writer.wait_closed()
-        if self._reader_task is not None:
-            self._reader_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._reader_task
-            self._reader_task = None
+        transport, self._transport = self._transport, None
+        if transport is not None:
+            closed = self._closed
+            transport.close()
+            if closed is not None:
+                await closed
 
     def using(self, namespace: str) -> AsyncClient:
         """The same connection settings, another namespace."""
@@ -501,3 +492,71 @@ class AsyncClient:
 
     async def load_status(self, entity: str, load_id: str) -> dict[str, Any]:
         return await self._call(self._calls.load_status(entity, load_id))
+
+
+class _Replies(asyncio.Protocol):
+    """The read side of an :class:`AsyncClient` connection: splits the byte stream into
+    length-prefixed replies and hands each to the client as it completes (no reader task:
+    a reply costs one callback, not a task wake-up per read)."""
+
+    def __init__(self, client: AsyncClient) -> None:
+        self.client = client
+        self.buffer = bytearray()
+        self.transport: asyncio.Transport | None = None
+        self.failure: str | None = None  # why the client dropped the connection
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's transports are not asyncio.Transport subclasses, but have its methods
+        self.transport = self.client._transport = cast(asyncio.Transport, transport)
+        self.client._closed = asyncio.get_running_loop().create_future()
+
+    def data_received(self, data: bytes) -> None:
+        buffer = self.buffer
+        if not buffer:
+            # the common case: whole replies, read straight from the bytes received
+            end = self._split(data)
+            if end < len(data):
+                buffer += memoryview(data)[end:]
+            return
+        buffer += data
+        end = self._split(buffer)
+        if end:
+            del buffer[:end]
+
+    def _split(self, data: bytes | bytearray) -> int:
+        """Answer every whole reply in ``data``; returns where the rest begins."""
+        size, pos, answer = len(data), 0, self.client._answer
+        while size - pos >= 4:
+            (n,) = LENGTH.unpack_from(data, pos)
+            end = pos + 4 + n
+            if n > MAX_REPLY_BYTES:
+                return self._fail(f"a reply of {n} bytes, more than {MAX_REPLY_BYTES}", size)
+            if end > size:
+                break
+            # a slice is a copy: a reply's Raw result outlives the buffer's reuse
+            try:
+                reply = decode_reply(data[pos + 4 : end])
+            except msgspec.DecodeError as exc:
+                return self._fail(f"an unreadable reply ({exc})", size)
+            answer(reply)
+            pos = end
+        return pos
+
+    def _fail(self, why: str, size: int) -> int:
+        """Drop a connection whose replies cannot be read (every waiting request fails)."""
+        self.failure = why
+        if self.transport is not None:
+            self.transport.abort()
+        return size
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        client = self.client
+        if self.failure is not None:
+            error = ServiceCommunicationProblem(f"lost the sbctl daemon connection: {self.failure}")
+        elif exc is not None:
+            error = ServiceCommunicationProblem(f"lost the sbctl daemon connection: {exc}")
+        else:
+            error = ServiceCommunicationProblem("the sbctl daemon closed the connection")
+        client._lost(error)
+        if client._closed is not None and not client._closed.done():
+            client._closed.set_result(None)

@@ -430,7 +430,7 @@ def encode_reply(req_id: int, ok: bool, result: Any) -> bytearray:
     return encode_frame((req_id, ok, result))
 
 
-def decode_reply(body: bytes | memoryview) -> Reply:
+def decode_reply(body: bytes | bytearray | memoryview) -> Reply:
     return _reply_decoder.decode(body)
 
 
