@@ -641,6 +641,9 @@ def decode(payload: bytes | memoryview | msgspec.Raw) -> Message:
     if not is_amqp(payload):
         return decode_legacy(payload)
     buf = bytes(payload)
+    plain = plain_message(buf, 0, len(buf))  # the usual message: text fields and a body
+    if plain is not None:
+        return plain
     try:
         return _message(buf, _read(buf, 0, len(buf), True))
     except (ValueError, TypeError, IndexError, struct.error) as exc:
