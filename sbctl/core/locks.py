@@ -13,27 +13,31 @@ is still read, through it.
 from __future__ import annotations
 
 import re
+import struct
 import uuid
 
 from sbctl.core.errors import BadRequest
 
 _CANONICAL = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
-_U64 = 1 << 64
+_PARTS = struct.Struct(">QQ")  # public sequence number, nonce
+_LOW64 = (1 << 64) - 1
 
 
 def lock_token_for(public_seq: int, nonce: int) -> str:
     """A GUID-shaped lock token that carries the message it locks (see broker locks):
     ``str(uuid.UUID(bytes=public_seq (8 bytes, big-endian) + nonce (8 bytes)))``."""
-    if not (0 <= public_seq < _U64 and 0 <= nonce < _U64):
-        raise OverflowError(f"lock token parts out of range: {public_seq}, {nonce}")
-    h = f"{public_seq:016x}{nonce:016x}"
+    try:
+        h = _PARTS.pack(public_seq, nonce).hex()
+    except struct.error:
+        raise OverflowError(f"lock token parts out of range: {public_seq}, {nonce}") from None
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 def parse_lock_token(token: str) -> tuple[int, int]:
     """(public sequence number, nonce) of a lock token; BadRequest when not a GUID."""
     if isinstance(token, str) and _CANONICAL.fullmatch(token):
-        return int(token[:8] + token[9:13] + token[14:18], 16), int(token[19:23] + token[24:], 16)
+        both = int(token.replace("-", ""), 16)
+        return both >> 64, both & _LOW64
     try:
         raw = uuid.UUID(token).bytes
     except (ValueError, AttributeError, TypeError):

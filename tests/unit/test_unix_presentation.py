@@ -19,7 +19,7 @@ from sbctl.core.protocol import decode_reply, decode_result, encode_reply
 from sbctl.core.records import Message
 from sbctld.broker import DEFAULT_NAMESPACE, Broker
 from sbctld.clock import FakeClock
-from sbctld.frontends.unix.present import present
+from sbctld.frontends.unix.present import _struct, present
 from sbctld.overview import overview
 from sbctld.results import (
     Credits,
@@ -127,6 +127,8 @@ def test_a_failed_settlement_carries_the_error_itself_and_the_unix_form_its_wire
     done, lost = broker.messaging.settle(NS, "q", "complete", [one.lock_token, unknown])
     assert done == Settled(lock_token=one.lock_token)
     assert isinstance(lost, SettleFailed) and isinstance(lost.error, MessageLockLost)
+    assert present([done, done]) == [_struct(done), _struct(done)]  # (the all-Settled path)
+    assert list(present([done])[0]) == ["lock_token", "ok"]
     shown = present([done, lost])
     assert shown[0] == {"lock_token": one.lock_token, "ok": True}
     assert list(shown[1]) == ["lock_token", "error"] and shown[1]["lock_token"] == unknown

@@ -572,8 +572,13 @@ class PartitionLog(StateIndex):
         if not entries:
             return
         self.journaled(self.journal.append(entries, self.syncer.reserve if reserve else None))
+        dc, base, end = self.dc, self.base, self.next_seq
         for entry in entries:
-            self._apply(entry)
+            op, seq, arg, _extra = entry
+            if op == OP_DELIVERY and base <= seq < end:
+                dc[seq - base] = arg  # a receive's change, as _apply makes it (inline: hot)
+            else:
+                self._apply(entry)
         self.changes_since_checkpoint += len(entries)
 
     def journaled(self, fds: list[int]) -> None:

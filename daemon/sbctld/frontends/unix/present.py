@@ -27,7 +27,7 @@ from sbctl.core.durations import format_duration_iso, format_instant
 from sbctl.core.errors import SbctlError
 from sbctl.core.message_form import is_amqp, stored_form
 from sbctl.core.wire_errors import error_to_wire
-from sbctld.results import EntityOverview, Result
+from sbctld.results import EntityOverview, Result, Settled
 
 # One step per field: (attribute, wire name, how its value is shown).
 Plan = list[tuple[str, str, Callable[[Any], Any]]]
@@ -42,6 +42,8 @@ def present(result: Any) -> Any:
         first = type(result[0])
         if first is Delivered:
             return [d if is_amqp(d.payload) else _converted(d) for d in result]
+        if first is Settled and all(type(v) is Settled for v in result):
+            return [{"lock_token": v.lock_token, "ok": v.ok} for v in result]  # (_struct's)
         if issubclass(first, Result):
             return [_struct(v) for v in result]  # settlement results: one per lock token
     return result
