@@ -94,9 +94,11 @@ class AsyncClient:
         except SbctlError as exc:
             fut.set_exception(_Answered(exc))
 
-    def _lost(self, error: SbctlError) -> None:
-        """The connection ended: every request still waiting fails with ``error``."""
-        self._transport = None
+    def _lost(self, transport: asyncio.Transport | None, error: SbctlError) -> None:
+        """The connection ``transport`` ended: every request still waiting fails with
+        ``error``."""
+        if self._transport is transport:
+            self._transport = None  # (not a newer connection's, made after an aclose)
         for fut, _ in self._pending.values():
             if not fut.done():
                 fut.set_exception(error)
@@ -504,11 +506,12 @@ class _Replies(asyncio.Protocol):
         self.buffer = bytearray()
         self.transport: asyncio.Transport | None = None
         self.failure: str | None = None  # why the client dropped the connection
+        self.closed: asyncio.Future[None] | None = None  # done when the connection is gone
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports are not asyncio.Transport subclasses, but have its methods
         self.transport = self.client._transport = cast(asyncio.Transport, transport)
-        self.client._closed = asyncio.get_running_loop().create_future()
+        self.closed = self.client._closed = asyncio.get_running_loop().create_future()
 
     def data_received(self, data: bytes) -> None:
         buffer = self.buffer
@@ -557,6 +560,6 @@ class _Replies(asyncio.Protocol):
             error = ServiceCommunicationProblem(f"lost the sbctl daemon connection: {exc}")
         else:
             error = ServiceCommunicationProblem("the sbctl daemon closed the connection")
-        client._lost(error)
-        if client._closed is not None and not client._closed.done():
-            client._closed.set_result(None)
+        client._lost(self.transport, error)
+        if self.closed is not None and not self.closed.done():
+            self.closed.set_result(None)

@@ -130,3 +130,18 @@ def test_an_unreadable_reply_fails_the_waiting_requests(
             await client.ping()
 
     with_peer(tmp_path, peer, client_side)
+
+
+def test_a_closed_client_connects_again_on_its_next_request(tmp_path: Path) -> None:
+    async def peer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        (req_id,) = await read_request_ids(reader, 1)
+        writer.write(pong(req_id, 5))
+        await writer.drain()
+        await reader.read()
+
+    async def client_side(client: AsyncClient) -> None:
+        assert (await client.ping())["pid"] == 5
+        await client.aclose()
+        assert (await client.ping())["pid"] == 5  # a new connection, its own reply
+
+    with_peer(tmp_path, peer, client_side)
