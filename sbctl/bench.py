@@ -14,7 +14,9 @@ machine's raw ceilings measured in the same run.
 
 With more than one client, the clients run in up to :data:`MAX_WORKERS` forked worker
 processes, so that one client interpreter is not the bottleneck. Each worker connects and
-builds its messages first; the clock starts when every worker is ready.
+builds its messages first; the clock starts when every worker is ready. Each phase also
+reports the clients' CPU per message (their processes' CPU time over the phase) beside the
+daemon's: what a target leaves for the two together is in :mod:`sbctl.bench_targets`.
 
 This module is a library (no typer, no rich); :mod:`sbctl.cli.cmd_bench` prints its result.
 Every phase is bounded by ``timeout`` seconds.
@@ -395,8 +397,9 @@ async def _phase(
     batch: int,
     timeout: float,
     fanout: int = 0,
-) -> tuple[int, float, float, array.array]:
-    """Run one phase with ``len(shares)`` clients; returns (count, start, end, latencies).
+) -> tuple[int, float, float, array.array, float]:
+    """Run one phase with ``len(shares)`` clients; returns (count, start, end, latencies,
+    this process's CPU seconds over the phase).
 
     ``ready`` is called once every client is connected and its messages are built; it may
     block until the caller says go (the other workers are ready too).
@@ -412,6 +415,7 @@ async def _phase(
         ready()
         lat: array.array = array.array("d")
         t0 = time.perf_counter()
+        cpu0 = time.process_time()
         deadline = t0 + timeout
         if phase == "send":
             jobs = [
@@ -425,7 +429,7 @@ async def _phase(
             raise ServiceTimeout(
                 f"the bench {phase} phase took more than {timeout:.0f} s"
             ) from None
-        return sum(counts), t0, time.perf_counter(), lat
+        return sum(counts), t0, time.perf_counter(), lat, time.process_time() - cpu0
     finally:
         for c in clients:
             with contextlib.suppress(Exception):
@@ -455,8 +459,8 @@ def _worker(conn: Connection, args: tuple[Any, ...], loop: str) -> None:  # prag
             if conn.recv() != "go":
                 raise GeneralError("the bench was cancelled")
 
-        count, _t0, t1, lat = _run(_phase(ready, *args), loop)
-        conn.send(("done", count, t1, lat.tobytes()))
+        count, _t0, t1, lat, cpu = _run(_phase(ready, *args), loop)
+        conn.send(("done", count, t1, lat.tobytes(), cpu))
     except SbctlError as exc:
         conn.send(("error", error_to_wire(exc)))
     except BaseException as exc:
@@ -467,8 +471,9 @@ def _worker(conn: Connection, args: tuple[Any, ...], loop: str) -> None:  # prag
 
 def _run_in_workers(
     workers: int, args: tuple[Any, ...], timeout: float, loop: str
-) -> tuple[int, float, array.array]:
-    """The phase spread over ``workers`` forked processes; returns (count, seconds, lat)."""
+) -> tuple[int, float, array.array, float]:
+    """The phase spread over ``workers`` forked processes; returns (count, seconds, lat,
+    the workers' CPU seconds)."""
     socket_path, namespace, entity, phase, shares, size, batch, _timeout, fanout = args
     ctx = multiprocessing.get_context("fork")
     procs: list[tuple[Any, Connection]] = []
@@ -489,7 +494,7 @@ def _run_in_workers(
         t0 = time.perf_counter()
         for _proc, conn in procs:
             conn.send("go")
-        count, end = 0, t0
+        count, end, cpu = 0, t0, 0.0
         lat: array.array = array.array("d")
         for _proc, conn in procs:
             msg = _from_worker(conn, limit + timeout)
@@ -498,7 +503,8 @@ def _run_in_workers(
             count += msg[1]
             end = max(end, msg[2])
             lat.frombytes(msg[3])
-        return count, end - t0, lat
+            cpu += msg[4]
+        return count, end - t0, lat, cpu
     finally:
         for proc, conn in procs:
             with contextlib.suppress(OSError):
@@ -533,16 +539,17 @@ def run_phase(
     timeout: float = PHASE_TIMEOUT,
     loop: str = "auto",
     fanout: int = 0,
-) -> tuple[int, float, list[float]]:
-    """One phase (``send`` or ``receive``); returns (messages, seconds, sorted latencies ms)."""
+) -> tuple[int, float, list[float], float]:
+    """One phase (``send`` or ``receive``); returns (messages, seconds, sorted latencies ms,
+    the clients' CPU seconds)."""
     shares = split(messages, clients)
     args = (socket_path, namespace, entity, phase, shares, size, batch, timeout, fanout)
     if workers <= 1:
-        count, t0, t1, lat = _run(_phase(lambda: None, *args), loop)
+        count, t0, t1, lat, cpu = _run(_phase(lambda: None, *args), loop)
         seconds = t1 - t0
     else:
-        count, seconds, lat = _run_in_workers(workers, args, timeout, loop)
-    return count, seconds, sorted(x * 1000 for x in lat)
+        count, seconds, lat, cpu = _run_in_workers(workers, args, timeout, loop)
+    return count, seconds, sorted(x * 1000 for x in lat), cpu
 
 
 def _create_fanout_topic(admin: Client, name: str, partitioned: bool, subscriptions: int) -> None:
@@ -598,11 +605,14 @@ def _record_phase(
     count: int,
     secs: float,
     lat: list[float],
+    client_cpu: float,
     before: dict[str, Any],
     after: dict[str, Any],
 ) -> None:
-    """A phase's figures into ``out``: rate, time, latency percentiles, daemon CPU."""
+    """A phase's figures into ``out``: rate, time, latency percentiles, the clients' and the
+    daemon's CPU per message."""
     out[f"{phase}_msgs_per_s"] = count / secs
+    out[f"{phase}_client_cpu_us_per_msg"] = client_cpu / count * 1e6
     out[f"{phase}_seconds"] = secs
     out[f"{phase}_p50_ms"] = percentile(lat, 50)
     out[f"{phase}_p99_ms"] = percentile(lat, 99)
@@ -708,7 +718,7 @@ def run_bench(
                 )
         for phase in ("send",) if topic or not receive else ("send", "receive"):
             before = _daemon_counters(sock)
-            count, secs, lat = run_phase(
+            count, secs, lat, client_cpu = run_phase(
                 sock,
                 ns,
                 entity,
@@ -725,7 +735,7 @@ def run_bench(
             after = _daemon_counters(sock)
             if count != messages:
                 raise GeneralError(f"the bench {phase} phase moved {count} of {messages} messages")
-            _record_phase(out, phase, count, secs, lat, before, after)
+            _record_phase(out, phase, count, secs, lat, client_cpu, before, after)
         if topic:
             _check_fanout(out, sock, ns, entity, messages, clients, subscriptions)
     finally:

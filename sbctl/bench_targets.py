@@ -9,12 +9,18 @@ ceiling it is measured against (taken in the same run) and the ratio the target 
 - memory per stored message: a private daemon's RSS above idle with ``stored`` messages,
   per message (target at most 40 bytes).
 
+Beside each throughput figure: the CPU per message its clients and the daemon spent
+(``sbctl bench`` measures both) and the CPU per message the target leaves the two together,
+given how the workload runs (:func:`cpu_budget`): when that budget is smaller than the
+clients' CPU alone, no daemon can meet the target with this client on this machine.
+
 The AMQP targets are measured side by side with RabbitMQ by the harness the performance
 guide names (sbctl/guides/performance.md), not here: it needs RabbitMQ installed.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -25,10 +31,38 @@ TARGETS = (
     ("receive100", "receive + complete, batches of 100", "msgs/s", None, 60_000.0, True),
     ("stored_bytes", "daemon memory per stored message", "B", None, 40.0, False),
 )
+# Where each throughput target's CPU per message comes from: (the bench result, its phase).
+CPU_OF = {
+    "batch100": ("batched", "send"),
+    "senders32": ("senders", "send"),
+    "receive100": ("batched", "receive"),
+}
 CEILINGS = {
     "fsync100": "raw append + fdatasync, 100 records/sync",
     "fsync1": "raw append + fdatasync, 1 record/sync",
 }
+
+
+def cpu_budget(key: str, target: float, figures: dict[str, float], cpus: int) -> float | None:
+    """The CPU per message (µs) that target ``key`` leaves the clients and the daemon
+    together, from the ceilings measured in the same run:
+
+    - batches of 100: one request in flight, so the client's work, the daemon's and the sync
+      run one after another. At ``target`` x the ceiling a record may take 1/target of its
+      share of the ceiling's append + fdatasync (which includes the daemon's write); the
+      sync takes one share, the CPUs the rest: (1/target - 1) x 1e6 / fsync100.
+    - 32 concurrent senders: the clients and the daemon share the machine's CPUs:
+      cpus x 1e6 / (target x fsync1).
+    - receive + complete in batches of 100: one request in flight; each complete waits
+      for one sync of its batch: 1e6 / target - 1e6 / (100 x fsync1).
+    """
+    if key == "batch100":
+        return (1 / target - 1) * 1e6 / figures["fsync100"]
+    if key == "senders32":
+        return cpus * 1e6 / (target * figures["fsync1"])
+    if key == "receive100":
+        return 1e6 / target - 1e6 / (100 * figures["fsync1"])
+    return None
 
 
 def targets_bench(
@@ -51,6 +85,7 @@ def targets_bench(
     senders = run_bench(
         socket_path, messages=messages, clients=32, skip_raw=True, skip_start=True, receive=False
     )
+    runs = {"batched": batched, "senders": senders}
     figures = {
         "batch100": batched["send_msgs_per_s"],
         "senders32": senders["send_msgs_per_s"],
@@ -64,6 +99,16 @@ def targets_bench(
         value = figures[key]
         base = figures[ceiling] if ceiling else None
         measured = value / base if base else value
+        cpu: dict[str, Any] = {}
+        if key in CPU_OF:
+            run, phase = CPU_OF[key]
+            cpu = {
+                "client_cpu_us": runs[run].get(f"{phase}_client_cpu_us_per_msg"),
+                "daemon_cpu_us": runs[run].get(f"{phase}_daemon_cpu_us_per_msg"),
+                "cpu_budget_us": round(
+                    cpu_budget(key, target, figures, os.cpu_count() or 1) or 0, 2
+                ),
+            }
         rows.append(
             {
                 "figure": label,
@@ -75,6 +120,7 @@ def targets_bench(
                 "target": target,
                 "at_least": at_least,
                 "met": measured >= target if at_least else measured <= target,
+                **cpu,
             }
         )
     return {"messages": messages, "stored_messages": stored, "targets": rows}
@@ -96,6 +142,15 @@ def targets_table(result: dict[str, Any]) -> list[dict[str, str]]:
                 "ratio": "-" if ratio is None else f"{ratio:.2f} x",
                 "target": f"{sign} {row['target']:g} " + ("x" if ratio is not None else unit),
                 "met": "yes" if row["met"] else "no",
+                "clients + daemon CPU per msg (budget)": _cpu_cell(row),
             }
         )
     return out
+
+
+def _cpu_cell(row: dict[str, Any]) -> str:
+    if "cpu_budget_us" not in row:
+        return "-"
+    client, daemon = row.get("client_cpu_us"), row.get("daemon_cpu_us")
+    used = " + ".join("?" if v is None else f"{v:.1f}" for v in (client, daemon))
+    return f"{used} µs (<= {row['cpu_budget_us']:.1f})"

@@ -13,12 +13,14 @@ import socket
 from typing import Any
 
 from sbctl.bench import namespace_name, percentile, split
+from sbctl.bench_targets import cpu_budget
 from sbctl.core.names import validate_namespace_name
 
 RATES = ("send_msgs_per_s", "receive_msgs_per_s")
 LATENCIES = ("send_p50_ms", "send_p99_ms", "receive_p50_ms", "receive_p99_ms")
 RAW = ("raw_fsync_per_s", "raw_fsync_batch100_records_per_s", "raw_socket_rtt_per_s")
 RATIOS = ("send_vs_raw_fsync", "send_vs_raw_batch100")
+CPU = ("send_client_cpu_us_per_msg", "receive_client_cpu_us_per_msg")
 
 
 def _positive(data: dict[str, Any], keys: tuple[str, ...]) -> None:
@@ -40,7 +42,7 @@ def test_bench_reports_figures_and_cleans_up(daemon: Any) -> None:
     )  # fmt: skip
     assert result.code == 0, result.stderr
     data = result.json()
-    _positive(data, RATES + LATENCIES + RAW + RATIOS)
+    _positive(data, RATES + LATENCIES + RAW + RATIOS + CPU)
     assert "daemon_start_ms" not in data
     assert data["messages"] == 500
     assert data["size"] == 1024
@@ -143,7 +145,23 @@ def test_bench_targets_prints_each_figure_with_its_ceiling_ratio_and_target(daem
         )
     assert rows["send, batches of 100"]["target"] == 0.5
     assert rows["send, 32 concurrent single senders"]["target"] == 5.0
+    for label in list(rows)[:3]:  # each throughput figure with its CPU and what it leaves
+        _positive(rows[label], ("client_cpu_us", "daemon_cpu_us", "cpu_budget_us"))
+    assert "cpu_budget_us" not in rows["daemon memory per stored message"]
     assert _namespaces(daemon) == ["sbemulatorns"]  # the throwaway namespaces are gone
     table = daemon.cli("bench", "--targets", "--messages", "200", "--stored", "2000")
     assert table.code == 0, table.stderr
     assert "ceiling" in table.stdout and "32 concurrent single senders" in table.stdout
+    assert "clients + daemon" in table.stdout
+
+
+def test_cpu_budgets_follow_from_the_ceilings() -> None:
+    figures = {"fsync100": 150_000.0, "fsync1": 4_000.0}
+    # batches of 100 at 0.5x: the sync takes half the time, the CPUs the other half
+    assert math.isclose(cpu_budget("batch100", 0.5, figures, 2), 1e6 / 150_000)
+    assert math.isclose(cpu_budget("batch100", 0.25, figures, 2), 3 * 1e6 / 150_000)
+    # 32 senders at 5x the single-sync rate on 2 CPUs: 2 s of CPU for 20,000 messages
+    assert math.isclose(cpu_budget("senders32", 5.0, figures, 2), 100.0)
+    # 60,000/s with one request in flight, less each batch's sync (2.5 us a message)
+    assert math.isclose(cpu_budget("receive100", 60_000.0, figures, 2), 1e6 / 60_000 - 2.5)
+    assert cpu_budget("stored_bytes", 40.0, figures, 2) is None
