@@ -147,7 +147,11 @@ class QueueTimers:
 
     @property
     def scheduled_pending(self) -> bool:
-        return any(p.next_scheduled() is not None for p in self.state.partitions)
+        # Every send asks: a loop, not any() over a generator (two frames fewer).
+        for p in self.state.partitions:  # noqa: SIM110
+            if p.next_scheduled() is not None:
+                return True
+        return False
 
     def next_scheduled(self) -> int | None:
         times = [t for p in self.state.partitions if (t := p.next_scheduled()) is not None]

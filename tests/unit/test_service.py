@@ -333,6 +333,7 @@ def test_the_purgatory_retries_oldest_first_and_completes_each_operation_once(
     ready = [False]
     key = ("ns", "q")
     a, b = Counting("a", ready, log), Counting("b", ready, log)
+    assert not purgatory.watching()  # (the service then skips looking up what a write woke)
     assert not purgatory.try_complete_else_watch(a, [key], 1.0)
     assert not purgatory.try_complete_else_watch(b, [key, ("ns", "other")], None)
     assert purgatory.watched() == 2
@@ -347,6 +348,7 @@ def test_the_purgatory_retries_oldest_first_and_completes_each_operation_once(
     timers.advance(1000)
     assert log == ["try a", "try b"]  # a's timer was cancelled when it completed
     assert purgatory.watched() == 0
+    assert not purgatory.watching()
 
 
 def test_the_purgatory_expires_cancels_and_fails(clock: FakeClock) -> None:

@@ -227,7 +227,8 @@ class Service:
             self.acknowledge(req, call.acknowledged, durable=durable)
         else:
             call.reply(result)
-        if op.wakes is not None:
+        # Nothing parked: nothing to wake (what forwarding touched was taken in _ended).
+        if op.wakes is not None and self.purgatory.watching():
             self._wake(op.wakes(call.args, result))
 
     def _wake(self, wakes: Any) -> None:
@@ -285,9 +286,15 @@ class Service:
         """Run ``callback(error)`` once the request's writes are durable (``durable``) and
         its slow-store delay has passed; a failed sync is answered at once."""
         delay = req.delay_ms
+        if not delay:  # (the hot path: no closure)
+            if durable:
+                self.committer.after_durable(callback)
+            else:
+                callback(None)
+            return
 
         def done(error: SbctlError | None) -> None:
-            if delay and error is None:
+            if error is None:
                 self._timers().call_later(delay / 1000, callback, None)
             else:
                 callback(error)
@@ -319,6 +326,9 @@ class Service:
 
     def written(self, namespace: str, entity: str) -> None:
         """After a write to an entity: complete the requests waiting on it."""
+        if not self.purgatory.watching():  # nothing parked: no entity to look up
+            self.wake_touched()
+            return
         try:
             key = self.key(namespace, entity)
         except SbctlError:

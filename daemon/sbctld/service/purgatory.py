@@ -92,6 +92,10 @@ class Purgatory:
 
     # ------------------------------------------------------------ completing
 
+    def watching(self) -> bool:
+        """Whether any operation is parked (else no check can complete anything)."""
+        return bool(self._watchers)
+
     def check_and_complete(self, key: Key) -> int:
         """Retry the operations watching ``key``; the number completed."""
         ops = self._watchers.pop(key, None)
