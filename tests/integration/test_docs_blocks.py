@@ -35,6 +35,8 @@ from pathlib import Path
 
 import pytest
 
+from sbctl.spark.session import class_cache_dir
+
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 GUIDES = ROOT / "sbctl" / "guides"
@@ -275,6 +277,9 @@ def _environment(tmp: Path, zygote: str | None) -> dict[str, str]:
         SBCTL_AMQP_PORT="0",
         SBCTL_HTTP_PORT="0",
         TMPDIR=str(tmp),
+        # Spark's class archive stays the user's (a fresh HOME would start every JVM cold and
+        # write a new one); a first run's archive is tests/unit/test_spark_class_cache.py's.
+        SBCTL_SPARK_CLASS_CACHE=str(class_cache_dir() or 0),
     )
     return env
 

@@ -34,6 +34,7 @@ from typing import Any
 import pytest
 
 from sbctl.spark.failures import WORKER_LIBRARIES
+from sbctl.spark.session import class_cache_dir
 
 pytestmark = pytest.mark.spark
 
@@ -101,6 +102,8 @@ def bare_env(daemon: Any, home: Path) -> dict[str, str]:
         "COLUMNS": "120",
         "SBCTL_DATA_DIR": daemon.env["SBCTL_DATA_DIR"],
         "SBCTL_SOCKET": daemon.env["SBCTL_SOCKET"],
+        # Spark's class archive stays the user's (with a fresh HOME every JVM starts cold)
+        "SBCTL_SPARK_CLASS_CACHE": str(class_cache_dir() or 0),
     }
     return {**env, **java_home()}
 
