@@ -177,8 +177,9 @@ def bench(
             help="Instead: the Unix-socket performance targets (batches of 100 against the "
             "disk's 100-per-sync ceiling, 32 concurrent senders against its single-sync "
             "rate, receive + complete in batches, memory per stored message), each with its "
-            "ceiling, ratio and target; --messages per workload, --stored messages (default "
-            "1,000,000: 1 GB of disk for a minute) for the memory.",
+            "ceiling, ratio and target, and the CPU per message the clients and the daemon "
+            "spent beside what the target leaves them; --messages per workload, --stored "
+            "messages (default 1,000,000: 1 GB of disk for a minute) for the memory.",
         ),
     ] = False,
 ) -> None:
