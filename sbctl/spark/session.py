@@ -181,9 +181,8 @@ def class_cache() -> str:
             return ""
     except OSError:
         return ""
-    for stale in folder.glob(
-        f"spark-{key}.*{layout.TEMP_SUFFIX}"
-    ):  # left by a writer that was killed
+    # what a writer that was killed left
+    for stale in folder.glob(f"spark-{key}.*{layout.TEMP_SUFFIX}"):
         stale.unlink(missing_ok=True)
     _archive = _Archive(folder / f"spark-{key}.{os.getpid()}{layout.TEMP_SUFFIX}", final, lock)
     return f"-XX:ArchiveClassesAtExit={_archive.pending} {quiet}"

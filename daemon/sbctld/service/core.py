@@ -227,11 +227,12 @@ class Service:
             self.acknowledge(req, call.acknowledged, durable=durable)
         else:
             call.reply(result)
-        # Nothing parked: nothing to wake (what forwarding touched was taken in _ended).
-        if op.wakes is not None and self.purgatory.watching():
+        if op.wakes is not None:
             self._wake(op.wakes(call.args, result))
 
     def _wake(self, wakes: Any) -> None:
+        if not self.purgatory.watching():
+            return  # nothing parked: no entity to look up (what forwarding touched: _ended's)
         namespaces: list[str] | None = None  # (most operations wake one entity)
         for namespace, entity in wakes:
             if entity is not None:
@@ -326,9 +327,6 @@ class Service:
 
     def written(self, namespace: str, entity: str) -> None:
         """After a write to an entity: complete the requests waiting on it."""
-        if not self.purgatory.watching():  # nothing parked: no entity to look up
-            self.wake_touched()
-            return
         try:
             key = self.key(namespace, entity)
         except SbctlError:
