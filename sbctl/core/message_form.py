@@ -484,10 +484,25 @@ def _broker_keys_dropped(buf: bytes, pos: int, end: int) -> bytes:
     return b"\x00\x53\x72" + map_of(len(kept), b"".join(kept))
 
 
+_HEADER = b"\x00\x53\x70"
+
+
 def _quick(buf: bytes, start: int, end: int, new_id: str | None) -> Sent | None:
-    """A body alone (a data section, maybe after empty properties: the bare form a client
-    sends) or text fields only (:mod:`sbctl.core.message_plain`); None for any other."""
-    data = start + 4 if buf.startswith(_EMPTY_PROPERTIES, start) else start
+    """A body alone (a data section, maybe after a header without a time to live and empty
+    properties: the bare form a client sends) or text fields only
+    (:mod:`sbctl.core.message_plain`); None for any other."""
+    data = start
+    if buf.startswith(_HEADER, start):  # (durable, priority...: kept as sent, read by no one)
+        r = _Read()
+        try:
+            data = _header(buf, start + 3, end, r, False)
+        except Exception:  # (refused by the general reading, with its words)
+            return None
+        if r.f[_TTL] is not None:
+            return None
+    headed = data
+    if buf.startswith(_EMPTY_PROPERTIES, data):
+        data += 4
     if buf.startswith(_DATA, data):
         ctor = buf[data + 3]
         at = -1
@@ -501,7 +516,12 @@ def _quick(buf: bytes, start: int, end: int, new_id: str | None) -> Sent | None:
                 return Sent(Message(buf[at:end]), whole)
             raw = new_id.encode()
             head = _ID32 if len(raw) == 32 else _id_properties(raw)
-            return Sent(Message(buf[at:end], new_id), b"".join((head, raw, buf[data:end])))
+            return Sent(
+                Message(buf[at:end], new_id),
+                b"".join((buf[start:headed], head, raw, buf[data:end])),
+            )
+    if headed != start:
+        return None
     plain = plain_message(buf, start, end)
     if plain is not None and (new_id is None or plain.message_id is not None):
         return Sent(plain, buf[start:end] if start or end != len(buf) else buf)
@@ -513,6 +533,11 @@ def _intake_one(buf: bytes, start: int, end: int, new_id: str | None = None) -> 
     else :func:`_read`)."""
     if (quick := _quick(buf, start, end, new_id)) is not None:
         return quick
+    return _general(buf, start, end, new_id)
+
+
+def _general(buf: bytes, start: int, end: int, new_id: str | None) -> Sent:
+    """:func:`_intake_one` for any message (what :func:`_quick` gives, it gives too)."""
     try:
         r = _read(buf, start, end, False, new_id is not None)
         if new_id is not None and r.f[_MESSAGE_ID] is None:
