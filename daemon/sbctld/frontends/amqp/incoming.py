@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import traceback
+from collections.abc import Iterable
 from functools import partial
 from typing import Any, Protocol
 
@@ -42,6 +43,8 @@ class Owner(Protocol):
     def settle_send(self, link: Link, delivery: Delivery, result: Any) -> None: ...
 
     def reject(self, link: Link, delivery: Delivery, condition: str, text: str) -> None: ...
+
+    def accept_sends(self, run: Iterable[tuple[Link, Delivery]]) -> None: ...
 
 
 class Sends:
@@ -94,8 +97,7 @@ class Sends:
                 for one in run:  # nothing of the run was stored: each on its own
                     self._store_run([one])
                 return
-            for link, _path, delivery, _messages in run:
-                owner.settle_send(link, delivery, result)
+            owner.accept_sends((link, delivery) for link, _path, delivery, _messages in run)
 
         batch = [m for _link, _path, _delivery, messages in run for m in messages]
         send = SendEncoded(owner.namespace, run[0][1], batch)

@@ -21,7 +21,7 @@ import os
 import time
 import traceback
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -67,6 +67,7 @@ from sbctld.service import DelayedOperation
 if TYPE_CHECKING:
     from sbctld.service import Service
 
+ACCEPTED = Accepted()  # (a transfer's outcome: encoded, never changed)
 log = logging.getLogger("sbctld")
 DEFAULT_NAMESPACE = "sbemulatorns"
 # The max-message-size of a link we send messages on: the largest message a namespace takes
@@ -370,15 +371,16 @@ class AmqpConnection(asyncio.Protocol):
 
     def on_transfer(self, link: Link, delivery: Delivery) -> None:
         ctx = link.context
-        if not (isinstance(ctx, tuple) and ctx[0] == "in"):
+        sending = isinstance(ctx, tuple) and ctx[0] == "in"
+        if not sending:
             self.sends.in_order()
         try:
-            if ctx == "cbs":
+            if sending:
+                self._send(link, ctx[1], delivery)
+            elif ctx == "cbs":
                 self._cbs(link, delivery)
             elif isinstance(ctx, tuple) and ctx[0] == "mgmt":
                 self._management(link, ctx[1], delivery)
-            elif isinstance(ctx, tuple) and ctx[0] == "in":
-                self._send(link, ctx[1], delivery)
             elif ctx == "coordinator":
                 self.transactions.on_transfer(link, delivery)
         except codec.DecodeError as exc:  # the peer's error: a typed answer, one log line
@@ -388,7 +390,8 @@ class AmqpConnection(asyncio.Protocol):
         except Exception:
             log.error("AMQP transfer failed:\n%s", traceback.format_exc())
             self.reject(link, delivery, "amqp:internal-error", "internal error")
-        self.flush()
+        if not sending:  # (a send is answered once stored; data_received flushes the rest)
+            self.flush()
 
     def reject(self, link: Link, delivery: Delivery, condition: str, text: str) -> None:
         if not delivery.settled:
@@ -496,6 +499,16 @@ class AmqpConnection(asyncio.Protocol):
             condition, description = condition_of(result)
             state = Rejected(Error(Symbol(condition), description))
         self.conn.disposition(link, delivery.id, state)
+        self.flush_soon()
+
+    def accept_sends(self, run: Iterable[tuple[Link, Delivery]]) -> None:
+        """:meth:`settle_send` with success for each transfer of a stored run."""
+        if self.closed:
+            return
+        disposition = self.conn.disposition
+        for link, delivery in run:
+            if not (link.detached or delivery.settled):
+                disposition(link, delivery.id, ACCEPTED)
         self.flush_soon()
 
     # ------------------------------------------------------------ outgoing messages
