@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
 from sbctl.core.amqp.codec import DecodeError, _enc_composite, decode
-from sbctl.core.amqp.types import Composite, Transfer, UByte, UInt
+from sbctl.core.amqp.types import Accepted, Composite, Disposition, Flow, Transfer, UByte, UInt
 
 FRAME_HEADER = struct.Struct(">IBBH")
 HEADER_SIZE = 8
@@ -97,7 +97,7 @@ def parse_frame(
     start = pos + doff * 4
     if start == end:
         return Frame(kind, channel, None, b""), end
-    if end - start > 5 and buf[start + 2] == 0x14 and (fast := _transfer(buf, start, end)):
+    if end - start > 5 and buf[start + 2] in _SHORT and (fast := _performative(buf, start, end)):
         body, used = fast
         with memoryview(buf) as view:
             payload = bytes(view[used:end])
@@ -134,15 +134,23 @@ _UBYTE = tuple(UByte(v) for v in range(256))
 _U32 = _LEN.unpack_from
 
 
-def _transfer(buf: bytes | bytearray | memoryview, start: int, end: int) -> tuple[Any, int] | None:
-    """The transfer performative at ``start`` and where it ends, read without the generic
-    decoder when it takes the usual forms (a list8 or list32 of nulls, booleans, uints, a
-    ubyte and a short delivery tag: what every client sends for every message); None for
-    any other form, which :func:`decode` then reads (and refuses when it is wrong). Equal,
-    field for field and type for type, to what :func:`decode` gives
-    (tests/unit/test_amqp_transfer_parse.py)."""
+# The performatives a client sends for every message: read by _performative.
+_SHORT = {cls.CODE: cls for cls in (Flow, Transfer, Disposition)}
+_ACCEPTED_STATES = (b"\x00\x53\x24\x45", b"\x00\x53\x24\xc0\x01\x00")
+
+
+def _performative(
+    buf: bytes | bytearray | memoryview, start: int, end: int
+) -> tuple[Any, int] | None:
+    """The flow, transfer or disposition at ``start`` and where it ends, read without the
+    generic decoder when it takes the usual forms (a list8 or list32 of nulls, booleans,
+    uints, a ubyte, a short delivery tag and the accepted outcome: what every client sends
+    for every message); None for any other form, which :func:`decode` then reads (and
+    refuses when it is wrong). Equal, field for field and type for type, to what
+    :func:`decode` gives (tests/unit/test_amqp_performative_parse.py)."""
     if buf[start] != 0 or buf[start + 1] != 0x53:
         return None
+    cls = _SHORT[buf[start + 2]]
     ctor = buf[start + 3]
     if ctor == 0xC0:
         stop = start + 5 + buf[start + 4]
@@ -154,7 +162,7 @@ def _transfer(buf: bytes | bytearray | memoryview, start: int, end: int) -> tupl
         pos = start + 12
     else:
         return None
-    if count > 11 or stop > end:
+    if count > len(cls.NAMES) or stop > end:
         return None
     values: list[Any] = [None] * count
     for i in range(count):
@@ -187,11 +195,17 @@ def _transfer(buf: bytes | bytearray | memoryview, start: int, end: int) -> tupl
         elif code == 0x56 and pos + 1 < stop and buf[pos + 1] <= 1:
             values[i] = buf[pos + 1] == 1
             pos += 2
+        elif code == 0 and bytes(buf[pos : pos + 4]) == _ACCEPTED_STATES[0] and pos + 4 <= stop:
+            values[i] = Accepted()
+            pos += 4
+        elif code == 0 and bytes(buf[pos : pos + 6]) == _ACCEPTED_STATES[1] and pos + 6 <= stop:
+            values[i] = Accepted()
+            pos += 6
         else:
             return None
     if pos != stop:
         return None
-    return Transfer(*values), stop
+    return cls(*values), stop
 
 
 _UINTS = (b"\x43", *(bytes((0x52, v)) for v in range(1, 256)))  # uint0, smalluint

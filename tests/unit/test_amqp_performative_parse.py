@@ -1,6 +1,7 @@
-"""A transfer's performative is read by a short path for its usual forms; whatever form it
-takes, the frame parsed is the one the generic decoder gives, field for field and type for
-type, and a form the short path does not take is still read (or refused) by the decoder."""
+"""The performatives a client sends for every message (flow, transfer, disposition) are read
+by a short path in their usual forms; whatever form they take, the frame parsed is the one
+the generic decoder gives, field for field and type for type, and a form the short path does
+not take is still read (or refused) by the decoder."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ PAYLOAD = b"\x00\x53\x75\xa0\x03abc"
 
 
 def _typed(body: Any) -> list[tuple[type, Any]]:
-    return [(type(getattr(body, n)), getattr(body, n)) for n in t.Transfer.NAMES]
+    return [(type(body), None)] + [(type(getattr(body, n)), getattr(body, n)) for n in body.NAMES]
 
 
 def _generic(performative: bytes) -> Any:
@@ -84,13 +85,26 @@ def _item(draw: Any) -> bytes:
         return bytes((0xA0, len(tag))) + tag
     if kind == "ubyte":
         return bytes((0x50, draw(st.integers(0, 255))))
-    return draw(st.sampled_from([b"\x00\x53\x24\x45", b"\xa1\x01x", b"\x80" + b"\0" * 8]))
+    return draw(
+        st.sampled_from(
+            [
+                b"\x00\x53\x24\x45",  # accepted
+                b"\x00\x53\x24\xc0\x01\x00",  # accepted, as a list8
+                b"\x00\x53\x24\xc0\x02\x00",  # a wrong size
+                b"\x00\x53\x25\x45",  # rejected
+                b"\x00\x53\x24",  # cut short
+                b"\xa1\x01x",
+                b"\x80" + b"\0" * 8,
+                b"\xc1\x01\x00",  # a map (a flow's properties)
+            ]
+        )
+    )
 
 
 @st.composite
 def performatives(draw: Any) -> bytes:
-    """A transfer's performative as list8 or list32, with any field count and encodings,
-    sometimes with a wrong size or count."""
+    """A flow, transfer or disposition as list8 or list32, with any field count and
+    encodings, sometimes with a wrong size or count."""
     items = [_item(draw) for _ in range(draw(st.integers(0, 13)))]
     data = b"".join(items)
     count = len(items) + draw(st.sampled_from([0, 0, 0, 1, -1]))
@@ -100,18 +114,18 @@ def performatives(draw: Any) -> bytes:
     else:
         head = b"\xd0" + max(0, len(data) + 4 + size_skew).to_bytes(4, "big")
         head += max(0, count).to_bytes(4, "big")
-    return b"\x00\x53\x14" + head + data
+    return b"\x00\x53" + bytes((draw(st.sampled_from([0x13, 0x14, 0x15])),)) + head + data
 
 
 @settings(max_examples=1500, deadline=None)
 @given(performatives())
-def test_any_transfer_form_parses_as_the_decoder_reads_it(performative: bytes) -> None:
+def test_any_performative_form_parses_as_the_decoder_reads_it(performative: bytes) -> None:
     raw = _frame(performative)
     try:
         expected: Any = framing.parse_frame(raw, 0, 1 << 20)
     except framing.UndecodableFrame as exc:  # (the short path declined it: the decoder's)
         expected = exc
-    fast = framing._transfer(raw, 8, len(raw))
+    fast = framing._performative(raw, 8, len(raw))
     if fast is None:
         return  # the decoder read it: that is the parse above
     body, used = fast
@@ -122,11 +136,25 @@ def test_any_transfer_form_parses_as_the_decoder_reads_it(performative: bytes) -
 
 
 def test_the_sdks_forms_take_the_short_path() -> None:
-    for transfer in (
+    for performative in (
         t.Transfer(t.UInt(0), t.UInt(7), b"\x00\x00\x00\x07", t.UInt(0), False, False),
         t.Transfer(t.UInt(1), t.UInt(300), b"tag", t.UInt(0x80013700), True),
         t.Transfer(t.UInt(2), more=True),
+        t.Disposition(True, t.UInt(5), None, True, t.Accepted()),
+        t.Disposition(True, t.UInt(5), t.UInt(70000), True, t.Accepted(), False),
+        t.Flow(
+            t.UInt(1),
+            t.UInt(5000),
+            t.UInt(0),
+            t.UInt(5000),
+            t.UInt(0),
+            t.UInt(0),
+            t.UInt(100),
+            None,
+            False,
+            False,
+        ),
     ):
-        raw = framing.encode_frame(0, transfer, PAYLOAD)
-        fast = framing._transfer(raw, 8, len(raw))
-        assert fast is not None and _typed(fast[0]) == _typed(transfer)
+        raw = framing.encode_frame(0, performative, PAYLOAD)
+        fast = framing._performative(raw, 8, len(raw))
+        assert fast is not None and _typed(fast[0]) == _typed(performative)
