@@ -52,25 +52,22 @@ from sbctl.core.amqp.sections import (
     read_value,
     skip,
 )
-from sbctl.core.amqp.types import Int, Symbol, Timestamp, UInt, ULong
 from sbctl.core.errors import BadRequest
 from sbctl.core.message_ids import new_message_id, new_message_ids
 from sbctl.core.message_plain import DATA_SECTION as _DATA
 from sbctl.core.message_plain import PROPERTY_FIELDS as _PROPERTY_FIELDS
-from sbctl.core.message_plain import plain_head, plain_message, property_fields
-from sbctl.core.records import Message, decode_legacy, decode_sent_message
-from sbctl.core.typed import (
-    TYPED,
-    amqp_value,
-    json_value,
-    milliseconds,
-    property_value,
-    text,
+from sbctl.core.message_plain import plain_head, plain_message
+from sbctl.core.message_write import (
+    DEAD_LETTER_SOURCE,
+    ENQUEUED_SEQUENCE,
+    HOPS,
+    LONG_TTL,
+    encode_general,
 )
+from sbctl.core.records import Message, decode_legacy, decode_sent_message
+from sbctl.core.typed import json_value, milliseconds, property_value, text
 
 UNDECODABLE = "undecodable AMQP message"
-UINT_END = 2**32
-VALUE_STRING, VALUE_BINARY = b"\xa1", b"\xa0"  # a v3 body_amqp: "the value is the body"
 # Annotations the broker sets on delivery: never stored as a sender sent them (the partition
 # key and scheduled enqueue time are the sender's, and stay).
 BROKER_ANNOTATIONS = frozenset(
@@ -89,9 +86,6 @@ BROKER_ANNOTATIONS = frozenset(
 )
 _SENDERS = frozenset(("x-opt-partition-key", "x-opt-scheduled-enqueue-time"))
 _DROPPED = BROKER_ANNOTATIONS - _SENDERS
-# The broker's facts of a record it wrote itself (delivery annotations of the stored form).
-ENQUEUED_SEQUENCE, DEAD_LETTER_SOURCE = "x-opt-enqueue-sequence-number", "x-opt-deadletter-source"
-HOPS, LONG_TTL = "x-opt-sbctl-hops", "x-opt-sbctl-ttl"
 _ORDER = (HEADER, DELIVERY_ANNOTATIONS, MESSAGE_ANNOTATIONS, PROPERTIES, APPLICATION_PROPERTIES)
 _U32 = struct.Struct(">I").unpack_from
 _PLAIN = frozenset((str, float, bool, bytes, type(None), uuid.UUID))
@@ -233,6 +227,17 @@ def _body_section(buf: bytes, pos: int, code: int, r: _Read) -> int:
         raise codec.DecodeError("a body section's size is wrong")
     r.body.append((code, pos, stop))
     return stop
+
+
+def _header_end(buf: bytes, pos: int, end: int) -> int:
+    """The end of the header section's value at ``pos`` if it has no time to live, else -1
+    (also when it does not read: the general reading refuses it, in its words)."""
+    r = _Read()
+    try:
+        stop = _header(buf, pos, end, r, False)
+    except Exception:
+        return -1
+    return stop if r.f[_TTL] is None else -1
 
 
 def _header(buf: bytes, pos: int, end: int, r: _Read, _: bool) -> int:
@@ -484,23 +489,18 @@ def _broker_keys_dropped(buf: bytes, pos: int, end: int) -> bytes:
     return b"\x00\x53\x72" + map_of(len(kept), b"".join(kept))
 
 
-_HEADER = b"\x00\x53\x70"
+_HEADER = b"\x00\x53\x70"  # a header section's descriptor
 
 
 def _quick(buf: bytes, start: int, end: int, new_id: str | None) -> Sent | None:
     """A body alone (a data section, maybe after a header without a time to live and empty
     properties: the bare form a client sends) or text fields only
     (:mod:`sbctl.core.message_plain`); None for any other."""
-    data = start
+    headed = data = start
     if buf.startswith(_HEADER, start):  # (durable, priority...: kept as sent, read by no one)
-        r = _Read()
-        try:
-            data = _header(buf, start + 3, end, r, False)
-        except Exception:  # (refused by the general reading, with its words)
+        headed = data = _header_end(buf, start + 3, end)
+        if data < 0:
             return None
-        if r.f[_TTL] is not None:
-            return None
-    headed = data
     if buf.startswith(_EMPTY_PROPERTIES, data):
         data += 4
     if buf.startswith(_DATA, data):
@@ -516,10 +516,8 @@ def _quick(buf: bytes, start: int, end: int, new_id: str | None) -> Sent | None:
                 return Sent(Message(buf[at:end]), whole)
             raw = new_id.encode()
             head = _ID32 if len(raw) == 32 else _id_properties(raw)
-            return Sent(
-                Message(buf[at:end], new_id),
-                b"".join((buf[start:headed], head, raw, buf[data:end])),
-            )
+            stored = b"".join((buf[start:headed], head, raw, buf[data:end]))
+            return Sent(Message(buf[at:end], new_id), stored)
     if headed != start:
         return None
     plain = plain_message(buf, start, end)
@@ -533,11 +531,6 @@ def _intake_one(buf: bytes, start: int, end: int, new_id: str | None = None) -> 
     else :func:`_read`)."""
     if (quick := _quick(buf, start, end, new_id)) is not None:
         return quick
-    return _general(buf, start, end, new_id)
-
-
-def _general(buf: bytes, start: int, end: int, new_id: str | None) -> Sent:
-    """:func:`_intake_one` for any message (what :func:`_quick` gives, it gives too)."""
     try:
         r = _read(buf, start, end, False, new_id is not None)
         if new_id is not None and r.f[_MESSAGE_ID] is None:
@@ -689,7 +682,7 @@ def stored_form(
     m = decode_legacy(payload)
     if m.time_to_live_ms is None:
         expires_ms = None
-    return _encode(m, enqueued_ms, expires_ms)
+    return encode_general(m, enqueued_ms, expires_ms)
 
 
 # ------------------------------------------------------------------ writing
@@ -706,7 +699,7 @@ def encode(m: Message) -> bytes:
     if head is not None:
         return head + m.body
     try:
-        return _encode(m, None, None)
+        return encode_general(m, None, None)
     except (struct.error, OverflowError) as exc:
         raise BadRequest(f"a number in the message is too large for its AMQP type: {exc}") from None
 
@@ -718,96 +711,3 @@ def bare_head(m: Message) -> bytes | None:
         return None
     n = len(m.body)
     return _BARE_SHORT + bytes((n,)) if n < 256 else _BARE_LONG + n.to_bytes(4, "big")
-
-
-def _encode(m: Message, created_ms: int | None, expires_ms: int | None) -> bytes:
-    out = bytearray()
-    ttl = m.time_to_live_ms
-    if ttl is not None and 0 <= ttl < UINT_END:
-        out += b"\x00\x53\x70"
-        codec.encode_into([None, None, UInt(ttl)], out)
-    facts: dict[Any, Any] = {}
-    if m.enqueued_sequence_number is not None:
-        facts[Symbol(ENQUEUED_SEQUENCE)] = m.enqueued_sequence_number
-    if m.dead_letter_source is not None:
-        facts[Symbol(DEAD_LETTER_SOURCE)] = m.dead_letter_source
-    if m.transfer_hops is not None:
-        facts[Symbol(HOPS)] = Int(m.transfer_hops)
-    if ttl is not None and not 0 <= ttl < UINT_END:
-        facts[Symbol(LONG_TTL)] = ttl
-    if facts:
-        out += b"\x00\x53\x71"
-        codec.encode_into(facts, out)
-    # (annotation keys are symbols; one that is not ASCII, which no AMQP peer can send,
-    # goes as a string)
-    ann = {
-        Symbol(k) if k.isascii() else k: _typed(k, v)
-        for k, v in (m.message_annotations or {}).items()
-    }
-    if m.partition_key is not None:
-        ann[Symbol("x-opt-partition-key")] = m.partition_key
-    if m.scheduled_enqueue_time_ms is not None:
-        ann[Symbol("x-opt-scheduled-enqueue-time")] = Timestamp(m.scheduled_enqueue_time_ms)
-    if ann:
-        out += b"\x00\x53\x72"
-        codec.encode_into(ann, out)
-    props = property_fields(
-        m,
-        Symbol(m.content_type) if m.content_type is not None else None,
-        None if expires_ms is None else Timestamp(expires_ms),
-        None if created_ms is None else Timestamp(created_ms),
-    )
-    while props and props[-1] is None:
-        props.pop()
-    out += b"\x00\x53\x73"
-    codec.encode_into(props, out)
-    if m.application_properties:
-        out += b"\x00\x53\x74"
-        codec.encode_into({k: _typed(k, v) for k, v in m.application_properties.items()}, out)
-    _encode_body(m, out)
-    return bytes(out)
-
-
-def _typed(key: str, value: Any) -> Any:
-    """A property value for the wire; ValueError naming the property when a typed value
-    does not fit its type (a ``Short(70000)``)."""
-    value = amqp_value(value)
-    if type(value) is ULong and value >= 2**64:
-        raise OverflowError(f"property {key!r}: {value} is more than 2**64 - 1")
-    if type(value) in TYPED:
-        try:
-            raw = codec.encode(value)
-            codec.decode_all(raw)
-        except (struct.error, TypeError, ValueError, OverflowError):
-            raise ValueError(
-                f"property {key!r}: {value!r} is not a valid {TYPED[type(value)]}"
-            ) from None
-    return value
-
-
-def _encode_body(m: Message, out: bytearray) -> None:
-    amqp = m.body_amqp
-    if m.body_kind == "value" and amqp is not None:
-        try:
-            value = m.body.decode() if amqp == VALUE_STRING else m.body
-        except UnicodeDecodeError:  # (a v3 record's text that is not UTF-8: sent as data)
-            amqp = None
-        if amqp is not None:
-            out += b"\x00\x53\x77"
-            if amqp in (VALUE_STRING, VALUE_BINARY):
-                codec.encode_into(value, out)
-            else:
-                out += amqp
-            return
-    if m.body_kind == "sequence" and amqp is not None:
-        try:
-            sequences = codec.decode_all(amqp)
-        except codec.DecodeError:
-            sequences = None
-        if isinstance(sequences, list) and all(isinstance(s, list) for s in sequences):
-            for s in sequences:
-                out += b"\x00\x53\x76"
-                codec.encode_into(s, out)
-            return
-    out += b"\x00\x53\x75"
-    codec.encode_into(m.body, out)

@@ -137,6 +137,10 @@ _U32 = _LEN.unpack_from
 # The performatives a client sends for every message: read by _performative.
 _SHORT = {cls.CODE: cls for cls in (Flow, Transfer, Disposition)}
 _ACCEPTED_STATES = (b"\x00\x53\x24\x45", b"\x00\x53\x24\xc0\x01\x00")
+# Values of one byte (a null, uint 0, true, false), and values of a byte after their
+# constructor (smalluint, ubyte, a boolean in its long form).
+_CONSTANT = {0x40: None, 0x43: _UINT8[0], 0x41: True, 0x42: False}
+_BYTE_VALUE: dict[int, tuple[Any, ...]] = {0x52: _UINT8, 0x50: _UBYTE, 0x56: (False, True)}
 
 
 def _performative(
@@ -151,61 +155,61 @@ def _performative(
     if buf[start] != 0 or buf[start + 1] != 0x53:
         return None
     cls = _SHORT[buf[start + 2]]
-    ctor = buf[start + 3]
-    if ctor == 0xC0:
-        stop = start + 5 + buf[start + 4]
-        count = buf[start + 5]
-        pos = start + 6
-    elif ctor == 0xD0 and end - start >= 12:
-        stop = start + 8 + _U32(buf, start + 4)[0]
-        count = _U32(buf, start + 8)[0]
-        pos = start + 12
-    else:
+    head = _list_head(buf, start + 3, end)
+    if head is None or head[2] > len(cls.NAMES):
         return None
-    if count > len(cls.NAMES) or stop > end:
-        return None
+    pos, stop, count = head
     values: list[Any] = [None] * count
     for i in range(count):
         if pos >= stop:
             return None
         code = buf[pos]
-        if code == 0x40:
+        if code in _CONSTANT:
+            values[i] = _CONSTANT[code]
             pos += 1
-        elif code == 0x52 and pos + 1 < stop:
-            values[i] = _UINT8[buf[pos + 1]]
-            pos += 2
-        elif code == 0x43:
-            values[i] = _UINT8[0]
-            pos += 1
-        elif code == 0x42 or code == 0x41:
-            values[i] = code == 0x41
-            pos += 1
-        elif code == 0xA0 and pos + 1 < stop:
-            n = pos + 2 + buf[pos + 1]
-            if n > stop:
+            continue
+        table = _BYTE_VALUE.get(code)
+        if table is not None:
+            if pos + 1 >= stop or buf[pos + 1] >= len(table):
                 return None
-            values[i] = bytes(buf[pos + 2 : n])
-            pos = n
-        elif code == 0x70 and pos + 4 < stop:
-            values[i] = UInt(_U32(buf, pos + 1)[0])
-            pos += 5
-        elif code == 0x50 and pos + 1 < stop:
-            values[i] = _UBYTE[buf[pos + 1]]
+            values[i] = table[buf[pos + 1]]
             pos += 2
-        elif code == 0x56 and pos + 1 < stop and buf[pos + 1] <= 1:
-            values[i] = buf[pos + 1] == 1
-            pos += 2
-        elif code == 0 and bytes(buf[pos : pos + 4]) == _ACCEPTED_STATES[0] and pos + 4 <= stop:
-            values[i] = Accepted()
-            pos += 4
-        elif code == 0 and bytes(buf[pos : pos + 6]) == _ACCEPTED_STATES[1] and pos + 6 <= stop:
-            values[i] = Accepted()
-            pos += 6
-        else:
+            continue
+        values[i], pos = _wider(buf, pos, stop)
+        if pos < 0:
             return None
     if pos != stop:
         return None
     return cls(*values), stop
+
+
+def _list_head(
+    buf: bytes | bytearray | memoryview, pos: int, end: int
+) -> tuple[int, int, int] | None:
+    """(first item, end, count) of the list8 or list32 at ``pos``; None for any other."""
+    ctor = buf[pos]
+    if ctor == 0xC0:
+        first, stop, count = pos + 3, pos + 2 + buf[pos + 1], buf[pos + 2]
+    elif ctor == 0xD0 and end - pos >= 9:
+        first, stop, count = pos + 9, pos + 5 + _U32(buf, pos + 1)[0], _U32(buf, pos + 5)[0]
+    else:
+        return None
+    return (first, stop, count) if stop <= end else None
+
+
+def _wider(buf: bytes | bytearray | memoryview, pos: int, stop: int) -> tuple[Any, int]:
+    """A short delivery tag, a 4-byte uint or the accepted outcome at ``pos`` and where it
+    ends; (None, -1) for any other value."""
+    code = buf[pos]
+    if code == 0xA0 and pos + 1 < stop:
+        n = pos + 2 + buf[pos + 1]
+        return (bytes(buf[pos + 2 : n]), n) if n <= stop else (None, -1)
+    if code == 0x70 and pos + 4 < stop:
+        return UInt(_U32(buf, pos + 1)[0]), pos + 5
+    for form in _ACCEPTED_STATES:
+        if bytes(buf[pos : pos + len(form)]) == form and pos + len(form) <= stop:
+            return Accepted(), pos + len(form)
+    return None, -1
 
 
 _UINTS = (b"\x43", *(bytes((0x52, v)) for v in range(1, 256)))  # uint0, smalluint
