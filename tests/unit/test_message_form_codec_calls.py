@@ -141,7 +141,7 @@ def send_and_receive(
     async def run() -> None:
         calls.on = True
         amqp._send(Link("in"), "q", Delivery(payload, message_format))
-        amqp.sends.store()  # what the end of a read does (daemon/README.md §29.14)
+        amqp.arrivals.store()  # what the end of a read does (daemon/README.md §29.14)
         calls.on = False
         for _ in range(5):
             await asyncio.sleep(0)  # the group commit answers

@@ -1,4 +1,5 @@
-"""Incoming transfers to an entity, stored per read (daemon/README.md §29.14).
+"""Incoming transfers to an entity and settlements of deliveries, acted on per read
+(daemon/README.md §29.14).
 
 A client with many transfers in flight (the SDKs' senders, 100 at a time) has many of them
 arrive in one read of the socket. Each used to be its own send request, its own segment
@@ -10,16 +11,24 @@ again transfer by transfer, so that each gets the answer it would have got alone
 message never takes its neighbours down with it. Any other frame of the read (a flow, a
 settlement, a management request, an attach or detach) stores what is pending first, so that
 it sees the transfers that came before it.
+
+Settlements the same way: a client that accepts each message with its own disposition
+(pyamqp, the Python SDK's stack) has several arrive in one read; consecutive accepts on the
+same link are one ``settle`` request (sbctld.frontends.amqp.settlement.settle_range), and each
+delivery is still answered on its own when the client waits for it. Transfers and
+settlements are acted on in the order they came: either kind pending is done before the other
+is taken.
 """
 
 from __future__ import annotations
 
 import logging
 import traceback
-from collections.abc import Iterable
+from collections.abc import Callable
 from functools import partial
 from typing import Any, Protocol
 
+from sbctl.core.amqp.types import Accepted
 from sbctl.core.errors import SbctlError
 from sbctl.core.protocol import SendEncoded
 from sbctld.frontends.amqp.connection import Delivery, Link
@@ -29,8 +38,11 @@ log = logging.getLogger("sbctld")
 
 # A transfer to store: (its link, the entity, the delivery, its messages).
 PendingSend = tuple[Link, str, Delivery, list[Any]]
+# A disposition to act on: (its link, the link's receive state, delivery ids, settled, outcome).
+PendingSettle = tuple[Link, Any, list[int], bool, Any]
 # The most messages one send request of coalesced transfers takes.
 COALESCED_MESSAGES = 100
+ACCEPTED = Accepted()  # (a transfer's outcome: encoded, never changed)
 
 
 class Owner(Protocol):
@@ -39,27 +51,64 @@ class Owner(Protocol):
     namespace: str
     service: Service
     sender: SenderId
+    closed: bool
+    conn: Any  # (sbctld.frontends.amqp.connection.Connection)
 
     def settle_send(self, link: Link, delivery: Delivery, result: Any) -> None: ...
 
     def reject(self, link: Link, delivery: Delivery, condition: str, text: str) -> None: ...
 
-    def accept_sends(self, run: Iterable[tuple[Link, Delivery]]) -> None: ...
+    def flush_soon(self) -> None: ...
 
 
-class Sends:
-    """The transfers of one read of ``owner``'s socket, waiting to be stored."""
+class Arrivals:
+    """The transfers and settlements of one read of ``owner``'s socket, waiting to be acted
+    on; ``settle`` acts on one disposition's range (settlement.settle_range)."""
 
-    def __init__(self, owner: Owner) -> None:
+    def __init__(self, owner: Owner, settle: Callable[[Link, Any, list[int], bool, Any], None]):
         self.owner = owner
+        self.settle = settle
         self.pending: list[PendingSend] = []
+        self.settles: list[PendingSettle] = []
 
     def in_order(self) -> None:
-        """Store what is pending before anything else of the same read is acted on (a
-        flow, a settlement, a management request, an attach or detach), so that whatever
-        came after a transfer sees it stored."""
+        """Act on what is pending before anything else of the same read is (a flow, a
+        management request, an attach or detach, a transactional settlement), so that
+        whatever came after a transfer or a settlement sees it done."""
         if self.pending:
             self.store()
+        if self.settles:
+            self.settle_all()
+
+    def send_later(self, pending: PendingSend) -> None:
+        if self.settles:
+            self.settle_all()
+        self.pending.append(pending)
+
+    def settle_later(self, pending: PendingSettle) -> None:
+        if self.pending:
+            self.store()
+        self.settles.append(pending)
+
+    def settle_all(self) -> None:
+        """One settlement per run of accepts on the same link; any other outcome alone."""
+        settles, self.settles = self.settles, []
+        i = 0
+        while i < len(settles):
+            link, state, ids, settled, outcome = settles[i]
+            j = i + 1
+            if type(outcome) is Accepted:
+                while (
+                    j < len(settles)
+                    and settles[j][0] is link
+                    and settles[j][3] == settled
+                    and type(settles[j][4]) is Accepted
+                ):
+                    j += 1
+                if j > i + 1:  # (ascending, as one disposition's range is)
+                    ids = sorted({d for one in settles[i:j] for d in one[2]})
+            self.settle(link, state, ids, settled, outcome)
+            i = j
 
     def store(self) -> None:
         """One send request per run of transfers to the same entity."""
@@ -97,7 +146,13 @@ class Sends:
                 for one in run:  # nothing of the run was stored: each on its own
                     self._store_run([one])
                 return
-            owner.accept_sends((link, delivery) for link, _path, delivery, _messages in run)
+            if owner.closed:
+                return
+            disposition = owner.conn.disposition
+            for link, _path, delivery, _messages in run:
+                if not (link.detached or delivery.settled):
+                    disposition(link, delivery.id, ACCEPTED)
+            owner.flush_soon()
 
         batch = [m for _link, _path, _delivery, messages in run for m in messages]
         send = SendEncoded(owner.namespace, run[0][1], batch)

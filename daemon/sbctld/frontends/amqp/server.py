@@ -21,7 +21,8 @@ import os
 import time
 import traceback
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -55,7 +56,7 @@ from sbctld.frontends.amqp.connection import (
     Link,
 )
 from sbctld.frontends.amqp.errors import condition_of
-from sbctld.frontends.amqp.incoming import Sends
+from sbctld.frontends.amqp.incoming import Arrivals
 from sbctld.frontends.amqp.replies import Replies
 from sbctld.frontends.amqp.session_filter import SESSION_FILTER, echoed, requested_session
 from sbctld.frontends.amqp.settlement import Settlement, lock_tags, settle_range
@@ -67,7 +68,6 @@ from sbctld.service import DelayedOperation
 if TYPE_CHECKING:
     from sbctld.service import Service
 
-ACCEPTED = Accepted()  # (a transfer's outcome: encoded, never changed)
 log = logging.getLogger("sbctld")
 DEFAULT_NAMESPACE = "sbemulatorns"
 # The max-message-size of a link we send messages on: the largest message a namespace takes
@@ -130,7 +130,8 @@ class AmqpConnection(asyncio.Protocol):
         self._timer: asyncio.TimerHandle | None = None
         self._paused = False  # frames wait for the next turn (:meth:`data_received`)
         self._flush_due = False  # a flush is scheduled (:meth:`flush_soon`)
-        self.sends = Sends(self)  # the transfers of this read, stored after it
+        # The transfers and settlements of this read, acted on after it (or before what follows).
+        self.arrivals = Arrivals(self, partial(settle_range, self))
         self.closed = False
 
     # ------------------------------------------------------------ transport
@@ -150,7 +151,7 @@ class AmqpConnection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         try:
             self.conn.receive_data(data)
-            self.sends.in_order()
+            self.arrivals.in_order()
             if self.conn.failure is not None:
                 log.warning("AMQP peer sent an invalid frame: %r", self.conn.failure)
                 self.conn.failure = None
@@ -216,7 +217,7 @@ class AmqpConnection(asyncio.Protocol):
     # ------------------------------------------------------------ attach / detach
 
     def on_attach(self, link: Link) -> None:
-        self.sends.in_order()
+        self.arrivals.in_order()
         address = link.address or ""
         if address == "$cbs" or address.endswith("/$cbs"):
             link.context = "cbs"
@@ -348,7 +349,7 @@ class AmqpConnection(asyncio.Protocol):
         raise SessionLockLost(f"this connection holds no lock on session {session_id!r}")
 
     def on_detach(self, link: Link, error: Any) -> None:
-        self.sends.in_order()
+        self.arrivals.in_order()
         self.replies.drop(link)
         if link.context == "coordinator":
             self.transactions.drop_link(link)
@@ -373,7 +374,7 @@ class AmqpConnection(asyncio.Protocol):
         ctx = link.context
         sending = isinstance(ctx, tuple) and ctx[0] == "in"
         if not sending:
-            self.sends.in_order()
+            self.arrivals.in_order()
         try:
             if sending:
                 self._send(link, ctx[1], delivery)
@@ -487,7 +488,7 @@ class AmqpConnection(asyncio.Protocol):
             self.settle_send(link, delivery, err)
             return
 
-        self.sends.pending.append((link, path, delivery, messages))
+        self.arrivals.send_later((link, path, delivery, messages))
 
     def settle_send(self, link: Link, delivery: Delivery, result: Any) -> None:
         """Answer a transfer: accepted, or rejected with the error ``result`` is."""
@@ -501,20 +502,10 @@ class AmqpConnection(asyncio.Protocol):
         self.conn.disposition(link, delivery.id, state)
         self.flush_soon()
 
-    def accept_sends(self, run: Iterable[tuple[Link, Delivery]]) -> None:
-        """:meth:`settle_send` with success for each transfer of a stored run."""
-        if self.closed:
-            return
-        disposition = self.conn.disposition
-        for link, delivery in run:
-            if not (link.detached or delivery.settled):
-                disposition(link, delivery.id, ACCEPTED)
-        self.flush_soon()
-
     # ------------------------------------------------------------ outgoing messages
 
     def on_flow(self, link: Link) -> None:
-        self.sends.in_order()
+        self.arrivals.in_order()
         if isinstance(link.context, ReceiveState):
             link.context.paused = False
             self.pump(link)
@@ -597,23 +588,22 @@ class AmqpConnection(asyncio.Protocol):
 
     def on_dispositions(self, link: Link, ids: list[int], settled: bool, state: Any) -> None:
         """A disposition's range of our deliveries on ``link``: outside a transaction one
-        ``settle`` for them all (:mod:`.settlement`)."""
-        self.sends.in_order()
+        ``settle`` for them all (:mod:`.settlement`), with the accepts next to it in the read."""
         ctx = link.context
-        if not isinstance(ctx, ReceiveState):
-            if _is_node(ctx):
-                self.replies.on_disposition(link, ids, settled, state)
+        if isinstance(ctx, ReceiveState) and not isinstance(state, TransactionalState):
+            self.arrivals.settle_later((link, ctx, ids, settled, state))
             return
-        if isinstance(state, TransactionalState):
+        self.arrivals.in_order()
+        if isinstance(ctx, ReceiveState):
             for delivery_id in ids:
                 self.on_disposition(link, delivery_id, settled, state)
-        else:
-            settle_range(self, link, ctx, ids, settled, state)
+        elif _is_node(ctx):
+            self.replies.on_disposition(link, ids, settled, state)
 
     def on_disposition(self, link: Link, delivery_id: int, settled: bool, state: Any) -> None:
         """One delivery settled inside a transaction: held until the discharge (the
         connection hands every other disposition to :meth:`on_dispositions`)."""
-        self.sends.in_order()
+        self.arrivals.in_order()
         ctx = link.context
         if not isinstance(ctx, ReceiveState) or not isinstance(state, TransactionalState):
             return
