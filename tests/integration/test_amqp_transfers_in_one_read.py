@@ -1,6 +1,7 @@
 """Transfers that arrive in one read are stored together, each still answered on its own
 (daemon/README.md §29.14): pipelined sends keep their order, and a transfer the entity
-refuses is rejected alone while its neighbours are stored."""
+refuses is rejected alone while its neighbours are stored. Settlements that arrive in one
+read are made together the same way, each delivery keeping its own outcome and answer."""
 
 from __future__ import annotations
 
@@ -114,3 +115,54 @@ def test_a_request_in_the_same_read_sees_the_transfers_before_it(daemon: Any) ->
         client.close()
     assert reply.application_properties["statusCode"] == 200
     assert len(reply.body["messages"]) == 5
+
+
+def test_settlements_in_one_read_each_keep_their_outcome_and_answer(daemon: Any) -> None:
+    daemon.cli("queue", "create", "settles", check=True)
+    for i in range(7):
+        daemon.cli("send", "settles", "--body", f"s{i}", check=True)
+    client = RawClient(amqp_port(daemon))
+    try:
+        rx = client.attach(True, "settles", settle_modes=(0, 1))  # peek-lock, answers awaited
+        client.until(t.Attach)
+        client.sock.sendall(framing.encode_frame(0, t.Flow(0, 5000, 0, 5000, rx, 0, 7)))
+        ids = {}
+        while len(ids) < 7:
+            frame = client.until(t.Transfer)
+            body = codec.decode_message(frame.payload).body
+            ids[b"".join(body).decode()] = int(frame.body.delivery_id)
+
+        def settle(first: str, state: Any, *, settled: bool = False, last: str = "") -> bytes:
+            end = t.UInt(ids[last]) if last else None
+            return framing.encode_frame(
+                0, t.Disposition(True, t.UInt(ids[first]), end, settled, state)
+            )
+
+        client.sock.sendall(  # one write: most likely one read
+            settle("s0", t.Accepted())  # with s2: one settle request, two answers
+            + settle("s2", t.Accepted())
+            + settle("s1", t.Modified(True))  # abandon, after them
+            + settle("s3", t.Accepted(), last="s4")  # a range, then s6 with it
+            + settle("s6", t.Accepted())
+            + settle("s5", t.Accepted(), settled=True)  # not waited for: no answer
+        )
+        answers: dict[int, Any] = {}
+        awaited = {ids[b] for b in ("s0", "s1", "s2", "s3", "s4", "s6")}
+        while set(answers) < awaited:
+            body = client.until(t.Disposition).body
+            last = body.first if body.last is None else body.last
+            for i in range(int(body.first), int(last) + 1):
+                answers[i] = body.state
+    finally:
+        client.close()
+    assert ids["s5"] not in answers
+    assert {b: type(answers[ids[b]]).__name__ for b in ("s0", "s1", "s2", "s3", "s4", "s6")} == {
+        "s0": "Accepted",
+        "s1": "Modified",
+        "s2": "Accepted",
+        "s3": "Accepted",
+        "s4": "Accepted",
+        "s6": "Accepted",
+    }
+    left = daemon.cli("-o", "json", "peek", "settles", "--count", "10", check=True).jsonl()
+    assert [(m["body"], m["delivery_count"]) for m in left] == [("s1", 1)]
