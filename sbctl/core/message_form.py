@@ -503,7 +503,7 @@ def _quick(buf: bytes, start: int, end: int, new_id: str | None) -> Sent | None:
             return None
     if buf.startswith(_EMPTY_PROPERTIES, data):
         data += 4
-    if buf.startswith(_DATA, data):
+    if buf.startswith(_DATA, data) and data + 3 < end:
         ctor = buf[data + 3]
         at = -1
         if ctor == 0xB0 and end - data >= 8 and data + 8 + _U32(buf, data + 4)[0] == end:

@@ -166,3 +166,28 @@ def test_settlements_in_one_read_each_keep_their_outcome_and_answer(daemon: Any)
     }
     left = daemon.cli("-o", "json", "peek", "settles", "--count", "10", check=True).jsonl()
     assert [(m["body"], m["delivery_count"]) for m in left] == [("s1", 1)]
+
+
+def test_a_malformed_outcome_closes_the_connection_after_the_settlements_before_it(
+    daemon: Any,
+) -> None:
+    daemon.cli("queue", "create", "badsettle", check=True)
+    for i in range(3):
+        daemon.cli("send", "badsettle", "--body", f"b{i}", check=True)
+    client = RawClient(amqp_port(daemon))
+    try:
+        rx = client.attach(True, "badsettle", settle_modes=(0, 1))
+        client.until(t.Attach)
+        client.sock.sendall(framing.encode_frame(0, t.Flow(0, 5000, 0, 5000, rx, 0, 3)))
+        ids = [int(client.until(t.Transfer).body.delivery_id) for _ in range(3)]
+        bad = t.Rejected(t.UInt(5))  # an error that is no error composite
+        client.sock.sendall(
+            framing.encode_frame(0, t.Disposition(True, t.UInt(ids[0]), None, True, t.Accepted()))
+            + framing.encode_frame(0, t.Disposition(True, t.UInt(ids[1]), None, True, bad))
+        )
+        close = client.until(t.Close).body
+    finally:
+        client.sock.close()
+    assert str(close.error.condition) == "amqp:invalid-field"
+    left = daemon.cli("-o", "json", "peek", "badsettle", "--count", "10", check=True).jsonl()
+    assert [m["body"] for m in left] == ["b1", "b2"]  # the accept before it was made

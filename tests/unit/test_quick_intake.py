@@ -40,7 +40,9 @@ headers = st.one_of(
 )
 middles = st.sampled_from([b"", b"\x00\x53\x73\x45", b"\x00\x53\x73\xc0\x01\x00"])
 bodies = st.binary(max_size=600)
-tails = st.sampled_from([b"", b"", b"\x00\x53\x75\xa0\x01z", b"\x00\x53\x78\xc1\x01\x00"])
+tails = st.sampled_from(
+    [b"", b"", b"\x00\x53\x75\xa0\x01z", b"\x00\x53\x78\xc1\x01\x00", b"\x00\x53\x75"]  # (cut)
+)
 
 
 def _both(raw: bytes, new_id: str | None) -> tuple[Any, Any]:
@@ -82,3 +84,10 @@ def test_a_time_to_live_leaves_the_message_to_the_general_reading() -> None:
     raw = header + _data(b"x")
     quick, general = _both(raw, None)
     assert quick is None and general.message.time_to_live_ms == 5000
+
+
+def test_a_data_section_cut_short_is_left_to_the_general_reading() -> None:
+    for head in (b"", b"\x00\x53\x70\xc0\x02\x01\x41", b"\x00\x53\x73\x45"):
+        raw = head + b"\x00\x53\x75"
+        quick, general = _both(raw, None)
+        assert quick is None and isinstance(general, codec.DecodeError)

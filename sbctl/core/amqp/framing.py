@@ -97,7 +97,7 @@ def parse_frame(
     start = pos + doff * 4
     if start == end:
         return Frame(kind, channel, None, b""), end
-    if end - start > 5 and buf[start + 2] in _SHORT and (fast := _performative(buf, start, end)):
+    if end - start > 5 and (fast := _performative(buf, start, end)):
         body, used = fast
         with memoryview(buf) as view:
             payload = bytes(view[used:end])
@@ -152,9 +152,9 @@ def _performative(
     for every message); None for any other form, which :func:`decode` then reads (and
     refuses when it is wrong). Equal, field for field and type for type, to what
     :func:`decode` gives (tests/unit/test_amqp_performative_parse.py)."""
-    if buf[start] != 0 or buf[start + 1] != 0x53:
+    cls = _SHORT.get(buf[start + 2])
+    if cls is None or buf[start] != 0 or buf[start + 1] != 0x53 or end - start < 6:
         return None
-    cls = _SHORT[buf[start + 2]]
     head = _list_head(buf, start + 3, end)
     if head is None or head[2] > len(cls.NAMES):
         return None

@@ -14,10 +14,10 @@ it sees the transfers that came before it.
 
 Settlements the same way: a client that accepts each message with its own disposition
 (pyamqp, the Python SDK's stack) has several arrive in one read; consecutive accepts on the
-same link are one ``settle`` request (sbctld.frontends.amqp.settlement.settle_range), and each
-delivery is still answered on its own when the client waits for it. Transfers and
-settlements are acted on in the order they came: either kind pending is done before the other
-is taken.
+same link, all settled or all awaited, are one ``settle`` request
+(sbctld.frontends.amqp.settlement.settle_range), and each delivery is still answered on its
+own when the client waits for it. Transfers and settlements are acted on in the order they
+came: either kind pending is done before the other is taken.
 """
 
 from __future__ import annotations
@@ -38,34 +38,33 @@ log = logging.getLogger("sbctld")
 
 # A transfer to store: (its link, the entity, the delivery, its messages).
 PendingSend = tuple[Link, str, Delivery, list[Any]]
-# A disposition to act on: (its link, the link's receive state, delivery ids, settled, outcome).
-PendingSettle = tuple[Link, Any, list[int], bool, Any]
+# A disposition to act on: (its link, the link's receive state, delivery ids, settled, its
+# outcome, and the settlement that outcome asks for: read as it arrives, so that a peer's
+# malformed outcome is refused where it was read).
+PendingSettle = tuple[Link, Any, list[int], bool, Any, Any]
 # The most messages one send request of coalesced transfers takes.
 COALESCED_MESSAGES = 100
-ACCEPTED = Accepted()  # (a transfer's outcome: encoded, never changed)
 
 
 class Owner(Protocol):
-    """What a connection gives :class:`Sends` (sbctld.frontends.amqp.server.AmqpConnection)."""
+    """What a connection gives :class:`Arrivals` (sbctld.frontends.amqp.server.AmqpConnection)."""
 
     namespace: str
     service: Service
     sender: SenderId
-    closed: bool
-    conn: Any  # (sbctld.frontends.amqp.connection.Connection)
 
     def settle_send(self, link: Link, delivery: Delivery, result: Any) -> None: ...
 
     def reject(self, link: Link, delivery: Delivery, condition: str, text: str) -> None: ...
-
-    def flush_soon(self) -> None: ...
 
 
 class Arrivals:
     """The transfers and settlements of one read of ``owner``'s socket, waiting to be acted
     on; ``settle`` acts on one disposition's range (settlement.settle_range)."""
 
-    def __init__(self, owner: Owner, settle: Callable[[Link, Any, list[int], bool, Any], None]):
+    def __init__(
+        self, owner: Owner, settle: Callable[[Link, Any, list[int], bool, Any, Any], None]
+    ):
         self.owner = owner
         self.settle = settle
         self.pending: list[PendingSend] = []
@@ -95,7 +94,7 @@ class Arrivals:
         settles, self.settles = self.settles, []
         i = 0
         while i < len(settles):
-            link, state, ids, settled, outcome = settles[i]
+            link, state, ids, settled, outcome, how = settles[i]
             j = i + 1
             if type(outcome) is Accepted:
                 while (
@@ -107,7 +106,10 @@ class Arrivals:
                     j += 1
                 if j > i + 1:  # (ascending, as one disposition's range is)
                     ids = sorted({d for one in settles[i:j] for d in one[2]})
-            self.settle(link, state, ids, settled, outcome)
+            try:
+                self.settle(link, state, ids, settled, outcome, how)
+            except Exception:  # a bug, not the peer's error: the others are still made
+                log.error("AMQP settlement failed:\n%s", traceback.format_exc())
             i = j
 
     def store(self) -> None:
@@ -146,13 +148,8 @@ class Arrivals:
                 for one in run:  # nothing of the run was stored: each on its own
                     self._store_run([one])
                 return
-            if owner.closed:
-                return
-            disposition = owner.conn.disposition
             for link, _path, delivery, _messages in run:
-                if not (link.detached or delivery.settled):
-                    disposition(link, delivery.id, ACCEPTED)
-            owner.flush_soon()
+                owner.settle_send(link, delivery, result)
 
         batch = [m for _link, _path, _delivery, messages in run for m in messages]
         send = SendEncoded(owner.namespace, run[0][1], batch)

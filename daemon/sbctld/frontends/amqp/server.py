@@ -69,6 +69,7 @@ if TYPE_CHECKING:
     from sbctld.service import Service
 
 log = logging.getLogger("sbctld")
+ACCEPTED = Accepted()  # (a transfer's outcome: encoded, never changed)
 DEFAULT_NAMESPACE = "sbemulatorns"
 # The max-message-size of a link we send messages on: the largest message a namespace takes
 # (1 MiB, Premium) plus room for what the broker adds on delivery (annotations, lock) and for
@@ -495,7 +496,7 @@ class AmqpConnection(asyncio.Protocol):
         if self.closed or link.detached or delivery.settled:
             return
         if not isinstance(result, SbctlError):
-            state: Any = Accepted()
+            state: Any = ACCEPTED
         else:
             condition, description = condition_of(result)
             state = Rejected(Error(Symbol(condition), description))
@@ -591,7 +592,7 @@ class AmqpConnection(asyncio.Protocol):
         ``settle`` for them all (:mod:`.settlement`), with the accepts next to it in the read."""
         ctx = link.context
         if isinstance(ctx, ReceiveState) and not isinstance(state, TransactionalState):
-            self.arrivals.settle_later((link, ctx, ids, settled, state))
+            self.arrivals.settle_later((link, ctx, ids, settled, state, Settlement(state)))
             return
         self.arrivals.in_order()
         if isinstance(ctx, ReceiveState):

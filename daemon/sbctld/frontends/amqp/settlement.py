@@ -104,14 +104,14 @@ def settle_range(
     ids: list[int],
     settled: bool,
     outcome: Any,
+    how: Settlement,
 ) -> None:
-    """Settle the deliveries ``ids`` of ``link`` (not transactional) with ``outcome``: one
-    ``settle`` operation for them all."""
+    """Settle the deliveries ``ids`` of ``link`` (not transactional) with ``outcome``, which
+    asks for ``how`` (``Settlement(outcome)``): one ``settle`` operation for them all."""
     pop = state.deliveries.pop
     tokens = [(i, token) for i in ids if (token := pop(i, None)) is not None]
     if not tokens:
         return
-    how = Settlement(outcome)
     if how.pause:
         state.paused = True
     echo = type(outcome)() if outcome is not None else Accepted()
