@@ -235,7 +235,7 @@ def _header_end(buf: bytes, pos: int, end: int) -> int:
     r = _Read()
     try:
         stop = _header(buf, pos, end, r, False)
-    except Exception:
+    except (ValueError, TypeError, IndexError, struct.error, BadRequest):
         return -1
     return stop if r.f[_TTL] is None else -1
 

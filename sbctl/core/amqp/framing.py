@@ -97,16 +97,22 @@ def parse_frame(
     start = pos + doff * 4
     if start == end:
         return Frame(kind, channel, None, b""), end
-    if end - start > 5 and (fast := _performative(buf, start, end)):
-        body, used = fast
-        with memoryview(buf) as view:
-            payload = bytes(view[used:end])
-        return Frame(kind, channel, body, payload), end
-    # The performative is decoded from its frame's bytes only, never from the buffer after
-    # them: a compound claiming more than its frame must not make the decoder walk the rest
-    # of the connection's buffer, frame after frame (daemon/README.md §29.11). It is short
-    # (a transfer's payload is most of the frame): the first HEAD_BYTES, copied, hold it, and
-    # only a longer one is decoded from the whole frame.
+    body, used = _performative(buf, start, end) or _decoded(buf, start, end)
+    if used == end:
+        return Frame(kind, channel, body, b""), end
+    with memoryview(buf) as view:
+        payload = bytes(view[used:end])
+    return Frame(kind, channel, body, payload), end
+
+
+def _decoded(buf: bytes | bytearray | memoryview, start: int, end: int) -> tuple[Composite, int]:
+    """The performative at ``start`` read by the generic decoder, and where it ends.
+
+    It is decoded from its frame's bytes only, never from the buffer after them: a compound
+    claiming more than its frame must not make the decoder walk the rest of the connection's
+    buffer, frame after frame (daemon/README.md §29.11). It is short (a transfer's payload is
+    most of the frame): the first HEAD_BYTES, copied, hold it, and only a longer one is
+    decoded from the whole frame."""
     head_end = min(end, start + HEAD_BYTES)
     try:
         body, used = decode(bytes(buf[start:head_end]), 0)
@@ -117,14 +123,9 @@ def parse_frame(
             body, used = decode(bytes(buf[start:end]), 0)
         except DecodeError as exc:
             raise UndecodableFrame(f"undecodable frame body: {exc}") from None
-    used += start
     if not isinstance(body, Composite):
         raise FrameError("a frame body must be a performative")
-    if used == end:
-        return Frame(kind, channel, body, b""), end
-    with memoryview(buf) as view:
-        payload = bytes(view[used:end])
-    return Frame(kind, channel, body, payload), end
+    return body, start + used
 
 
 _TRANSFER_HEAD = b"\x00\x53\x14"
@@ -152,8 +153,10 @@ def _performative(
     for every message); None for any other form, which :func:`decode` then reads (and
     refuses when it is wrong). Equal, field for field and type for type, to what
     :func:`decode` gives (tests/unit/test_amqp_performative_parse.py)."""
+    if end - start < 6 or buf[start] != 0 or buf[start + 1] != 0x53:
+        return None
     cls = _SHORT.get(buf[start + 2])
-    if cls is None or buf[start] != 0 or buf[start + 1] != 0x53 or end - start < 6:
+    if cls is None:
         return None
     head = _list_head(buf, start + 3, end)
     if head is None or head[2] > len(cls.NAMES):
