@@ -86,6 +86,8 @@ def messages(value: Any) -> list[Message]:
 
 def lock_tokens(value: Any) -> list[str]:
     """Lock tokens from tokens or received messages, one or a sequence."""
+    if type(value) is list and all(type(item) is str for item in value):
+        return list(value)  # (the usual call: a list of tokens)
     items = [value] if isinstance(value, str) or hasattr(value, "lock_token") else list(value)
     tokens = []
     for item in items:

@@ -10,7 +10,6 @@ import base64
 import binascii
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeAlias
 
@@ -182,7 +181,6 @@ def parse_property(text: str) -> tuple[str, PropertyValue]:
 UNREADABLE = "UnreadableRecord"
 
 
-@dataclass(init=False)
 class ReceivedMessage:
     """A peeked or received message (daemon/README.md §1.8 broker properties included).
 
@@ -192,7 +190,14 @@ class ReceivedMessage:
     ``enqueued_time_utc`` (an aware UTC datetime), ``time_to_live`` (a timedelta),
     ``application_properties``; ``str(msg)`` is the body as text. The raw epoch
     milliseconds stay available as ``enqueued_time_ms``, ``locked_until_ms`` and
-    ``expires_at_ms``, and the sent fields as ``message``."""
+    ``expires_at_ms``, and the sent fields as ``message``.
+
+    A message received from the daemon keeps its stored form and decodes it the first
+    time ``message``, ``application_properties`` or a field read from them is asked for:
+    a consumer that only settles by lock token never pays for the decoding
+    (sbctl/guides/python.md, "Received messages"). A stored record that cannot be read
+    decodes to an empty body with the ``UnreadableRecord`` property saying why, never
+    failing the rest."""
 
     sequence_number: int
     enqueued_time_ms: int
@@ -202,8 +207,8 @@ class ReceivedMessage:
     expires_at_ms: int
     partition_id: int | None
     state: str
-    message: Message
-    application_properties: dict[str, PropertyValue]
+
+    __hash__ = None  # type: ignore[assignment]  # (mutable, compared by value)
 
     def __init__(
         self,
@@ -226,8 +231,86 @@ class ReceivedMessage:
         self.expires_at_ms = instant_ms(expires_at_utc)
         self.partition_id = partition_id
         self.state = state
-        self.message = message
-        self.application_properties = dict(application_properties or {})
+        self._stored: Delivered | None = None
+        self._message: Message | None = message
+        self._properties: dict[str, PropertyValue] | None = dict(application_properties or {})
+
+    @classmethod
+    def from_wire(cls, d: Delivered) -> ReceivedMessage:
+        self = cls.__new__(cls)
+        self.sequence_number = d.sequence_number
+        self.enqueued_time_ms = d.enqueued_time_ms
+        self.delivery_count = d.delivery_count
+        self.lock_token = d.lock_token
+        self.locked_until_ms = d.locked_until_ms
+        self.expires_at_ms = d.expires_at_ms
+        self.partition_id = d.partition_id
+        self.state = STATE_NAMES.get(d.state, "active")
+        self._stored = d
+        self._message = None
+        self._properties = None
+        return self
+
+    def _decode(self) -> None:
+        d = self._stored
+        assert d is not None
+        try:
+            msg = decode_message(d.payload)
+        except msgspec.DecodeError as exc:  # (a damaged record: shown, never blocking the rest)
+            why = f"the stored record cannot be read: {exc}"
+            msg = Message(b"", application_properties={UNREADABLE: why})
+        props = dict(msg.application_properties or {})
+        if d.changes:
+            props.update(d.changes)
+        self._message, self._properties, self._stored = msg, props, None
+
+    @property
+    def message(self) -> Message:
+        if self._message is None:
+            self._decode()
+        assert self._message is not None
+        return self._message
+
+    @message.setter
+    def message(self, value: Message) -> None:
+        if self._message is None:
+            self._decode()
+        self._message = value
+
+    @property
+    def application_properties(self) -> dict[str, PropertyValue]:
+        if self._properties is None:
+            self._decode()
+        assert self._properties is not None
+        return self._properties
+
+    @application_properties.setter
+    def application_properties(self, value: dict[str, PropertyValue]) -> None:
+        if self._properties is None:
+            self._decode()
+        self._properties = value
+
+    _FIELDS = (
+        "sequence_number",
+        "enqueued_time_ms",
+        "delivery_count",
+        "lock_token",
+        "locked_until_ms",
+        "expires_at_ms",
+        "partition_id",
+        "state",
+        "message",
+        "application_properties",
+    )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return all(getattr(self, f) == getattr(other, f) for f in self._FIELDS)
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{f}={getattr(self, f)!r}" for f in self._FIELDS)
+        return f"{type(self).__name__}({fields})"
 
     def __str__(self) -> str:
         return self.body.decode(errors="replace")
@@ -312,29 +395,6 @@ class ReceivedMessage:
     @property
     def enqueued_sequence_number(self) -> int | None:
         return self.message.enqueued_sequence_number
-
-    @classmethod
-    def from_wire(cls, d: Delivered) -> ReceivedMessage:
-        try:
-            msg = decode_message(d.payload)
-        except msgspec.DecodeError as exc:  # (a damaged record: shown, never blocking the rest)
-            why = f"the stored record cannot be read: {exc}"
-            msg = Message(b"", application_properties={UNREADABLE: why})
-        props = dict(msg.application_properties or {})
-        if d.changes:
-            props.update(d.changes)
-        return cls(
-            d.sequence_number,
-            d.enqueued_time_ms,
-            d.delivery_count,
-            d.lock_token,
-            d.locked_until_ms,
-            d.expires_at_ms,
-            d.partition_id,
-            STATE_NAMES.get(d.state, "active"),
-            msg,
-            props,
-        )
 
     def to_dict(self) -> dict[str, Any]:
         m = self.message
