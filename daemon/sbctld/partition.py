@@ -130,18 +130,24 @@ class Partition:
         deleted when ``lock_ms`` is None (receive-and-delete)."""
         log = self.log
         journal: list[Entry] = []
+        taken: set[int] = set()
         while len(out) < count:
-            seq = self._next_candidate(view)
-            if seq is None:
+            seqs: list[int] = []
+            while len(out) + len(seqs) < count:
+                seq = self._next_candidate(view)
+                if seq is None:
+                    break
+                if seq in taken:
+                    continue  # (handed back twice: one delivery)
+                if view.state == State.ACTIVE and log.exp[seq - log.base] <= now:
+                    # daemon/README.md §6.2: an expired message can no longer be received
+                    expire(self, seq)
+                    continue
+                taken.add(seq)
+                seqs.append(seq)
+            if not seqs:
                 break
-            i = seq - log.base
-            if view.state == State.ACTIVE and log.exp[i] <= now:
-                # daemon/README.md §6.2: an expired message can no longer be received
-                expire(self, seq)
-                continue
-            got = self.deliver(seq, now, lock_ms, journal)
-            if got is not None:
-                out.append(got)
+            self.deliver_all(seqs, now, lock_ms, journal, out)
         self.record_delivered(journal)
 
     def deliver(
@@ -152,39 +158,69 @@ class Partition:
         journal: list[Entry],
         until: int | None = None,
     ) -> Delivered | None:
-        """Lock ``seq`` for ``lock_ms`` (until ``until`` if given; delete it when
-        ``lock_ms`` is None); the caller records ``journal``.
+        """:meth:`deliver_all` of one message: its delivery, or None (a damaged record)."""
+        out: list[Delivered] = []
+        self.deliver_all((seq,), now, lock_ms, journal, out, until)
+        return out[0] if out else None
 
-        A record that fails its CRC is never served: discarded (counted), None returned,
-        nothing locked (daemon/README.md §0.4).
+    def deliver_all(
+        self,
+        seqs: Sequence[int],
+        now: int,
+        lock_ms: int | None,
+        journal: list[Entry],
+        out: list[Delivered],
+        until: int | None = None,
+    ) -> None:
+        """Lock each of ``seqs`` for ``lock_ms`` (until ``until`` if given; delete them when
+        ``lock_ms`` is None) and append its delivery to ``out``; the caller records
+        ``journal``.
+
+        A record that fails its CRC is never served: discarded (counted), left out, nothing
+        locked (daemon/README.md §0.4). One loop for a whole receive: the receive path's
+        per-message work, without a call per step.
         """
         log = self.log
-        try:
-            payload = log.read_payload(seq)
-        except CorruptRecord:
-            log.discard_corrupt(seq)
-            return None
-        i = seq - log.base
-        dc = log.dc[i] + 1
-        if lock_ms is None:
-            journal.append(Entry(OP_STATE, seq, State.GONE, b""))
-            token, until = None, None
-        else:
-            until = self.lock(seq, until if until is not None else now + lock_ms)
-            token = lock_token_for(self.shift | seq, self.locks[seq][0])
-        journal.append(Entry(OP_DELIVERY, seq, dc, b""))
-        return Delivered(
-            self.shift | seq,
-            log.enq[i],
-            dc,
-            token,
-            until,
-            log.exp[i],
-            self.id,
-            log.state[i],
-            payload,
-            log.props.get(seq),
+        base, dcs, enq, exp, states, props = (
+            log.base,
+            log.dc,
+            log.enq,
+            log.exp,
+            log.state,
+            log.props,
         )
+        locks, heap, shift, pid = self.locks, self.lock_heap, self.shift, self.id
+        held = 0 if lock_ms is None else until if until is not None else now + lock_ms
+        draw = random.getrandbits
+        for seq, payload in zip(seqs, log.read_payloads(seqs), strict=True):
+            if payload is None:
+                log.discard_corrupt(seq)
+                continue
+            i = seq - base
+            dc = dcs[i] + 1
+            if lock_ms is None:
+                journal.append(Entry(OP_STATE, seq, State.GONE, b""))
+                token = None
+            else:
+                nonce = draw(64)  # (what lock() does, inline)
+                locks[seq] = (nonce, held)
+                heapq.heappush(heap, (held, seq, nonce))
+                token = lock_token_for(shift | seq, nonce)
+            journal.append(Entry(OP_DELIVERY, seq, dc, b""))
+            out.append(
+                Delivered(
+                    shift | seq,
+                    enq[i],
+                    dc,
+                    token,
+                    None if lock_ms is None else held,
+                    exp[i],
+                    pid,
+                    states[i],
+                    payload,
+                    props.get(seq),
+                )
+            )
 
     def record_delivered(self, journal: list[Entry]) -> None:
         """Journal deliveries just handed out; if the disk refuses (StorageError), their

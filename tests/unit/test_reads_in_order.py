@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from sbctl.core.records import NOT_SCHEDULED, StagedRecord
 from sbctld.storage import log as log_module
+from sbctld.storage import reading
 from sbctld.storage.log import PartitionLog
 from sbctld.storage.space import CorruptRecord
 from sbctld.storage.sync import Syncer
@@ -139,3 +140,55 @@ def test_a_damaged_record_is_still_refused_when_read_in_order(
     with pytest.raises(CorruptRecord):
         log.read_payload(first + i)
     assert log.read_payload(first + 6) == bodies[6]
+
+
+def damage(log: PartitionLog, seq: int) -> None:
+    """Flip bytes of ``seq``'s record on disk (its header when it has no body)."""
+    i = seq - log.base
+    k = max(j for j, s in enumerate(log.segments) if s.base <= seq)
+    where = log.offset[i] + (log.length[i] // 2 if log.length[i] else -3)
+    fd = os.open(log.segments[k].path, os.O_WRONLY)  # (a pwrite on the log's O_APPEND fd appends)
+    try:
+        os.pwrite(fd, b"\xa5", where)
+    finally:
+        os.close(fd)
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    st.lists(st.integers(0, 79), max_size=60),
+    st.sets(st.integers(0, 79), max_size=6),
+    st.integers(0, 79),
+)
+def test_a_batch_read_returns_what_reading_each_returns(
+    tmp_path_factory: pytest.TempPathFactory, picks: list[int], damaged: set[int], before: int
+) -> None:
+    """read_payloads (a receive's batch) == read_payload of each, None where that refuses:
+    in order or not, across segments, with damaged records, whatever was read before."""
+    logs: list[PartitionLog] = []
+    try:
+        log = open_log(tmp_path_factory.mktemp("batch") / "p", logs, 30_000)
+        bodies = payloads(80, seed=4)
+        first = append(log, bodies[:40])
+        append(log, bodies[40:])
+        for i in damaged:
+            damage(log, first + i)
+        seqs = [first + i for i in (sorted(picks) if before % 2 else picks)]
+
+        def one(seq: int) -> bytes | None:
+            try:
+                return log.read_payload(seq)
+            except CorruptRecord:
+                return None
+
+        expected = [None if s - first in damaged else bodies[s - first] for s in seqs]
+        reading.forget_read_ahead()
+        assert [one(s) for s in seqs] == expected
+        reading.forget_read_ahead()
+        one(first + before)  # whatever buffer the read before left
+        assert log.read_payloads(seqs) == expected
+    finally:
+        for log in logs:
+            log.close()

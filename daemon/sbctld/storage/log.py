@@ -48,15 +48,11 @@ from sbctl.core.records import (
 from sbctld.storage import checkpoint as ckp
 from sbctld.storage import journal as jnl
 from sbctld.storage.files import fsync_dir, write_all
-from sbctld.storage.space import CorruptRecord, StorageError, storage_error
+from sbctld.storage.reading import RecordReading, forget_read_ahead
+from sbctld.storage.space import StorageError, storage_error
 from sbctld.storage.sync import Syncer
 
 DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024
-# A read that follows the record read before it reads this much of the segment at once
-# (daemon/README.md §21.11); the daemon keeps one such buffer, whichever log read last.
-READ_AHEAD_BYTES = 64 * 1024
-# (segment, its offset, the bytes read there, the sequence number read last)
-_read_ahead: list[tuple[Any, int, bytes, int] | None] = [None]
 
 OP_STATE = 1  # arg = new State; extra = property changes (msgpack map) or empty
 OP_DELIVERY = 2  # arg = delivery count
@@ -139,7 +135,7 @@ class StateIndex:
         return len(self.state) - self.counts[State.GONE]
 
 
-class PartitionLog(StateIndex):
+class PartitionLog(RecordReading, StateIndex):
     def __init__(self, directory: Path, syncer: Syncer, segment_bytes: int) -> None:
         self.directory = directory
         self.syncer = syncer
@@ -323,7 +319,7 @@ class PartitionLog(StateIndex):
     def _truncate_segment(self, k: int, valid_end: int, problem: str) -> None:
         """Cut segment ``k`` at ``valid_end`` (a torn tail)."""
         seg = self.segments[k]
-        _read_ahead[0] = None
+        forget_read_ahead()
         dropped, seg.size = seg.size - valid_end, valid_end
         os.ftruncate(seg.fd, valid_end)
         os.fsync(seg.fd)
@@ -493,7 +489,7 @@ class PartitionLog(StateIndex):
         self._cut(staged.seg, staged.offset)
 
     def _cut(self, seg: Segment, size: int) -> None:
-        _read_ahead[0] = None
+        forget_read_ahead()
         try:
             os.ftruncate(seg.fd, size)
         except OSError as exc:  # cannot happen on a shrink; the next recovery would cut it
@@ -572,13 +568,7 @@ class PartitionLog(StateIndex):
         if not entries:
             return
         self.journaled(self.journal.append(entries, self.syncer.reserve if reserve else None))
-        dc, base, end = self.dc, self.base, self.next_seq
-        for entry in entries:
-            op, seq, arg, _extra = entry
-            if op == OP_DELIVERY and base <= seq < end:
-                dc[seq - base] = arg  # a receive's change, as _apply makes it (inline: hot)
-            else:
-                self._apply(entry)
+        self._apply_all(entries)
         self.changes_since_checkpoint += len(entries)
 
     def journaled(self, fds: list[int]) -> None:
@@ -594,37 +584,46 @@ class PartitionLog(StateIndex):
         self.record([jnl.Entry(OP_STATE, seq, int(state), extra)])
 
     def _apply(self, entry: jnl.Entry) -> None:
-        op, seq, arg, extra = entry
-        i = seq - self.base
-        if i < 0 or seq >= self.next_seq:
-            return  # settled before the checkpoint, or never durably appended
-        if op == OP_STATE:
-            old = self.state[i]
-            if old == State.GONE:
-                return
-            if extra:
+        PartitionLog._apply_all(self, (entry,))
+
+    def _apply_all(self, entries: Iterable[jnl.Entry]) -> None:
+        """Apply journaled changes in order: one loop for a receive's or a settle's batch,
+        the head moved once after it (to the same place as after each change)."""
+        base, end = self.base, self.next_seq
+        state, counts, length, bases = self.state, self.counts, self.length, self._bases
+        moved = False
+        for op, seq, arg, extra in entries:
+            i = seq - base
+            if i < 0 or seq >= end:
+                continue  # settled before the checkpoint, or never durably appended
+            if op == OP_DELIVERY:
+                self.dc[i] = arg
+            elif op == OP_STATE:
+                old = state[i]
+                if old == State.GONE:
+                    continue
+                if extra:
+                    self._merge_props(seq, extra)
+                if old == arg:
+                    continue
+                state[i] = arg
+                counts[old] -= 1
+                counts[arg] += 1
+                if arg == State.GONE:
+                    self.live_bytes -= length[i]
+                    self.props.pop(seq, None)
+                    k = bisect_right(bases, seq) - 1
+                    # seg_live is empty while recovery replays the journal; rebuilt after.
+                    if k >= 0 and bases[k] in self.seg_live:
+                        self.seg_live[bases[k]] -= 1
+                    moved = moved or seq == self.head
+            elif op == OP_PROPS and state[i] != State.GONE:
                 self._merge_props(seq, extra)
-            if old == arg:
-                return
-            self.state[i] = arg
-            self.counts[old] -= 1
-            self.counts[arg] += 1
-            if arg == State.GONE:
-                self.live_bytes -= self.length[i]
-                self.props.pop(seq, None)
-                k = bisect_right(self._bases, seq) - 1
-                # seg_live is empty while recovery replays the journal; rebuilt after.
-                if k >= 0 and self._bases[k] in self.seg_live:
-                    self.seg_live[self._bases[k]] -= 1
-                if seq == self.head:
-                    self._advance_head()
-        elif op == OP_DELIVERY:
-            self.dc[i] = arg
-        elif op == OP_PROPS and self.state[i] != State.GONE:
-            self._merge_props(seq, extra)
-        elif op == OP_CORRUPT and self.state[i] != State.GONE:
-            self.corrupt_count += 1
-            self._apply(jnl.Entry(OP_STATE, seq, State.GONE, b""))
+            elif op == OP_CORRUPT and state[i] != State.GONE:
+                self.corrupt_count += 1
+                PartitionLog._apply_all(self, (jnl.Entry(OP_STATE, seq, State.GONE, b""),))
+        if moved:
+            self._advance_head()
 
     def _merge_props(self, seq: int, extra: bytes) -> None:
         changes = msgspec.msgpack.decode(extra)
@@ -639,45 +638,6 @@ class PartitionLog(StateIndex):
         self.head = h
 
     # ---------------------------------------------------------------- reading
-
-    def read_record(self, seq: int) -> bytes:
-        """The stored record (header and payload) of ``seq``, its CRC checked.
-
-        Raises CorruptRecord when it fails: the caller skips it (:meth:`discard_corrupt`).
-        """
-        i = seq - self.base
-        off, n = self.offset[i], self.length[i]
-        k = bisect_right(self._bases, seq) - 1
-        if k < 0 or off < RECORD_HEADER.size:
-            raise CorruptRecord(seq, str(self.directory))
-        seg = self.segments[k]
-        start, size = off - RECORD_HEADER.size, n + RECORD_HEADER.size
-        ahead = _read_ahead[0]
-        raw = b""
-        if ahead is not None and ahead[0] is seg and start >= ahead[1]:
-            _seg, base, buf, _last = ahead
-            raw = buf[start - base : start - base + size]
-        if len(raw) != size:
-            sequential = ahead is not None and ahead[0] is seg and ahead[3] == seq - 1
-            want = max(size, min(READ_AHEAD_BYTES, seg.size - start)) if sequential else size
-            try:
-                base, buf = start, os.pread(seg.fd, want, start)
-            except OSError as exc:
-                raise CorruptRecord(seq, f"{seg.path} ({exc})") from exc
-            raw = buf[:size]
-        _read_ahead[0] = (seg, base, buf, seq)
-        if len(raw) != size or crc32c.crc32c(raw) != self.crc[i]:
-            raise CorruptRecord(seq, str(seg.path))
-        return raw
-
-    def read_payload(self, seq: int) -> bytes:
-        return self.read_record(seq)[RECORD_HEADER.size :]
-
-    def record_header(self, seq: int) -> tuple[int, int]:
-        """(ttl_ms, scheduled_ms) of a stored record, read from its segment."""
-        raw = self.read_record(seq)
-        _length, _rel, ttl_ms, scheduled_ms = RECORD_HEADER.unpack_from(raw)
-        return ttl_ms, scheduled_ms
 
     def discard_corrupt(self, seq: int, where: str = "") -> None:
         """A record failed its CRC: never served again, counted, reported."""

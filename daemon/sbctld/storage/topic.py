@@ -150,6 +150,9 @@ class SubLog(StateIndex):
     def read_payload(self, seq: int) -> bytes:
         return self.topic.read_payload(seq)
 
+    def read_payloads(self, seqs: Sequence[int]) -> list[bytes | None]:
+        return self.topic.read_payloads(seqs)
+
     def record_header(self, seq: int) -> tuple[int, int]:
         return self.topic.record_header(seq)
 
@@ -321,6 +324,10 @@ class TopicLog(PartitionLog):
             sub._extend(start, n)
 
     # ---------------------------------------------------------------- applying
+
+    def _apply_all(self, entries: Iterable[jnl.Entry]) -> None:
+        for entry in entries:
+            self._apply(entry)  # (routes, subscription changes: one by one)
 
     def _apply(self, entry: jnl.Entry) -> None:
         op = entry.op
