@@ -98,24 +98,29 @@ class Partition:
 
     # ------------------------------------------------------------ receiving
 
-    def _next_candidate(self, view: View) -> int | None:
-        log = self.log
-        while view.returned:
-            seq = heapq.heappop(view.returned)
-            if log.state_of(seq) == view.state and seq not in self.locks:
-                return seq
-        base = log.base
+    def _candidates(self, view: View, n: int, taken: set[int]) -> list[int]:
+        """Up to ``n`` messages of ``view`` to hand out next, none locked or in ``taken``:
+        those handed back first, then from the cursor on (which moves past them)."""
+        log, locks, want = self.log, self.locks, view.state
+        out: list[int] = []
+        returned = view.returned
+        while returned and len(out) < n:
+            seq = heapq.heappop(returned)
+            if log.state_of(seq) == want and seq not in locks and seq not in taken:
+                out.append(seq)
+        base, state = log.base, log.state
         start = max(view.cursor, log.head) - base
-        while True:
-            i = log.state.find(view.state, start)
+        while len(out) < n:
+            i = state.find(want, start)
             if i < 0:
                 view.cursor = log.next_seq
-                return None
+                break
             seq = base + i
             view.cursor = seq + 1
-            if seq not in self.locks:
-                return seq
             start = i + 1
+            if seq not in locks and seq not in taken:
+                out.append(seq)
+        return out
 
     def take(
         self,
@@ -130,23 +135,19 @@ class Partition:
         deleted when ``lock_ms`` is None (receive-and-delete)."""
         log = self.log
         journal: list[Entry] = []
-        taken: set[int] = set()
+        taken: set[int] = set()  # (a message handed back twice is delivered once)
         while len(out) < count:
-            seqs: list[int] = []
-            while len(out) + len(seqs) < count:
-                seq = self._next_candidate(view)
-                if seq is None:
-                    break
-                if seq in taken:
-                    continue  # (handed back twice: one delivery)
-                if view.state == State.ACTIVE and log.exp[seq - log.base] <= now:
-                    # daemon/README.md §6.2: an expired message can no longer be received
-                    expire(self, seq)
-                    continue
-                taken.add(seq)
-                seqs.append(seq)
+            seqs = self._candidates(view, count - len(out), taken)
             if not seqs:
                 break
+            if view.state == State.ACTIVE:
+                exp, base = log.exp, log.base
+                if any(exp[seq - base] <= now for seq in seqs):
+                    # daemon/README.md §6.2: an expired message can no longer be received
+                    for seq in [seq for seq in seqs if exp[seq - base] <= now]:
+                        expire(self, seq)
+                    seqs = [seq for seq in seqs if exp[seq - base] > now]
+            taken.update(seqs)
             self.deliver_all(seqs, now, lock_ms, journal, out)
         self.record_delivered(journal)
 

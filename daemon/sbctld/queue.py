@@ -31,7 +31,7 @@ from sbctl.core.errors import (
     MessageNotFound,
     MessageSizeExceeded,
     QuotaExceeded,
-    SessionLockLost,
+    SbctlError,
 )
 from sbctl.core.limits import MAX_TRANSACTION
 from sbctl.core.message_form import Sendable, Sent, intake, intake_bare, intake_sent
@@ -46,6 +46,7 @@ from sbctld.queue_sessions import QueueSessions
 from sbctld.queue_state import (
     DUPLICATE_IN_BATCH,
     DUPLICATE_OF_SEQ,
+    LOCK_LOST,
     NOT_RECEIVING,
     NOT_SENDING,
     PURGE_CHUNK,
@@ -446,11 +447,15 @@ class Queue:
         results: list[SettleResult] = []
         journals: dict[int, list[Entry]] = {}
         released: list[tuple[Partition, int]] = []
-        for token in tokens:
-            try:
-                p, seq = self._settleable(op, token, now)
-            except (MessageLockLost, BadRequest, InvalidOperation, SessionLockLost) as exc:
-                results.append(SettleFailed(lock_token=token, error=exc))
+        for token, found in zip(tokens, state.locked_all(tokens, now), strict=True):
+            if isinstance(found, SbctlError):
+                results.append(SettleFailed(lock_token=token, error=found))
+                continue
+            p, seq = found
+            # (no lock left: the batch named its token before and settled it)
+            refused = self._refusal(op, p, seq) if seq in p.locks else MessageLockLost(LOCK_LOST)
+            if refused is not None:
+                results.append(SettleFailed(lock_token=token, error=refused))
                 continue
             if op == "renew-lock":
                 # daemon/README.md §3.6: LockDuration more, counted from now.
@@ -545,15 +550,23 @@ class Queue:
     def _settleable(self, op: str, token: str, now: int) -> tuple[Partition, int]:
         """The locked message ``token`` names, if ``op`` may settle it; raises otherwise."""
         p, seq = self.state.locked(token, now)
+        refused = self._refusal(op, p, seq)
+        if refused is not None:
+            raise refused
+        return p, seq
+
+    @staticmethod
+    def _refusal(op: str, p: Partition, seq: int) -> InvalidOperation | None:
+        """Why ``op`` may not settle the locked message ``seq``, if it may not."""
         if op in ("dead-letter", "defer") and p.state_of(seq) == State.DEADLETTERED:
             # daemon/README.md §4.3: a DLQ message cannot be dead-lettered again (nor deferred out
             # of it).
-            raise InvalidOperation(
+            return InvalidOperation(
                 "a dead-lettered message cannot be dead-lettered again"
                 if op == "dead-letter"
                 else "a dead-lettered message cannot be deferred"
             )
-        return p, seq
+        return None
 
     def receive_deferred(
         self,

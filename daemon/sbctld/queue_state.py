@@ -25,6 +25,7 @@ from sbctl.core.errors import (
     MessageLockLost,
     MessageNotFound,
     MessagingEntityDisabled,
+    SbctlError,
     SessionLockLost,
 )
 from sbctl.core.locks import parse_lock_token
@@ -291,26 +292,48 @@ class QueueState:
 
     def locked(self, token: str, now: int) -> tuple[Partition, int]:
         """The message a lock token names, while the token holds its lock; raises otherwise."""
-        public, nonce = parse_lock_token(token)
-        pid, seq = (public >> 48, public & LOCAL_MASK) if self.partitioned else (0, public)
-        if pid >= len(self.partitions):
-            raise MessageLockLost(LOCK_LOST)
-        p = self.partitions[pid]
-        if p.fault is not None:
-            p.fault.touch()
-        session_id = p.session_of.get(seq)
-        sessions = self.session_store
-        if (
-            session_id is not None
-            and sessions is not None
-            and not sessions.holds_message(session_id, (pid, seq), now)
-        ):
-            # daemon/README.md §9.7: a session's messages are held by its session lock.
-            raise SessionLockLost(SESSION_LOCK_LOST)
-        held = p.locks.get(seq)
-        if held is None or held[0] != nonce or held[1] <= now:
-            raise MessageLockLost(LOCK_LOST)
-        return p, seq
+        found = self.locked_all((token,), now)[0]
+        if isinstance(found, SbctlError):
+            raise found
+        return found
+
+    def locked_all(
+        self, tokens: Sequence[str], now: int
+    ) -> list[tuple[Partition, int] | SbctlError]:
+        """:meth:`locked` of each token, or the error it fails with (MessageLockLost,
+        SessionLockLost, BadRequest for a token that is no GUID) in its place: one loop for
+        a settle's batch. A fault of the store raises, for the whole batch."""
+        partitions, sessions = self.partitions, self.session_store
+        count = len(partitions)
+        out: list[tuple[Partition, int] | SbctlError] = []
+        for token in tokens:
+            try:
+                public, nonce = parse_lock_token(token)
+            except BadRequest as exc:
+                out.append(exc)
+                continue
+            pid, seq = (public >> 48, public & LOCAL_MASK) if count > 1 else (0, public)
+            if pid >= count:
+                out.append(MessageLockLost(LOCK_LOST))
+                continue
+            p = partitions[pid]
+            if p.fault is not None:
+                p.fault.touch()
+            session_id = p.session_of.get(seq)
+            if (
+                session_id is not None
+                and sessions is not None
+                and not sessions.holds_message(session_id, (pid, seq), now)
+            ):
+                # daemon/README.md §9.7: a session's messages are held by its session lock.
+                out.append(SessionLockLost(SESSION_LOCK_LOST))
+                continue
+            held = p.locks.get(seq)
+            if held is None or held[0] != nonce or held[1] <= now:
+                out.append(MessageLockLost(LOCK_LOST))
+                continue
+            out.append((p, seq))
+        return out
 
     def waiting(self, state: State, count: int | None = None) -> list[tuple[Partition, int]]:
         """Unlocked messages in ``state``, partition by partition, oldest first."""
