@@ -523,6 +523,19 @@ class PartitionLog(RecordReading, StateIndex):
     def _index_batch(self, now_ms: int, recs: list[tuple[int, int, int, int, int]]) -> None:
         """Index records given as (payload offset, payload length, ttl, scheduled, crc)."""
         n = len(recs)
+        if n == 1 and recs[0][3] < 0:  # one message to enter now (a single send): directly
+            off, length, ttl, _sched, crc = recs[0]
+            self.offset.append(off)
+            self.length.append(length)
+            self.crc.append(crc)
+            self.live_bytes += length
+            self.exp.append(min(now_ms + ttl, MAX_TIME_MS) if ttl >= 0 else MAX_TIME_MS)
+            self.state.append(State.ACTIVE)
+            self.counts[State.ACTIVE] += 1
+            self.enq.append(now_ms)
+            self.dc.append(0)
+            self.next_seq += 1
+            return
         offs, lens, ttls, scheds, crcs = zip(*recs, strict=True) if recs else ((),) * 5
         self.offset.extend(offs)
         self.length.extend(lens)
