@@ -45,7 +45,7 @@ from sbctl.core.errors import (
     ServerBusy,
     ServiceCommunicationProblem,
 )
-from sbctl.core.message_form import Sendable
+from sbctl.core.message_form import Sendable, intake_batch
 from sbctl.core.message_form import decode as decode_message
 from sbctl.core.message_form import encode as encode_message
 from sbctl.core.names import entity_key
@@ -70,7 +70,6 @@ from sbctld.pairing import (
     divert_message,
     restore_message,
 )
-from sbctld.queue import decode_batch
 from sbctld.queue_state import DEAD_LETTER_DESCRIPTION, DEAD_LETTER_REASON
 from sbctld.results import BacklogQueue, PairingStatus
 from sbctld.storage.files import exists_verified, read_verified, remove_verified, write_atomic
@@ -387,7 +386,7 @@ class PairedNamespaces:
         sender: SenderId | None,
         now: int,
     ) -> list[int]:
-        decoded, payloads = decode_batch(messages)
+        decoded, payloads = intake_batch(messages)
         if not decoded:
             raise BadRequest("a send needs at least one message")
         for m, payload in zip(decoded, payloads, strict=True):

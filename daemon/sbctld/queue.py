@@ -22,7 +22,6 @@ from typing import Any
 import msgspec
 
 from sbctl.core import layout, send_rules
-from sbctl.core.amqp import codec
 from sbctl.core.delivered import Delivered
 from sbctl.core.errors import (
     BadRequest,
@@ -34,8 +33,7 @@ from sbctl.core.errors import (
     SbctlError,
 )
 from sbctl.core.limits import MAX_TRANSACTION
-from sbctl.core.message_form import Sendable, Sent, intake, intake_bare, intake_sent
-from sbctl.core.message_form import encode as encode_message
+from sbctl.core.message_form import Sendable, intake_bare, intake_batch
 from sbctl.core.partitioning import partition_for_key, partition_key_of
 from sbctl.core.records import NOT_SCHEDULED, Message, StagedRecord
 from sbctld.config import MB, QueueConfig, save_toml
@@ -67,31 +65,6 @@ from sbctld.results import (
 from sbctld.storage.journal import Entry
 from sbctld.storage.log import OP_PROPS, OP_STATE, PartitionLog, State
 from sbctld.storage.sync import Syncer
-
-
-def decode_batch(
-    batch: Sequence[Sendable],
-) -> tuple[list[Message], list[bytes]]:
-    """Messages and their stored forms, each read once (sbctl.core.message_form): a message
-    a front-end took in already (``Sent``), the AMQP encoding of one, the bytes a Unix
-    client sent, or fields (encoded here); one that does not decode is a BadRequest."""
-    bare = intake_bare(batch)
-    if bare is not None:
-        return bare
-    messages: list[Message] = []
-    payloads: list[bytes] = []
-    for i, item in enumerate(batch, 1):
-        if isinstance(item, Sent):
-            messages.append(item.message)
-            payloads.append(item.payload)
-            continue
-        try:
-            sent = intake(encode_message(item)) if isinstance(item, Message) else intake_sent(item)
-        except (codec.DecodeError, msgspec.DecodeError, ValueError) as exc:
-            raise BadRequest(f"message {i} of the batch is malformed: {exc}") from None
-        messages.append(sent.message)
-        payloads.append(sent.payload)
-    return messages, payloads
 
 
 class Queue:
@@ -178,7 +151,10 @@ class Queue:
         Returns one sequence number per message; a duplicate (daemon/README.md §8.3: accepted, then
         dropped) gets the number of the message it duplicates.
         """
-        messages, payloads = decode_batch(batch)
+        sent = self._send_bare(batch, now, detect_duplicates, charge)
+        if sent is not None:
+            return sent
+        messages, payloads = intake_batch(batch)
         state = self.state
         cfg = state.config
         state.refuse_if(NOT_SENDING, "sends are refused")
@@ -248,6 +224,40 @@ class Queue:
         if dedup is not None and fresh:
             dedup.add(((dkey, seqs[i]) for dkey, i in fresh.items()), now)
         return seqs
+
+    def _send_bare(
+        self,
+        batch: Sequence[Sendable],
+        now: int,
+        detect_duplicates: bool,
+        charge: Callable[[int], None] | None,
+    ) -> list[int] | None:
+        """:meth:`send` of bodies alone (``intake_bare``) to one partition without a fault or
+        required sessions; None for any other batch or queue. The same checks and store,
+        without the per-message rules such a message cannot break (no id, key, TTL,
+        schedule or session; its header the few bytes around its body; nothing a broker
+        sets)."""
+        state = self.state
+        if len(state.partitions) > 1 or state.faulty or state.config.requires_session:
+            return None  # (one partition: a transaction's via_partition changes nothing)
+        bare = intake_bare(batch)
+        if bare is None or not bare[0]:
+            return None  # (not bodies alone, or none: send says what is wrong)
+        messages, payloads = bare
+        state.refuse_if(NOT_SENDING, "sends are refused")
+        if detect_duplicates and state.dedup is not None:  # (none to detect: no MessageId)
+            state.dedup.prune(now, state.config.duplicate_detection_history_time_window)
+        limit = state.max_message_bytes
+        sizes = [len(p) for p in payloads]
+        for size in sizes:
+            if size > limit:
+                send_rules.check_size(size, limit)  # raises, with the rule's text
+        self._check_room(sum(sizes), len(messages), {0: sum(sizes)})
+        ttl = send_rules.stored_time_to_live(None, state.config.default_message_time_to_live)
+        records = [StagedRecord(p, ttl, NOT_SCHEDULED) for p in payloads]
+        first = self._store({0: records}, {0: messages}, now, charge)[0]
+        state.accessed_at_ms = now
+        return list(range(first, first + len(messages)))
 
     def _duplicate(
         self,
@@ -499,7 +509,7 @@ class Queue:
         """
         if len(batch) + len(settlements) > MAX_TRANSACTION:
             raise QuotaExceeded("Can't send more than 100 messages in a single transaction")
-        messages, _payloads = decode_batch(batch)
+        messages, _payloads = intake_batch(batch)
         partitions: set[int] = set()
         if self.state.partitioned:
             keys: set[str] = set()

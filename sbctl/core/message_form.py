@@ -595,6 +595,29 @@ def intake_bare(items: Sequence[Any]) -> tuple[list[Message], list[bytes]] | Non
     return messages, list(items)
 
 
+def intake_batch(batch: Sequence[Any]) -> tuple[list[Message], list[bytes]]:
+    """A send's messages and their stored forms, each read once: a message a front-end
+    took in already (``Sent``), the AMQP encoding of one, the bytes a Unix client sent, or
+    fields (encoded here); one that does not decode is a BadRequest."""
+    bare = intake_bare(batch)
+    if bare is not None:
+        return bare
+    messages: list[Message] = []
+    payloads: list[bytes] = []
+    for i, item in enumerate(batch, 1):
+        if isinstance(item, Sent):
+            messages.append(item.message)
+            payloads.append(item.payload)
+            continue
+        try:
+            sent = intake(encode(item)) if isinstance(item, Message) else intake_sent(item)
+        except (codec.DecodeError, msgspec.DecodeError, ValueError) as exc:
+            raise BadRequest(f"message {i} of the batch is malformed: {exc}") from None
+        messages.append(sent.message)
+        payloads.append(sent.payload)
+    return messages, payloads
+
+
 _binary = msgspec.msgpack.Decoder(bytes)
 
 
