@@ -119,6 +119,19 @@ def broker(tmp_path: Path, clock: FakeClock) -> Iterator[Broker]:
     b.housekeeping.close()
 
 
+@pytest.fixture
+def twins(tmp_path: Path) -> Iterator[tuple[Broker, Broker]]:
+    """Two brokers on their own data dirs and clocks (os durability, credits off): a test
+    does the same to both in two ways and compares."""
+    made = [
+        Broker(tmp_path / name, FakeClock(), Syncer("os"), default_credits_per_second=0)
+        for name in ("one", "other")
+    ]
+    yield made[0], made[1]
+    for b in made:
+        b.housekeeping.close()
+
+
 def crash(b: Broker) -> None:
     """What SIGKILL after the last acknowledgement leaves: everything written is synced,
     every store closed, nothing checkpointed."""

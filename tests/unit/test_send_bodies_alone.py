@@ -6,11 +6,8 @@ an empty batch, an entity that needs sessions) and stored messages (daemon/READM
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -18,8 +15,6 @@ from sbctl.core.message_form import decode, encode
 from sbctl.core.records import Message
 from sbctld.broker import DEFAULT_NAMESPACE as NS
 from sbctld.broker import Broker
-from sbctld.clock import FakeClock
-from sbctld.storage.sync import Syncer
 
 NAMES = itertools.count()
 OPTIONS = st.fixed_dictionaries(
@@ -50,17 +45,6 @@ def stored(b: Broker, queue: str) -> list[tuple[object, ...]]:
         m = decode(d.payload)
         out.append((d.sequence_number, d.enqueued_time_ms, d.expires_at_ms, m.body, m.message_id))
     return out
-
-
-@pytest.fixture
-def twins(tmp_path: Path) -> Iterator[tuple[Broker, Broker]]:
-    made = [
-        Broker(tmp_path / n, FakeClock(), Syncer("os"), default_credits_per_second=0)
-        for n in ("bare", "fields")
-    ]
-    yield made[0], made[1]
-    for b in made:
-        b.housekeeping.close()
 
 
 @settings(

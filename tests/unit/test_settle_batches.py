@@ -6,19 +6,14 @@ alone) and the same messages left in each state (daemon/README.md §3.4, §3.6, 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sbctl.core.records import Message
 from sbctld.broker import DEFAULT_NAMESPACE as NS
 from sbctld.broker import Broker
-from sbctld.clock import FakeClock
-from sbctld.storage.sync import Syncer
 
 N = 12
 OPS = ["complete", "abandon", "defer", "dead-letter", "renew-lock"]
@@ -41,17 +36,6 @@ def left(b: Broker, queue: str) -> tuple[list[int], ...]:
         return sorted(d.sequence_number for d in b.messaging.peek(NS, path, 100, None))
 
     return seqs(None), seqs("dlq")
-
-
-@pytest.fixture
-def twins(tmp_path: Path) -> Iterator[tuple[Broker, Broker]]:
-    made = [
-        Broker(tmp_path / name, FakeClock(), Syncer("os"), default_credits_per_second=0)
-        for name in ("batch", "each")
-    ]
-    yield made[0], made[1]
-    for b in made:
-        b.housekeeping.close()
 
 
 @settings(
