@@ -99,14 +99,16 @@ class Partition:
     # ------------------------------------------------------------ receiving
 
     def _candidates(self, view: View, n: int, taken: set[int]) -> list[int]:
-        """Up to ``n`` messages of ``view`` to hand out next, none locked or in ``taken``:
-        those handed back first, then from the cursor on (which moves past them)."""
+        """Up to ``n`` messages of ``view`` to hand out next, none locked or in ``taken``
+        (each added to it: one handed back twice comes once): those handed back first, then
+        from the cursor on (which moves past them)."""
         log, locks, want = self.log, self.locks, view.state
         out: list[int] = []
         returned = view.returned
         while returned and len(out) < n:
             seq = heapq.heappop(returned)
             if log.state_of(seq) == want and seq not in locks and seq not in taken:
+                taken.add(seq)
                 out.append(seq)
         base, state = log.base, log.state
         start = max(view.cursor, log.head) - base
@@ -119,6 +121,7 @@ class Partition:
             view.cursor = seq + 1
             start = i + 1
             if seq not in locks and seq not in taken:
+                taken.add(seq)
                 out.append(seq)
         return out
 
@@ -133,23 +136,36 @@ class Partition:
     ) -> None:
         """Hand out up to ``count`` messages of ``view``: locked for ``lock_ms``, or
         deleted when ``lock_ms`` is None (receive-and-delete)."""
-        log = self.log
         journal: list[Entry] = []
-        taken: set[int] = set()  # (a message handed back twice is delivered once)
+        taken: set[int] = set()
         while len(out) < count:
             seqs = self._candidates(view, count - len(out), taken)
             if not seqs:
                 break
             if view.state == State.ACTIVE:
-                exp, base = log.exp, log.base
-                if any(exp[seq - base] <= now for seq in seqs):
-                    # daemon/README.md §6.2: an expired message can no longer be received
-                    for seq in [seq for seq in seqs if exp[seq - base] <= now]:
-                        expire(self, seq)
-                    seqs = [seq for seq in seqs if exp[seq - base] > now]
-            taken.update(seqs)
+                seqs = self._unexpired(view, seqs, now, expire)
             self.deliver_all(seqs, now, lock_ms, journal, out)
         self.record_delivered(journal)
+
+    def _unexpired(
+        self, view: View, seqs: list[int], now: int, expire: Callable[[Partition, int], None]
+    ) -> list[int]:
+        """``seqs`` less the expired, which ``expire`` takes (daemon/README.md §6.2: an
+        expired message can no longer be received). If it fails (the disk refuses its
+        journal entry), the candidates not yet handled are handed back before it raises."""
+        exp, base = self.log.exp, self.log.base
+        live: list[int] = []
+        for k, seq in enumerate(seqs):
+            if exp[seq - base] > now:
+                live.append(seq)
+                continue
+            try:
+                expire(self, seq)
+            except BaseException:
+                for other in live + seqs[k + 1 :]:
+                    heapq.heappush(view.returned, other)
+                raise
+        return live
 
     def deliver(
         self,

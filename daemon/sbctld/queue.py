@@ -462,8 +462,12 @@ class Queue:
                 results.append(SettleFailed(lock_token=token, error=found))
                 continue
             p, seq = found
-            # (no lock left: the batch named its token before and settled it)
-            refused = self._refusal(op, p, seq) if seq in p.locks else MessageLockLost(LOCK_LOST)
+            refused: SbctlError | None
+            if seq in p.locks:
+                refused = self._refusal(op, p, seq)
+            else:  # the batch named its token before and settled it: what it meets alone now
+                again = state.locked_all((token,), now)[0]
+                refused = again if isinstance(again, SbctlError) else MessageLockLost(LOCK_LOST)
             if refused is not None:
                 results.append(SettleFailed(lock_token=token, error=refused))
                 continue

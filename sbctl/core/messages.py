@@ -232,8 +232,7 @@ class ReceivedMessage:
         self.partition_id = partition_id
         self.state = state
         self._stored: Delivered | None = None
-        self._message: Message | None = message
-        self._properties: dict[str, PropertyValue] | None = dict(application_properties or {})
+        self.__dict__["_decoded"] = (message, dict(application_properties or {}))
 
     @classmethod
     def from_wire(cls, d: Delivered) -> ReceivedMessage:
@@ -247,11 +246,17 @@ class ReceivedMessage:
         self.partition_id = d.partition_id
         self.state = STATE_NAMES.get(d.state, "active")
         self._stored = d
-        self._message = None
-        self._properties = None
         return self
 
-    def _decode(self) -> None:
+    def _read(self) -> tuple[Message, dict[str, PropertyValue]]:
+        """(message, application properties), decoded once: threads that read a message
+        at once all get the first decoding (one dict.setdefault, atomic)."""
+        decoded: tuple[Message, dict[str, PropertyValue]] | None = self.__dict__.get("_decoded")
+        if decoded is None:
+            decoded = self.__dict__.setdefault("_decoded", self._decode())
+        return decoded
+
+    def _decode(self) -> tuple[Message, dict[str, PropertyValue]]:
         d = self._stored
         assert d is not None
         try:
@@ -262,35 +267,32 @@ class ReceivedMessage:
         props = dict(msg.application_properties or {})
         if d.changes:
             props.update(d.changes)
-        self._message, self._properties, self._stored = msg, props, None
+        return msg, props
 
     @property
     def message(self) -> Message:
-        if self._message is None:
-            self._decode()
-        assert self._message is not None
-        return self._message
+        return self._read()[0]
 
     @message.setter
     def message(self, value: Message) -> None:
-        if self._message is None:
-            self._decode()
-        self._message = value
+        self.__dict__["_decoded"] = (value, self._read()[1])
 
     @property
     def application_properties(self) -> dict[str, PropertyValue]:
-        if self._properties is None:
-            self._decode()
-        assert self._properties is not None
-        return self._properties
+        return self._read()[1]
 
     @application_properties.setter
     def application_properties(self, value: dict[str, PropertyValue]) -> None:
-        if self._properties is None:
-            self._decode()
-        self._properties = value
+        self.__dict__["_decoded"] = (self._read()[0], value)
 
-    _FIELDS = (
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        if "message" in state:  # pickled when this class was a dataclass: its fields
+            state = dict(state)
+            state["_decoded"] = (state.pop("message"), state.pop("application_properties"))
+            state.setdefault("_stored", None)
+        self.__dict__.update(state)
+
+    __match_args__ = (
         "sequence_number",
         "enqueued_time_ms",
         "delivery_count",
@@ -302,6 +304,7 @@ class ReceivedMessage:
         "message",
         "application_properties",
     )
+    _FIELDS = __match_args__  # (what equality and repr compare, as the dataclass did)
 
     def __eq__(self, other: object) -> bool:
         if other.__class__ is not self.__class__:

@@ -3,6 +3,10 @@ eager decoding gave; lock tokens are read without decoding anything."""
 
 from __future__ import annotations
 
+import pickle
+import sys
+import threading
+
 import msgspec
 import pytest
 
@@ -105,3 +109,39 @@ def test_lock_tokens_from_every_form() -> None:
 def test_a_raw_payload_from_the_wire_decodes_too() -> None:
     got = ReceivedMessage.from_wire(_delivered(msgspec.Raw(encode(SENT))))  # type: ignore[arg-type]
     assert got.body == b"hello" and got.subject == "greeting"
+
+
+def test_threads_reading_one_message_share_one_decoding() -> None:
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # (threads switch between nearly every bytecode)
+    try:
+        got = [ReceivedMessage.from_wire(_delivered(encode(SENT))) for _ in range(5000)]
+        seen: list[list[object]] = [[] for _ in range(4)]
+        errors: list[BaseException] = []
+
+        def read(k: int) -> None:
+            try:
+                seen[k].extend(m.application_properties for m in got)
+            except BaseException as exc:
+                errors.append(exc)
+
+        threads = [threading.Thread(target=read, args=(k,)) for k in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(old)
+    assert errors == []
+    for other in seen[1:]:
+        assert all(a is b for a, b in zip(seen[0], other, strict=True))
+    assert all(m.body == b"hello" for m in got)
+
+
+def test_a_received_message_pickles_and_reads_an_older_pickle() -> None:
+    got = ReceivedMessage.from_wire(_delivered(encode(SENT), {"x": 1}))
+    assert pickle.loads(pickle.dumps(got)) == got
+    older = ReceivedMessage.__new__(ReceivedMessage)
+    fields = {f: getattr(got, f) for f in ReceivedMessage.__match_args__}
+    older.__setstate__(fields)  # what a pickle of the dataclass version holds
+    assert older == got and older.body == b"hello"

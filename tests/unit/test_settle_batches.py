@@ -8,6 +8,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -66,3 +67,39 @@ def test_a_batch_settles_as_its_tokens_one_by_one(
         alone = [r for t in named(each) for r in each.messaging.settle(NS, queue, op, [t], **kw)]
         assert codes(together) == codes(alone)
     assert left(batch, queue) == left(each, queue)
+
+
+@pytest.mark.parametrize("op", ["abandon", "complete", "defer"])
+def test_a_session_message_named_twice_fails_the_second_time_as_alone(
+    twins: tuple[Broker, Broker], op: str
+) -> None:
+    results = []
+    for k, b in enumerate(twins):
+        b.management.queue_create(NS, "sq", {"requires_session": True})
+        b.messaging.send(NS, "sq", [Message(b"%d" % i, session_id="s") for i in range(2)])
+        held = b.messaging.session_accept(NS, "sq", "s")
+        lock = held["session_lock_token"] if isinstance(held, dict) else held.session_lock_token
+        token = b.messaging.receive(NS, "sq", 2, "peek-lock", lock)[0].lock_token
+        assert token is not None
+        if k == 0:
+            results.append(codes(b.messaging.settle(NS, "sq", op, [token, token])))
+        else:
+            alone = [b.messaging.settle(NS, "sq", op, [token])[0] for _ in range(2)]
+            results.append(codes(alone))
+    assert results[0] == results[1]
+    assert results[0][0] == "Settled:NoneType"
+
+
+def test_a_batch_gives_each_token_its_own_answer(twins: tuple[Broker, Broker]) -> None:
+    b = twins[0]
+    b.management.queue_create(NS, "q", {})
+    b.messaging.send(NS, "q", [Message(b"a"), Message(b"b")])
+    t1, t2 = (d.lock_token for d in b.messaging.receive(NS, "q", 2, "peek-lock"))
+    got = b.messaging.settle(NS, "q", "complete", [t1, t1, "not-a-guid", t2])  # type: ignore[list-item]
+    assert codes(got) == [
+        "Settled:NoneType",
+        "SettleFailed:MessageLockLost",
+        "SettleFailed:BadRequest",
+        "Settled:NoneType",
+    ]
+    assert b.messaging.peek(NS, "q", 10, None) == []

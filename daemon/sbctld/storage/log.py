@@ -605,38 +605,40 @@ class PartitionLog(RecordReading, StateIndex):
         base, end = self.base, self.next_seq
         state, counts, length, bases = self.state, self.counts, self.length, self._bases
         moved = False
-        for op, seq, arg, extra in entries:
-            i = seq - base
-            if i < 0 or seq >= end:
-                continue  # settled before the checkpoint, or never durably appended
-            if op == OP_DELIVERY:
-                self.dc[i] = arg
-            elif op == OP_STATE:
-                old = state[i]
-                if old == State.GONE:
-                    continue
-                if extra:
+        try:
+            for op, seq, arg, extra in entries:
+                i = seq - base
+                if i < 0 or seq >= end:
+                    continue  # settled before the checkpoint, or never durably appended
+                if op == OP_DELIVERY:
+                    self.dc[i] = arg
+                elif op == OP_STATE:
+                    old = state[i]
+                    if old == State.GONE:
+                        continue
+                    if extra:
+                        self._merge_props(seq, extra)
+                    if old == arg:
+                        continue
+                    state[i] = arg
+                    counts[old] -= 1
+                    counts[arg] += 1
+                    if arg == State.GONE:
+                        self.live_bytes -= length[i]
+                        self.props.pop(seq, None)
+                        k = bisect_right(bases, seq) - 1
+                        # seg_live is empty while recovery replays the journal; rebuilt after.
+                        if k >= 0 and bases[k] in self.seg_live:
+                            self.seg_live[bases[k]] -= 1
+                        moved = moved or seq == self.head
+                elif op == OP_PROPS and state[i] != State.GONE:
                     self._merge_props(seq, extra)
-                if old == arg:
-                    continue
-                state[i] = arg
-                counts[old] -= 1
-                counts[arg] += 1
-                if arg == State.GONE:
-                    self.live_bytes -= length[i]
-                    self.props.pop(seq, None)
-                    k = bisect_right(bases, seq) - 1
-                    # seg_live is empty while recovery replays the journal; rebuilt after.
-                    if k >= 0 and bases[k] in self.seg_live:
-                        self.seg_live[bases[k]] -= 1
-                    moved = moved or seq == self.head
-            elif op == OP_PROPS and state[i] != State.GONE:
-                self._merge_props(seq, extra)
-            elif op == OP_CORRUPT and state[i] != State.GONE:
-                self.corrupt_count += 1
-                PartitionLog._apply_all(self, (jnl.Entry(OP_STATE, seq, State.GONE, b""),))
-        if moved:
-            self._advance_head()
+                elif op == OP_CORRUPT and state[i] != State.GONE:
+                    self.corrupt_count += 1
+                    PartitionLog._apply_all(self, (jnl.Entry(OP_STATE, seq, State.GONE, b""),))
+        finally:  # (a change that fails leaves the head after those applied)
+            if moved:
+                self._advance_head()
 
     def _merge_props(self, seq: int, extra: bytes) -> None:
         changes = msgspec.msgpack.decode(extra)
