@@ -252,7 +252,8 @@ class Queue:
         for size in sizes:
             if size > limit:
                 send_rules.check_size(size, limit)  # raises, with the rule's text
-        self._check_room(sum(sizes), len(messages), {0: sum(sizes)})
+        total = sum(sizes)
+        self._check_room(total, len(messages), {0: total})
         ttl = send_rules.stored_time_to_live(None, state.config.default_message_time_to_live)
         records = [StagedRecord(p, ttl, NOT_SCHEDULED) for p in payloads]
         first = self._store({0: records}, {0: messages}, now, charge)[0]

@@ -292,7 +292,7 @@ class ReceivedMessage:
             state.setdefault("_stored", None)
         self.__dict__.update(state)
 
-    __match_args__ = (
+    __match_args__ = (  # (also what equality and repr compare, as the dataclass did)
         "sequence_number",
         "enqueued_time_ms",
         "delivery_count",
@@ -304,15 +304,14 @@ class ReceivedMessage:
         "message",
         "application_properties",
     )
-    _FIELDS = __match_args__  # (what equality and repr compare, as the dataclass did)
 
     def __eq__(self, other: object) -> bool:
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return all(getattr(self, f) == getattr(other, f) for f in self._FIELDS)
+        return all(getattr(self, f) == getattr(other, f) for f in self.__match_args__)
 
     def __repr__(self) -> str:
-        fields = ", ".join(f"{f}={getattr(self, f)!r}" for f in self._FIELDS)
+        fields = ", ".join(f"{f}={getattr(self, f)!r}" for f in self.__match_args__)
         return f"{type(self).__name__}({fields})"
 
     def __str__(self) -> str:
