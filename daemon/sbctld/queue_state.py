@@ -28,7 +28,7 @@ from sbctl.core.errors import (
     SbctlError,
     SessionLockLost,
 )
-from sbctl.core.locks import parse_lock_token
+from sbctl.core.locks import parse_lock_token, parse_lock_tokens
 from sbctl.core.message_form import decode as decode_message
 from sbctl.core.records import Message
 from sbctl.core.typed import plain
@@ -306,12 +306,11 @@ class QueueState:
         partitions, sessions = self.partitions, self.session_store
         count = len(partitions)
         out: list[tuple[Partition, int] | SbctlError] = []
-        for token in tokens:
-            try:
-                public, nonce = parse_lock_token(token)
-            except BadRequest as exc:
-                out.append(exc)
+        for parsed in parse_lock_tokens(tokens):
+            if isinstance(parsed, BadRequest):
+                out.append(parsed)
                 continue
+            public, nonce = parsed
             pid, seq = (public >> 48, public & LOCAL_MASK) if count > 1 else (0, public)
             if pid >= count:
                 out.append(MessageLockLost(LOCK_LOST))

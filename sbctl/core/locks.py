@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 import struct
 import uuid
+from collections.abc import Sequence
 
 from sbctl.core.errors import BadRequest
 
@@ -43,3 +44,25 @@ def parse_lock_token(token: str) -> tuple[int, int]:
     except (ValueError, AttributeError, TypeError):
         raise BadRequest(f"invalid lock token {token!r}: expected a GUID") from None
     return int.from_bytes(raw[:8], "big"), int.from_bytes(raw[8:], "big")
+
+
+_CANONICAL_RUN = re.compile(r"(?:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})*")
+
+
+def parse_lock_tokens(tokens: Sequence[str]) -> list[tuple[int, int] | BadRequest]:
+    """:func:`parse_lock_token` of each token, or the BadRequest it raises in its place: a
+    settle's batch of canonical tokens (what the clients send) is read in one pass of C (one
+    match, one hex conversion, one unpack); any other batch token by token."""
+    n = len(tokens)
+    if n > 1 and all(type(t) is str and len(t) == 36 for t in tokens):
+        joined = "".join(tokens)
+        if _CANONICAL_RUN.fullmatch(joined):  # (36 characters each: every token matched)
+            parts = struct.unpack(f">{2 * n}Q", bytes.fromhex(joined.replace("-", "")))
+            return list(zip(parts[::2], parts[1::2], strict=True))
+    out: list[tuple[int, int] | BadRequest] = []
+    for token in tokens:
+        try:
+            out.append(parse_lock_token(token))
+        except BadRequest as exc:
+            out.append(exc)
+    return out

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sbctl.core.errors import BadRequest
-from sbctl.core.locks import lock_token_for, parse_lock_token
+from sbctl.core.locks import lock_token_for, parse_lock_token, parse_lock_tokens
 
 U64 = st.integers(min_value=0, max_value=2**64 - 1)
 
@@ -61,3 +61,48 @@ def test_parts_beyond_64_bits_are_refused() -> None:
         lock_token_for(2**64, 0)
     with pytest.raises(OverflowError):
         lock_token_for(0, -1)
+
+
+def _one_by_one(tokens: list[object]) -> list[object]:
+    out: list[object] = []
+    for token in tokens:
+        try:
+            out.append(parse_lock_token(token))  # type: ignore[arg-type]
+        except BadRequest as exc:
+            out.append(("BadRequest", str(exc)))
+    return out
+
+
+def _token(draw: st.DrawFn) -> object:
+    seq, nonce = draw(U64), draw(U64)
+    token = lock_token_for(seq, nonce)
+    kind = draw(st.sampled_from(["canonical"] * 6 + ["upper", "braces", "hex", "cut", "text"]))
+    if kind == "upper":
+        return token.upper()
+    if kind == "braces":
+        return "{" + token + "}"
+    if kind == "hex":
+        return token.replace("-", "")
+    if kind == "cut":  # 36 characters, not a GUID; or a GUID less one character
+        at = draw(st.integers(0, 35))
+        return token[:at] + draw(st.sampled_from(["g", "-", "+", " ", "A"])) + token[at + 1 :]
+    if kind == "text":
+        return draw(st.one_of(st.text(max_size=40), st.none(), st.integers()))
+    return token
+
+
+@given(st.lists(st.composite(_token)(), max_size=30))
+def test_a_batch_reads_as_its_tokens_one_by_one(tokens: list[object]) -> None:
+    got = [
+        ("BadRequest", str(v)) if isinstance(v, BadRequest) else v
+        for v in parse_lock_tokens(tokens)  # type: ignore[arg-type]
+    ]
+    assert got == _one_by_one(tokens)
+
+
+def test_a_batch_whose_join_is_canonical_is_still_read_token_by_token() -> None:
+    a, b = lock_token_for(1, 2), lock_token_for(3, 4)
+    shifted = [a[:35], a[35] + b, b]  # lengths 35, 37, 36: joined, a run of canonical tokens
+    got = parse_lock_tokens(shifted)
+    assert isinstance(got[0], BadRequest) and isinstance(got[1], BadRequest)
+    assert got[2] == (3, 4)
