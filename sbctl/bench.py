@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from sbctl.client import AsyncClient, Client
+from sbctl.client._calls import DEFAULT_NAMESPACE
 from sbctl.core import layout
 from sbctl.core.errors import BadRequest, GeneralError, SbctlError, ServiceTimeout
 from sbctl.core.records import Message
@@ -365,6 +366,19 @@ async def _send_loop(
     return sent
 
 
+async def _ping_loop(client: AsyncClient, count: int, lat: array.array, deadline: float) -> int:
+    """``count`` round trips that do no work: what a request costs before its operation."""
+    clock = time.perf_counter
+    for _ in range(count):
+        t = clock()
+        await client.ping()
+        now = clock()
+        lat.append(now - t)
+        if now > deadline:
+            raise ServiceTimeout("the bench ping phase ran out of time")
+    return count
+
+
 async def _receive_loop(
     client: AsyncClient, entity: str, batch: int, lat: array.array, deadline: float
 ) -> int:
@@ -421,6 +435,8 @@ async def _phase(
             jobs = [
                 _send_loop(c, entity, w, lat, deadline) for c, w in zip(clients, work, strict=True)
             ]
+        elif phase == "ping":
+            jobs = [_ping_loop(c, n, lat, deadline) for c, n in zip(clients, shares, strict=True)]
         else:
             jobs = [_receive_loop(c, entity, batch, lat, deadline) for c in clients]
         try:
@@ -540,8 +556,8 @@ def run_phase(
     loop: str = "auto",
     fanout: int = 0,
 ) -> tuple[int, float, list[float], float]:
-    """One phase (``send`` or ``receive``); returns (messages, seconds, sorted latencies ms,
-    the clients' CPU seconds)."""
+    """One phase (``send``, ``receive``, or ``ping``: ``messages`` round trips that do no
+    work); returns (messages, seconds, sorted latencies ms, the clients' CPU seconds)."""
     shares = split(messages, clients)
     args = (socket_path, namespace, entity, phase, shares, size, batch, timeout, fanout)
     if workers <= 1:
@@ -648,6 +664,30 @@ def _check_fanout(
         )
     out["fanout_copies"] = held
     out["fanout_copies_per_s"] = held / out["send_seconds"]
+
+
+def ping_bench(socket_path: Path | None, *, pings: int, clients: int) -> dict[str, Any]:
+    """``pings`` round trips that do no work from ``clients`` concurrent connections, as the
+    send phase runs them: their rate and the clients' and the daemon's CPU per round trip
+    (``ping_msgs_per_s``, ``ping_client_cpu_us_per_msg``, ``ping_daemon_cpu_us_per_msg``)."""
+    with Client(str(socket_path) if socket_path else None, timeout=30) as admin:
+        sock = admin.socket_path
+    out: dict[str, Any] = {}
+    before = _daemon_counters(sock)
+    count, secs, lat, client_cpu = run_phase(
+        sock,
+        DEFAULT_NAMESPACE,
+        "",
+        "ping",
+        messages=pings,
+        size=0,
+        batch=1,
+        clients=clients,
+        workers=default_workers(clients),
+    )
+    _record_phase(out, "ping", count, secs, lat, client_cpu, before, _daemon_counters(sock))
+    out.pop("ping_msgs_per_commit", None)  # (a ping commits nothing)
+    return {k: round(v, 3) if isinstance(v, float) else v for k, v in out.items()}
 
 
 def run_bench(

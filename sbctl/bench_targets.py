@@ -12,7 +12,9 @@ ceiling it is measured against (taken in the same run) and the ratio the target 
 Beside each throughput figure: the CPU per message its clients and the daemon spent
 (``sbctl bench`` measures both) and the CPU per message the target leaves the two together,
 given how the workload runs (:func:`cpu_budget`): when that budget is smaller than the
-clients' CPU alone, no daemon can meet the target with this client on this machine.
+clients' CPU alone, no daemon can meet the target with this client on this machine. Beside
+the 32 senders': what a round trip that does no work (a ping, from 32 connections as the
+senders run) costs the clients and the daemon, before any send.
 
 The AMQP targets are measured side by side with RabbitMQ by the harness the performance
 guide names (sbctl/guides/performance.md), not here: it needs RabbitMQ installed.
@@ -77,7 +79,7 @@ def targets_bench(
     stored: int = 1_000_000,
 ) -> dict[str, Any]:
     """Run each workload against the running daemon (and a private one for memory)."""
-    from sbctl.bench import run_bench, stored_bench
+    from sbctl.bench import ping_bench, run_bench, stored_bench
 
     # First: the private daemon is forked from this process, and after the workloads below
     # its heap would hold their freed memory, which the daemon's index then reuses without
@@ -89,6 +91,9 @@ def targets_bench(
     senders = run_bench(
         socket_path, messages=messages, clients=32, skip_raw=True, skip_start=True, receive=False
     )
+    # The same round trips doing no work: what a request costs the clients and the daemon
+    # before its operation, out of the 32 senders' budget.
+    pings = ping_bench(socket_path, pings=messages, clients=32)
     runs = {"batched": batched, "senders": senders}
     figures = {
         "batch100": batched["send_msgs_per_s"],
@@ -113,6 +118,9 @@ def targets_bench(
                     cpu_budget(key, target, figures, os.cpu_count() or 1) or 0, 2
                 ),
             }
+            if key == "senders32":
+                cpu["round_trip_client_cpu_us"] = pings.get("ping_client_cpu_us_per_msg")
+                cpu["round_trip_daemon_cpu_us"] = pings.get("ping_daemon_cpu_us_per_msg")
         rows.append(
             {
                 "figure": label,
@@ -158,4 +166,8 @@ def _cpu_cell(row: dict[str, Any]) -> str:
     client, daemon = row.get("client_cpu_us"), row.get("daemon_cpu_us")
     used = " + ".join("?" if v is None else f"{v:.1f}" for v in (client, daemon))
     budget = row["cpu_budget_us"]
-    return f"{used} µs ({f'<= {budget:.1f}' if budget > 0 else 'none: the syncs alone miss it'})"
+    cell = f"{used} µs ({f'<= {budget:.1f}' if budget > 0 else 'none: the syncs alone miss it'}"
+    bare = [row.get(k) for k in ("round_trip_client_cpu_us", "round_trip_daemon_cpu_us")]
+    if all(isinstance(v, int | float) for v in bare):
+        cell += f"; a bare round trip {bare[0]:.1f} + {bare[1]:.1f}"
+    return cell + ")"

@@ -149,11 +149,16 @@ def test_bench_targets_prints_each_figure_with_its_ceiling_ratio_and_target(daem
         _positive(rows[label], ("client_cpu_us", "daemon_cpu_us"))
         assert rows[label]["cpu_budget_us"] >= 0  # (0 when the syncs alone miss the target)
     assert "cpu_budget_us" not in rows["daemon memory per stored message"]
+    # beside the 32 senders: a round trip that does no work, from as many connections
+    senders = rows["send, 32 concurrent single senders"]
+    _positive(senders, ("round_trip_client_cpu_us", "round_trip_daemon_cpu_us"))
+    assert senders["round_trip_daemon_cpu_us"] < senders["daemon_cpu_us"]  # a send does work
+    assert [k for k in rows["send, batches of 100"] if k.startswith("round_trip")] == []
     assert _namespaces(daemon) == ["sbemulatorns"]  # the throwaway namespaces are gone
     table = daemon.cli("bench", "--targets", "--messages", "200", "--stored", "2000")
     assert table.code == 0, table.stderr
     assert "ceiling" in table.stdout and "32 concurrent single senders" in table.stdout
-    assert "clients + daemon" in table.stdout
+    assert "clients + daemon" in table.stdout and "a bare round trip" in table.stdout
 
 
 def test_cpu_budgets_follow_from_the_ceilings() -> None:
