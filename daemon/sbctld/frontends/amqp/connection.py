@@ -23,6 +23,7 @@ Rules this module keeps (AMQP 1.0 parts 2 and 5; daemon/README.md §29):
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Sequence
 from typing import Any, NamedTuple, Protocol
 
 from sbctl.core.amqp import framing
@@ -741,13 +742,12 @@ class Connection:
         held = self._accepted
         if (
             accepted
-            and last is None
             and held is not None
             and held.end == len(self._out)
             and (held.channel, held.role, held.last + 1) == (channel, link.role, first)
         ):
             del self._out[held.start :]
-            first, last = held.first, first
+            first, last = held.first, first if last is None else last
         start = len(self._out)
         if accepted and self.trace is None:
             self._out += framing.accepted_disposition(channel, link.role, first, last)
@@ -757,6 +757,23 @@ class Connection:
         if accepted:
             end = first if last is None else last
             self._accepted = AcceptedRange(start, len(self._out), channel, link.role, first, end)
+
+    def settle_all(self, transfers: Sequence[tuple[Link, Delivery]], state: Any) -> None:
+        """:meth:`disposition` of each transfer with ``state``, in order, leaving out one
+        already settled or on a detached link; consecutive ids of one session accepted in
+        one call (a stored run of transfers, daemon/README.md §29.14): the same frames."""
+        live = [(link, d.id) for link, d in transfers if not (link.detached or d.settled)]
+        ranged = type(state) is Accepted
+        i = 0
+        while i < len(live):
+            link, first = live[i]
+            last, i = first, i + 1
+            while ranged and i < len(live) and live[i][1] == last + 1:
+                nxt = live[i][0]
+                if nxt.session is not link.session or nxt.role != link.role:
+                    break
+                last, i = last + 1, i + 1
+            self.disposition(link, first, state, last=None if last == first else last)
 
     def close(self, error: Composite | None = None) -> None:
         if self.closed:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import logging
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any, Protocol
 
@@ -53,7 +53,7 @@ class Owner(Protocol):
     service: Service
     sender: SenderId
 
-    def settle_send(self, link: Link, delivery: Delivery, result: Any) -> None: ...
+    def settle_sends(self, transfers: Sequence[tuple[Link, Delivery]], result: Any) -> None: ...
 
     def reject(self, link: Link, delivery: Delivery, condition: str, text: str) -> None: ...
 
@@ -139,7 +139,7 @@ class Arrivals:
         if len(run) == 1:
             link, path, delivery, messages = run[0]
             send = SendEncoded(owner.namespace, path, messages)  # stored as they are
-            answer = partial(owner.settle_send, link, delivery)
+            answer = partial(owner.settle_sends, ((link, delivery),))
             owner.service.run("send", send, answer, sender=owner.sender)
             return
 
@@ -148,8 +148,7 @@ class Arrivals:
                 for one in run:  # nothing of the run was stored: each on its own
                     self._store_run([one])
                 return
-            for link, _path, delivery, _messages in run:
-                owner.settle_send(link, delivery, result)
+            owner.settle_sends([(link, delivery) for link, _p, delivery, _m in run], result)
 
         batch = [m for _link, _path, _delivery, messages in run for m in messages]
         send = SendEncoded(owner.namespace, run[0][1], batch)

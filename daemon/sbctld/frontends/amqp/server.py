@@ -21,7 +21,7 @@ import os
 import time
 import traceback
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -486,21 +486,20 @@ class AmqpConnection(asyncio.Protocol):
                 )
                 return
         except SbctlError as err:
-            self.settle_send(link, delivery, err)
+            self.settle_sends(((link, delivery),), err)
             return
 
         self.arrivals.send_later((link, path, delivery, messages))
 
-    def settle_send(self, link: Link, delivery: Delivery, result: Any) -> None:
-        """Answer a transfer: accepted, or rejected with the error ``result`` is."""
-        if self.closed or link.detached or delivery.settled:
+    def settle_sends(self, transfers: Sequence[tuple[Link, Delivery]], result: Any) -> None:
+        """Answer transfers: accepted, or rejected with the error ``result`` is."""
+        if self.closed:
             return
-        if not isinstance(result, SbctlError):
-            state: Any = ACCEPTED
-        else:
+        state: Any = ACCEPTED
+        if isinstance(result, SbctlError):
             condition, description = condition_of(result)
             state = Rejected(Error(Symbol(condition), description))
-        self.conn.disposition(link, delivery.id, state)
+        self.conn.settle_all(transfers, state)
         self.flush_soon()
 
     # ------------------------------------------------------------ outgoing messages
