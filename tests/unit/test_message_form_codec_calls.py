@@ -113,6 +113,9 @@ class Wire:
     def disposition(self, link: Any, delivery_id: int, state: Any) -> None:
         self.outcomes.append(state)
 
+    def settle_all(self, transfers: list[Any], state: Any) -> None:
+        self.outcomes.extend(state for _ in transfers)
+
     def transfers(self, link: Any, tags: Any, payloads: list[bytes], settled: bool) -> list[int]:
         self.sent.extend(payloads)
         link.credit -= len(payloads)
