@@ -92,28 +92,34 @@ def splice(d: Delivered, *, received: bool, lock: bool) -> bytes:
     n = d.delivery_count - 1 if received else d.delivery_count
     locked = d.locked_until_ms if lock else None
     pid = d.partition_id
-    if (  # the usual stored form: properties holding an id first, no header, no annotations
-        len(buf) > 6
-        and buf[2] == 0x73
-        and buf[3] == 0xC0
-        and buf[5]
-        and buf[6] != 0x40
-        and 0 <= n < 256
-        and not d.changes
-    ):
-        pack, head = _PLAIN.get((n, locked is not None, pid is not None)) or _plain(
+    if d.changes or not 0 <= n < 256 or len(buf) < 7:
+        return _spliced(d, buf, n, locked, pid)
+    pos = 0
+    if buf[2] == 0x73 and buf[3] == 0xC0 and buf[5] and buf[6] != 0x40:
+        # the usual stored form: properties holding an id first, no header, no annotations
+        layout = _PLAIN.get((n, locked is not None, pid is not None)) or _plain(
             n, locked is not None, pid is not None
         )
-        state = _STATE.get(d.state, _STATE[0])
-        args = [head, d.sequence_number, _ENQUEUED, d.enqueued_time_ms, state]
-        if locked is not None:
-            args += (_LOCKED, locked)
-        if pid is not None:
-            args += (_PARTITION_ID, pid)
-        return pack(*args) + buf
-    if (  # the same after the sender's header (what the SDKs send)
-        len(buf) > 12
-        and buf[3] == 0xC0
+    else:
+        layout, pos = _after_header(buf, n, locked is not None, pid is not None)
+        if layout is None:
+            return _spliced(d, buf, n, locked, pid)
+    state = _STATE.get(d.state, _STATE[0])
+    args = [layout[1], d.sequence_number, _ENQUEUED, d.enqueued_time_ms, state]
+    if locked is not None:
+        args += (_LOCKED, locked)
+    if pid is not None:
+        args += (_PARTITION_ID, pid)
+    head = layout[0](*args)
+    return head + buf if pos == 0 else b"".join((head, memoryview(buf)[pos:]))
+
+
+def _after_header(buf: bytes, n: int, locked: bool, partitioned: bool) -> tuple[Any, int]:
+    """The packing of the header and the broker's annotations of a stored form that holds
+    the sender's header, then properties holding an id (what the SDKs send), and where the
+    properties start; (None, 0) for any other form, which :func:`_spliced` reads."""
+    if (
+        buf[3] == 0xC0
         and buf[2] == 0x70
         and buf[1] == 0x53
         and len(buf) > (pos := 5 + buf[4]) + 6
@@ -123,20 +129,10 @@ def splice(d: Delivered, *, received: bool, lock: bool) -> bytes:
         and buf[pos + 6] != 0x40
         and buf[pos] == 0x00
         and buf[pos + 1] == 0x53
-        and 0 <= n < 256
-        and not d.changes
     ):
-        key = (buf[6:pos], buf[5], n, locked is not None, pid is not None)
-        layout = _SENT.get(key) or _sent(*key)
-        if layout is not None:
-            args = [layout[1], d.sequence_number, _ENQUEUED, d.enqueued_time_ms]
-            args.append(_STATE.get(d.state, _STATE[0]))
-            if locked is not None:
-                args += (_LOCKED, locked)
-            if pid is not None:
-                args += (_PARTITION_ID, pid)
-            return b"".join((layout[0](*args), memoryview(buf)[pos:]))
-    return _spliced(d, buf, n, locked, pid)
+        key = (buf[6:pos], buf[5], n, locked, partitioned)
+        return _SENT.get(key) or _sent(*key), pos
+    return None, 0
 
 
 def _spliced(d: Delivered, buf: bytes, n: int, locked: int | None, pid: int | None) -> bytes:
