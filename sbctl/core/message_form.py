@@ -231,13 +231,25 @@ def _body_section(buf: bytes, pos: int, code: int, r: _Read) -> int:
 
 def _header_end(buf: bytes, pos: int, end: int) -> int:
     """The end of the header section's value at ``pos`` if it has no time to live, else -1
-    (also when it does not read: the general reading refuses it, in its words)."""
+    (also when it does not read: the general reading refuses it, in its words). A list8
+    header read once is known by its bytes (a sender puts the same on every message)."""
+    if buf[pos] == 0xC0 and pos + 1 < end:
+        stop = pos + 2 + buf[pos + 1]
+        if stop <= end and buf[pos:stop] in _PLAIN_HEADERS:
+            return stop
     r = _Read()
     try:
         stop = _header(buf, pos, end, r, False)
     except (ValueError, TypeError, IndexError, struct.error, BadRequest):
         return -1
-    return stop if r.f[_TTL] is None else -1
+    if r.f[_TTL] is not None:
+        return -1
+    if buf[pos] == 0xC0 and len(_PLAIN_HEADERS) < 256:
+        _PLAIN_HEADERS.add(buf[pos:stop])
+    return stop
+
+
+_PLAIN_HEADERS: set[bytes] = set()  # list8 headers without a time to live, as read
 
 
 def _header(buf: bytes, pos: int, end: int, r: _Read, _: bool) -> int:

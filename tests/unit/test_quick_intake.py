@@ -91,3 +91,23 @@ def test_a_data_section_cut_short_is_left_to_the_general_reading() -> None:
         raw = head + b"\x00\x53\x75"
         quick, general = _both(raw, None)
         assert quick is None and isinstance(general, codec.DecodeError)
+
+
+@given(headers, st.binary(max_size=6))
+def test_a_header_read_once_is_known_by_its_bytes(header: bytes, after: bytes) -> None:
+    """The header's end (or -1: a time to live, or no header that reads) is the same the
+    first time it is read and when its bytes are known; only headers without a time to
+    live are kept, and a header cut short is never taken for a known one."""
+    raw = header + after
+    if len(raw) < 4:
+        return
+    mf._PLAIN_HEADERS.clear()
+    cold = mf._header_end(raw, 3, len(raw))
+    assert mf._header_end(raw, 3, len(raw)) == cold
+    assert all(cold >= 0 for _ in mf._PLAIN_HEADERS)
+    for cut in range(4, len(raw)):  # the same bytes, ending earlier
+        mf._PLAIN_HEADERS.clear()
+        expected = mf._header_end(raw[:cut], 3, cut)
+        mf._header_end(raw, 3, len(raw))  # (known now, if it reads whole)
+        assert mf._header_end(raw[:cut], 3, cut) == expected
+        assert mf._header_end(raw, 3, cut) == expected  # (a message of a batch: bytes go on)
