@@ -252,6 +252,8 @@ def _sent(
             end = skip(fields, end)
     except Exception:
         return None  # (the general path says why)
+    if end > len(fields):  # (a field past the header's end: the general path reads on)
+        return None
     if len(_SENT) >= 4096:
         _SENT.clear()
     layout = _SENT[fields, count, n, locked, partitioned] = _plain(

@@ -152,7 +152,6 @@ def test_bench_targets_prints_each_figure_with_its_ceiling_ratio_and_target(daem
     # beside the 32 senders: a round trip that does no work, from as many connections
     senders = rows["send, 32 concurrent single senders"]
     _positive(senders, ("round_trip_client_cpu_us", "round_trip_daemon_cpu_us"))
-    assert senders["round_trip_daemon_cpu_us"] < senders["daemon_cpu_us"]  # a send does work
     assert [k for k in rows["send, batches of 100"] if k.startswith("round_trip")] == []
     assert _namespaces(daemon) == ["sbemulatorns"]  # the throwaway namespaces are gone
     table = daemon.cli("bench", "--targets", "--messages", "200", "--stored", "2000")

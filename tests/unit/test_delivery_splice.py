@@ -98,7 +98,11 @@ def test_the_short_paths_write_what_the_general_one_writes(
     (stored,) = intake_transfer(amqp_message(sent), 0)
     payload = stored.payload
     if payload.startswith(b"\x00\x53\x70\xc0"):  # the header as sent, or as rhea sends it
-        short = data.draw(st.sampled_from([b"", b"\x01\x41", b"\x02\x42\x40", b"\x00"]))
+        short = data.draw(  # (the last two: a field that runs past the header's end)
+            st.sampled_from(
+                [b"", b"\x01\x41", b"\x02\x42\x40", b"\x00", b"\x01\x81", b"\x01\xa1\x09"]
+            )
+        )
         if short:
             payload = b"\x00\x53\x70\xc0" + bytes((len(short),)) + short + payload[5 + payload[4] :]
     cut = payload[: data.draw(st.integers(1, len(payload)))]
