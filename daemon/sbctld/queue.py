@@ -33,7 +33,7 @@ from sbctl.core.errors import (
     SbctlError,
 )
 from sbctl.core.limits import MAX_TRANSACTION
-from sbctl.core.message_form import Sendable, intake_bare, intake_batch
+from sbctl.core.message_form import Sendable, intake_bare, intake_batch, sent_bare
 from sbctl.core.partitioning import partition_for_key, partition_key_of
 from sbctl.core.records import NOT_SCHEDULED, Message, StagedRecord
 from sbctld.config import MB, QueueConfig, save_toml
@@ -241,6 +241,8 @@ class Queue:
         if len(state.partitions) > 1 or state.faulty or state.config.requires_session:
             return None  # (one partition: a transaction's via_partition changes nothing)
         bare = intake_bare(batch)
+        if bare is None and (not detect_duplicates or state.dedup is None):
+            bare = sent_bare(batch)  # (with message ids: none to detect)
         if bare is None or not bare[0]:
             return None  # (not bodies alone, or none: send says what is wrong)
         messages, payloads = bare

@@ -33,6 +33,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import msgspec
+import msgspec.structs
 
 from sbctl.core.amqp import codec
 from sbctl.core.amqp.sections import (
@@ -53,6 +54,7 @@ from sbctl.core.amqp.sections import (
     skip,
 )
 from sbctl.core.errors import BadRequest
+from sbctl.core.limits import MAX_HEADER_BYTES, MAX_ID_LENGTH
 from sbctl.core.message_ids import new_message_id, new_message_ids
 from sbctl.core.message_plain import DATA_SECTION as _DATA
 from sbctl.core.message_plain import PROPERTY_FIELDS as _PROPERTY_FIELDS
@@ -605,6 +607,31 @@ def intake_bare(items: Sequence[Any]) -> tuple[list[Message], list[bytes]] | Non
         else:
             return None
     return messages, list(items)
+
+
+def sent_bare(items: Sequence[Any]) -> tuple[list[Message], list[bytes]] | None:
+    """The fields and stored forms of a send of messages taken in already (``Sent``: what
+    the AMQP endpoint stores) when each is a body of data and a message id of 1-128
+    characters, nothing else, within the 64 KB its other sections may take: the rules of
+    send_rules cannot refuse one (daemon/README.md §1.3, §1.4); None for any other batch."""
+    messages: list[Message] = []
+    for s in items:
+        if type(s) is not Sent:
+            return None
+        m = s.message
+        mid = m.message_id
+        if (
+            mid is None
+            or not 1 <= len(mid) <= MAX_ID_LENGTH
+            or msgspec.structs.astuple(m)[2:] != _ONLY_AN_ID
+            or len(s.payload) - len(m.body) > MAX_HEADER_BYTES
+        ):
+            return None
+        messages.append(m)
+    return messages, [s.payload for s in items]
+
+
+_ONLY_AN_ID = msgspec.structs.astuple(Message(b"", "id"))[2:]  # (every other field unset)
 
 
 def intake_batch(batch: Sequence[Any]) -> tuple[list[Message], list[bytes]]:

@@ -64,3 +64,71 @@ def test_bodies_alone_are_sent_as_messages_with_their_fields_read(
         assert outcome(bare, queue, as_bare) == outcome(fields, queue, as_fields)
     if options.get("status", "Active") != "ReceiveDisabled":
         assert stored(bare, queue) == stored(fields, queue)
+
+
+def _amqp(body: bytes, message_id: str | None, extra: str) -> bytes:
+    """A message as an AMQP client sends it: a durable header (or one with a time to live),
+    maybe a message id, maybe application properties or a footer, a data body."""
+    from sbctl.core.amqp import codec
+    from sbctl.core.amqp import types as t
+
+    return codec.encode_message(
+        codec.Message(
+            header=t.Header(True, None, t.UInt(5000) if extra == "ttl" else None),
+            properties=None if message_id is None else t.Properties(message_id),
+            application_properties={"k": "v"} if extra == "props" else None,
+            footer={t.Symbol("x-f"): "y" * 70_000} if extra == "footer" else None,
+            body=[body],
+        )
+    )
+
+
+SENT = st.lists(
+    st.tuples(
+        st.binary(max_size=300) | st.sampled_from([b"x" * 300_000, b"y" * 200_000]),
+        st.sampled_from([None, "id-1", "id-1", "d" * 128, "e" * 129]),  # (id-1: a duplicate)
+        st.sampled_from(["", "", "", "", "ttl", "props", "footer"]),
+    ),
+    max_size=4,
+)
+
+
+@settings(
+    max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(OPTIONS, st.lists(SENT, min_size=1, max_size=4))
+def test_messages_taken_in_with_an_id_alone_are_sent_as_the_general_path_sends_them(
+    twins: tuple[Broker, Broker], options: dict[str, Any], batches: list[list[Any]]
+) -> None:
+    """What the AMQP endpoint stores (each message taken in, given an id when it has none):
+    a batch of bodies with ids alone takes the short path, with the general path's outcome
+    and stored messages; any other message, the general path."""
+    from unittest.mock import patch
+
+    from sbctl.core.message_form import intake_transfer
+    from sbctld import queue as queue_module
+
+    queue = f"q{next(NAMES)}"
+    short, general = twins
+    for b in twins:
+        b.management.queue_create(NS, queue, dict(options))
+    for batch in batches:
+        sent = [intake_transfer(_amqp(*one), 0)[0] for one in batch]
+        expected = outcome(short, queue, sent)
+        with patch.object(queue_module, "sent_bare", lambda _items: None):  # the general path
+            assert outcome(general, queue, sent) == expected
+    if options.get("status", "Active") != "ReceiveDisabled":
+        assert stored(short, queue) == stored(general, queue)
+
+
+def test_an_entity_that_detects_duplicates_detects_them_among_messages_taken_in(
+    twins: tuple[Broker, Broker],
+) -> None:
+    from sbctl.core.message_form import intake_transfer
+
+    b = twins[0]
+    b.management.queue_create(NS, "dedup", {"requires_duplicate_detection": True})
+    sent = [intake_transfer(_amqp(body, "same", ""), 0)[0] for body in (b"a", b"b")]
+    assert outcome(b, "dedup", sent) == [1, 1]  # the second: a duplicate of the first
+    assert outcome(b, "dedup", sent[1:]) == [1]
+    assert [m[3] for m in stored(b, "dedup")] == [b"a"]
