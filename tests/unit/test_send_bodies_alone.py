@@ -47,17 +47,24 @@ def stored(b: Broker, queue: str) -> list[tuple[object, ...]]:
     return out
 
 
-@settings(
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+def queue_on_both(twins: tuple[Broker, Broker], options: dict[str, Any]) -> str:
+    """A new queue of ``options`` on each broker; its name."""
+    queue = f"q{next(NAMES)}"
+    for b in twins:
+        b.management.queue_create(NS, queue, dict(options))
+    return queue
+
+
+TWINS = settings(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+@settings(TWINS, max_examples=40)
 @given(OPTIONS, st.lists(BODIES, min_size=1, max_size=5))
 def test_bodies_alone_are_sent_as_messages_with_their_fields_read(
     twins: tuple[Broker, Broker], options: dict[str, Any], batches: list[list[bytes]]
 ) -> None:
-    queue = f"q{next(NAMES)}"
+    queue = queue_on_both(twins, options)
     bare, fields = twins
-    for b in twins:
-        b.management.queue_create(NS, queue, dict(options))
     for bodies in batches:
         as_bare = [encode(Message(body)) for body in bodies]  # bytes: the bare form
         as_fields = [Message(body) for body in bodies]
@@ -93,9 +100,7 @@ SENT = st.lists(
 )
 
 
-@settings(
-    max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@settings(TWINS, max_examples=80)
 @given(OPTIONS, st.lists(SENT, min_size=1, max_size=4))
 def test_messages_taken_in_with_an_id_alone_are_sent_as_the_general_path_sends_them(
     twins: tuple[Broker, Broker], options: dict[str, Any], batches: list[list[Any]]
@@ -108,10 +113,8 @@ def test_messages_taken_in_with_an_id_alone_are_sent_as_the_general_path_sends_t
     from sbctl.core.message_form import intake_transfer
     from sbctld import queue as queue_module
 
-    queue = f"q{next(NAMES)}"
+    queue = queue_on_both(twins, options)
     short, general = twins
-    for b in twins:
-        b.management.queue_create(NS, queue, dict(options))
     for batch in batches:
         sent = [intake_transfer(_amqp(*one), 0)[0] for one in batch]
         expected = outcome(short, queue, sent)
