@@ -232,11 +232,11 @@ class Queue:
         detect_duplicates: bool,
         charge: Callable[[int], None] | None,
     ) -> list[int] | None:
-        """:meth:`send` of bodies alone (``intake_bare``) to one partition without a fault or
+        """:meth:`send` of bodies alone (``intake_bare``), or with a message id alone where
+        no duplicates are detected (``sent_bare``), to one partition without a fault or
         required sessions; None for any other batch or queue. The same checks and store,
-        without the per-message rules such a message cannot break (no id, key, TTL,
-        schedule or session; its header the few bytes around its body; nothing a broker
-        sets)."""
+        without the per-message rules such a message cannot break (no key, TTL, schedule or
+        session; an id within its limits; nothing a broker sets)."""
         state = self.state
         if len(state.partitions) > 1 or state.faulty or state.config.requires_session:
             return None  # (one partition: a transaction's via_partition changes nothing)

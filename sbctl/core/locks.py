@@ -46,7 +46,7 @@ def parse_lock_token(token: str) -> tuple[int, int]:
     return int.from_bytes(raw[:8], "big"), int.from_bytes(raw[8:], "big")
 
 
-_CANONICAL_RUN = re.compile(r"(?:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})*")
+_CANONICAL_RUN = re.compile(f"(?:{_CANONICAL.pattern})*")
 
 
 def parse_lock_tokens(tokens: Sequence[str]) -> list[tuple[int, int] | BadRequest]:

@@ -54,7 +54,6 @@ from sbctl.core.amqp.sections import (
     skip,
 )
 from sbctl.core.errors import BadRequest
-from sbctl.core.limits import MAX_HEADER_BYTES, MAX_ID_LENGTH
 from sbctl.core.message_ids import new_message_id, new_message_ids
 from sbctl.core.message_plain import DATA_SECTION as _DATA
 from sbctl.core.message_plain import PROPERTY_FIELDS as _PROPERTY_FIELDS
@@ -67,6 +66,7 @@ from sbctl.core.message_write import (
     encode_general,
 )
 from sbctl.core.records import Message, decode_legacy, decode_sent_message
+from sbctl.core.send_rules import header_fits, message_id_fits
 from sbctl.core.typed import json_value, milliseconds, property_value, text
 
 UNDECODABLE = "undecodable AMQP message"
@@ -622,9 +622,9 @@ def sent_bare(items: Sequence[Any]) -> tuple[list[Message], list[bytes]] | None:
         mid = m.message_id
         if (
             mid is None
-            or not 1 <= len(mid) <= MAX_ID_LENGTH
+            or not message_id_fits(mid)
             or msgspec.structs.astuple(m)[2:] != _ONLY_AN_ID
-            or len(s.payload) - len(m.body) > MAX_HEADER_BYTES
+            or not header_fits(len(s.payload) - len(m.body))
         ):
             return None
         messages.append(m)

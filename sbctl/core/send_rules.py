@@ -48,7 +48,7 @@ def check_fields(m: Message, requires_session: bool) -> None:
     """The rules on the message's fields, before it is encoded: ids, TTL, scheduled time,
     the session an entity requires."""
     # MessageId 1-128 characters; the other ids at most 128 (daemon/README.md §1.3, §14.4).
-    if m.message_id is not None and not 1 <= len(m.message_id) <= MAX_ID_LENGTH:
+    if m.message_id is not None and not message_id_fits(m.message_id):
         raise BadRequest("message_id must be 1-128 characters")
     s, p, r = m.session_id, m.partition_key, m.reply_to_session_id
     if (
@@ -74,7 +74,7 @@ def check_encoded(m: Message, size: int, duplicate_detection: bool) -> str | Non
     §1.4); then the partition key, where SessionId and PartitionKey must agree
     (daemon/README.md §1.7), which it returns."""
     header = size - body_size(m)
-    if header > MAX_HEADER_BYTES:
+    if not header_fits(header):
         raise MessageSizeExceeded(f"the message header of {header} bytes exceeds the 64 KB limit")
     if header > MAX_PROPERTY_BYTES:  # only then can one property be over 32 KB
         values = list((m.application_properties or {}).items())
@@ -83,6 +83,16 @@ def check_encoded(m: Message, size: int, duplicate_detection: bool) -> str | Non
             if isinstance(v, str) and len(v.encode()) > MAX_PROPERTY_BYTES:
                 raise MessageSizeExceeded(f"property {k!r} exceeds the 32 KB limit")
     return partition_key_of(m.session_id, m.partition_key, m.message_id, duplicate_detection)
+
+
+def message_id_fits(message_id: str) -> bool:
+    """A MessageId of 1-128 characters (daemon/README.md §1.3)."""
+    return 1 <= len(message_id) <= MAX_ID_LENGTH
+
+
+def header_fits(header: int) -> bool:
+    """All properties together within 64 KB (daemon/README.md §1.4)."""
+    return header <= MAX_HEADER_BYTES
 
 
 def body_size(m: Message) -> int:

@@ -250,7 +250,7 @@ def _sent(
     try:
         for _ in range(min(count, 4)):
             end = skip(fields, end)
-    except Exception:
+    except (ValueError, IndexError, struct.error, RecursionError):
         return None  # (the general path says why)
     if end > len(fields):  # (a field past the header's end: the general path reads on)
         return None
