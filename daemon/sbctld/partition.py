@@ -135,17 +135,22 @@ class Partition:
         expire: Callable[[Partition, int], None],
     ) -> None:
         """Hand out up to ``count`` messages of ``view``: locked for ``lock_ms``, or
-        deleted when ``lock_ms`` is None (receive-and-delete)."""
+        deleted when ``lock_ms`` is None (receive-and-delete), all journaled or none
+        (:meth:`_hand_back`)."""
         journal: list[Entry] = []
         taken: set[int] = set()
-        while len(out) < count:
-            seqs = self._candidates(view, count - len(out), taken)
-            if not seqs:
-                break
-            if view.state == State.ACTIVE:
-                seqs = self._unexpired(view, seqs, now, expire)
-            self.deliver_all(seqs, now, lock_ms, journal, out)
-        self.record_delivered(journal)
+        first = len(out)
+        try:
+            while len(out) < count:
+                seqs = self._candidates(view, count - len(out), taken)
+                if not seqs:
+                    break
+                if view.state == State.ACTIVE:
+                    seqs = self._unexpired(view, seqs, now, expire)
+                self.deliver_all(seqs, now, lock_ms, journal, out)
+            self.log.record(journal)
+        except BaseException as exc:
+            self._hand_back(journal, out, first, exc)
 
     def _unexpired(
         self, view: View, seqs: list[int], now: int, expire: Callable[[Partition, int], None]
@@ -245,11 +250,29 @@ class Partition:
         try:
             self.log.record(journal)
         except StorageError:
-            for entry in journal:
-                if entry.op == OP_DELIVERY:
-                    self.locks.pop(entry.seq, None)
-                    self.give_back(entry.seq)
+            self._hand_back(journal)
             raise
+
+    def _hand_back(
+        self,
+        journal: list[Entry],
+        out: list[Delivered] | None = None,
+        first: int = 0,
+        error: BaseException | None = None,
+    ) -> None:
+        """Undo deliveries not journaled (daemon/README.md §21.9): their locks released, each
+        handed out again later; with ``out``, their deliveries (from ``first`` on) taken back
+        and ``error`` raised, unless it is the disk's refusal and other partitions handed
+        out messages before (``first`` > 0): those are journaled, so the receive answers
+        with them rather than fail (a receive-and-delete never drops what it took)."""
+        for entry in journal:
+            if entry.op == OP_DELIVERY:
+                self.locks.pop(entry.seq, None)
+                self.give_back(entry.seq)
+        if out is not None:
+            del out[first:]
+        if error is not None and not (first and isinstance(error, StorageError)):
+            raise error
 
     def lock(self, seq: int, until: int, nonce: int | None = None) -> int:
         """Take (or, with the holder's ``nonce``, renew) the lock on ``seq``."""
@@ -297,24 +320,33 @@ class Partition:
         heap = self.by_session.get(session_id, [])
         journal: list[Entry] = []
         log = self.log
-        while heap and len(out) < count:
-            seq = heapq.heappop(heap)
-            if log.state_of(seq) != State.ACTIVE or seq in self.locks:
-                continue
-            if log.exp[seq - log.base] <= now:
-                # daemon/README.md §6.4: with a listener on the session, one expired message expires
-                # every message of that session.
-                for other in [seq, *heap]:
-                    if log.state_of(other) == State.ACTIVE and other not in self.locks:
-                        expire(self, other)
-                heap.clear()
-                break
-            got = self.deliver(seq, now, lock_ms, journal, until)
-            if got is not None:
-                out.append(got)
-            if lock_ms is None or got is None:
-                self.session_of.pop(seq, None)
-        self.record_delivered(journal)
+        first = len(out)
+        gone: list[int] = []  # (out of the session once journaled)
+        try:
+            while heap and len(out) < count:
+                seq = heapq.heappop(heap)
+                if log.state_of(seq) != State.ACTIVE or seq in self.locks:
+                    continue
+                if log.exp[seq - log.base] <= now:
+                    heapq.heappush(heap, seq)  # (until its expiry is journaled)
+                    # daemon/README.md §6.4: with a listener on the session, one expired
+                    # message expires every message of that session.
+                    for other in list(heap):
+                        if log.state_of(other) == State.ACTIVE and other not in self.locks:
+                            expire(self, other)
+                    heap.clear()
+                    break
+                got = self.deliver(seq, now, lock_ms, journal, until)
+                if got is not None:
+                    out.append(got)
+                if lock_ms is None or got is None:
+                    gone.append(seq)
+            self.log.record(journal)
+        except BaseException as exc:
+            self._hand_back(journal, out, first, exc)
+            return
+        for seq in gone:
+            self.session_of.pop(seq, None)
 
     def schedule(self, when_ms: int, seq: int) -> None:
         heapq.heappush(self.scheduled, (when_ms, seq))

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from sbctl.core.message_form import decode
+from sbctl.core.partitioning import partition_for_key
 from sbctl.core.records import Message
 from sbctld.broker import DEFAULT_NAMESPACE as NS
 from sbctld.broker import Broker
@@ -56,3 +57,83 @@ def test_a_refused_expiry_hands_the_other_candidates_back(
     got = broker.messaging.receive(NS, "q", 5, "peek-lock")
     assert bodies(got) == [b"0", b"1", b"2", b"3"]
     assert [d.delivery_count for d in got] == [1, 1, 1, 1]
+
+
+def test_a_refusal_in_a_later_pass_hands_back_what_earlier_passes_locked(
+    broker: Broker, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    broker.management.queue_create(NS, "q", {})
+    send = broker.messaging.send
+    send(NS, "q", [Message(b"old1", time_to_live_ms=1000)])
+    send(NS, "q", [Message(b"live0")])
+    send(NS, "q", [Message(b"old2", time_to_live_ms=1000)])
+    send(NS, "q", [Message(b"live1")])
+    clock.advance(1_500)  # the two old ones expired, the live ones not
+    timers = broker.queue(NS, "q").timers
+    real = timers.expire
+    calls: list[int] = []
+
+    def expire(p: object, seq: int) -> None:
+        calls.append(seq)
+        if len(calls) == 2:  # the second pass's expiry: live0 is locked by then
+            raise StorageError("the disk is full")
+        real(p, seq)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(timers, "expire", expire)
+    with pytest.raises(StorageError):
+        broker.messaging.receive(NS, "q", 2, "peek-lock")
+    got = broker.messaging.receive(NS, "q", 5, "peek-lock")
+    assert bodies(got) == [b"live0", b"live1"]
+    assert [d.delivery_count for d in got] == [1, 1]
+
+
+@pytest.mark.parametrize("mode", ["receive-and-delete", "peek-lock"])
+def test_a_partition_refusing_its_journal_leaves_the_others_answer(
+    broker: Broker, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    broker.management.queue_create(NS, "q", {"enable_partitioning": True})
+    queue = broker.queue(NS, "q")
+    keys: dict[int, str] = {}
+    for i in range(200):  # one key for each of two partitions
+        keys.setdefault(partition_for_key(f"k{i}", len(queue.state.partitions)), f"k{i}")
+    (p1, k1), (p2, k2) = list(keys.items())[:2]
+    broker.messaging.send(NS, "q", [Message(b"a", partition_key=k1)])
+    broker.messaging.send(NS, "q", [Message(b"b", partition_key=k2)])
+    refused = queue.state.partitions[p2]
+    real = refused.log.record
+
+    def record(journal: list) -> None:
+        raise StorageError("the disk is full")
+
+    monkeypatch.setattr(refused.log, "record", record)
+    queue.state.rr_receive = p1  # the receive asks p1 first, then p2 (the one refusing)
+    got = broker.messaging.receive(NS, "q", 10, mode)
+    assert bodies(got) == [b"a"]
+    monkeypatch.setattr(refused.log, "record", real)
+    queue.state.rr_receive = p2
+    again = broker.messaging.receive(NS, "q", 10, mode)
+    assert bodies(again) == [b"b"]
+    assert again[0].delivery_count == 1
+    if mode == "receive-and-delete":
+        assert broker.messaging.peek(NS, "q", 10, None) == []
+
+
+def test_a_session_receive_refused_keeps_its_messages_in_the_session(
+    broker: Broker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    broker.management.queue_create(NS, "q", {"requires_session": True})
+    broker.messaging.send(NS, "q", [Message(b"s%d" % i, session_id="s") for i in range(2)])
+    lock = broker.messaging.session_accept(NS, "q", "s")
+    log = broker.queue(NS, "q").state.partitions[0].log
+    real = log.record
+
+    def record(journal: list) -> None:
+        raise StorageError("the disk is full")
+
+    monkeypatch.setattr(log, "record", record)
+    for mode in ("receive-and-delete", "peek-lock"):
+        with pytest.raises(StorageError):
+            broker.messaging.receive(NS, "q", 2, mode, lock.session_lock_token)
+    monkeypatch.setattr(log, "record", real)
+    got = broker.messaging.receive(NS, "q", 2, "receive-and-delete", lock.session_lock_token)
+    assert bodies(got) == [b"s0", b"s1"]
