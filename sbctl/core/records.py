@@ -39,10 +39,12 @@ broker reads of a message).
 
 from __future__ import annotations
 
+import operator
 import struct
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
+from itertools import accumulate, chain, repeat
 from typing import Any, NamedTuple
 
 import msgspec
@@ -295,6 +297,58 @@ def encode_batch(
 
     header = BATCH_HEADER.pack(base_seq, base_time_ms, len(inner) + 4, crc32c.crc32c(inner))
     return header + inner, offsets
+
+
+class Indexed(NamedTuple):
+    """What a log's index keeps of a batch's records, column by column (:func:`encode_indexed`)."""
+
+    offsets: list[int]  # each payload's offset in the batch
+    lengths: list[int]
+    ttls: list[int]
+    scheduled: list[int]
+    crcs: list[int]  # CRC-32C of each record, header and payload (checked on every read)
+
+
+def encode_indexed(
+    base_seq: int, base_time_ms: int, records: Sequence[tuple[bytes, int, int]]
+) -> tuple[bytes, Indexed]:
+    """:func:`encode_batch`'s bytes, with what the index keeps of each record. Each step
+    maps over a whole column (no Python-level work a record): the daemon's send path."""
+    import crc32c  # see encode_batch
+
+    crc = crc32c.crc32c
+    n = len(records)
+    payloads, ttls, scheduled = zip(*records, strict=True) if n else ((), (), ())
+    lengths = list(map(len, payloads))
+    heads = list(
+        map(
+            RECORD_HEADER.pack,
+            map(operator.add, lengths, repeat(RECORD_OVERHEAD - 4)),
+            range(n),
+            ttls,
+            scheduled,
+        )
+    )
+    inner = b"".join(
+        chain(
+            (BATCH_INNER.pack(MAGIC, 0, 0, n),),
+            chain.from_iterable(zip(heads, payloads, strict=True)),
+        )
+    )
+    offsets = list(
+        accumulate(
+            map(operator.add, lengths, repeat(RECORD_OVERHEAD)),
+            initial=BATCH_OVERHEAD + RECORD_OVERHEAD,
+        )
+    )
+    offsets.pop()  # (the end of the last record)
+    batch = BATCH_HEADER.pack(base_seq, base_time_ms, len(inner) + 4, crc(inner)) + inner
+    starts = map(operator.sub, offsets, repeat(RECORD_HEADER.size))
+    spans = map(
+        memoryview(batch).__getitem__, map(slice, starts, map(operator.add, offsets, lengths))
+    )
+    crcs = list(map(crc, spans))
+    return batch, Indexed(offsets, lengths, list(ttls), list(scheduled), crcs)
 
 
 def rewrite_header(batch: bytearray | memoryview, base_seq: int, base_time_ms: int) -> None:

@@ -19,6 +19,7 @@ from sbctl.core.records import (
     BATCH_OVERHEAD,
     CRC_START,
     NOT_SCHEDULED,
+    RECORD_HEADER,
     RECORD_OVERHEAD,
     UUID_EXT,
     CorruptBatch,
@@ -27,6 +28,7 @@ from sbctl.core.records import (
     decode_legacy,
     decode_sent_message,
     encode_batch,
+    encode_indexed,
     encode_legacy,
     iter_records,
     read_batch_header,
@@ -371,3 +373,22 @@ def test_message_encoding_is_positional() -> None:
 def test_malformed_payloads_are_refused(payload: bytes) -> None:
     with pytest.raises(msgspec.DecodeError):
         decode_sent_message(payload)
+
+
+@given(records_st, U64, I64)
+def test_a_batch_encoded_with_its_index_columns(
+    records: list[StagedRecord], base_seq: int, base_time: int
+) -> None:
+    """The daemon's encoder writes encode_batch's bytes and, for each record, what the index
+    keeps: payload offset, length, TTL, schedule, CRC-32C of its header and payload."""
+    batch, offsets = encode_batch(base_seq, base_time, records)
+    same, cols = encode_indexed(base_seq, base_time, records)
+    assert same == batch
+    assert cols.offsets == offsets
+    assert cols.lengths == [len(r.payload) for r in records]
+    assert cols.ttls == [r.ttl_ms for r in records]
+    assert cols.scheduled == [r.scheduled_ms for r in records]
+    assert cols.crcs == [
+        crc32c.crc32c(batch[off - RECORD_HEADER.size : off + len(r.payload)])
+        for off, r in zip(offsets, records, strict=True)
+    ]

@@ -34,7 +34,7 @@ from typing import Any
 import msgspec
 
 from sbctl.core.limits import MAX_TIME_MS
-from sbctl.core.records import StagedRecord
+from sbctl.core.records import Indexed, StagedRecord
 from sbctld.storage import journal as jnl
 from sbctld.storage.files import fsync_dir
 from sbctld.storage.log import (
@@ -302,16 +302,16 @@ class TopicLog(PartitionLog):
             self._apply(entry)
         self.changes_since_checkpoint += len(entries)
         base = self.base
-        for seq in range(first, first + len(batch.recs)):
+        for seq in range(first, first + len(batch.cols.lengths)):
             i = seq - base
             if self.refs[i] == 0 and self.state[i] == State.ACTIVE:
                 self._drop(seq)  # matched no subscription: dropped (daemon/README.md §10.2)
         return first
 
-    def _index_batch(self, now_ms: int, recs: list[tuple[int, int, int, int, int]]) -> None:
+    def _index_batch(self, now_ms: int, at: int, cols: Indexed) -> None:
         start = len(self.state)
-        super()._index_batch(now_ms, recs)
-        self._grow(start, len(recs))
+        super()._index_batch(now_ms, at, cols)
+        self._grow(start, len(cols.lengths))
 
     def _fill_gone(self, upto: int) -> None:
         start = len(self.state)
