@@ -21,6 +21,7 @@ the methods below, never the log (tests/unit/test_architecture.py).
 from __future__ import annotations
 
 import heapq
+import logging
 import random
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
@@ -34,6 +35,8 @@ from sbctld.storage.journal import Entry
 from sbctld.storage.log import OP_DELIVERY, OP_STATE, PartitionLog, Staged, State
 from sbctld.storage.space import CorruptRecord, StorageError
 from sbctld.storage.topic import SubLog, TopicLog
+
+log = logging.getLogger("sbctld")
 
 if TYPE_CHECKING:
     from sbctld.faults import StoreFault
@@ -273,6 +276,8 @@ class Partition:
             del out[first:]
         if error is not None and not (first and isinstance(error, StorageError)):
             raise error
+        if error is not None:
+            log.warning("a receive answers without partition %s's messages: %s", self.id, error)
 
     def lock(self, seq: int, until: int, nonce: int | None = None) -> int:
         """Take (or, with the holder's ``nonce``, renew) the lock on ``seq``."""
@@ -622,3 +627,48 @@ def append_all(batches: list[tuple[Partition, Sequence[StagedRecord]]], now: int
             log.unstage(batch)
         raise
     return [log.commit(batch) for log, batch in staged]
+
+
+def deliver_deferred(
+    found: list[tuple[Partition, int]],
+    now: int,
+    lock_ms: int | None,
+    until: int | None,
+    expire: Callable[[Partition, int], None],
+) -> list[Delivered]:
+    """Hand out the deferred messages ``found`` (daemon/README.md §3.9) in their order, each
+    partition's journaled or none of them (daemon/README.md §21.9): when a partition's disk
+    refuses, it and those after it hand theirs back and the answer holds the messages of
+    those journaled before it (a receive-and-delete never drops what it did not return); when
+    none was journaled, the error is raised. One that expired meanwhile is expired and left
+    out."""
+    got: list[tuple[Partition, Delivered]] = []
+    journals: dict[Partition, list[Entry]] = {}
+    try:
+        for p, seq in found:
+            if p.expired(seq, now):
+                expire(p, seq)
+                continue
+            delivered = p.deliver(seq, now, lock_ms, journals.setdefault(p, []), until)
+            if delivered is not None:
+                got.append((p, delivered))
+    except BaseException:
+        for p, journal in journals.items():
+            p._hand_back(journal)
+        raise
+    recorded: set[Partition] = set()
+    failure: StorageError | None = None
+    for p, journal in journals.items():
+        if failure is not None:
+            p._hand_back(journal)
+            continue
+        try:
+            p.record_delivered(journal)  # (hands its own back when refused)
+            recorded.add(p)
+        except StorageError as exc:
+            failure = exc
+    if failure is not None and not recorded:
+        raise failure
+    if failure is not None:
+        log.warning("a deferred receive answers with the messages journaled: %s", failure)
+    return [d for p, d in got if p in recorded]

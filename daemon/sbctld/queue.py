@@ -39,7 +39,7 @@ from sbctl.core.records import NOT_SCHEDULED, Message, StagedRecord
 from sbctld.config import MB, QueueConfig, save_toml
 from sbctld.dedup import DuplicateHistory
 from sbctld.faults import all_down
-from sbctld.partition import Partition, append_all
+from sbctld.partition import Partition, append_all, deliver_deferred
 from sbctld.queue_sessions import QueueSessions
 from sbctld.queue_state import (
     DUPLICATE_IN_BATCH,
@@ -612,18 +612,8 @@ class Queue:
                     f"no deferred message with sequence number {public} in {self.state.name!r}"
                 )
             found.append((p, seq))
-        out: list[Delivered] = []
         lock_ms = None if delete else self.state.config.lock_duration
-        journals: dict[int, list[Entry]] = {}
-        for p, seq in found:
-            if p.expired(seq, now):
-                self.timers.expire(p, seq)
-                continue
-            got = p.deliver(seq, now, lock_ms, journals.setdefault(p.id, []), until)
-            if got is not None:
-                out.append(got)
-        for pid, entries in journals.items():
-            self.state.partitions[pid].record_delivered(entries)
+        out = deliver_deferred(found, now, lock_ms, until, self.timers.expire)
         self.sessions.own_deferred(session_token, out, delete)
         self.state.accessed_at_ms = now
         return out

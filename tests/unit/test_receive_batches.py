@@ -5,6 +5,9 @@ message's entry the other candidates are handed back, received by the next recei
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import pytest
 
 from sbctl.core.message_form import decode
@@ -18,6 +21,46 @@ from sbctld.storage.space import StorageError
 
 def bodies(got: list) -> list[bytes]:
     return [decode(d.payload).body for d in got]
+
+
+def refuse_expiries(monkeypatch: pytest.MonkeyPatch, timers: Any, which: set[int]) -> None:
+    """The disk refuses the expiries ``timers`` journals, for the calls numbered ``which``
+    (1: the first)."""
+    real = timers.expire
+    calls: list[int] = []
+
+    def expire(p: object, seq: int) -> None:
+        calls.append(seq)
+        if len(calls) in which:
+            raise StorageError("the disk is full")
+        real(p, seq)
+
+    monkeypatch.setattr(timers, "expire", expire)
+
+
+def refuse_journal(monkeypatch: pytest.MonkeyPatch, log: Any) -> Callable[[], None]:
+    """The disk refuses ``log``'s journal writes until the returned call."""
+    real = log.record
+
+    def record(journal: list) -> None:
+        raise StorageError("the disk is full")
+
+    monkeypatch.setattr(log, "record", record)
+    return lambda: monkeypatch.setattr(log, "record", real)
+
+
+def a_and_b_apart(broker: Broker) -> tuple[Any, int, int]:
+    """A partitioned queue "q" holding message a in one partition and b in another: the
+    queue and the two partitions' ids."""
+    broker.management.queue_create(NS, "q", {"enable_partitioning": True})
+    queue = broker.queue(NS, "q")
+    keys: dict[int, str] = {}
+    for i in range(400):
+        keys.setdefault(partition_for_key(f"k{i}", len(queue.state.partitions)), f"k{i}")
+    (p1, k1), (p2, k2) = list(keys.items())[:2]
+    broker.messaging.send(NS, "q", [Message(b"a", partition_key=k1)])
+    broker.messaging.send(NS, "q", [Message(b"b", partition_key=k2)])
+    return queue, p1, p2
 
 
 def test_a_message_handed_back_twice_is_delivered_once(broker: Broker) -> None:
@@ -42,16 +85,7 @@ def test_a_refused_expiry_hands_the_other_candidates_back(
     clock.advance(500)
     broker.messaging.send(NS, "q", [Message(b"%d" % i) for i in range(4)])
     clock.advance(600)  # the first expired, the others live
-    timers = broker.queue(NS, "q").timers
-    real = timers.expire
-    refusals = [StorageError("the disk is full")]
-
-    def expire(p: object, seq: int) -> None:
-        if refusals:
-            raise refusals.pop()
-        real(p, seq)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(timers, "expire", expire)
+    refuse_expiries(monkeypatch, broker.queue(NS, "q").timers, {1})
     with pytest.raises(StorageError):
         broker.messaging.receive(NS, "q", 5, "peek-lock")
     got = broker.messaging.receive(NS, "q", 5, "peek-lock")
@@ -69,17 +103,8 @@ def test_a_refusal_in_a_later_pass_hands_back_what_earlier_passes_locked(
     send(NS, "q", [Message(b"old2", time_to_live_ms=1000)])
     send(NS, "q", [Message(b"live1")])
     clock.advance(1_500)  # the two old ones expired, the live ones not
-    timers = broker.queue(NS, "q").timers
-    real = timers.expire
-    calls: list[int] = []
-
-    def expire(p: object, seq: int) -> None:
-        calls.append(seq)
-        if len(calls) == 2:  # the second pass's expiry: live0 is locked by then
-            raise StorageError("the disk is full")
-        real(p, seq)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(timers, "expire", expire)
+    # The second expiry is the second pass's: live0 is locked by then.
+    refuse_expiries(monkeypatch, broker.queue(NS, "q").timers, {2})
     with pytest.raises(StorageError):
         broker.messaging.receive(NS, "q", 2, "peek-lock")
     got = broker.messaging.receive(NS, "q", 5, "peek-lock")
@@ -91,25 +116,12 @@ def test_a_refusal_in_a_later_pass_hands_back_what_earlier_passes_locked(
 def test_a_partition_refusing_its_journal_leaves_the_others_answer(
     broker: Broker, mode: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    broker.management.queue_create(NS, "q", {"enable_partitioning": True})
-    queue = broker.queue(NS, "q")
-    keys: dict[int, str] = {}
-    for i in range(200):  # one key for each of two partitions
-        keys.setdefault(partition_for_key(f"k{i}", len(queue.state.partitions)), f"k{i}")
-    (p1, k1), (p2, k2) = list(keys.items())[:2]
-    broker.messaging.send(NS, "q", [Message(b"a", partition_key=k1)])
-    broker.messaging.send(NS, "q", [Message(b"b", partition_key=k2)])
-    refused = queue.state.partitions[p2]
-    real = refused.log.record
-
-    def record(journal: list) -> None:
-        raise StorageError("the disk is full")
-
-    monkeypatch.setattr(refused.log, "record", record)
+    queue, p1, p2 = a_and_b_apart(broker)
+    allow = refuse_journal(monkeypatch, queue.state.partitions[p2].log)
     queue.state.rr_receive = p1  # the receive asks p1 first, then p2 (the one refusing)
     got = broker.messaging.receive(NS, "q", 10, mode)
     assert bodies(got) == [b"a"]
-    monkeypatch.setattr(refused.log, "record", real)
+    allow()
     queue.state.rr_receive = p2
     again = broker.messaging.receive(NS, "q", 10, mode)
     assert bodies(again) == [b"b"]
@@ -124,16 +136,46 @@ def test_a_session_receive_refused_keeps_its_messages_in_the_session(
     broker.management.queue_create(NS, "q", {"requires_session": True})
     broker.messaging.send(NS, "q", [Message(b"s%d" % i, session_id="s") for i in range(2)])
     lock = broker.messaging.session_accept(NS, "q", "s")
-    log = broker.queue(NS, "q").state.partitions[0].log
-    real = log.record
-
-    def record(journal: list) -> None:
-        raise StorageError("the disk is full")
-
-    monkeypatch.setattr(log, "record", record)
+    allow = refuse_journal(monkeypatch, broker.queue(NS, "q").state.partitions[0].log)
     for mode in ("receive-and-delete", "peek-lock"):
         with pytest.raises(StorageError):
             broker.messaging.receive(NS, "q", 2, mode, lock.session_lock_token)
-    monkeypatch.setattr(log, "record", real)
+    allow()
     got = broker.messaging.receive(NS, "q", 2, "receive-and-delete", lock.session_lock_token)
     assert bodies(got) == [b"s0", b"s1"]
+
+
+@pytest.mark.parametrize("mode", ["receive-and-delete", "peek-lock"])
+def test_a_deferred_receive_keeps_what_was_journaled_before_a_refusal(
+    broker: Broker, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    queue, _p1, p2 = a_and_b_apart(broker)
+    got = broker.messaging.receive(NS, "q", 10, "peek-lock")
+    broker.messaging.settle(NS, "q", "defer", [d.lock_token for d in got])
+    seqs = {decode(d.payload).body: d.sequence_number for d in got}
+    allow = refuse_journal(monkeypatch, queue.state.partitions[p2].log)
+    first = broker.messaging.receive_deferred(NS, "q", [seqs[b"a"], seqs[b"b"]], mode)
+    assert bodies(first) == [b"a"]
+    with pytest.raises(StorageError):  # (none journaled: the error itself)
+        broker.messaging.receive_deferred(NS, "q", [seqs[b"b"]], mode)
+    allow()
+    again = broker.messaging.receive_deferred(NS, "q", [seqs[b"b"]], mode)
+    assert bodies(again) == [b"b"]
+    if mode == "receive-and-delete":
+        assert broker.messaging.peek(NS, "q", 10, None) == []
+
+
+def test_a_refused_expiry_in_a_session_is_tried_again(
+    broker: Broker, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One expired message expires its whole session (daemon/README.md §6.4): when the disk
+    refuses that, the next receive meets the expired message again, not the one after it."""
+    broker.management.queue_create(NS, "q", {"requires_session": True})
+    broker.messaging.send(NS, "q", [Message(b"old", session_id="s", time_to_live_ms=1000)])
+    broker.messaging.send(NS, "q", [Message(b"new", session_id="s")])
+    clock.advance(1_500)
+    lock = broker.messaging.session_accept(NS, "q", "s")
+    refuse_expiries(monkeypatch, broker.queue(NS, "q").timers, {1})
+    with pytest.raises(StorageError):
+        broker.messaging.receive(NS, "q", 2, "peek-lock", lock.session_lock_token)
+    assert broker.messaging.receive(NS, "q", 2, "peek-lock", lock.session_lock_token) == []

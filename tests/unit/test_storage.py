@@ -149,6 +149,18 @@ def test_sequence_numbers_start_at_1_and_are_gap_free(logs: Logs) -> None:
     check_invariants(log)
 
 
+def test_an_empty_batch_between_others_is_recovered(logs: Logs) -> None:
+    log = logs.open()
+    log.append([rec(b"a"), rec(b"bb")], NOW)
+    log.append([], NOW + 1)
+    log.append([rec(b"c", 5_000)], NOW + 2)
+    before = snapshot(log)
+    log = logs.reopen(log)  # (no checkpoint: every batch is scanned)
+    assert snapshot(log) == before
+    assert [log.read_payload(q) for q in range(1, 4)] == [b"a", b"bb", b"c"]
+    check_invariants(log)
+
+
 def test_append_records_ttl_and_schedule(logs: Logs) -> None:
     log = logs.open()
     log.append(
