@@ -23,6 +23,7 @@ from __future__ import annotations
 import heapq
 import logging
 import random
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -277,7 +278,7 @@ class Partition:
         if error is not None and not (first and isinstance(error, StorageError)):
             raise error
         if error is not None:
-            log.warning("a receive answers without partition %s's messages: %s", self.id, error)
+            warn_partial(error)
 
     def lock(self, seq: int, until: int, nonce: int | None = None) -> int:
         """Take (or, with the holder's ``nonce``, renew) the lock on ``seq``."""
@@ -657,18 +658,34 @@ def deliver_deferred(
             p._hand_back(journal)
         raise
     recorded: set[Partition] = set()
-    failure: StorageError | None = None
+    failure: BaseException | None = None
     for p, journal in journals.items():
         if failure is not None:
             p._hand_back(journal)
             continue
         try:
-            p.record_delivered(journal)  # (hands its own back when refused)
-            recorded.add(p)
-        except StorageError as exc:
+            p.record_delivered(journal)  # (hands its own back when the disk refuses)
+        except BaseException as exc:
             failure = exc
-    if failure is not None and not recorded:
-        raise failure
+            if not isinstance(exc, StorageError):
+                p._hand_back(journal)
+            continue
+        recorded.add(p)
+    answer = [d for p, d in got if p in recorded]
     if failure is not None:
-        log.warning("a deferred receive answers with the messages journaled: %s", failure)
-    return [d for p, d in got if p in recorded]
+        if not answer or not isinstance(failure, StorageError):
+            raise failure
+        warn_partial(failure)
+    return answer
+
+
+_warned_at = [-1e9]  # when warn_partial last logged (time.monotonic)
+
+
+def warn_partial(error: BaseException) -> None:
+    """Log that a receive answered with fewer messages because a partition's disk refused
+    its journal (daemon/README.md §21.9): once a minute at most, however often clients poll."""
+    now = time.monotonic()
+    if now - _warned_at[0] >= 60:
+        _warned_at[0] = now
+        log.warning("a receive answers without the messages of a partition: %s", error)

@@ -49,18 +49,29 @@ def refuse_journal(monkeypatch: pytest.MonkeyPatch, log: Any) -> Callable[[], No
     return lambda: monkeypatch.setattr(log, "record", real)
 
 
-def a_and_b_apart(broker: Broker) -> tuple[Any, int, int]:
-    """A partitioned queue "q" holding message a in one partition and b in another: the
-    queue and the two partitions' ids."""
+def a_and_b_apart(
+    broker: Broker, bodies: bytes = b"ab", ttls: dict[bytes, int] | None = None
+) -> tuple[Any, ...]:
+    """A partitioned queue "q" holding one message a partition, bodies ``a``, ``b``, ...
+    (with ``ttls`` in ms for some): the queue and each partition's id."""
     broker.management.queue_create(NS, "q", {"enable_partitioning": True})
     queue = broker.queue(NS, "q")
     keys: dict[int, str] = {}
     for i in range(400):
         keys.setdefault(partition_for_key(f"k{i}", len(queue.state.partitions)), f"k{i}")
-    (p1, k1), (p2, k2) = list(keys.items())[:2]
-    broker.messaging.send(NS, "q", [Message(b"a", partition_key=k1)])
-    broker.messaging.send(NS, "q", [Message(b"b", partition_key=k2)])
-    return queue, p1, p2
+    placed = list(keys.items())[: len(bodies)]
+    for body, (_pid, key) in zip(bodies, placed, strict=True):
+        one = bytes((body,))
+        ttl = (ttls or {}).get(one)
+        broker.messaging.send(NS, "q", [Message(one, partition_key=key, time_to_live_ms=ttl)])
+    return (queue, *(pid for pid, _key in placed))
+
+
+def deferred(broker: Broker) -> dict[bytes, int]:
+    """Defer every message of "q"; their sequence numbers by body."""
+    got = broker.messaging.receive(NS, "q", 10, "peek-lock")
+    broker.messaging.settle(NS, "q", "defer", [d.lock_token for d in got])
+    return {decode(d.payload).body: d.sequence_number for d in got}
 
 
 def test_a_message_handed_back_twice_is_delivered_once(broker: Broker) -> None:
@@ -150,9 +161,7 @@ def test_a_deferred_receive_keeps_what_was_journaled_before_a_refusal(
     broker: Broker, mode: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     queue, _p1, p2 = a_and_b_apart(broker)
-    got = broker.messaging.receive(NS, "q", 10, "peek-lock")
-    broker.messaging.settle(NS, "q", "defer", [d.lock_token for d in got])
-    seqs = {decode(d.payload).body: d.sequence_number for d in got}
+    seqs = deferred(broker)
     allow = refuse_journal(monkeypatch, queue.state.partitions[p2].log)
     first = broker.messaging.receive_deferred(NS, "q", [seqs[b"a"], seqs[b"b"]], mode)
     assert bodies(first) == [b"a"]
@@ -179,3 +188,31 @@ def test_a_refused_expiry_in_a_session_is_tried_again(
     with pytest.raises(StorageError):
         broker.messaging.receive(NS, "q", 2, "peek-lock", lock.session_lock_token)
     assert broker.messaging.receive(NS, "q", 2, "peek-lock", lock.session_lock_token) == []
+
+
+def test_the_partitions_after_a_refusing_one_hand_theirs_back(
+    broker: Broker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    queue, _pa, pb, _pc = a_and_b_apart(broker, b"abc")
+    seqs = deferred(broker)
+    allow = refuse_journal(monkeypatch, queue.state.partitions[pb].log)
+    got = broker.messaging.receive_deferred(
+        NS, "q", [seqs[b"a"], seqs[b"b"], seqs[b"c"]], "peek-lock"
+    )
+    assert bodies(got) == [b"a"]
+    allow()
+    assert bodies(
+        broker.messaging.receive_deferred(NS, "q", [seqs[b"c"], seqs[b"b"]], "peek-lock")
+    ) == [b"c", b"b"]
+
+
+def test_a_refused_expiry_in_a_deferred_receive_hands_back_every_delivery(
+    broker: Broker, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    queue, *_ = a_and_b_apart(broker, b"ab", {b"b": 1000})
+    seqs = deferred(broker)
+    clock.advance(1_500)  # b expired, a not
+    refuse_expiries(monkeypatch, queue.timers, {1})
+    with pytest.raises(StorageError):
+        broker.messaging.receive_deferred(NS, "q", [seqs[b"a"], seqs[b"b"]], "peek-lock")
+    assert bodies(broker.messaging.receive_deferred(NS, "q", [seqs[b"a"]], "peek-lock")) == [b"a"]
