@@ -43,8 +43,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from sbctl.client import AsyncClient, Client
-from sbctl.client._calls import DEFAULT_NAMESPACE
+from sbctl.client import DEFAULT_NAMESPACE, AsyncClient, Client
 from sbctl.core import layout
 from sbctl.core.errors import BadRequest, GeneralError, SbctlError, ServiceTimeout
 from sbctl.core.records import Message

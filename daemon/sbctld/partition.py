@@ -153,8 +153,9 @@ class Partition:
                     seqs = self._unexpired(view, seqs, now, expire)
                 self.deliver_all(seqs, now, lock_ms, journal, out)
             self.log.record(journal)
-        except BaseException as exc:
-            self._hand_back(journal, out, first, exc)
+        except BaseException:
+            self._hand_back(journal, out, first)
+            raise
 
     def _unexpired(
         self, view: View, seqs: list[int], now: int, expire: Callable[[Partition, int], None]
@@ -248,37 +249,18 @@ class Partition:
                 )
             )
 
-    def record_delivered(self, journal: list[Entry]) -> None:
-        """Journal deliveries just handed out; if the disk refuses (StorageError), their
-        locks are released and they are handed out again later."""
-        try:
-            self.log.record(journal)
-        except StorageError:
-            self._hand_back(journal)
-            raise
-
     def _hand_back(
-        self,
-        journal: list[Entry],
-        out: list[Delivered] | None = None,
-        first: int = 0,
-        error: BaseException | None = None,
+        self, journal: list[Entry], out: list[Delivered] | None = None, first: int = 0
     ) -> None:
         """Undo deliveries not journaled (daemon/README.md §21.9): their locks released, each
         handed out again later; with ``out``, their deliveries (from ``first`` on) taken back
-        and ``error`` raised, unless it is the disk's refusal and other partitions handed
-        out messages before (``first`` > 0): those are journaled, so the receive answers
-        with them rather than fail (a receive-and-delete never drops what it took)."""
+        from the answer."""
         for entry in journal:
             if entry.op == OP_DELIVERY:
                 self.locks.pop(entry.seq, None)
                 self.give_back(entry.seq)
         if out is not None:
             del out[first:]
-        if error is not None and not (first and isinstance(error, StorageError)):
-            raise error
-        if error is not None:
-            warn_partial(error)
 
     def lock(self, seq: int, until: int, nonce: int | None = None) -> int:
         """Take (or, with the holder's ``nonce``, renew) the lock on ``seq``."""
@@ -348,9 +330,9 @@ class Partition:
                 if lock_ms is None or got is None:
                     gone.append(seq)
             self.log.record(journal)
-        except BaseException as exc:
-            self._hand_back(journal, out, first, exc)
-            return
+        except BaseException:
+            self._hand_back(journal, out, first)
+            raise
         for seq in gone:
             self.session_of.pop(seq, None)
 
@@ -638,11 +620,9 @@ def deliver_deferred(
     expire: Callable[[Partition, int], None],
 ) -> list[Delivered]:
     """Hand out the deferred messages ``found`` (daemon/README.md §3.9) in their order, each
-    partition's journaled or none of them (daemon/README.md §21.9): when a partition's disk
-    refuses, it and those after it hand theirs back and the answer holds the messages of
-    those journaled before it (a receive-and-delete never drops what it did not return); when
-    none was journaled, the error is raised. One that expired meanwhile is expired and left
-    out."""
+    partition's journaled or none of them: when a partition's journal fails, it and those
+    after it hand theirs back, and :func:`partial_or_raise` decides. One that expired
+    meanwhile is expired and left out."""
     got: list[tuple[Partition, Delivered]] = []
     journals: dict[Partition, list[Entry]] = {}
     try:
@@ -660,31 +640,31 @@ def deliver_deferred(
     recorded: set[Partition] = set()
     failure: BaseException | None = None
     for p, journal in journals.items():
-        if failure is not None:
-            p._hand_back(journal)
-            continue
-        try:
-            p.record_delivered(journal)  # (hands its own back when the disk refuses)
-        except BaseException as exc:
-            failure = exc
-            if not isinstance(exc, StorageError):
-                p._hand_back(journal)
-            continue
-        recorded.add(p)
+        if failure is None:
+            try:
+                p.log.record(journal)
+                recorded.add(p)
+                continue
+            except BaseException as exc:
+                failure = exc
+        p._hand_back(journal)
     answer = [d for p, d in got if p in recorded]
     if failure is not None:
-        if not answer or not isinstance(failure, StorageError):
-            raise failure
-        warn_partial(failure)
+        partial_or_raise(failure, answer)
     return answer
 
 
-_warned_at = [-1e9]  # when warn_partial last logged (time.monotonic)
+_warned_at = [-1e9]  # when partial_or_raise last logged (time.monotonic)
 
 
-def warn_partial(error: BaseException) -> None:
-    """Log that a receive answered with fewer messages because a partition's disk refused
-    its journal (daemon/README.md §21.9): once a minute at most, however often clients poll."""
+def partial_or_raise(error: BaseException, out: list[Delivered]) -> None:
+    """A receive across partitions, one of which failed with ``error`` and handed its
+    deliveries back (daemon/README.md §21.9): when the disk refused and other partitions
+    handed out ``out``, journaled already, the receive answers with those (a warning in the
+    log, once a minute at most, however often clients poll) rather than fail, so a
+    receive-and-delete never drops what it took; otherwise ``error`` is raised."""
+    if not out or not isinstance(error, StorageError):
+        raise error
     now = time.monotonic()
     if now - _warned_at[0] >= 60:
         _warned_at[0] = now

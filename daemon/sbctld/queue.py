@@ -39,7 +39,7 @@ from sbctl.core.records import NOT_SCHEDULED, Message, StagedRecord
 from sbctld.config import MB, QueueConfig, save_toml
 from sbctld.dedup import DuplicateHistory
 from sbctld.faults import all_down
-from sbctld.partition import Partition, append_all, deliver_deferred
+from sbctld.partition import Partition, append_all, deliver_deferred, partial_or_raise
 from sbctld.queue_sessions import QueueSessions
 from sbctld.queue_state import (
     DUPLICATE_IN_BATCH,
@@ -64,6 +64,7 @@ from sbctld.results import (
 )
 from sbctld.storage.journal import Entry
 from sbctld.storage.log import OP_PROPS, OP_STATE, PartitionLog, State
+from sbctld.storage.space import StorageError
 from sbctld.storage.sync import Syncer
 
 
@@ -409,7 +410,10 @@ class Queue:
             p = state.partitions[(start + k) % n]
             if faulty and p.fault is not None and not p.fault.reachable():
                 continue  # daemon/README.md §0.1.6: the available partitions answer
-            p.take(p.view(subqueue), count, now, lock_ms, out, self.timers.expire)
+            try:
+                p.take(p.view(subqueue), count, now, lock_ms, out, self.timers.expire)
+            except StorageError as exc:
+                partial_or_raise(exc, out)
             if len(out) >= count:
                 break
         state.accessed_at_ms = now

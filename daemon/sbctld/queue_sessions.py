@@ -26,14 +26,14 @@ from sbctl.core.limits import (
 )
 from sbctl.core.message_form import decode as decode_message
 from sbctl.core.partitioning import partition_for_key
-from sbctld.partition import Partition
+from sbctld.partition import Partition, partial_or_raise
 from sbctld.queue_state import LOCAL_MASK, SESSION_RECEIVER_ON_PLAIN, QueueState
 from sbctld.queue_timers import QueueTimers
 from sbctld.results import SessionEntry, SessionLock
 from sbctld.sessions import Sessions
 from sbctld.storage.journal import Entry
 from sbctld.storage.log import OP_DELIVERY, State
-from sbctld.storage.space import CorruptRecord
+from sbctld.storage.space import CorruptRecord, StorageError
 from sbctld.storage.sync import Syncer
 
 
@@ -124,7 +124,10 @@ class QueueSessions:
         if self.span_partitions and len(out) < count:
             for other in state.partitions:
                 if other is not p and other.fault is None and other.by_session.get(session_id):
-                    other.take_session(session_id, count, now, lock_ms, out, expire, until)
+                    try:
+                        other.take_session(session_id, count, now, lock_ms, out, expire, until)
+                    except StorageError as exc:
+                        partial_or_raise(exc, out)
         if not delete:
             sessions.own(
                 token,

@@ -36,7 +36,8 @@ from sbctl.core.records import (
     MAX_BATCH_BYTES,
     RECORD_HEADER,
 )
-from sbctld.storage.adoption import AdoptionError, StagedSegment, expiries
+from sbctld.storage.adoption import AdoptionError, StagedSegment
+from sbctld.storage.log import expiries
 
 CRC_SLICE = 1024 * 1024  # bytes checksummed between two pauses
 RECORD_SLICE = 2048  # records parsed between two pauses

@@ -66,7 +66,7 @@ from sbctl.core.message_write import (
     encode_general,
 )
 from sbctl.core.records import Message, decode_legacy, decode_sent_message
-from sbctl.core.send_rules import header_fits, message_id_fits
+from sbctl.core.send_rules import body_size, header_fits, message_id_fits
 from sbctl.core.typed import json_value, milliseconds, property_value, text
 
 UNDECODABLE = "undecodable AMQP message"
@@ -624,7 +624,7 @@ def sent_bare(items: Sequence[Any]) -> tuple[list[Message], list[bytes]] | None:
             mid is None
             or not message_id_fits(mid)
             or msgspec.structs.astuple(m)[2:] != _ONLY_AN_ID
-            or not header_fits(len(s.payload) - len(m.body))
+            or not header_fits(len(s.payload) - body_size(m))
         ):
             return None
         messages.append(m)

@@ -278,27 +278,6 @@ class StagedRecord(NamedTuple):
     scheduled_ms: int
 
 
-def encode_batch(
-    base_seq: int, base_time_ms: int, records: Sequence[StagedRecord]
-) -> tuple[bytes, list[int]]:
-    """Encode one batch; returns the bytes and each record's payload offset in them."""
-    pack = RECORD_HEADER.pack
-    parts = [BATCH_INNER.pack(MAGIC, 0, 0, len(records))]
-    offsets = []
-    pos = BATCH_OVERHEAD
-    for rel, (payload, ttl_ms, scheduled_ms) in enumerate(records):
-        parts.append(pack(len(payload) + RECORD_OVERHEAD - 4, rel, ttl_ms, scheduled_ms))
-        parts.append(payload)
-        pos += RECORD_OVERHEAD
-        offsets.append(pos)
-        pos += len(payload)
-    inner = b"".join(parts)
-    import crc32c  # here, not at the top: the client and the CLI never need it (~10 ms)
-
-    header = BATCH_HEADER.pack(base_seq, base_time_ms, len(inner) + 4, crc32c.crc32c(inner))
-    return header + inner, offsets
-
-
 class Indexed(NamedTuple):
     """What a log's index keeps of a batch's records, column by column (:func:`encode_indexed`)."""
 
@@ -312,11 +291,34 @@ class Indexed(NamedTuple):
 def encode_indexed(
     base_seq: int, base_time_ms: int, records: Sequence[tuple[bytes, int, int]]
 ) -> tuple[bytes, Indexed]:
-    """:func:`encode_batch`'s bytes, with what the index keeps of each record. Each step
-    maps over a whole column (no Python-level work a record): the daemon's send path."""
-    import crc32c  # see encode_batch
+    """:func:`encode_batch`, with what the index keeps of each record (the daemon's send
+    path): the CRCs taken by one map over the records' spans of the batch."""
+    import crc32c  # see _encoded
 
-    crc = crc32c.crc32c
+    batch, offsets, lengths, ttls, scheduled = _encoded(base_seq, base_time_ms, records)
+    starts = map(operator.sub, offsets, repeat(RECORD_HEADER.size))
+    spans = map(
+        memoryview(batch).__getitem__, map(slice, starts, map(operator.add, offsets, lengths))
+    )
+    crcs = list(map(crc32c.crc32c, spans))
+    return batch, Indexed(offsets, lengths, list(ttls), list(scheduled), crcs)
+
+
+def encode_batch(
+    base_seq: int, base_time_ms: int, records: Sequence[tuple[bytes, int, int]]
+) -> tuple[bytes, list[int]]:
+    """Encode one batch; returns the bytes and each record's payload offset in them."""
+    batch, offsets, *_columns = _encoded(base_seq, base_time_ms, records)
+    return batch, offsets
+
+
+def _encoded(
+    base_seq: int, base_time_ms: int, records: Sequence[tuple[bytes, int, int]]
+) -> tuple[bytes, list[int], list[int], Sequence[int], Sequence[int]]:
+    """The batch's bytes, each payload's offset in them, and the records' lengths, TTLs and
+    schedules; each step maps over a whole column (no Python-level work a record)."""
+    import crc32c  # here, not at the top: the client and the CLI never need it (~10 ms)
+
     n = len(records)
     payloads, ttls, scheduled = zip(*records, strict=True) if n else ((), (), ())
     lengths = list(map(len, payloads))
@@ -342,13 +344,8 @@ def encode_indexed(
         )
     )
     offsets.pop()  # (the end of the last record)
-    batch = BATCH_HEADER.pack(base_seq, base_time_ms, len(inner) + 4, crc(inner)) + inner
-    starts = map(operator.sub, offsets, repeat(RECORD_HEADER.size))
-    spans = map(
-        memoryview(batch).__getitem__, map(slice, starts, map(operator.add, offsets, lengths))
-    )
-    crcs = list(map(crc, spans))
-    return batch, Indexed(offsets, lengths, list(ttls), list(scheduled), crcs)
+    header = BATCH_HEADER.pack(base_seq, base_time_ms, len(inner) + 4, crc32c.crc32c(inner))
+    return header + inner, offsets, lengths, ttls, scheduled
 
 
 def rewrite_header(batch: bytearray | memoryview, base_seq: int, base_time_ms: int) -> None:

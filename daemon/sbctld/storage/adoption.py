@@ -12,9 +12,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 from sbctl.core.layout import ADOPTING_SUFFIX, SEGMENT_SUFFIX, adopting_path, numbered, segment_name
-from sbctl.core.limits import MAX_TIME_MS
 from sbctld.storage.files import fsync_dir
-from sbctld.storage.log import ACTIVE_BYTE, PartitionLog, Segment, State
+from sbctld.storage.log import ACTIVE_BYTE, PartitionLog, Segment, State, expiries
 
 
 class StagedSegment(NamedTuple):
@@ -107,11 +106,6 @@ def commit_adoption(
         log.changes_since_checkpoint += n
     log._roll = False
     return scheduled
-
-
-def expiries(ttls: array, now_ms: int) -> array:
-    """Expiry times of records with these TTLs (-1: none) enqueued at ``now_ms``."""
-    return array("q", [min(now_ms + t, MAX_TIME_MS) if t >= 0 else MAX_TIME_MS for t in ttls])
 
 
 def rollback_adoption(directory: Path, next_seq: int) -> int:

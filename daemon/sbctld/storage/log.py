@@ -73,6 +73,16 @@ def record_crc(
     )
 
 
+def expiry(ttl_ms: int, now_ms: int) -> int:
+    """When a record with this TTL (-1: none) enqueued at ``now_ms`` expires."""
+    return min(now_ms + ttl_ms, MAX_TIME_MS) if ttl_ms >= 0 else MAX_TIME_MS
+
+
+def expiries(ttls: Iterable[int], now_ms: int) -> array:
+    """:func:`expiry` of each of ``ttls``."""
+    return array("q", [min(now_ms + t, MAX_TIME_MS) if t >= 0 else MAX_TIME_MS for t in ttls])
+
+
 class State(IntEnum):
     GONE = 0  # completed, expired, purged: never served again
     ACTIVE = 1
@@ -522,8 +532,7 @@ class PartitionLog(RecordReading, StateIndex):
             self.length.append(lengths[0])
             self.crc.append(crcs[0])
             self.live_bytes += lengths[0]
-            ttl = ttls[0]
-            self.exp.append(min(now_ms + ttl, MAX_TIME_MS) if ttl >= 0 else MAX_TIME_MS)
+            self.exp.append(expiry(ttls[0], now_ms))
             self.state.append(State.ACTIVE)
             self.counts[State.ACTIVE] += 1
             self.enq.append(now_ms)
@@ -537,12 +546,9 @@ class PartitionLog(RecordReading, StateIndex):
         self.crc.extend(crcs)
         self.live_bytes += sum(lengths)
         if min(ttls) == max(ttls):  # (the usual batch: one TTL for all)
-            ttl = ttls[0]
-            self.exp.extend([min(now_ms + ttl, MAX_TIME_MS) if ttl >= 0 else MAX_TIME_MS] * n)
+            self.exp.extend([expiry(ttls[0], now_ms)] * n)
         else:
-            self.exp.extend(
-                [min(now_ms + ttl, MAX_TIME_MS) if ttl >= 0 else MAX_TIME_MS for ttl in ttls]
-            )
+            self.exp.extend(expiries(ttls, now_ms))
         if max(scheduled) < 0:
             count = 0
             self.state.extend(ACTIVE_BYTE * n)
